@@ -1,0 +1,400 @@
+"""One client connection: frame reassembly, one request at a time, in-order responses, zero-copy sends.
+
+Bytes on the wire (both directions), per Kafka's framing:
+
+    offset 0   int32 big-endian  size N of the frame that follows (request frames: 0 <= N <= max)
+    offset 4   N bytes           the frame (request or response header + body), opaque here
+
+Reading. Every connection of a server reads into one shared scratch buffer (the event loop hands
+us bytes for one connection at a time), so an idle connection holds no read buffer at all.
+Complete small frames are copied out of the scratch buffer into their own ``bytes``; a frame
+larger than ``DIRECT_READ_BYTES`` gets a buffer of its exact size that the socket reads straight
+into, so the records of a big Produce are copied once, by the kernel. A partial small frame left
+at the end of a read is kept (at most ``DIRECT_READ_BYTES + 4`` bytes) and put back in front of
+the next read.
+
+Processing. Like Kafka, which mutes a channel while one of its requests is being handled, frames
+of one connection are handled strictly one after another by a single worker task, and each
+response is written completely before the next request is handled. Frames read ahead are queued;
+reading pauses when the queue grows past ``MAX_QUEUED_FRAMES`` / ``MAX_QUEUED_BYTES`` or the
+transport's write buffer is full (a client that does not read its responses stops being read).
+
+Writing. ``bytes`` chunks go through the transport. A ``FileRegion`` is sent with a raw
+non-blocking ``os.sendfile`` on the socket once the transport's write buffer is empty (so bytes
+never overtake each other); on EAGAIN the worker waits for writability on a duplicate of the
+socket descriptor (the event loop refuses watchers on a descriptor its transport owns). A region
+whose file turns out shorter than its length aborts the connection instead of sending a frame
+that lies about its size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import struct
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
+
+from rill.common import FileRegion
+from rill.network.handler import ConnectionInfo, ResponseChunk
+
+if TYPE_CHECKING:
+    from rill.network.socket_server import SocketServer
+
+log = logging.getLogger("rill.network")
+
+DIRECT_READ_BYTES = 64 * 1024
+"""Frames larger than this are read straight into a buffer of their own."""
+SCRATCH_BYTES = 256 * 1024
+"""Size of the scratch read buffer shared by all connections of a server."""
+MAX_QUEUED_FRAMES = 64
+MAX_QUEUED_BYTES = 16 * 1024 * 1024
+SENDFILE_YIELD_BYTES = 16 * 1024 * 1024
+"""After this many bytes sent from files in one go, let other connections run."""
+WRITE_HIGH_WATER = 1024 * 1024
+
+_size = struct.Struct(">i")
+
+
+class ReadBuffer:
+    """The scratch buffer a server's connections read into, one read at a time."""
+
+    __slots__ = ("data", "view")
+
+    def __init__(self, size: int = SCRATCH_BYTES) -> None:
+        self.data = bytearray(size)
+        self.view = memoryview(self.data)
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
+    """A size-prefixed frame connection that hands requests to the server's handler in order."""
+
+    def __init__(self, server: SocketServer, listener_name: str, index: int) -> None:
+        self._server = server
+        self._loop = server.loop
+        self._listener_name = listener_name
+        self._index = index
+        self._max_request_bytes = server.max_request_bytes
+        self._scratch = server.read_buffer
+        self.info = ConnectionInfo("", "", 0, listener_name)
+        self.transport: asyncio.Transport | None = None
+        self.last_active = self._loop.time()
+        self.closed = False
+        self._partial: bytes = b""
+        self._direct: memoryview | None = None
+        self._direct_filled = 0
+        self._queue: collections.deque[memoryview] = collections.deque()
+        self._queued_bytes = 0
+        self._worker: asyncio.Task[None] | None = None
+        self._reading_paused = False
+        self._stopping = False
+        self._write_paused = False
+        self._drain_waiter: asyncio.Future[None] | None = None
+        self._sock_fd = -1
+        self._watch_fd = -1
+        self._writable: asyncio.Future[None] | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        local = transport.get_extra_info("sockname") or ("?", 0)
+        sock = transport.get_extra_info("socket")
+        self._sock_fd = sock.fileno() if sock is not None else -1
+        self.info = ConnectionInfo(
+            connection_id=f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{self._index}",
+            client_host=str(peer[0]),
+            client_port=int(peer[1]),
+            listener_name=self._listener_name,
+            server_host=str(local[0]),
+            server_port=int(local[1]),
+        )
+        self.last_active = self._loop.time()
+        self._server.connection_opened(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._queue.clear()
+        self._queued_bytes = 0
+        self._direct = None
+        self._partial = b""
+        self._wake_writers()
+        self._release_watch_fd()
+        self._server.connection_lost(self)
+
+    @property
+    def busy(self) -> bool:
+        """True while a request is queued or being handled."""
+        return self._worker is not None
+
+    def close(self) -> None:
+        """Close after flushing what is already written."""
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def abort(self) -> None:
+        """Close at once, dropping unsent bytes."""
+        if self.transport is not None:
+            self.transport.abort()
+
+    async def shutdown(self) -> None:
+        """Stop reading, let queued requests finish and their responses go out, then close."""
+        self._stopping = True
+        self._pause_reading()
+        worker = self._worker
+        if worker is not None:
+            await asyncio.shield(worker)
+        self.close()
+
+    # ------------------------------------------------------------------ reading
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        direct = self._direct
+        if direct is not None:
+            return direct[self._direct_filled :]
+        partial = self._partial
+        view = self._scratch.view
+        if partial:
+            n = len(partial)
+            view[:n] = partial
+            return view[n:]
+        return view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = self._loop.time()
+        direct = self._direct
+        if direct is not None:
+            self._direct_filled += nbytes
+            if self._direct_filled == len(direct):
+                self._direct = None
+                self._enqueue(direct)
+            return
+        end = len(self._partial) + nbytes
+        self._partial = b""
+        view = self._scratch.view
+        data = self._scratch.data
+        pos = 0
+        while end - pos >= 4:
+            size = _size.unpack_from(data, pos)[0]
+            if size < 0 or size > self._max_request_bytes:
+                self._reject(size)
+                return
+            available = end - pos - 4
+            if available >= size:
+                start = pos + 4
+                pos = start + size
+                self._enqueue(memoryview(view[start:pos].tobytes()))
+                continue
+            if size > DIRECT_READ_BYTES:
+                frame = memoryview(bytearray(size))
+                frame[:available] = view[pos + 4 : end]
+                self._direct = frame
+                self._direct_filled = available
+                pos = end
+            break
+        if pos < end:
+            self._partial = view[pos:end].tobytes()
+
+    def eof_received(self) -> bool | None:
+        # Half-closed by the client: answer what was asked, then close.
+        if self._worker is None:
+            return None
+        self._stopping = True
+        return True
+
+    def _reject(self, size: int) -> None:
+        log.warning(
+            "closing connection from %s: request frame size %d is outside 0..%d (socket.request.max.bytes)",
+            self.info,
+            size,
+            self._max_request_bytes,
+        )
+        self._partial = b""
+        self.abort()
+
+    def _enqueue(self, frame: memoryview) -> None:
+        if self.closed:
+            return
+        self._queue.append(frame)
+        self._queued_bytes += len(frame)
+        if self._worker is None:
+            self._worker = self._loop.create_task(self._process())
+        if len(self._queue) >= MAX_QUEUED_FRAMES or self._queued_bytes >= MAX_QUEUED_BYTES:
+            self._pause_reading()
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self.transport is not None and not self.closed:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _maybe_resume_reading(self) -> None:
+        if (
+            self._reading_paused
+            and not self._stopping
+            and not self._write_paused
+            and not self.closed
+            and len(self._queue) < MAX_QUEUED_FRAMES // 2
+            and self._queued_bytes < MAX_QUEUED_BYTES // 2
+            and self.transport is not None
+        ):
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    # --------------------------------------------------------------- processing
+
+    async def _process(self) -> None:
+        handler = self._server.handler
+        queue = self._queue
+        try:
+            while queue and not self.closed:
+                frame = queue.popleft()
+                self._queued_bytes -= len(frame)
+                self._maybe_resume_reading()
+                try:
+                    response = await handler.handle(self.info, frame)
+                except Exception:
+                    log.exception("closing connection from %s: request handler failed", self.info)
+                    self.abort()
+                    return
+                del frame
+                if response is not None and not self.closed and not await self._send(response):
+                    return
+                self.last_active = self._loop.time()
+                if self._write_paused:
+                    await self._drain(full=False)
+        finally:
+            self._worker = None
+            if self._stopping and not self.closed and self.transport is not None:
+                self.transport.close()
+
+    async def _send(self, chunks: Sequence[ResponseChunk]) -> bool:
+        """Write one response; False if the connection was closed meanwhile or had to be aborted."""
+        transport = self.transport
+        assert transport is not None
+        pending: list[bytes | bytearray | memoryview] = []
+        for chunk in chunks:
+            if isinstance(chunk, FileRegion):
+                if pending:
+                    transport.writelines(pending)
+                    pending = []
+                if not await self._send_region(chunk):
+                    return False
+            else:
+                pending.append(chunk)
+        if pending:
+            if len(pending) == 1:
+                transport.write(pending[0])
+            else:
+                transport.writelines(pending)
+        return not self.closed
+
+    async def _send_region(self, region: FileRegion) -> bool:
+        if region.length <= 0:
+            return True
+        await self._drain(full=True)
+        if self.closed:
+            return False
+        position = region.position
+        remaining = region.length
+        since_yield = 0
+        while remaining > 0:
+            try:
+                sent = os.sendfile(self._sock_fd, region.fd, position, remaining)
+            except BlockingIOError:
+                await self._wait_writable()
+                if self.closed:
+                    return False
+                since_yield = 0
+                continue
+            except InterruptedError:
+                continue
+            except OSError as exc:
+                log.warning("closing connection from %s: sendfile failed: %s", self.info, exc)
+                self.abort()
+                return False
+            if sent == 0:
+                log.error(
+                    "closing connection from %s: file region (fd %d, position %d, length %d) is %d bytes"
+                    " short (file truncated)",
+                    self.info,
+                    region.fd,
+                    region.position,
+                    region.length,
+                    remaining,
+                )
+                self.abort()
+                return False
+            position += sent
+            remaining -= sent
+            since_yield += sent
+            if since_yield >= SENDFILE_YIELD_BYTES and remaining > 0:
+                since_yield = 0
+                await asyncio.sleep(0)
+                if self.closed:
+                    return False
+        return True
+
+    # ----------------------------------------------------------------- writing
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        waiter = self._drain_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        self._maybe_resume_reading()
+
+    async def _drain(self, *, full: bool) -> None:
+        """Wait until the write buffer is below its low mark (``full``: completely empty)."""
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        if full:
+            if transport.get_write_buffer_size() == 0:
+                return
+            transport.set_write_buffer_limits(high=0, low=0)
+        try:
+            while self._write_paused and not self.closed:
+                self._drain_waiter = self._loop.create_future()
+                await self._drain_waiter
+        finally:
+            self._drain_waiter = None
+            if full and not self.closed:
+                transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+
+    async def _wait_writable(self) -> None:
+        if self._watch_fd < 0:
+            self._watch_fd = os.dup(self._sock_fd)
+        fut = self._writable = self._loop.create_future()
+        self._loop.add_writer(self._watch_fd, self._on_writable)
+        try:
+            await fut
+        finally:
+            self._writable = None
+            if self._watch_fd >= 0:
+                self._loop.remove_writer(self._watch_fd)
+
+    def _on_writable(self) -> None:
+        fut = self._writable
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def _wake_writers(self) -> None:
+        for fut in (self._drain_waiter, self._writable):
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+
+    def _release_watch_fd(self) -> None:
+        if self._watch_fd >= 0:
+            fd, self._watch_fd = self._watch_fd, -1
+            self._loop.remove_writer(fd)
+            os.close(fd)

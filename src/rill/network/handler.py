@@ -1,0 +1,51 @@
+"""The seam between the network layer and whatever answers requests.
+
+The network layer knows frames, not Kafka: it hands every complete request frame (the bytes after
+the 4-byte size prefix) to a ``RequestHandler`` and writes back what the handler returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeAlias
+
+from rill.common import FileRegion
+
+ResponseChunk: TypeAlias = bytes | bytearray | memoryview | FileRegion
+"""One piece of a response: raw bytes are written as they are, a ``FileRegion`` goes out with ``os.sendfile``.
+
+The handler owns the framing of its response: the chunks together must form the complete frame,
+size prefix included.
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInfo:
+    """Who is on the other end of a connection (Kafka's connection id format: local-remote-index)."""
+
+    connection_id: str
+    client_host: str
+    client_port: int
+    listener_name: str
+    server_host: str = ""
+    server_port: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.client_host}:{self.client_port} ({self.listener_name})"
+
+
+class RequestHandler(Protocol):
+    """Answers request frames; one request per connection is handled at a time, in arrival order."""
+
+    async def handle(self, conn: ConnectionInfo, frame: memoryview) -> Sequence[ResponseChunk] | None:
+        """Answer one request frame. ``None`` means no response (Produce with acks=0).
+
+        ``frame`` stays valid (nothing else writes into it) for as long as the handler keeps it.
+        Raising closes this connection and only this one.
+        """
+        ...
+
+    def connection_closed(self, conn: ConnectionInfo) -> None:
+        """Called once when a connection closes, for whatever reason."""
+        ...

@@ -1,0 +1,182 @@
+"""Kafka's SocketServer: listeners that accept connections and feed their frames to a RequestHandler.
+
+The server owns no protocol knowledge. It binds one asyncio server per listener (port 0 picks a
+free port, see ``bound_addresses``), keeps the set of live connections, closes connections idle
+for longer than ``connections.max.idle.ms`` with one periodic sweep (no timer per connection, so
+thousands of idle connections cost a few kilobytes each), and stops gracefully: stop accepting,
+let queued requests finish within a bounded wait, then close every connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import socket
+from collections.abc import Sequence
+from typing import Protocol
+
+from rill.network.connection import KafkaConnection, ReadBuffer
+from rill.network.handler import RequestHandler
+
+log = logging.getLogger("rill.network")
+
+DEFAULT_MAX_REQUEST_BYTES = 104857600
+DEFAULT_MAX_IDLE_MS = 600000
+
+
+class ListenerAddress(Protocol):
+    """Where a listener binds: ``rill.config.EndPoint`` fits."""
+
+    @property
+    def listener_name(self) -> str: ...
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+
+class SocketServer:
+    """Accepts connections on every listener and hands their frames to ``handler``."""
+
+    def __init__(
+        self,
+        handler: RequestHandler,
+        listeners: Sequence[ListenerAddress],
+        *,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        connections_max_idle_ms: int = DEFAULT_MAX_IDLE_MS,
+        backlog: int = 1024,
+    ) -> None:
+        if not listeners:
+            raise ValueError("at least one listener is needed")
+        self.handler = handler
+        self.max_request_bytes = max_request_bytes
+        self.connections_max_idle_ms = connections_max_idle_ms
+        self._listeners = list(listeners)
+        self._backlog = backlog
+        self._servers: list[asyncio.AbstractServer] = []
+        self._bound: dict[str, tuple[str, int]] = {}
+        self._connections: set[KafkaConnection] = set()
+        self._index = itertools.count()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.read_buffer = ReadBuffer()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise RuntimeError("the socket server is not started")
+        return self._loop
+
+    @property
+    def bound_addresses(self) -> dict[str, tuple[str, int]]:
+        """Listener name -> (host, port) actually bound."""
+        return dict(self._bound)
+
+    @property
+    def bound_address(self) -> tuple[str, int]:
+        """The first listener's bound (host, port)."""
+        return self._bound[self._listeners[0].listener_name]
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        try:
+            for listener in self._listeners:
+                await self._start_listener(listener)
+        except BaseException:
+            await self._close_listeners()
+            raise
+        self._sweeper = self._loop.create_task(self._sweep_idle())
+
+    async def _start_listener(self, listener: ListenerAddress) -> None:
+        name = listener.listener_name
+
+        def factory() -> KafkaConnection:
+            return KafkaConnection(self, name, next(self._index))
+
+        host = listener.host or None
+        server = await self.loop.create_server(
+            factory, host, listener.port, reuse_address=True, backlog=self._backlog
+        )
+        self._servers.append(server)
+        sockets = server.sockets
+        addr = sockets[0].getsockname() if sockets else (listener.host, listener.port)
+        family = sockets[0].family if sockets else socket.AF_INET
+        bound_host = addr[0] if family in (socket.AF_INET, socket.AF_INET6) else listener.host
+        self._bound[name] = (str(bound_host), int(addr[1]))
+        log.info("listener %s bound to %s:%d", name, bound_host, addr[1])
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Stop accepting, finish queued requests (at most ``timeout`` seconds), close every connection."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+            self._sweeper = None
+        await self._close_listeners()
+        connections = list(self._connections)
+        if connections:
+            _done, pending = await asyncio.wait(
+                [asyncio.ensure_future(c.shutdown()) for c in connections], timeout=timeout
+            )
+            for task in pending:
+                task.cancel()
+            if pending:
+                log.warning("%d connection(s) unfinished after %.1fs; closing them", len(pending), timeout)
+        for conn in list(self._connections):
+            conn.abort()
+        # Give the loop a turn so transports run connection_lost.
+        for _ in range(3):
+            if not self._connections:
+                break
+            await asyncio.sleep(0)
+
+    async def _close_listeners(self) -> None:
+        servers, self._servers = self._servers, []
+        for server in servers:
+            server.close()
+        for server in servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 1.0)
+
+    # ------------------------------------------------------- connection registry
+
+    def connection_opened(self, conn: KafkaConnection) -> None:
+        self._connections.add(conn)
+        log.debug("connection %s opened", conn.info.connection_id)
+
+    def connection_lost(self, conn: KafkaConnection) -> None:
+        self._connections.discard(conn)
+        log.debug("connection %s closed", conn.info.connection_id)
+        try:
+            self.handler.connection_closed(conn.info)
+        except Exception:
+            log.exception("connection_closed handler failed for %s", conn.info)
+
+    async def _sweep_idle(self) -> None:
+        idle_s = self.connections_max_idle_ms / 1000.0
+        if idle_s <= 0:
+            return
+        interval = min(max(idle_s / 10.0, 0.01), 30.0)
+        loop = self.loop
+        while True:
+            await asyncio.sleep(interval)
+            self.maybe_close_idle(loop.time() - idle_s)
+
+    def maybe_close_idle(self, deadline: float) -> int:
+        """Close connections with no activity since ``deadline`` (loop time) and nothing in flight."""
+        closed = 0
+        for conn in list(self._connections):
+            if not conn.busy and conn.last_active < deadline:
+                log.debug("closing idle connection %s", conn.info.connection_id)
+                conn.close()
+                closed += 1
+        return closed

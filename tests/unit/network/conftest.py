@@ -1,0 +1,108 @@
+"""A toy request handler and helpers for driving a real SocketServer over 127.0.0.1 sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from rill.common import FileRegion
+from rill.network import ConnectionInfo, ResponseChunk, SocketServer
+from rill.network.event_loop import loop_factory
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    listener_name: str
+    host: str
+    port: int
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+class ToyHandler:
+    """Commands (frame payloads):
+
+    ``echo:<x>``          -> frame(``<x>``)
+    ``sleep:<sec>:<x>``   -> frame(``<x>``) after sleeping
+    ``none``              -> no response
+    ``boom``              -> raises
+    ``file:<i>``          -> frame header + the i-th registered FileRegion
+    ``parts:<x>``         -> frame(``<x>``) written as several chunks
+    """
+
+    def __init__(self) -> None:
+        self.regions: list[FileRegion] = []
+        self.closed: list[ConnectionInfo] = []
+        self.seen: list[bytes] = []
+
+    async def handle(self, conn: ConnectionInfo, data: memoryview) -> Sequence[ResponseChunk] | None:
+        payload = bytes(data)
+        self.seen.append(payload)
+        if payload.startswith(b"echo:"):
+            return [frame(payload[5:])]
+        if payload.startswith(b"sleep:"):
+            _, secs, rest = payload.split(b":", 2)
+            await asyncio.sleep(float(secs))
+            return [frame(rest)]
+        if payload == b"none":
+            return None
+        if payload == b"boom":
+            raise RuntimeError("toy handler failure")
+        if payload.startswith(b"file:"):
+            region = self.regions[int(payload[5:])]
+            return [struct.pack(">i", region.length), region]
+        if payload.startswith(b"parts:"):
+            body = payload[6:]
+            return [struct.pack(">i", len(body)), body[:1], bytearray(body[1:3]), memoryview(body[3:])]
+        return [frame(b"?" + payload)]
+
+    def connection_closed(self, conn: ConnectionInfo) -> None:
+        self.closed.append(conn)
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes:
+    size = struct.unpack(">i", await reader.readexactly(4))[0]
+    return await reader.readexactly(size)
+
+
+async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.01)
+
+
+ServerTest = Callable[[SocketServer, ToyHandler], Awaitable[None]]
+
+
+@pytest.fixture(params=["uvloop", "asyncio"])
+def run_server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """Run ``body(server, handler)`` against a started SocketServer on 127.0.0.1:0, on both loops."""
+    if request.param == "asyncio":
+        monkeypatch.setenv("RILL_EVENT_LOOP", "asyncio")
+    else:
+        monkeypatch.delenv("RILL_EVENT_LOOP", raising=False)
+
+    def runner(body: ServerTest, timeout: float = 30.0, **kwargs: Any) -> None:
+        async def main() -> None:
+            handler = ToyHandler()
+            server = SocketServer(handler, [Listener("PLAINTEXT", "127.0.0.1", 0)], **kwargs)
+            await server.start()
+            try:
+                await asyncio.wait_for(body(server, handler), timeout)
+            finally:
+                await server.stop(timeout=5.0)
+
+        with asyncio.Runner(loop_factory=loop_factory()) as r:
+            r.run(main())
+
+    return runner
