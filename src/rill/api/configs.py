@@ -1,0 +1,168 @@
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44) for topics and brokers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from rill.api.context import RequestContext
+from rill.api.registry import Body, handler
+from rill.config import (
+    ConfigEntry,
+    describe_broker_configs,
+    describe_topic_configs,
+    validate_broker_dynamic_configs,
+    validate_topic_configs,
+)
+from rill.errors import ErrorCode, KafkaError
+from rill.protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+TOPIC = 2
+BROKER = 4
+BROKER_LOGGER = 8
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _check_broker_name(ctx: RequestContext, name: str) -> None:
+    if name not in ("", str(ctx.services.node_id)):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown broker {name!r}; this broker is {ctx.services.node_id}")
+
+
+def _entries(ctx: RequestContext, rtype: int, name: str) -> list[ConfigEntry]:
+    services = ctx.services
+    if rtype == TOPIC:
+        topic = services.metadata.topic(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        return describe_topic_configs(services.config, topic.configs, services.metadata.broker_configs())
+    if rtype == BROKER:
+        _check_broker_name(ctx, name)
+        return describe_broker_configs(services.config, services.metadata.broker_configs())
+    raise KafkaError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
+
+
+@handler(ApiKey.DESCRIBE_CONFIGS, 0, 4)
+async def handle_describe_configs(ctx: RequestContext, request: Body) -> Body:
+    include_synonyms = request.get("include_synonyms", False)
+    include_docs = request.get("include_documentation", False)
+    results: list[Body] = []
+    for r in request["resources"]:
+        rtype, name = r["resource_type"], r["resource_name"]
+        out: Body = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name}
+        try:
+            keys = r.get("configuration_keys")
+            wanted = set(keys) if keys else None
+            configs: list[Body] = []
+            for e in _entries(ctx, rtype, name):
+                if wanted is not None and e.name not in wanted:
+                    continue
+                configs.append(
+                    {
+                        "name": e.name,
+                        "value": None if e.is_sensitive else e.value,
+                        "read_only": e.read_only,
+                        "is_default": e.source == 5,
+                        "config_source": e.source,
+                        "is_sensitive": e.is_sensitive,
+                        "synonyms": [
+                            {"name": s.name, "value": s.value, "source": s.source} for s in e.synonyms
+                        ]
+                        if include_synonyms
+                        else [],
+                        "config_type": e.config_type,
+                        "documentation": e.documentation if include_docs else None,
+                    }
+                )
+            out["configs"] = configs
+        except KafkaError as e:
+            out.update(error_code=e.code, error_message=e.message, configs=[])
+        results.append(out)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _apply(ctx: RequestContext, rtype: int, name: str, new: Mapping[str, str], validate_only: bool) -> None:
+    services = ctx.services
+    if rtype == TOPIC:
+        if services.metadata.topic(name) is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        validate_topic_configs(dict(new))
+        if not validate_only:
+            services.metadata.set_topic_configs(name, new)
+            log.info("Topic %s configs set to %s by %s", name, dict(new), ctx.client)
+    elif rtype == BROKER:
+        _check_broker_name(ctx, name)
+        validate_broker_dynamic_configs(dict(new))
+        if not validate_only:
+            services.metadata.set_broker_configs(new)
+            log.info("Broker dynamic configs set to %s by %s", dict(new), ctx.client)
+    elif rtype == BROKER_LOGGER:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "broker logger configs are not supported")
+    else:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
+
+
+def _current(ctx: RequestContext, rtype: int, name: str) -> dict[str, str]:
+    if rtype == TOPIC:
+        topic = ctx.services.metadata.topic(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        return dict(topic.configs)
+    if rtype == BROKER:
+        return dict(ctx.services.metadata.broker_configs())
+    return {}
+
+
+@handler(ApiKey.ALTER_CONFIGS, 0, 2)
+async def handle_alter_configs(ctx: RequestContext, request: Body) -> Body:
+    validate_only = request.get("validate_only", False)
+    responses: list[Body] = []
+    for r in request["resources"]:
+        rtype, name = r["resource_type"], r["resource_name"]
+        out: Body = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name}
+        try:
+            # AlterConfigs replaces the resource's whole set of dynamic configs.
+            new = {c["name"]: c["value"] for c in r["configs"] if c["value"] is not None}
+            _apply(ctx, rtype, name, new, validate_only)
+        except KafkaError as e:
+            out.update(error_code=e.code, error_message=e.message)
+        responses.append(out)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+@handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
+async def handle_incremental_alter_configs(ctx: RequestContext, request: Body) -> Body:
+    validate_only = request.get("validate_only", False)
+    responses: list[Body] = []
+    for r in request["resources"]:
+        rtype, name = r["resource_type"], r["resource_name"]
+        out: Body = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name}
+        try:
+            current = _current(ctx, rtype, name)
+            defaults = {e.name: e.value for e in _entries(ctx, rtype, name)} if rtype in (TOPIC, BROKER) else {}
+            for c in r["configs"]:
+                key, op, value = c["name"], c["config_operation"], c["value"]
+                if op == SET:
+                    if value is None:
+                        raise KafkaError(ErrorCode.INVALID_CONFIG, f"null value for {key}")
+                    current[key] = value
+                elif op == DELETE:
+                    current.pop(key, None)
+                elif op in (APPEND, SUBTRACT):
+                    base = current.get(key, defaults.get(key) or "")
+                    items = [x for x in (base or "").split(",") if x]
+                    given = [x for x in (value or "").split(",") if x]
+                    if op == APPEND:
+                        items += [x for x in given if x not in items]
+                    else:
+                        items = [x for x in items if x not in given]
+                    current[key] = ",".join(items)
+                else:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
+            _apply(ctx, rtype, name, current, validate_only)
+        except KafkaError as e:
+            out.update(error_code=e.code, error_message=e.message)
+        responses.append(out)
+    return {"throttle_time_ms": 0, "responses": responses}

@@ -1,0 +1,39 @@
+"""What a handler gets besides its request body: the request header, the client, and the broker's services."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rill.config import BrokerConfig
+    from rill.metadata.store import MetadataStore
+    from rill.replica.replica_manager import ReplicaManager
+
+
+@dataclass(slots=True)
+class BrokerServices:
+    """The broker's parts that handlers call. Built once by :mod:`rill.broker`."""
+
+    node_id: int
+    config: BrokerConfig
+    metadata: MetadataStore
+    replica_manager: ReplicaManager
+    producer_ids: Any  # rill.api.init_producer_id.ProducerIdManager
+    group_coordinator: Any = None  # rill.coordinator.group.GroupCoordinator once it exists
+    metrics: Any = None  # rill.metrics.BrokerMetrics when metrics are on
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+    client_port: int
+    services: BrokerServices
+
+    @property
+    def client(self) -> str:
+        return f"{self.client_id or '-'}@{self.client_host}:{self.client_port}"

@@ -1,0 +1,92 @@
+"""The request dispatcher: frame -> header -> handler -> response chunks.
+
+It implements the network layer's ``RequestHandler``. A frame whose header cannot be read, an API this
+broker does not implement, or a version outside the handler's range closes the connection, as Kafka does;
+the one exception is ApiVersions, which answers a too-new version with UNSUPPORTED_VERSION and the
+broker's table in the v0 body format so the client can retry with a version both sides know.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from rill.api.context import BrokerServices, RequestContext
+from rill.api.registry import load_handlers, supported_versions
+from rill.common import FileRegion
+from rill.errors import ErrorCode
+from rill.protocol import (
+    ApiKey,
+    ProtocolDecodeError,
+    decode_request,
+    decode_request_header,
+    encode_response,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ConnectionClosingError(Exception):
+    """Raised to make the network layer close the connection (Kafka's reaction to such requests)."""
+
+
+class RequestDispatcher:
+    def __init__(self, services: BrokerServices, slow_request_ms: float = 1000.0) -> None:
+        self.services = services
+        self.handlers = load_handlers()
+        self.api_versions_table = supported_versions(self.handlers)
+        self._ranges = {e["api_key"]: (e["min_version"], e["max_version"]) for e in self.api_versions_table}
+        self.slow_request_ms = slow_request_ms
+        self._names = {int(k): k.name for k in ApiKey}
+
+    async def handle(self, conn: Any, frame: memoryview) -> Sequence[bytes | FileRegion] | None:
+        started = time.perf_counter()
+        try:
+            header, pos = decode_request_header(frame)
+        except ProtocolDecodeError as e:
+            raise ConnectionClosingError(f"unreadable request header from {_peer(conn)}: {e}") from e
+        api_key, version, corr = header.api_key, header.api_version, header.correlation_id
+        name = self._names.get(api_key, str(api_key))
+        versions = self._ranges.get(api_key)
+        if versions is None:
+            raise ConnectionClosingError(f"{_peer(conn)} sent unsupported API key {api_key}")
+        if not versions[0] <= version <= versions[1]:
+            if api_key == ApiKey.API_VERSIONS:
+                body = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": self.api_versions_table}
+                return encode_response(api_key, 0, corr, body)
+            raise ConnectionClosingError(
+                f"{_peer(conn)} sent {name} v{version}; supported v{versions[0]}-v{versions[1]}"
+            )
+        try:
+            body = decode_request(api_key, version, frame, pos)
+        except ProtocolDecodeError as e:
+            raise ConnectionClosingError(f"malformed {name} v{version} request from {_peer(conn)}: {e}") from e
+        host, port = _host_port(conn)
+        ctx = RequestContext(api_key, version, corr, header.client_id, host, port, self.services)
+        response = await self.handlers[api_key].fn(ctx, body)
+        elapsed = time.perf_counter() - started
+        metrics = self.services.metrics
+        if metrics is not None:
+            code = response.get("error_code", 0) if response else 0
+            metrics.on_request(name, elapsed, int(code))
+        if elapsed * 1000 > self.slow_request_ms and api_key != ApiKey.FETCH:
+            log.warning("Slow request: %s v%d from %s took %.0f ms", name, version, ctx.client, elapsed * 1000)
+        if response is None:
+            return None
+        return encode_response(api_key, version, corr, response)
+
+    def connection_closed(self, conn: Any) -> None:
+        return None
+
+
+def _host_port(conn: Any) -> tuple[str, int]:
+    host = getattr(conn, "client_host", None) or getattr(conn, "host", "?")
+    port = getattr(conn, "client_port", None) or getattr(conn, "port", 0)
+    return str(host), int(port)
+
+
+def _peer(conn: Any) -> str:
+    host, port = _host_port(conn)
+    return f"{host}:{port}"

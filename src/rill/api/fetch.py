@@ -1,0 +1,140 @@
+"""Fetch (1): long-poll reads that answer with file regions sent by ``os.sendfile``.
+
+A fetch waits (up to ``max_wait_ms``) until its partitions together hold ``min_bytes`` of data past the
+fetch offsets; appends wake it. Sizes follow Kafka: each partition gets at most ``partition_max_bytes``,
+the response at most ``max_bytes``, but the first partition with data always returns at least one whole
+batch so a consumer can make progress past a batch larger than its limits. Incremental fetch sessions are
+not offered: a request to open one is answered with session id 0, which clients accept as "no session".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+from rill.api._topics import ZERO_UUID, resolve_topic_name
+from rill.api.context import RequestContext
+from rill.api.registry import Body, handler
+from rill.common import TopicPartition
+from rill.errors import ErrorCode
+from rill.protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Wanted:
+    tp: TopicPartition | None  # None when the topic id is unknown
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int
+
+
+def _read_all(ctx: RequestContext, wanted: list[list[_Wanted]], max_bytes: int, committed_only: bool) -> tuple[list[list[Body]], int]:
+    rm = ctx.services.replica_manager
+    used = 0
+    out: list[list[Body]] = []
+    for topic in wanted:
+        parts: list[Body] = []
+        for w in topic:
+            if w.tp is None:
+                parts.append(_partition_error(w.partition, ErrorCode.UNKNOWN_TOPIC_ID))
+                continue
+            remaining = max_bytes - used
+            limit = min(w.max_bytes, max(remaining, 0))
+            read = rm.read(
+                w.tp,
+                w.fetch_offset,
+                limit,
+                current_leader_epoch=w.current_leader_epoch,
+                min_one_batch=used == 0,
+                committed_only=committed_only,
+            )
+            used += read.size
+            parts.append(
+                {
+                    "partition_index": w.partition,
+                    "error_code": read.error,
+                    "high_watermark": read.high_watermark,
+                    "last_stable_offset": read.last_stable_offset,
+                    "log_start_offset": read.log_start_offset,
+                    "aborted_transactions": None,
+                    "preferred_read_replica": -1,
+                    "records": read.regions if read.regions else b"",
+                    "_size": read.size,
+                }
+            )
+        out.append(parts)
+    return out, used
+
+
+def _partition_error(partition: int, code: ErrorCode) -> Body:
+    return {
+        "partition_index": partition,
+        "error_code": code,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": b"",
+        "_size": 0,
+    }
+
+
+@handler(ApiKey.FETCH, 4, 17)
+async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
+    session_id = request.get("session_id", 0)
+    session_epoch = request.get("session_epoch", -1)
+    if session_id != 0:
+        # We never hand out sessions, so any id a client names is unknown to us.
+        return {"error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
+    if session_epoch not in (-1, 0):
+        return {"error_code": ErrorCode.INVALID_FETCH_SESSION_EPOCH, "session_id": 0, "responses": []}
+
+    topics = request["topics"]
+    wanted: list[list[_Wanted]] = []
+    names: list[tuple[str, object]] = []
+    for t in topics:
+        name = resolve_topic_name(ctx, t, "topic")
+        names.append((name or "", t.get("topic_id", ZERO_UUID)))
+        wanted.append(
+            [
+                _Wanted(
+                    TopicPartition(name, p["partition"]) if name is not None else None,
+                    p["partition"],
+                    p["fetch_offset"],
+                    p["partition_max_bytes"],
+                    p.get("current_leader_epoch", -1),
+                )
+                for p in t["partitions"]
+            ]
+        )
+    max_bytes = request.get("max_bytes", 0x7FFFFFFF)
+    min_bytes = request["min_bytes"]
+    committed_only = request.get("replica_id", -1) < 0
+    deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000.0
+    watch = [w.tp for ws in wanted for w in ws if w.tp is not None]
+    rm = ctx.services.replica_manager
+    while True:
+        parts, used = _read_all(ctx, wanted, max_bytes, committed_only)
+        has_error = any(p["error_code"] for ps in parts for p in ps)
+        remaining = deadline - time.monotonic()
+        if used >= min_bytes or has_error or remaining <= 0 or not watch:
+            break
+        try:
+            await rm.wait_for_appends(watch, remaining)
+        except asyncio.CancelledError:
+            raise
+    metrics = ctx.services.metrics
+    responses: list[Body] = []
+    for (name, topic_id), ps in zip(names, parts, strict=True):
+        for p in ps:
+            size = p.pop("_size")
+            if metrics is not None and size:
+                metrics.on_fetch(name, size)
+        responses.append({"topic": name, "topic_id": topic_id, "partitions": ps})
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

@@ -1,0 +1,108 @@
+"""Metadata (3): brokers, controller, cluster id, and topics with their partitions' leaders and epochs."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from rill.api.context import RequestContext
+from rill.api.registry import Body, handler
+from rill.errors import ErrorCode, KafkaError
+from rill.metadata.store import TopicState, topic_name_problem
+from rill.protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def topic_body(topic: TopicState, version: int) -> Body:
+    partitions = [
+        {
+            "error_code": 0,
+            "partition_index": p.partition,
+            "leader_id": p.leader,
+            "leader_epoch": p.leader_epoch,
+            "replica_nodes": list(p.replicas),
+            "isr_nodes": list(p.isr),
+            "offline_replicas": [],
+        }
+        for p in topic.partitions
+    ]
+    return {
+        "error_code": 0,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.internal,
+        "partitions": partitions,
+    }
+
+
+def maybe_auto_create(ctx: RequestContext, name: str) -> TopicState | None:
+    """Create ``name`` with the broker defaults when ``auto.create.topics.enable`` allows it."""
+    services = ctx.services
+    config = services.config
+    if not config.get("auto.create.topics.enable"):
+        return None
+    if topic_name_problem(name) is not None:
+        return None
+    topic = services.metadata.create_topic(
+        name,
+        int(config.get("num.partitions")),
+        min(int(config.get("default.replication.factor")), len(services.metadata.brokers())),
+        {},
+    )
+    log.info("Auto-created topic %s with %d partition(s) for %s", name, len(topic.partitions), ctx.client)
+    return topic
+
+
+@handler(ApiKey.METADATA, 0, 13)
+async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
+    version = ctx.api_version
+    store = ctx.services.metadata
+    requested = request.get("topics")
+    topics: list[Body] = []
+    if requested is None or (version == 0 and not requested):
+        topics = [topic_body(t, version) for _, t in sorted(store.topics().items())]
+    else:
+        allow_auto = request.get("allow_auto_topic_creation", True) if version >= 4 else True
+        for entry in requested:
+            name: str | None = entry.get("name")
+            topic_id: Any = entry.get("topic_id")
+            topic = None
+            if name is None and topic_id is not None and topic_id != ZERO_UUID:
+                topic = store.topic_by_id(topic_id)
+                if topic is None:
+                    topics.append(
+                        {"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id}
+                    )
+                    continue
+            elif name is not None:
+                topic = store.topic(name)
+                if topic is None:
+                    problem = topic_name_problem(name)
+                    if problem is not None:
+                        topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name})
+                        continue
+                    if allow_auto:
+                        try:
+                            topic = maybe_auto_create(ctx, name)
+                        except KafkaError as e:
+                            topics.append({"error_code": e.code, "name": name})
+                            continue
+                    if topic is None:
+                        topics.append(
+                            {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "topic_id": ZERO_UUID}
+                        )
+                        continue
+            if topic is not None:
+                topics.append(topic_body(topic, version))
+    brokers = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in store.brokers()]
+    return {
+        "throttle_time_ms": 0,
+        "brokers": brokers,
+        "cluster_id": store.cluster_id,
+        "controller_id": store.controller_id,
+        "topics": topics,
+    }

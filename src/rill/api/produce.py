@@ -1,0 +1,63 @@
+"""Produce (0): validate and append record batches to partition leaders; acks 0, 1 and all."""
+
+from __future__ import annotations
+
+import logging
+
+from rill.api._topics import resolve_topic_name
+from rill.api.context import RequestContext
+from rill.api.registry import Body, handler
+from rill.common import TopicPartition
+from rill.errors import ErrorCode, KafkaError
+from rill.protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+
+@handler(ApiKey.PRODUCE, 3, 13)
+async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
+    acks = request["acks"]
+    replica_manager = ctx.services.replica_manager
+    metrics = ctx.services.metrics
+    transactional = request.get("transactional_id") is not None
+    responses: list[Body] = []
+    for topic_data in request["topic_data"]:
+        name = resolve_topic_name(ctx, topic_data)
+        partition_responses: list[Body] = []
+        for pdata in topic_data["partition_data"]:
+            index = pdata["index"]
+            result: Body = {"index": index, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+            records = pdata.get("records")
+            try:
+                if acks not in (0, 1, -1):
+                    raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
+                if transactional:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, "transactional produce is not supported yet")
+                if name is None:
+                    code = ErrorCode.UNKNOWN_TOPIC_ID if topic_data.get("topic_id") else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    raise KafkaError(code)
+                if records is None or len(records) == 0:
+                    raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request without records")
+                tp = TopicPartition(name, index)
+                info = replica_manager.append_records(tp, records, acks)
+                result.update(
+                    error_code=0,
+                    base_offset=info.first_offset,
+                    log_append_time_ms=info.log_append_time,
+                    log_start_offset=info.log_start_offset,
+                )
+                if metrics is not None and not info.duplicate:
+                    metrics.on_produce(name, info.valid_bytes, info.record_count)
+            except KafkaError as e:
+                result["error_code"] = e.code
+                if e.message != e.code.name:
+                    result["error_message"] = e.message
+                level = logging.DEBUG if e.code.retriable else logging.INFO
+                log.log(level, "Produce to %s-%s from %s failed: %s (%s)", name, index, ctx.client, e.code.name, e.message)
+            partition_responses.append(result)
+        responses.append(
+            {"name": name or "", "topic_id": topic_data.get("topic_id"), "partition_responses": partition_responses}
+        )
+    if acks == 0:
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}

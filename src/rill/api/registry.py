@@ -1,0 +1,81 @@
+"""The handler registry: which APIs this broker implements, and at which versions.
+
+A handler module registers its function with ``@handler(ApiKey.X, min_version, max_version)``. ApiVersions
+answers from this registry (intersected with the codec's declared versions), so the advertised table never
+claims an API or a version that has no handler.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rill.protocol import MESSAGES
+
+if TYPE_CHECKING:
+    from rill.api.context import RequestContext
+
+Body = dict[str, Any]
+HandlerFn = Callable[["RequestContext", Body], Awaitable[Body | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiHandler:
+    api_key: int
+    min_version: int
+    max_version: int
+    fn: HandlerFn
+
+
+REGISTRY: dict[int, ApiHandler] = {}
+
+# Every module that registers handlers; imported once by load_handlers().
+HANDLER_MODULES = (
+    "rill.api.api_versions",
+    "rill.api.metadata",
+    "rill.api.produce",
+    "rill.api.fetch",
+    "rill.api.list_offsets",
+    "rill.api.offset_for_leader_epoch",
+    "rill.api.topics",
+    "rill.api.configs",
+    "rill.api.delete_records",
+    "rill.api.cluster",
+    "rill.api.init_producer_id",
+    "rill.api.groups",
+)
+
+
+def handler(api_key: int, min_version: int, max_version: int) -> Callable[[HandlerFn], HandlerFn]:
+    def register(fn: HandlerFn) -> HandlerFn:
+        REGISTRY[int(api_key)] = ApiHandler(int(api_key), min_version, max_version, fn)
+        return fn
+
+    return register
+
+
+def load_handlers() -> dict[int, ApiHandler]:
+    for name in HANDLER_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != name:
+                raise
+    return REGISTRY
+
+
+def supported_versions(handlers: dict[int, ApiHandler]) -> list[dict[str, int]]:
+    """The ApiVersions table: each handled API at the versions both its handler and the codec know."""
+    table = []
+    for key in sorted(handlers):
+        h = handlers[key]
+        spec = MESSAGES.get(key)
+        if spec is None:
+            continue
+        lo = max(h.min_version, spec.min_version)
+        hi = min(h.max_version, spec.max_version)
+        if lo <= hi:
+            table.append({"api_key": key, "min_version": lo, "max_version": hi})
+    return table

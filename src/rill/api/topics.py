@@ -1,0 +1,162 @@
+"""CreateTopics (19), DeleteTopics (20) and CreatePartitions (37)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from rill.api._topics import ZERO_UUID
+from rill.api.context import RequestContext
+from rill.api.registry import Body, handler
+from rill.config import describe_topic_configs, validate_topic_configs
+from rill.errors import ErrorCode, KafkaError
+from rill.metadata.store import INTERNAL_TOPICS, topic_name_problem
+from rill.protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+
+def _error(body: Body, e: KafkaError) -> Body:
+    body["error_code"] = e.code
+    body["error_message"] = e.message
+    return body
+
+
+@handler(ApiKey.CREATE_TOPICS, 0, 7)
+async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
+    services = ctx.services
+    store = services.metadata
+    config = services.config
+    validate_only = request.get("validate_only", False)
+    results: list[Body] = []
+    seen: set[str] = set()
+    for t in request["topics"]:
+        name = t["name"]
+        out: Body = {"name": name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None}
+        try:
+            if name in seen:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Duplicate topic name {name!r} in the request.")
+            seen.add(name)
+            problem = topic_name_problem(name)
+            if problem:
+                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+            if store.topic(name) is not None:
+                raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            configs = {c["name"]: c["value"] for c in t.get("configs", []) if c["value"] is not None}
+            validate_topic_configs(configs)
+            assignments = {a["partition_index"]: list(a["broker_ids"]) for a in t.get("assignments", [])}
+            num_partitions = t["num_partitions"]
+            replication_factor = t["replication_factor"]
+            if assignments and (num_partitions != -1 or replication_factor != -1):
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set.",
+                )
+            if num_partitions == -1:
+                num_partitions = int(config.get("num.partitions"))
+            if replication_factor == -1:
+                replication_factor = int(config.get("default.replication.factor"))
+            if not assignments:
+                if num_partitions < 1:
+                    raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+                if replication_factor < 1:
+                    raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+                if replication_factor > len(store.brokers()):
+                    raise KafkaError(
+                        ErrorCode.INVALID_REPLICATION_FACTOR,
+                        f"Unable to replicate the partition {replication_factor} time(s): "
+                        f"The target replication factor of {replication_factor} cannot be reached because only "
+                        f"{len(store.brokers())} broker(s) are registered.",
+                    )
+            if validate_only:
+                topic_id = ZERO_UUID
+                n = len(assignments) if assignments else num_partitions
+                rf = len(next(iter(assignments.values()))) if assignments else replication_factor
+            else:
+                topic = store.create_topic(name, num_partitions, replication_factor, configs, assignments or None)
+                topic_id, n, rf = topic.topic_id, len(topic.partitions), topic.replication_factor
+                log.info(
+                    "Created topic %s (id %s) with %d partition(s), replication factor %d, configs %s, for %s",
+                    name, topic_id, n, rf, configs, ctx.client,
+                )
+            entries = describe_topic_configs(config, configs)
+            out.update(
+                topic_id=topic_id,
+                num_partitions=n,
+                replication_factor=rf,
+                configs=[
+                    {
+                        "name": e.name,
+                        "value": e.value,
+                        "read_only": e.read_only,
+                        "config_source": e.source,
+                        "is_sensitive": e.is_sensitive,
+                    }
+                    for e in entries
+                ],
+            )
+        except KafkaError as e:
+            _error(out, e)
+        results.append(out)
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+@handler(ApiKey.DELETE_TOPICS, 0, 6)
+async def handle_delete_topics(ctx: RequestContext, request: Body) -> Body:
+    store = ctx.services.metadata
+    if ctx.api_version >= 6:
+        wanted = [(t.get("name"), t.get("topic_id", ZERO_UUID)) for t in request["topics"]]
+    else:
+        wanted = [(n, ZERO_UUID) for n in request["topic_names"]]
+    results: list[Body] = []
+    for name, topic_id in wanted:
+        out: Body = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
+        try:
+            if name is None:
+                topic = store.topic_by_id(topic_id) if isinstance(topic_id, uuid.UUID) else None
+                if topic is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, f"unknown topic id {topic_id}")
+                name = topic.name
+                out["name"] = name
+            topic = store.topic(name)
+            if topic is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+            if name in INTERNAL_TOPICS:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"internal topic {name} cannot be deleted")
+            if not ctx.services.config.get("delete.topic.enable"):
+                raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
+            store.delete_topic(name)
+            out["topic_id"] = topic.topic_id
+            log.info("Deleted topic %s (id %s) for %s", name, topic.topic_id, ctx.client)
+        except KafkaError as e:
+            _error(out, e)
+        results.append(out)
+    return {"throttle_time_ms": 0, "responses": results}
+
+
+@handler(ApiKey.CREATE_PARTITIONS, 0, 3)
+async def handle_create_partitions(ctx: RequestContext, request: Body) -> Body:
+    store = ctx.services.metadata
+    results: list[Body] = []
+    for t in request["topics"]:
+        name = t["name"]
+        out: Body = {"name": name, "error_code": 0, "error_message": None}
+        try:
+            topic = store.topic(name)
+            if topic is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+            count = t["count"]
+            if count <= len(topic.partitions):
+                raise KafkaError(
+                    ErrorCode.INVALID_PARTITIONS,
+                    f"Topic currently has {len(topic.partitions)} partitions, {count} would not be an increase.",
+                )
+            if t.get("assignments"):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "manual assignments are not supported")
+            if not request.get("validate_only", False):
+                store.create_partitions(name, count)
+                log.info("Topic %s now has %d partitions (for %s)", name, count, ctx.client)
+        except KafkaError as e:
+            _error(out, e)
+        results.append(out)
+    return {"throttle_time_ms": 0, "results": results}

@@ -1,0 +1,149 @@
+"""A broker assembled from its configuration: log manager, metadata store, replica manager, coordinators,
+request dispatcher, and the network listener.
+
+Start order: logs are loaded (and recovered) first, then the listener binds (so the advertised port is known
+when it was 0), then the metadata store and the replica manager come up, and only then are requests served.
+Stop order is the reverse: no new requests, in-flight ones finish, background work stops, logs are flushed,
+checkpointed and marked cleanly shut down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from rill.api.context import BrokerServices
+from rill.api.dispatcher import RequestDispatcher
+from rill.api.init_producer_id import ProducerIdManager
+from rill.config import BrokerConfig, topic_config_defaults
+from rill.log.log_config import LogConfig
+from rill.log.log_manager import LogManager
+from rill.metadata.embedded import EmbeddedMetadataStore
+from rill.metadata.store import BrokerInfo
+from rill.network.server import SocketServer
+from rill.replica.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id: int = int(config.get("node.id"))
+        self._server: SocketServer | None = None
+        self._background: asyncio.Task[None] | None = None
+        self._metrics_stop: Any = None
+        self.log_manager: LogManager | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.metadata: EmbeddedMetadataStore | None = None
+        self.services: BrokerServices | None = None
+        self._bound: tuple[str, int] | None = None
+
+    @property
+    def bound_address(self) -> tuple[str, int]:
+        if self._bound is None:
+            raise RuntimeError("broker is not started")
+        return self._bound
+
+    def _effective_topic_configs(self, overrides: Any) -> dict[str, str]:
+        assert self.metadata is not None
+        merged = topic_config_defaults(self.config, self.metadata.broker_configs())
+        merged.update(overrides)
+        return merged
+
+    async def start(self) -> None:
+        config = self.config
+        log_dirs = [Path(d) for d in config.log_dirs]
+        defaults = LogConfig.from_topic_configs(topic_config_defaults(config, {}), LogConfig())
+        self.log_manager = LogManager(log_dirs, defaults, broker_config=config)
+        await asyncio.to_thread(self.log_manager.startup)
+
+        host, port = config.listener_address
+        metrics = None
+        metrics_port = int(config.get("metrics.port") or 0)
+        if metrics_port:
+            from rill.metrics import BrokerMetrics, start_http_server
+
+            metrics = BrokerMetrics()
+            self._metrics_stop = start_http_server(host, metrics_port, metrics)
+
+        dispatcher_holder: list[RequestDispatcher] = []
+        self._server = SocketServer(
+            _LateHandler(dispatcher_holder),
+            host,
+            port,
+            max_request_bytes=int(config.get("socket.request.max.bytes")),
+            idle_timeout_ms=int(config.get("connections.max.idle.ms")),
+        )
+        bound_host, bound_port = await self._server.start()
+        self._bound = (bound_host, bound_port)
+        adv_host, adv_port = config.advertised_address or (bound_host, bound_port)
+        if adv_port == 0:
+            adv_port = bound_port
+
+        self.metadata = EmbeddedMetadataStore(
+            log_dirs[0], self.node_id, BrokerInfo(self.node_id, adv_host, adv_port), config.get("cluster.id") or None
+        )
+        self.replica_manager = ReplicaManager(
+            self.node_id, self.log_manager, self.metadata, self._effective_topic_configs
+        )
+        self.replica_manager.sync_with_metadata()
+        self.services = BrokerServices(
+            node_id=self.node_id,
+            config=config,
+            metadata=self.metadata,
+            replica_manager=self.replica_manager,
+            producer_ids=ProducerIdManager(self.metadata),
+            metrics=metrics,
+        )
+        self.services.group_coordinator = self._maybe_start_group_coordinator()
+        if metrics is not None:
+            metrics.attach(self)
+        dispatcher_holder.append(RequestDispatcher(self.services))
+        self._background = asyncio.create_task(self.log_manager.run_background(), name="log-manager")
+        log.info("Broker %d serving on %s:%d (advertised %s:%d)", self.node_id, bound_host, bound_port, adv_host, adv_port)
+
+    def _maybe_start_group_coordinator(self) -> Any:
+        try:
+            from rill.coordinator.group.group_coordinator import GroupCoordinator
+        except ImportError:
+            return None
+        assert self.services is not None
+        return GroupCoordinator.create(self.services)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop()
+        coordinator = self.services.group_coordinator if self.services else None
+        if coordinator is not None:
+            await coordinator.shutdown()
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()
+        if self._background is not None:
+            self._background.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._background
+        if self.log_manager is not None:
+            await asyncio.to_thread(self.log_manager.shutdown)
+        if self._metrics_stop is not None:
+            self._metrics_stop()
+        log.info("Broker %d stopped", self.node_id)
+
+
+class _LateHandler:
+    """Forwards to the dispatcher once it exists (the listener binds before the broker is fully up)."""
+
+    def __init__(self, holder: list[RequestDispatcher]) -> None:
+        self._holder = holder
+
+    async def handle(self, conn: Any, frame: memoryview) -> Any:
+        if not self._holder:
+            raise ConnectionError("broker is starting")
+        return await self._holder[0].handle(conn, frame)
+
+    def connection_closed(self, conn: Any) -> None:
+        if self._holder:
+            self._holder[0].connection_closed(conn)

@@ -1,0 +1,115 @@
+"""The cluster metadata seam: topics, partitions (leader, leader epoch, replicas, ISR), configs, brokers.
+
+Handlers and the replica manager see metadata only through :class:`MetadataStore`. A single node uses the
+embedded store (a JSON snapshot in the data directory); a ZooKeeper-backed store (kazoo) and multiple
+brokers plug in behind the same protocol.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+# Kafka's name rules for topics: at most 249 characters of [a-zA-Z0-9._-], and not "." or "..".
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a legal topic name, or None when it is."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name cannot be {name!r}"
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
+    bad = sorted(set(name) - _LEGAL_TOPIC_CHARS)
+    if bad:
+        return f"topic name {name!r} contains illegal characters {''.join(bad)!r} (allowed: a-z A-Z 0-9 . _ -)"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicState:
+    name: str
+    topic_id: uuid.UUID
+    partitions: tuple[PartitionState, ...]
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+
+MetadataListener = Callable[[], None]
+
+
+class MetadataStore(Protocol):
+    """What the broker needs to know and change about the cluster."""
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def controller_id(self) -> int: ...
+
+    def brokers(self) -> list[BrokerInfo]: ...
+
+    def topics(self) -> Mapping[str, TopicState]: ...
+
+    def topic(self, name: str) -> TopicState | None: ...
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None: ...
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        assignments: Mapping[int, list[int]] | None = None,
+    ) -> TopicState: ...
+
+    def delete_topic(self, name: str) -> TopicState: ...
+
+    def create_partitions(self, name: str, total: int) -> TopicState: ...
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
+
+    def broker_configs(self) -> Mapping[str, str]: ...
+
+    def set_broker_configs(self, configs: Mapping[str, str]) -> None: ...
+
+    def allocate_producer_ids(self, count: int) -> int:
+        """Reserve ``count`` producer ids durably; returns the first."""
+        ...
+
+    def add_listener(self, listener: MetadataListener) -> None: ...
