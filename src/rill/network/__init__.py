@@ -5,7 +5,7 @@ No protocol knowledge lives here: frames go to a ``RequestHandler`` and its chun
 
 from rill.network.event_loop import new_event_loop, run
 from rill.network.handler import ConnectionInfo, RequestHandler, ResponseChunk
-from rill.network.socket_server import ListenerAddress, SocketServer
+from rill.network.server import ListenerAddress, SocketServer
 
 __all__ = [
     "ConnectionInfo",

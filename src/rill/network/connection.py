@@ -41,7 +41,7 @@ from rill.common import FileRegion
 from rill.network.handler import ConnectionInfo, ResponseChunk
 
 if TYPE_CHECKING:
-    from rill.network.socket_server import SocketServer
+    from rill.network.server import SocketServer
 
 log = logging.getLogger("rill.network")
 

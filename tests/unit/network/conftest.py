@@ -95,7 +95,7 @@ def run_server(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     def runner(body: ServerTest, timeout: float = 30.0, **kwargs: Any) -> None:
         async def main() -> None:
             handler = ToyHandler()
-            server = SocketServer(handler, [Listener("PLAINTEXT", "127.0.0.1", 0)], **kwargs)
+            server = SocketServer(handler, "127.0.0.1", 0, **kwargs)
             await server.start()
             try:
                 await asyncio.wait_for(body(server, handler), timeout)

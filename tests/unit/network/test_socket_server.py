@@ -16,7 +16,7 @@ import pytest
 from rill.common import FileRegion
 from rill.network import SocketServer
 
-from .conftest import ToyHandler, frame, read_frame, wait_for
+from .conftest import Listener, ToyHandler, frame, read_frame, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -119,7 +119,8 @@ def test_bad_frame_size_closes_only_that_connection(
 
     with caplog.at_level("WARNING", logger="rill.network"):
         run_server(body, max_request_bytes=1000)
-    assert any("socket.request.max.bytes" in r.getMessage() and "127.0.0.1" in r.getMessage() for r in caplog.records)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("socket.request.max.bytes" in m and "127.0.0.1" in m for m in messages)
 
 
 def test_handler_exception_and_none_response(run_server: Runner) -> None:
@@ -233,7 +234,7 @@ def test_idle_connections_are_closed(run_server: Runner) -> None:
         assert await is_closed(busy_r, timeout=3)
         await wait_for(lambda: server.connection_count == 0)
 
-    run_server(body, connections_max_idle_ms=250)
+    run_server(body, idle_timeout_ms=250)
 
 
 def _rss_kib() -> int:
@@ -293,3 +294,23 @@ def test_stop_is_bounded(run_server: Runner) -> None:
         assert await is_closed(reader)
 
     run_server(body)
+
+
+def test_several_listeners() -> None:
+    async def main() -> None:
+        handler = ToyHandler()
+        server = SocketServer(
+            handler, listeners=[Listener("INTERNAL", "127.0.0.1", 0), Listener("EXTERNAL", "127.0.0.1", 0)]
+        )
+        assert await server.start() == server.bound_addresses["INTERNAL"]
+        try:
+            for name, (host, port) in server.bound_addresses.items():
+                reader, writer = await asyncio.open_connection(host, port)
+                writer.write(frame(b"echo:" + name.encode()))
+                assert await read_frame(reader) == name.encode()
+                writer.close()
+            await wait_for(lambda: {c.listener_name for c in handler.closed} == {"INTERNAL", "EXTERNAL"})
+        finally:
+            await server.stop()
+
+    asyncio.run(main())

@@ -15,6 +15,7 @@ import itertools
 import logging
 import socket
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from rill.network.connection import KafkaConnection, ReadBuffer
@@ -39,24 +40,39 @@ class ListenerAddress(Protocol):
     def port(self) -> int: ...
 
 
+@dataclass(frozen=True, slots=True)
+class _Address:
+    listener_name: str
+    host: str
+    port: int
+
+
 class SocketServer:
     """Accepts connections on every listener and hands their frames to ``handler``."""
 
     def __init__(
         self,
         handler: RequestHandler,
-        listeners: Sequence[ListenerAddress],
+        host: str = "127.0.0.1",
+        port: int = 0,
         *,
+        listener_name: str = "PLAINTEXT",
+        listeners: Sequence[ListenerAddress] = (),
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-        connections_max_idle_ms: int = DEFAULT_MAX_IDLE_MS,
+        idle_timeout_ms: int = DEFAULT_MAX_IDLE_MS,
         backlog: int = 1024,
     ) -> None:
-        if not listeners:
-            raise ValueError("at least one listener is needed")
+        """Listen on ``host:port`` as ``listener_name``, or on every address in ``listeners`` when given.
+
+        ``max_request_bytes`` is Kafka's ``socket.request.max.bytes``, ``idle_timeout_ms`` its
+        ``connections.max.idle.ms`` (0 or less: never close idle connections).
+        """
         self.handler = handler
         self.max_request_bytes = max_request_bytes
-        self.connections_max_idle_ms = connections_max_idle_ms
-        self._listeners = list(listeners)
+        self.idle_timeout_ms = idle_timeout_ms
+        self._listeners: list[ListenerAddress] = (
+            list(listeners) if listeners else [_Address(listener_name, host, port)]
+        )
         self._backlog = backlog
         self._servers: list[asyncio.AbstractServer] = []
         self._bound: dict[str, tuple[str, int]] = {}
@@ -86,7 +102,8 @@ class SocketServer:
     def connection_count(self) -> int:
         return len(self._connections)
 
-    async def start(self) -> None:
+    async def start(self) -> tuple[str, int]:
+        """Bind every listener; returns the first one's bound (host, port)."""
         self._loop = asyncio.get_running_loop()
         try:
             for listener in self._listeners:
@@ -95,6 +112,7 @@ class SocketServer:
             await self._close_listeners()
             raise
         self._sweeper = self._loop.create_task(self._sweep_idle())
+        return self.bound_address
 
     async def _start_listener(self, listener: ListenerAddress) -> None:
         name = listener.listener_name
@@ -162,7 +180,7 @@ class SocketServer:
             log.exception("connection_closed handler failed for %s", conn.info)
 
     async def _sweep_idle(self) -> None:
-        idle_s = self.connections_max_idle_ms / 1000.0
+        idle_s = self.idle_timeout_ms / 1000.0
         if idle_s <= 0:
             return
         interval = min(max(idle_s / 10.0, 0.01), 30.0)
