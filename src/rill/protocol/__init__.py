@@ -1,0 +1,51 @@
+"""Kafka wire-protocol codec (no I/O): declarations per API, compiled per-version encode/decode, headers."""
+
+from rill.protocol.api import (
+    DATA,
+    MESSAGES,
+    ApiKey,
+    MessageSpec,
+    RequestHeader,
+    decode_data,
+    decode_request,
+    decode_request_body,
+    decode_request_header,
+    decode_response,
+    decode_versioned,
+    encode_data,
+    encode_request,
+    encode_response,
+    encode_versioned,
+    request_header_version,
+    response_header_version,
+)
+from rill.protocol.errors import (
+    ProtocolDecodeError,
+    ProtocolEncodeError,
+    ProtocolError,
+    UnsupportedVersionError,
+)
+
+__all__ = [
+    "DATA",
+    "MESSAGES",
+    "ApiKey",
+    "MessageSpec",
+    "ProtocolDecodeError",
+    "ProtocolEncodeError",
+    "ProtocolError",
+    "RequestHeader",
+    "UnsupportedVersionError",
+    "decode_data",
+    "decode_request",
+    "decode_request_body",
+    "decode_request_header",
+    "decode_response",
+    "decode_versioned",
+    "encode_data",
+    "encode_request",
+    "encode_response",
+    "encode_versioned",
+    "request_header_version",
+    "response_header_version",
+]

@@ -1,0 +1,35 @@
+"""Rill's declarations of the Kafka messages it speaks, grouped by API family.
+
+Each family module lists its ``APIS`` as (request, response) pairs; ``group_data`` lists payloads that are
+not APIs (``DATA``).
+"""
+
+from __future__ import annotations
+
+from rill.protocol.messages import (
+    api_versions,
+    configs,
+    fetch,
+    group,
+    group_data,
+    list_offsets,
+    metadata,
+    offsets,
+    produce,
+    topics,
+)
+from rill.protocol.schema import Message
+
+API_MESSAGES: list[tuple[Message, Message]] = [
+    *api_versions.APIS,
+    *metadata.APIS,
+    *produce.APIS,
+    *fetch.APIS,
+    *list_offsets.APIS,
+    *topics.APIS,
+    *configs.APIS,
+    *group.APIS,
+    *offsets.APIS,
+]
+
+DATA_MESSAGES: list[Message] = list(group_data.DATA)
