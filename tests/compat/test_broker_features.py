@@ -1,0 +1,135 @@
+"""Broker behaviour seen through confluent-kafka: restarts, big messages, many partitions, offsets by time,
+DeleteRecords."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+import rill.testing
+
+
+def _consume(bootstrap: str, topic: str, partition: int, start: int, n: int, timeout: float = 60) -> list:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4()}", "enable.auto.commit": False,
+                  "fetch.message.max.bytes": 10 * 1024 * 1024})
+    c.assign([TopicPartition(topic, partition, start)])
+    got: list = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(got) < n and time.monotonic() < deadline:
+            for m in c.consume(1000, timeout=0.5):
+                assert m.error() is None, m.error()
+                got.append(m)
+    finally:
+        c.close()
+    return got
+
+
+@pytest.mark.slow
+def test_idempotent_producer_across_broker_restart(tmp_path) -> None:
+    n = 20_000
+    with rill.testing.broker(subprocess=True, data_dir=tmp_path / "data") as b:
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "enable.idempotence": True, "linger.ms": 2,
+                      "message.timeout.ms": 60000, "retry.backoff.ms": 50})
+        errors: list = []
+        done = threading.Event()
+
+        def produce() -> None:
+            for i in range(n):
+                while True:
+                    try:
+                        p.produce("idem", str(i).encode(), partition=0,
+                                  on_delivery=lambda err, _m: errors.append(err) if err else None)
+                        break
+                    except BufferError:
+                        p.poll(0.01)
+                if i % 100 == 0:
+                    p.poll(0)
+                    time.sleep(0.002)
+            p.flush(60)
+            done.set()
+
+        t = threading.Thread(target=produce)
+        t.start()
+        time.sleep(1.0)
+        b.restart()
+        t.join(90)
+        assert done.is_set()
+        assert not errors, errors[:3]
+        got = _consume(b.bootstrap_servers, "idem", 0, 0, n)
+        values = [int(m.value()) for m in got]
+        assert values == list(range(n)), "duplicates or gaps after a broker restart"
+
+
+def test_five_megabyte_message(rill_broker) -> None:
+    bootstrap = rill_broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("big", 1, 1, config={"max.message.bytes": str(8 * 1024 * 1024)})])["big"].result(10)
+    payload = bytes(range(256)) * (5 * 1024 * 1024 // 256)
+    p = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 8 * 1024 * 1024})
+    p.produce("big", payload, partition=0)
+    assert p.flush(30) == 0
+    got = _consume(bootstrap, "big", 0, 0, 1)
+    assert got[0].value() == payload
+    # Above the topic's limit the broker refuses it with MESSAGE_TOO_LARGE.
+    errs: list = []
+    p.produce("big", payload * 2, partition=0, on_delivery=lambda err, _m: errs.append(err))
+    p.flush(30)
+    assert errs and errs[0] is not None and errs[0].name() == "MSG_SIZE_TOO_LARGE"
+
+
+@pytest.mark.slow
+def test_thousand_partitions(rill_broker) -> None:
+    bootstrap = rill_broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("wide", 1000, 1)])["wide"].result(60)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for i in range(1000):
+        p.produce("wide", f"v{i}".encode(), partition=i)
+    assert p.flush(60) == 0
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "wide-reader", "enable.auto.commit": False})
+    c.assign([TopicPartition("wide", i, 0) for i in range(1000)])
+    seen = {}
+    deadline = time.monotonic() + 60
+    while len(seen) < 1000 and time.monotonic() < deadline:
+        for m in c.consume(1000, timeout=0.5):
+            assert m.error() is None
+            seen[m.partition()] = m.value()
+    c.close()
+    assert seen == {i: f"v{i}".encode() for i in range(1000)}
+
+
+def test_list_offsets_by_timestamp_and_delete_records(rill_broker) -> None:
+    bootstrap = rill_broker.bootstrap_servers
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    base = 1_800_000_000_000
+    for i in range(100):
+        p.produce("times", f"{i}".encode(), partition=0, timestamp=base + i * 1000)
+        p.flush(10)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "times-reader"})
+    found = c.offsets_for_times([TopicPartition("times", 0, base + 42_500)], timeout=10)
+    assert found[0].offset == 43
+    found = c.offsets_for_times([TopicPartition("times", 0, base + 10**9)], timeout=10)
+    assert found[0].offset == -1  # past the last timestamp: no offset (the end)
+    low, high = c.get_watermark_offsets(TopicPartition("times", 0), timeout=10)
+    assert (low, high) == (0, 100)
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    result = admin.delete_records([TopicPartition("times", 0, 60)])
+    for fut in result.values():
+        assert fut.result(10).low_watermark == 60
+    low, high = c.get_watermark_offsets(TopicPartition("times", 0), timeout=10, cached=False)
+    assert (low, high) == (60, 100)
+    got = _consume(bootstrap, "times", 0, 60, 40)
+    assert [int(m.value()) for m in got] == list(range(60, 100))
+    c.close()
+
+    cfg = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "times")])
+    entries = next(iter(cfg.values())).result(10)
+    assert entries["retention.ms"].value == "604800000"
+    assert entries["cleanup.policy"].value == "delete"
