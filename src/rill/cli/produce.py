@@ -1,0 +1,281 @@
+"""``rill produce TOPIC``: send lines from stdin or a file as records (Kafka's ``kafka-console-producer``).
+
+    rill produce orders < lines.txt
+    rill produce orders --file lines.txt --parse-key              # key<TAB>value lines
+    rill produce orders --key-separator ':' --header source=cli --compression zstd --acks all
+
+Each input line (without its ``\\n`` / ``\\r\\n``) is one record. With ``--parse-key`` or ``--key-separator``
+a line is split at the first separator into key and value; a line without the separator is an error (the
+records read before it are still delivered). On a terminal a progress line with the rate is drawn on stderr
+for large inputs.
+The command exits non-zero if any record was not acknowledged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from rill.cli._common import (
+    CliError,
+    add_connection_options,
+    client_config,
+    describe_kafka_exception,
+    ensure_reachable,
+    human_bytes,
+    new_parser,
+    parse_key_value,
+    run_main,
+)
+
+COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
+ACKS_CHOICES = ("all", "-1", "0", "1")
+PROGRESS_MIN_BYTES = 4 * 1024 * 1024
+PROGRESS_INTERVAL_S = 0.25
+
+
+@dataclass(slots=True)
+class DeliveryTally:
+    """Counts delivery reports; keeps the first error to report it."""
+
+    delivered: int = 0
+    failed: int = 0
+    first_error: str | None = None
+    partitions: set[int] = field(default_factory=set)
+
+    def on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.failed += 1
+            if self.first_error is None:
+                self.first_error = f"{err.name()}: {err.str()}"
+        else:
+            self.delivered += 1
+
+
+class Progress:
+    """A one-line progress display on a terminal: records, bytes, rate and (for files) percent done."""
+
+    def __init__(self, stream: IO[str], total_bytes: int | None) -> None:
+        self._stream = stream
+        self._total = total_bytes
+        self._start = time.monotonic()
+        self._last = 0.0
+
+    def maybe_draw(self, records: int, nbytes: int, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last < PROGRESS_INTERVAL_S:
+            return
+        self._last = now
+        elapsed = max(now - self._start, 1e-6)
+        line = f"{records:>12,} records  {human_bytes(nbytes):>9}  {records / elapsed:>11,.0f} rec/s"
+        line += f"  {human_bytes(nbytes / elapsed)}/s"
+        if self._total:
+            frac = min(1.0, nbytes / self._total)
+            filled = int(frac * 24)
+            bar = "=" * filled + (">" if filled < 24 else "") + " " * max(0, 23 - filled)
+            line += f"  [{bar}] {frac * 100:5.1f}%"
+        self._stream.write("\r" + line)
+        self._stream.flush()
+
+    def finish(self, records: int, nbytes: int) -> None:
+        self.maybe_draw(records, nbytes, force=True)
+        self._stream.write("\n")
+        self._stream.flush()
+
+
+def iter_lines(stream: IO[bytes]) -> Iterator[bytes]:
+    """Lines without their terminator; a final unterminated line counts, an empty tail does not."""
+    for raw in stream:
+        if raw.endswith(b"\n"):
+            raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
+        yield raw
+
+
+def parse_headers(items: list[str] | None) -> list[tuple[str, bytes]]:
+    headers: list[tuple[str, bytes]] = []
+    for item in items or ():
+        key, value = parse_key_value(item, "header")
+        headers.append((key, value.encode()))
+    return headers
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = new_parser("rill produce", "Send lines from stdin (or a file) to a topic, one record per line.")
+    parser.add_argument("topic", metavar="TOPIC")
+    parser.add_argument("--file", metavar="PATH", help="read lines from this file instead of stdin")
+    parser.add_argument("--parse-key", action="store_true", help="split each line into key and value (tab)")
+    parser.add_argument(
+        "--key-separator",
+        metavar="SEP",
+        help="separator between key and value (implies --parse-key; default tab)",
+    )
+    parser.add_argument(
+        "--header", action="append", metavar="K=V", help="header added to every record (repeatable)"
+    )
+    parser.add_argument("--partition", type=int, metavar="N", help="send every record to this partition")
+    parser.add_argument(
+        "--compression",
+        "--compression-codec",
+        dest="compression",
+        choices=COMPRESSION_TYPES,
+        default="none",
+        help="batch compression (default none)",
+    )
+    parser.add_argument(
+        "--acks",
+        "--request-required-acks",
+        dest="acks",
+        choices=ACKS_CHOICES,
+        default="all",
+        help="acknowledgements to wait for (default all)",
+    )
+    parser.add_argument("--linger-ms", type=int, default=5, metavar="MS", help="batching delay (default 5)")
+    parser.add_argument(
+        "--producer-property",
+        action="append",
+        metavar="K=V",
+        help="extra librdkafka producer config (repeatable)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="never draw the progress line")
+    add_connection_options(parser, json_output=False)
+    return parser
+
+
+def _check_topic(producer: Any, topic: str, partition: int | None, timeout_s: float) -> None:
+    try:
+        md = producer.list_topics(topic=topic, timeout=timeout_s)
+    except Exception as e:
+        raise CliError(f"cannot read metadata for topic '{topic}': {describe_kafka_exception(e)}") from None
+    tm = md.topics.get(topic)
+    if tm is None or (tm.error is not None and tm.error.name() == "UNKNOWN_TOPIC_OR_PART"):
+        raise CliError(f"unknown topic '{topic}' (UNKNOWN_TOPIC_OR_PARTITION)")
+    if tm.error is not None and tm.error.name() not in ("LEADER_NOT_AVAILABLE",):
+        raise CliError(f"topic '{topic}': {tm.error.name()}: {tm.error.str()}")
+    if partition is not None and tm.partitions and partition not in tm.partitions:
+        raise CliError(f"topic '{topic}' has no partition {partition} (it has {len(tm.partitions)})")
+
+
+def _open_input(args: argparse.Namespace) -> tuple[IO[bytes], int | None]:
+    if args.file is None or args.file == "-":
+        stdin = sys.stdin.buffer
+        try:
+            st = os.fstat(stdin.fileno())
+            size = st.st_size if st.st_size > 0 and not os.isatty(stdin.fileno()) else None
+        except (OSError, ValueError):
+            size = None
+        return stdin, size
+    try:
+        f = open(args.file, "rb")  # noqa: SIM115 - closed by the caller
+    except OSError as e:
+        raise CliError(f"cannot read {args.file}: {e.strerror or e}") from None
+    return f, os.fstat(f.fileno()).st_size
+
+
+def _produce_all(
+    args: argparse.Namespace, producer: Any, stream: IO[bytes], progress: Progress | None
+) -> int:
+    separator: bytes | None = None
+    if args.key_separator is not None:
+        separator = args.key_separator.encode().decode("unicode_escape").encode()
+        if not separator:
+            raise CliError("--key-separator must not be empty")
+    elif args.parse_key:
+        separator = b"\t"
+    headers = parse_headers(args.header) or None
+    extra: dict[str, Any] = {}
+    if args.partition is not None:
+        extra["partition"] = args.partition
+    topic = args.topic
+    produce = producer.produce
+    count = 0
+    nbytes = 0
+    for count, line in enumerate(iter_lines(stream), 1):
+        key: bytes | None = None
+        value = line
+        if separator is not None:
+            key, sep, value = line.partition(separator)
+            if not sep:
+                raise CliError(f"no key separator found on line {count}")
+        nbytes += len(line) + 1
+        while True:
+            try:
+                produce(topic, value, key, headers=headers, **extra)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if count & 1023 == 0:
+            producer.poll(0)
+            if progress is not None:
+                progress.maybe_draw(count, nbytes)
+    if progress is not None:
+        progress.finish(count, nbytes)
+    return count
+
+
+def _body(argv: list[str]) -> int:
+    args = _build_parser().parse_args(argv)
+    if args.partition is not None and args.partition < 0:
+        raise CliError(f"invalid --partition {args.partition}")
+    extra_props = dict(parse_key_value(p, "producer property") for p in args.producer_property or ())
+    stream, size = _open_input(args)
+    try:
+        ensure_reachable(args.bootstrap_server, args.timeout)
+        from confluent_kafka import Producer
+
+        tally = DeliveryTally()
+        conf = client_config(
+            args,
+            {
+                "acks": args.acks,
+                "compression.type": args.compression,
+                "linger.ms": args.linger_ms,
+                "enable.idempotence": False,
+                "queue.buffering.max.messages": 500_000,
+                "message.timeout.ms": max(5000, int(args.timeout * 1000) * 4),
+                "on_delivery": tally.on_delivery,
+                **extra_props,
+            },
+        )
+        try:
+            producer = Producer(conf)
+        except Exception as e:
+            raise CliError(f"invalid producer config: {describe_kafka_exception(e)}") from None
+        _check_topic(producer, args.topic, args.partition, args.timeout)
+        show_progress = (
+            not args.no_progress and sys.stderr.isatty() and (size is None or size >= PROGRESS_MIN_BYTES)
+        )
+        progress = Progress(sys.stderr, size) if show_progress else None
+        started = time.monotonic()
+        error: CliError | None = None
+        try:
+            sent = _produce_all(args, producer, stream, progress)
+        except CliError as e:
+            error = e
+            sent = tally.delivered
+        remaining = producer.flush(max(args.timeout * 4, 10.0))
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    if remaining:
+        raise CliError(f"{remaining} record(s) not acknowledged in time by {args.bootstrap_server}")
+    if error is not None:
+        raise CliError(f"{error.message} ({tally.delivered} record(s) before it were sent)")
+    if tally.failed:
+        raise CliError(f"{tally.failed} of {sent} record(s) failed: {tally.first_error}")
+    if progress is not None or args.verbose:
+        elapsed = time.monotonic() - started
+        sys.stderr.write(f"Produced {sent:,} records to {args.topic} in {elapsed:.2f} s\n")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_main(_body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
