@@ -116,9 +116,15 @@ def test_bad_broker_values_name_the_key(props: dict[str, str], key: str) -> None
 
 def test_topic_defaults_follow_broker_synonyms() -> None:
     b = BrokerConfig.from_properties(
-        {"log.retention.hours": "2", "log.segment.bytes": "1048576", "message.max.bytes": "5000000",
-         "log.roll.ms": "1000", "log.flush.interval.ms": "50", "log.cleanup.policy": "compact,delete"}
-    )  # fmt: skip
+        {
+            "log.retention.hours": "2",
+            "log.segment.bytes": "1048576",
+            "message.max.bytes": "5000000",
+            "log.roll.ms": "1000",
+            "log.flush.interval.ms": "50",
+            "log.cleanup.policy": "compact,delete",
+        }
+    )
     d = topic_config_defaults(b)
     assert set(d) == set(TOPIC_CONFIGS.keys)
     assert d["retention.ms"] == str(2 * 3600 * 1000)
@@ -145,12 +151,26 @@ def test_every_synonym_is_a_broker_config() -> None:
 
 
 def test_validate_topic_configs() -> None:
-    ok = validate_topic_configs({"retention.ms": "-1", "cleanup.policy": "compact", "compression.type": "zstd",
-                                 "message.timestamp.type": "LogAppendTime", "min.cleanable.dirty.ratio": "0.1"})  # fmt: skip
+    ok = validate_topic_configs(
+        {
+            "retention.ms": "-1",
+            "cleanup.policy": "compact",
+            "compression.type": "zstd",
+            "message.timestamp.type": "LogAppendTime",
+            "min.cleanable.dirty.ratio": "0.1",
+        }
+    )
     assert ok["retention.ms"] == -1 and ok["cleanup.policy"] == ["compact"]
-    for bad in [{"retention.ms": "soon"}, {"no.such": "1"}, {"compression.type": "brotli"},
-                {"message.timestamp.type": "Now"}, {"cleanup.policy": "keep"}, {"segment.bytes": "10"},
-                {"max.message.bytes": "-5"}, {"retention.ms": None}]:  # fmt: skip
+    for bad in [
+        {"retention.ms": "soon"},
+        {"no.such": "1"},
+        {"compression.type": "brotli"},
+        {"message.timestamp.type": "Now"},
+        {"cleanup.policy": "keep"},
+        {"segment.bytes": "10"},
+        {"max.message.bytes": "-5"},
+        {"retention.ms": None},
+    ]:
         with pytest.raises(KafkaError) as info:
             validate_topic_configs(bad)
         assert info.value.code == ErrorCode.INVALID_CONFIG
@@ -170,7 +190,11 @@ def test_describe_topic_configs_sources_and_synonyms() -> None:
     entries = {e.name: e for e in describe_topic_configs(b, {"segment.bytes": "2000000"})}
     assert set(entries) == set(TOPIC_CONFIGS.keys)
     seg = entries["segment.bytes"]
-    assert (seg.value, seg.source, seg.config_type) == ("2000000", ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigType.INT)
+    assert (seg.value, seg.source, seg.config_type) == (
+        "2000000",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG,
+        ConfigType.INT,
+    )
     assert [(s.name, s.source) for s in seg.synonyms] == [
         ("segment.bytes", ConfigSource.DYNAMIC_TOPIC_CONFIG),
         ("log.segment.bytes", ConfigSource.DEFAULT_CONFIG),
@@ -181,7 +205,10 @@ def test_describe_topic_configs_sources_and_synonyms() -> None:
         ("log.retention.minutes", "5", ConfigSource.STATIC_BROKER_CONFIG),
         ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
     ]
-    dyn = {e.name: e for e in describe_topic_configs(b, {}, {"log.retention.ms": "9"}, {"log.retention.hours": "1"})}
+    dyn = {
+        e.name: e
+        for e in describe_topic_configs(b, {}, {"log.retention.ms": "9"}, {"log.retention.hours": "1"})
+    }
     assert [s.source for s in dyn["retention.ms"].synonyms] == [
         ConfigSource.DYNAMIC_BROKER_CONFIG,
         ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
@@ -195,14 +222,22 @@ def test_describe_topic_configs_sources_and_synonyms() -> None:
 
 
 def test_describe_broker_configs() -> None:
-    b = BrokerConfig.from_properties({"log.retention.minutes": "5", "num.partitions": "3", "ssl.key.password": "s"})
+    b = BrokerConfig.from_properties(
+        {"log.retention.minutes": "5", "num.partitions": "3", "ssl.key.password": "s"}
+    )
     entries = {e.name: e for e in describe_broker_configs(b, {"log.retention.ms": "77"})}
     assert set(entries) == set(BROKER_CONFIGS.keys)
     ms = entries["log.retention.ms"]
     assert (ms.value, ms.source, ms.read_only) == ("77", ConfigSource.DYNAMIC_BROKER_CONFIG, False)
-    assert [s.name for s in ms.synonyms] == ["log.retention.ms", "log.retention.minutes", "log.retention.hours"]
+    assert [s.name for s in ms.synonyms] == [
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+    ]
     hours = entries["log.retention.hours"]
-    assert [(s.name, s.source) for s in hours.synonyms] == [("log.retention.hours", ConfigSource.DEFAULT_CONFIG)]
+    assert [(s.name, s.source) for s in hours.synonyms] == [
+        ("log.retention.hours", ConfigSource.DEFAULT_CONFIG)
+    ]
     assert entries["num.partitions"].source == ConfigSource.STATIC_BROKER_CONFIG
     assert entries["num.partitions"].read_only
     roll = entries["log.roll.ms"]
@@ -246,8 +281,13 @@ def test_properties_file(tmp_path: Path) -> None:
     assert b.node_id == 7 and b.log_dirs == ["/data/one", "/data/two"] and b.log_retention_ms == 24 * 3600000
 
 
-@given(st.dictionaries(st.from_regex(r"[a-z][a-z0-9.]{0,15}", fullmatch=True),
-                       st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=20), max_size=8))  # fmt: skip
+@given(
+    st.dictionaries(
+        st.from_regex(r"[a-z][a-z0-9.]{0,15}", fullmatch=True),
+        st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=20),
+        max_size=8,
+    )
+)
 def test_properties_round_trip(props: dict[str, str]) -> None:
     def esc(s: str) -> str:
         out = s.replace("\\", "\\\\")
