@@ -1,0 +1,176 @@
+"""A memory-mapped file of fixed-size, sorted index entries (base of OffsetIndex and TimeIndex).
+
+A writable (active) index is preallocated to ``segment.index.bytes`` rounded down to a whole
+number of entries, with blocks reserved by ``posix_fallocate`` so that a full disk surfaces as
+an ``OSError`` when the segment is created instead of a SIGBUS on a later store into the map.
+Unused slots are zero. When the segment rolls or the log closes, the file is trimmed to its
+entries, so a trimmed file's length is exactly ``entries * entry_size``. On open, trailing
+all-zero slots are treated as unused (no valid entry is all zero, see the subclasses).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import mmap
+import os
+import struct
+from pathlib import Path
+
+
+class IndexFullError(Exception):
+    pass
+
+
+class AbstractIndex:
+    ENTRY: struct.Struct  # set by subclasses
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.entry_size = self.ENTRY.size
+        self._max_entries = max(1, max_index_size // self.entry_size)
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._mm: mmap.mmap | None = None
+        try:
+            length = os.fstat(self._fd).st_size
+            if length % self.entry_size:
+                length -= length % self.entry_size
+                os.ftruncate(self._fd, length)
+            self._map(length)
+            self._entries = self._count_used(length // self.entry_size)
+            if writable:
+                self.resize(self._max_entries * self.entry_size)
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- mapping ---------------------------------------------------------------------------
+
+    def _map(self, length: int) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        if length > 0:
+            self._mm = mmap.mmap(self._fd, length)
+
+    def _count_used(self, slots: int) -> int:
+        """Number of leading non-zero slots (unused slots of a preallocated file are zero)."""
+        if slots == 0 or self._mm is None:
+            return 0
+        zero = bytes(self.entry_size)
+        mm = self._mm
+        size = self.entry_size
+        if mm[(slots - 1) * size : slots * size] != zero:
+            return slots
+        lo, hi = 0, slots - 1  # answer in [lo, hi]; slot hi is zero
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if mm[mid * size : (mid + 1) * size] == zero:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def resize(self, new_length: int) -> None:
+        """Set the file length (whole entries); growing reserves the blocks on disk."""
+        new_length -= new_length % self.entry_size
+        new_length = max(new_length, self._entries * self.entry_size)
+        current = os.fstat(self._fd).st_size
+        if new_length == current and (self._mm is not None or new_length == 0):
+            return
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        if new_length > current:
+            try:
+                os.posix_fallocate(self._fd, 0, new_length)
+            except OSError as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                os.ftruncate(self._fd, new_length)
+        else:
+            os.ftruncate(self._fd, new_length)
+        self._map(new_length)
+        self._max_entries = max(self._max_entries, new_length // self.entry_size)
+
+    def trim(self) -> None:
+        """Shrink the file to its entries (the segment is no longer written)."""
+        self.resize(self._entries * self.entry_size)
+
+    # ---- state -----------------------------------------------------------------------------
+
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self._max_entries
+
+    @property
+    def is_full(self) -> bool:
+        return self._entries >= self._max_entries
+
+    @property
+    def fd(self) -> int:
+        return self._fd
+
+    def entry(self, n: int) -> tuple[int, ...]:
+        assert self._mm is not None
+        return self.ENTRY.unpack_from(self._mm, n * self.entry_size)
+
+    def _write_entry(self, *values: int) -> None:
+        if self._entries >= self._max_entries or self._mm is None:
+            raise IndexFullError(f"index {self.path.name} is full ({self._entries} entries)")
+        if (self._entries + 1) * self.entry_size > len(self._mm):
+            raise IndexFullError(f"index {self.path.name} is not writable")
+        self.ENTRY.pack_into(self._mm, self._entries * self.entry_size, *values)
+        self._entries += 1
+
+    def _largest_lower_bound(self, key: int, field: int) -> int:
+        """Slot of the last entry whose ``field`` is <= key, or -1."""
+        mm = self._mm
+        if mm is None or self._entries == 0:
+            return -1
+        unpack = self.ENTRY.unpack_from
+        size = self.entry_size
+        lo, hi = 0, self._entries - 1
+        if unpack(mm, 0)[field] > key:
+            return -1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if unpack(mm, mid * size)[field] <= key:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _truncate_entries(self, n: int) -> None:
+        """Keep the first ``n`` entries, zeroing the rest of the used slots."""
+        n = max(0, min(n, self._entries))
+        if self._mm is not None and n < self._entries:
+            self._mm[n * self.entry_size : self._entries * self.entry_size] = bytes(
+                (self._entries - n) * self.entry_size
+            )
+        self._entries = n
+
+    def reset(self) -> None:
+        self._truncate_entries(0)
+
+    def flush(self) -> None:
+        """fsync the file (pages stored through the map belong to the page cache of this file)."""
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = -1
+
+    def rename(self, new_path: Path) -> None:
+        os.rename(self.path, new_path)
+        self.path = new_path

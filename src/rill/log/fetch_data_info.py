@@ -1,0 +1,14 @@
+"""What a read returns (Kafka's FetchDataInfo): file regions the network layer sends with sendfile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rill.common import FileRegion
+
+
+@dataclass(frozen=True, slots=True)
+class FetchDataInfo:
+    fetch_offset: int
+    regions: list[FileRegion] = field(default_factory=list)
+    size: int = 0

@@ -1,0 +1,94 @@
+"""Leader epoch -> start offset history of one partition (Kafka's LeaderEpochFileCache).
+
+Persisted in ``leader-epoch-checkpoint`` (format in rill.log.checkpoints). Entries strictly
+increase in both epoch and start offset.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from rill.log.checkpoints import read_epoch_checkpoint, write_epoch_checkpoint
+
+log = logging.getLogger(__name__)
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class LeaderEpochFileCache:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self._epochs = read_epoch_checkpoint(path)
+        except (OSError, ValueError) as e:
+            log.warning("Ignoring unreadable %s: %s", path, e)
+            self._epochs = []
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        return list(self._epochs)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs[-1][0] if self._epochs else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset``; stale or conflicting entries are dropped."""
+        if epoch < 0:
+            return
+        if self._epochs and self._epochs[-1][0] == epoch and self._epochs[-1][1] <= start_offset:
+            return
+        kept = [(e, o) for e, o in self._epochs if e < epoch and o < start_offset]
+        self._epochs = [*kept, (epoch, start_offset)]
+        self._flush()
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """Kafka's OffsetForLeaderEpoch answer: ``(epoch, end offset)`` for ``requested_epoch``.
+
+        The end offset is the start offset of the first epoch above it, or the log end offset
+        for the latest epoch; the returned epoch is the largest known epoch <= the requested one.
+        """
+        if requested_epoch == UNDEFINED_EPOCH or not self._epochs:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if requested_epoch == self.latest_epoch:
+            return requested_epoch, log_end_offset
+        higher = [(e, o) for e, o in self._epochs if e > requested_epoch]
+        lower = [(e, o) for e, o in self._epochs if e <= requested_epoch]
+        if not higher:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if not lower:
+            return requested_epoch, higher[0][1]
+        return lower[-1][0], higher[0][1]
+
+    def epoch_for_offset(self, offset: int) -> int:
+        epoch = UNDEFINED_EPOCH
+        for e, o in self._epochs:
+            if o > offset:
+                break
+            epoch = e
+        return epoch
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop epochs starting at or after ``end_offset`` (the log was truncated there)."""
+        kept = [(e, o) for e, o in self._epochs if o < end_offset]
+        if kept != self._epochs:
+            self._epochs = kept
+            self._flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Drop epochs wholly below ``start_offset``; the one covering it now starts there."""
+        if not self._epochs or self._epochs[0][1] >= start_offset:
+            return
+        below = [(e, o) for e, o in self._epochs if o <= start_offset]
+        above = [(e, o) for e, o in self._epochs if o > start_offset]
+        self._epochs = [(below[-1][0], start_offset), *above]
+        self._flush()
+
+    def clear(self) -> None:
+        self._epochs = []
+        self._flush()
+
+    def _flush(self) -> None:
+        write_epoch_checkpoint(self.path, self._epochs, sync=False)

@@ -1,0 +1,667 @@
+"""One partition's log: an ordered list of segments, the last one active (Kafka's UnifiedLog).
+
+Directory ``<topic>-<partition>`` holds the segments (see rill.log.log_segment), producer state
+snapshots (rill.log.producer_state), ``leader-epoch-checkpoint`` and ``partition.metadata``
+(rill.log.checkpoints).
+
+Invariants: segment base offsets strictly increase; ``log_start_offset`` <= every readable
+offset < ``log_end_offset``; ``recovery_point`` <= ``log_end_offset`` and everything below it
+has been fsynced. All methods run on the owning event loop, except ``flush_segments`` (and
+``flush``), which a worker thread may run while the loop appends.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from rill.common import FileRegion, TopicPartition
+from rill.errors import ErrorCode, KafkaError
+from rill.log.checkpoints import (
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
+    read_partition_metadata,
+    write_partition_metadata,
+)
+from rill.log.fetch_data_info import FetchDataInfo
+from rill.log.leader_epoch_cache import LeaderEpochFileCache
+from rill.log.log_append_info import LogAppendInfo
+from rill.log.log_config import LogConfig
+from rill.log.log_loader import load_segments
+from rill.log.log_segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_file_name
+from rill.log.log_validator import validate_batches
+from rill.log.producer_state import ProducerStateEntry, ProducerStateManager
+from rill.records.batch import (
+    BATCH_HEADER_SIZE,
+    TIMESTAMP_LOG_APPEND_TIME,
+    set_base_offset,
+    set_log_append_time_split,
+    set_partition_leader_epoch,
+)
+from rill.records.record import decode_batch_records
+
+__all__ = ["FetchDataInfo", "Log", "LogAppendInfo", "parse_topic_partition"]
+
+log = logging.getLogger(__name__)
+
+INT32_MAX = 2**31 - 1
+
+
+def parse_topic_partition(name: str) -> TopicPartition | None:
+    """``orders-3`` -> TopicPartition("orders", 3); None when the name does not parse."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit() or "." in part:
+        return None
+    return TopicPartition(topic, int(part))
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Log:
+    def __init__(
+        self,
+        dir: Path,
+        config: LogConfig,
+        *,
+        topic_id: uuid.UUID | None = None,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        high_watermark: int = 0,
+        had_clean_shutdown: bool = False,
+        now_ms: int | None = None,
+    ) -> None:
+        tp = parse_topic_partition(dir.name)
+        if tp is None:
+            raise ValueError(f"log directory name {dir.name!r} is not <topic>-<partition>")
+        self._tp = tp
+        self._dir = dir
+        self._config = config
+        now = _now_ms() if now_ms is None else now_ms
+        dir.mkdir(parents=True, exist_ok=True)
+        self._topic_id = self._init_topic_id(topic_id)
+        result = load_segments(
+            dir, config, recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown, now_ms=now
+        )
+        self.recovered_segments = result.recovered_segments
+        self.truncated_bytes = result.truncated_bytes
+        self._segments = result.segments
+        if not self._segments:
+            start = max(log_start_offset, 0)
+            self._segments = [self._new_segment(start, now, active=True)]
+        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        self._leo = self._active.next_offset
+        if self._log_start_offset > self._leo:
+            # DeleteRecords advanced the start past the end that survived; start afresh there
+            self._log_start_offset = self._leo
+        self._recovery_point = min(recovery_point, self._leo)
+        self._high_watermark = min(max(high_watermark, self._log_start_offset), self._leo)
+        self.leader_epoch_cache = LeaderEpochFileCache(dir / LEADER_EPOCH_CHECKPOINT)
+        self.leader_epoch_cache.truncate_from_end(self._leo)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self.producer_state = ProducerStateManager(dir)
+        self._rebuild_producer_state()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._unflushed_messages = 0
+        self.last_flush_ms = now
+        self.on_flush_needed: Callable[[Log], None] | None = None
+
+    # ---- identity and state -------------------------------------------------------------------
+
+    def _init_topic_id(self, topic_id: uuid.UUID | None) -> uuid.UUID:
+        path = self._dir / PARTITION_METADATA
+        stored: uuid.UUID | None = None
+        if path.exists():
+            try:
+                stored = read_partition_metadata(path)
+            except (OSError, ValueError) as e:
+                log.warning("Ignoring unreadable %s: %s", path, e)
+        if topic_id is not None and stored is not None and stored != topic_id:
+            raise KafkaError(
+                ErrorCode.INCONSISTENT_TOPIC_ID,
+                f"{self._tp}: topic id {topic_id} does not match the stored {stored}",
+            )
+        result = topic_id or stored or uuid.uuid4()
+        if stored != result:
+            write_partition_metadata(path, result)
+        return result
+
+    @property
+    def topic(self) -> str:
+        return self._tp.topic
+
+    @property
+    def partition(self) -> int:
+        return self._tp.partition
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return self._tp
+
+    @property
+    def dir(self) -> Path:
+        return self._dir
+
+    @property
+    def topic_id(self) -> uuid.UUID:
+        return self._topic_id
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, value: LogConfig) -> None:
+        self._config = value
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        self._high_watermark = min(max(value, self._log_start_offset), self._leo)
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._segments)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._unflushed_messages
+
+    @property
+    def _active(self) -> LogSegment:
+        return self._segments[-1]
+
+    # ---- append -------------------------------------------------------------------------------
+
+    def append(
+        self, records: memoryview | bytes | bytearray, *, leader_epoch: int, now_ms: int | None = None
+    ) -> LogAppendInfo:
+        """Validate producer batches, assign offsets, stamp the leader epoch and append them."""
+        return self._append(records, leader_epoch=leader_epoch, now_ms=now_ms, as_leader=True)
+
+    def append_as_follower(
+        self, records: memoryview | bytes | bytearray, *, now_ms: int | None = None
+    ) -> LogAppendInfo:
+        """Append batches that already carry offsets and leader epochs (replication)."""
+        return self._append(records, leader_epoch=-1, now_ms=now_ms, as_leader=False)
+
+    def _append(
+        self,
+        records: memoryview | bytes | bytearray,
+        *,
+        leader_epoch: int,
+        now_ms: int | None,
+        as_leader: bool,
+    ) -> LogAppendInfo:
+        now = _now_ms() if now_ms is None else now_ms
+        view = memoryview(records).cast("B")
+        batches = validate_batches(view, self._config, from_client=as_leader)
+        if not batches:
+            return LogAppendInfo(-1, -1, -1, self._log_start_offset, 0, 0, False, -1)
+        pending: dict[int, ProducerStateEntry] = {}
+        if as_leader:
+            for _, header in batches:
+                if header.has_producer_id:
+                    dup = self.producer_state.prepare(header, pending)
+                    if dup is not None:
+                        return LogAppendInfo(
+                            dup.first_offset,
+                            dup.last_offset,
+                            dup.timestamp if self._config.log_append_time else -1,
+                            self._log_start_offset,
+                            dup.last_offset - dup.first_offset + 1,
+                            0,
+                            True,
+                            dup.timestamp,
+                        )
+        else:
+            expected = self._leo
+            for _, header in batches:
+                if header.base_offset < expected:
+                    raise KafkaError(
+                        ErrorCode.INVALID_RECORD,
+                        f"batch base offset {header.base_offset} is below the log end {expected}",
+                    )
+                expected = header.next_offset
+
+        append_time = now if as_leader and self._config.log_append_time else -1
+        first_offset = self._leo if as_leader else batches[0][1].base_offset
+        last_offset = (
+            first_offset + sum(h.last_offset_delta + 1 for _, h in batches) - 1
+            if as_leader
+            else batches[-1][1].last_offset
+        )
+        max_ts_in = append_time if append_time >= 0 else max(h.max_timestamp for _, h in batches)
+        segment = self._maybe_roll(len(view), max_ts_in, first_offset, last_offset, now)
+
+        bufs: list[bytes | bytearray | memoryview] = []
+        infos: list[tuple[int, int, int, int]] = []
+        offset = first_offset
+        max_ts, offset_of_max_ts = -1, -1
+        record_count = 0
+        for pos, header in batches:
+            size = header.size
+            if as_leader:
+                head = bytearray(view[pos : pos + BATCH_HEADER_SIZE])
+                body = view[pos + BATCH_HEADER_SIZE : pos + size]
+                set_base_offset(head, 0, offset)
+                set_partition_leader_epoch(head, 0, leader_epoch)
+                if append_time >= 0:
+                    set_log_append_time_split(head, body, append_time)
+                bufs += (head, body)
+                batch_last = offset + header.last_offset_delta
+            else:
+                bufs.append(view[pos : pos + size])
+                offset = header.base_offset
+                batch_last = header.last_offset
+            batch_ts = append_time if append_time >= 0 else header.max_timestamp
+            if batch_ts > max_ts:
+                max_ts, offset_of_max_ts = batch_ts, batch_last
+            infos.append((pos, batch_last, batch_ts, size))
+            if as_leader and header.has_producer_id:
+                self.producer_state.record(pending, header, offset, batch_ts)
+            record_count += header.records_count
+            offset = batch_last + 1
+        try:
+            segment.append(bufs, infos)
+        except OSError as e:
+            log.error("%s: append failed, log end stays at %d: %s", self._tp, self._leo, e)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self._tp}: write failed: {e}") from e
+        self._leo = offset
+        if as_leader:
+            self.producer_state.commit(pending, offset)
+            if leader_epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        else:
+            for _, header in batches:
+                self.producer_state.replay(header)
+                if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
+                    self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+        self._unflushed_messages += record_count
+        if self._unflushed_messages >= self._config.flush_messages and self.on_flush_needed is not None:
+            self.on_flush_needed(self)
+        return LogAppendInfo(
+            first_offset,
+            offset - 1,
+            append_time,
+            self._log_start_offset,
+            record_count,
+            len(view),
+            False,
+            max_ts,
+            offset_of_max_ts,
+        )
+
+    # ---- rolling ------------------------------------------------------------------------------
+
+    def _should_roll(self, size: int, max_ts: int, last_offset: int, now_ms: int) -> bool:
+        seg = self._active
+        if seg.size == 0:
+            return False
+        config = self._config
+        if seg.size > config.segment_bytes - size or seg.index_full:
+            return True
+        if last_offset - seg.base_offset > INT32_MAX:
+            return True
+        rolling_ts = seg.rolling_based_timestamp
+        waited = (
+            max_ts - rolling_ts if rolling_ts is not None and rolling_ts >= 0 else now_ms - seg.created_ms
+        )
+        return waited > config.segment_ms - config.segment_jitter_ms
+
+    def _maybe_roll(
+        self, size: int, max_ts: int, first_offset: int, last_offset: int, now_ms: int
+    ) -> LogSegment:
+        if self._should_roll(size, max_ts, last_offset, now_ms):
+            return self.roll(first_offset, now_ms)
+        return self._active
+
+    def roll(self, new_base: int | None = None, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end (kept if the active segment is empty)."""
+        now = _now_ms() if now_ms is None else now_ms
+        base = self._leo if new_base is None else max(new_base, self._leo)
+        old = self._active
+        if old.size == 0 and old.base_offset == base:
+            return old
+        if old.size == 0:
+            # an empty active segment at a lower base offset is replaced
+            self._segments.pop()
+            self._schedule_delete([old], now)
+        else:
+            old.on_become_inactive()
+        try:
+            segment = self._new_segment(base, now, active=True)
+        except OSError as e:
+            if old.size:
+                old.on_become_active(self._config.segment_index_bytes)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self._tp}: cannot roll a segment: {e}") from e
+        self._segments.append(segment)
+        try:
+            self.producer_state.take_snapshot(base)
+        except OSError as e:
+            log.warning("%s: producer snapshot at %d failed: %s", self._tp, base, e)
+        return segment
+
+    def _new_segment(self, base: int, now_ms: int, active: bool) -> LogSegment:
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            path = self._dir / segment_file_name(base, suffix)
+            if path.exists():
+                log.warning("Removing stale %s before creating a segment there", path)
+                path.unlink()
+        return LogSegment(
+            self._dir,
+            base,
+            index_interval_bytes=self._config.index_interval_bytes,
+            max_index_size=self._config.segment_index_bytes,
+            now_ms=now_ms,
+            active=active,
+        )
+
+    # ---- read ---------------------------------------------------------------------------------
+
+    def _segment_index_for(self, offset: int) -> int:
+        bases = [s.base_offset for s in self._segments]
+        return max(0, bisect.bisect_right(bases, offset) - 1)
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> FetchDataInfo:
+        if offset < self._log_start_offset or offset > self._leo:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"{self._tp}: offset {offset} is outside [{self._log_start_offset}, {self._leo}]",
+            )
+        if offset == self._leo or (max_offset is not None and offset >= max_offset):
+            return FetchDataInfo(offset)
+        regions: list[FileRegion] = []
+        remaining = max_bytes
+        target = offset
+        segments = self._segments
+        for i in range(self._segment_index_for(offset), len(segments)):
+            seg = segments[i]
+            found = seg.translate_offset(target)
+            if found is None:
+                continue
+            start = found[0]
+            end = seg.end_position(start, remaining, max_offset, min_one_batch and not regions)
+            if end > start:
+                regions.append(FileRegion(seg.fd, start, end - start))
+                remaining -= end - start
+            if remaining <= 0 or end < seg.size:
+                break
+            target = seg.next_offset
+        return FetchDataInfo(offset, regions, sum(r.length for r in regions))
+
+    def read_bytes(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> bytes:
+        info = self.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
+        return b"".join(os.pread(r.fd, r.length, r.position) for r in info.regions)
+
+    # ---- time lookups -------------------------------------------------------------------------
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record at or after log start with timestamp >= target."""
+        for seg in self._segments:
+            if seg.size == 0 or seg.max_timestamp < timestamp:
+                continue
+            found = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
+            if found is None:
+                continue
+            pos, _, _ = found
+            header = seg.read_header(pos)
+            if header is None:
+                continue
+            if header.timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
+                return max(header.base_offset, self._log_start_offset), header.max_timestamp
+            try:
+                records = decode_batch_records(seg.read_bytes(pos, header.size), verify_crc=False)
+            except KafkaError as e:
+                log.warning(
+                    "%s: cannot decode batch at %d for a time lookup: %s", self._tp, header.base_offset, e
+                )
+                return max(header.base_offset, self._log_start_offset), header.max_timestamp
+            for record in records:
+                if record.timestamp >= timestamp and record.offset >= self._log_start_offset:
+                    return record.offset, record.timestamp
+        return None
+
+    def max_timestamp_and_offset(self) -> tuple[int, int]:
+        """``(max timestamp, its offset)`` over the log, ``(-1, -1)`` when empty."""
+        best = (-1, -1)
+        for seg in self._segments:
+            if seg.max_timestamp > best[0] and seg.offset_of_max_timestamp >= self._log_start_offset:
+                best = (seg.max_timestamp, seg.offset_of_max_timestamp)
+        return best
+
+    # ---- retention ----------------------------------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply retention.ms, retention.bytes and the log start offset; returns segments deleted."""
+        now = _now_ms() if now_ms is None else now_ms
+        deleted = 0
+        config = self._config
+        if config.delete_enabled and config.retention_ms >= 0:
+            deleted += self._delete_while(
+                lambda s, _n: now - s.largest_timestamp() > config.retention_ms, now
+            )
+        if config.delete_enabled and config.retention_bytes >= 0:
+            excess = [self.size_bytes - config.retention_bytes]
+
+            def over_bytes(s: LogSegment, _n: LogSegment | None) -> bool:
+                if excess[0] - s.size >= 0:
+                    excess[0] -= s.size
+                    return True
+                return False
+
+            deleted += self._delete_while(over_bytes, now)
+        deleted += self._delete_while(
+            lambda _s, n: n is not None and n.base_offset <= self._log_start_offset, now
+        )
+        return deleted
+
+    def _delete_while(self, predicate: Callable[[LogSegment, LogSegment | None], bool], now_ms: int) -> int:
+        doomed: list[LogSegment] = []
+        segments = self._segments
+        for i, seg in enumerate(segments):
+            nxt = segments[i + 1] if i + 1 < len(segments) else None
+            upper = nxt.base_offset if nxt is not None else self._leo
+            if self._high_watermark < upper or (nxt is None and seg.size == 0):
+                break
+            if not predicate(seg, nxt):
+                break
+            doomed.append(seg)
+        if not doomed:
+            return 0
+        if len(doomed) == len(segments):
+            self.roll(now_ms=now_ms)
+        self._remove_segments(doomed, now_ms)
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self.producer_state.delete_snapshots_below(self._segments[0].base_offset)
+        log.info(
+            "%s: deleted %d segment(s); log start offset %d", self._tp, len(doomed), self._log_start_offset
+        )
+        return len(doomed)
+
+    def _remove_segments(self, doomed: list[LogSegment], now_ms: int) -> None:
+        ids = {id(s) for s in doomed}
+        self._segments = [s for s in self._segments if id(s) not in ids]
+        self._schedule_delete(doomed, now_ms)
+
+    def _schedule_delete(self, doomed: list[LogSegment], now_ms: int) -> None:
+        due = now_ms + self._config.file_delete_delay_ms
+        for seg in doomed:
+            try:
+                seg.rename_to_deleted()
+            except OSError as e:
+                log.warning("%s: cannot rename %s for deletion: %s", self._tp, seg.log_path, e)
+            self._pending_deletes.append((due, seg))
+
+    def take_due_deletions(self, now_ms: int | None = None) -> list[LogSegment]:
+        """Segments whose ``file.delete.delay.ms`` has passed; the caller runs ``delete_files``."""
+        now = _now_ms() if now_ms is None else now_ms
+        due = [s for t, s in self._pending_deletes if t <= now]
+        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now]
+        return due
+
+    def maybe_increment_log_start_offset(self, offset: int, now_ms: int | None = None) -> bool:
+        """DeleteRecords: move the log start offset up to ``offset`` (at most the high watermark)."""
+        if offset > self._high_watermark:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"{self._tp}: cannot delete records up to {offset}, "
+                f"above the high watermark {self._high_watermark}",
+            )
+        if offset <= self._log_start_offset:
+            return False
+        self._log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self._delete_while(
+            lambda _s, n: n is not None and n.base_offset <= offset, _now_ms() if now_ms is None else now_ms
+        )
+        return True
+
+    # ---- truncation ---------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int, now_ms: int | None = None) -> bool:
+        """Remove every record at or above ``offset`` (replication rejoining); True if anything went."""
+        if offset < 0:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"cannot truncate {self._tp} to {offset}")
+        if offset >= self._leo:
+            return False
+        now = _now_ms() if now_ms is None else now_ms
+        if offset < self._segments[0].base_offset or offset < self._log_start_offset:
+            self.truncate_fully_and_start_at(offset, now)
+            return True
+        doomed = [s for s in self._segments if s.base_offset > offset]
+        if doomed:
+            self._remove_segments(doomed, now)
+        active = self._active
+        active.truncate_to(offset)
+        if doomed:
+            active.on_become_active(self._config.segment_index_bytes)
+        self._leo = active.next_offset if active.size else active.base_offset
+        self._after_truncation()
+        log.info("%s: truncated to %d (log end %d)", self._tp, offset, self._leo)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
+        now = _now_ms() if now_ms is None else now_ms
+        doomed = list(self._segments)
+        self._segments = []
+        self._schedule_delete(doomed, now)
+        self._segments = [self._new_segment(offset, now, active=True)]
+        self._leo = offset
+        self._log_start_offset = offset
+        self._high_watermark = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.clear()
+        self.producer_state.map_end_offset = offset
+        self._recovery_point = min(self._recovery_point, offset)
+        self._unflushed_messages = 0
+
+    def _after_truncation(self) -> None:
+        self._high_watermark = min(self._high_watermark, self._leo)
+        self._recovery_point = min(self._recovery_point, self._leo)
+        self.leader_epoch_cache.truncate_from_end(self._leo)
+        self.producer_state.delete_snapshots_above(self._leo)
+        self._rebuild_producer_state()
+
+    def _rebuild_producer_state(self) -> None:
+        """Newest snapshot at or below the log end, then replay the batches after it."""
+        psm = self.producer_state
+        start = psm.load_latest_snapshot(self._leo)
+        start = max(start, self._segments[0].base_offset)
+        psm.map_end_offset = start
+        for seg in self._segments:
+            if seg.next_offset <= start or seg.size == 0:
+                continue
+            found = seg.translate_offset(start)
+            pos = found[0] if found else seg.size
+            while pos < seg.size:
+                header = seg.read_header(pos)
+                if header is None:
+                    break
+                psm.replay(header)
+                if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
+                    self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
+                pos += header.size
+        psm.map_end_offset = self._leo
+
+    # ---- durability ---------------------------------------------------------------------------
+
+    def flush_segments(self, upto: int | None = None) -> int:
+        """fsync every segment holding offsets below ``upto`` (default: the log end); blocking,
+        safe in a worker thread. Returns the offset now durable; pass it to ``mark_flushed``."""
+        target = self._leo if upto is None else upto
+        for seg in list(self._segments):
+            if seg.base_offset < target or seg is self._segments[-1]:
+                seg.flush()
+        return target
+
+    def mark_flushed(self, upto: int, now_ms: int | None = None) -> None:
+        """Advance the recovery point after ``flush_segments`` (on the loop)."""
+        upto = min(upto, self._leo)
+        if upto > self._recovery_point:
+            self._recovery_point = upto
+        if upto >= self._leo:
+            self._unflushed_messages = 0
+        self.last_flush_ms = _now_ms() if now_ms is None else now_ms
+
+    def flush(self, upto: int | None = None) -> None:
+        self.mark_flushed(self.flush_segments(upto))
+
+    def close(self, clean: bool = True) -> None:
+        """Close every file. A clean close records the active segment's max timestamp, trims its
+        indexes and writes a producer snapshot at the log end."""
+        if clean and self._segments:
+            try:
+                self._active.on_become_inactive()
+                self.producer_state.take_snapshot(self._leo, sync=True)
+            except OSError as e:
+                log.warning("%s: clean close incomplete: %s", self._tp, e)
+        for seg in self._segments:
+            seg.close()
+        for _, seg in self._pending_deletes:
+            seg.close()
+        self._pending_deletes = []
+
+    def delete(self) -> None:
+        """Close and remove the whole directory (blocking)."""
+        self.close(clean=False)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def rename_dir(self, new_dir: Path) -> None:
+        os.rename(self._dir, new_dir)
+        self._dir = new_dir

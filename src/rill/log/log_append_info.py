@@ -1,0 +1,18 @@
+"""What an append did (Kafka's LogAppendInfo)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    record_count: int
+    valid_bytes: int
+    duplicate: bool
+    max_timestamp: int
+    offset_of_max_timestamp: int = -1

@@ -1,0 +1,112 @@
+"""Per-log configuration, named after Kafka's topic configs and carrying Kafka's defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rill.errors import ErrorCode, KafkaError
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+CLEANUP_POLICIES = ("delete", "compact")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 60 * 60 * 1000
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    retention_bytes: int = -1
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    file_delete_delay_ms: int = 60000
+    max_message_bytes: int = 1024 * 1024 + 12
+    message_timestamp_type: str = "CreateTime"
+    cleanup_policy: str = "delete"
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def delete_enabled(self) -> bool:
+        return "delete" in self.cleanup_policy.split(",")
+
+    @classmethod
+    def from_topic_configs(cls, configs: Mapping[str, str], defaults: LogConfig | None = None) -> LogConfig:
+        """Overlay Kafka topic configs (``segment.bytes`` = ``"1048576"``, ...) on ``defaults``.
+
+        Unknown names are ignored (they belong to other layers); a bad value raises
+        ``KafkaError(INVALID_CONFIG)`` naming the config.
+        """
+        base = defaults if defaults is not None else cls()
+        changes: dict[str, Any] = {}
+        for name, raw in configs.items():
+            spec = _TOPIC_CONFIGS.get(name)
+            if spec is None:
+                continue
+            field, parse = spec
+            try:
+                changes[field] = parse(raw)
+            except ValueError as e:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value {raw!r} for {name}: {e}") from None
+        return dataclasses.replace(base, **changes)
+
+    def to_topic_configs(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for name, (field, _) in _TOPIC_CONFIGS.items():
+            out[name] = str(getattr(self, field))
+        return out
+
+
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        value = int(str(raw).strip())
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low} and {high}")
+        return value
+
+    return parse
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = str(raw).strip()
+        if value not in options:
+            raise ValueError(f"must be one of {', '.join(options)}")
+        return value
+
+    return parse
+
+
+def _cleanup_policy(raw: str) -> str:
+    parts = [p.strip() for p in str(raw).split(",") if p.strip()]
+    if not parts or any(p not in CLEANUP_POLICIES for p in parts):
+        raise ValueError("must be a list of delete, compact")
+    return ",".join(parts)
+
+
+# Kafka's topic config name -> (LogConfig field, parser with Kafka's validity range)
+_TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "segment.bytes": ("segment_bytes", _int_in(14, INT_MAX)),
+    "segment.ms": ("segment_ms", _int_in(1, LONG_MAX)),
+    "segment.jitter.ms": ("segment_jitter_ms", _int_in(0, LONG_MAX)),
+    "segment.index.bytes": ("segment_index_bytes", _int_in(4, INT_MAX)),
+    "index.interval.bytes": ("index_interval_bytes", _int_in(0, INT_MAX)),
+    "retention.ms": ("retention_ms", _int_in(-1, LONG_MAX)),
+    "retention.bytes": ("retention_bytes", _int_in(-1, LONG_MAX)),
+    "flush.messages": ("flush_messages", _int_in(1, LONG_MAX)),
+    "flush.ms": ("flush_ms", _int_in(0, LONG_MAX)),
+    "file.delete.delay.ms": ("file_delete_delay_ms", _int_in(0, LONG_MAX)),
+    "max.message.bytes": ("max_message_bytes", _int_in(0, INT_MAX)),
+    "message.timestamp.type": ("message_timestamp_type", _choice(TIMESTAMP_TYPES)),
+    "cleanup.policy": ("cleanup_policy", _cleanup_policy),
+}

@@ -1,0 +1,144 @@
+"""Opening a partition directory: clean-up of leftovers, segment loading and crash recovery.
+
+After a clean shutdown every segment is loaded from its (trimmed) indexes. After a crash,
+every segment from the one holding the recovery point onwards is re-validated batch by batch
+(length, magic, CRC32C, increasing offsets) with its indexes rebuilt; the log is cut at the
+first invalid byte and any later segment is deleted. A missing or inconsistent index is rebuilt
+in either case. Files whose names do not parse are left alone with a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from rill.log.log_config import LogConfig
+from rill.log.log_segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    segment_file_name,
+)
+
+log = logging.getLogger(__name__)
+
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    segments: list[LogSegment]
+    recovered_segments: int
+    truncated_bytes: int
+
+
+def parse_base_offset(name: str, suffix: str) -> int | None:
+    if not name.endswith(suffix):
+        return None
+    stem = name[: -len(suffix)]
+    if len(stem) != 20 or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+def _clean_leftovers(dir: Path) -> list[int]:
+    """Remove files of an earlier run that no longer count; return the sorted segment base offsets."""
+    bases: set[int] = set()
+    index_files: list[tuple[int, Path]] = []
+    for path in dir.iterdir():
+        name = path.name
+        if not path.is_file():
+            continue
+        if name.endswith(_LEFTOVER_SUFFIXES):
+            log.info("Removing leftover file %s", path)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            continue
+        if name.endswith(LOG_SUFFIX):
+            base = parse_base_offset(name, LOG_SUFFIX)
+            if base is None:
+                log.warning("Skipping %s: not a segment file name (20-digit base offset)", path)
+            else:
+                bases.add(base)
+        elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+            suffix = INDEX_SUFFIX if name.endswith(INDEX_SUFFIX) else TIME_INDEX_SUFFIX
+            base = parse_base_offset(name, suffix)
+            if base is None:
+                log.warning("Skipping %s: not an index file name", path)
+            else:
+                index_files.append((base, path))
+    for base, path in index_files:
+        if base not in bases:
+            log.info("Removing index %s without a segment", path)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+    return sorted(bases)
+
+
+def load_segments(
+    dir: Path,
+    config: LogConfig,
+    *,
+    recovery_point: int,
+    had_clean_shutdown: bool,
+    now_ms: int,
+) -> LoadResult:
+    bases = _clean_leftovers(dir)
+    segments: list[LogSegment] = []
+    recovered = 0
+    truncated_total = 0
+    try:
+        for i, base in enumerate(bases):
+            active = i == len(bases) - 1
+            indexes_present = all(
+                (dir / segment_file_name(base, s)).exists() for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            )
+            segment = LogSegment(
+                dir,
+                base,
+                index_interval_bytes=config.index_interval_bytes,
+                max_index_size=config.segment_index_bytes,
+                now_ms=now_ms,
+                active=active,
+            )
+            segments.append(segment)
+            next_base = bases[i + 1] if not active else None
+            needs_recovery = not had_clean_shutdown and (next_base is None or next_base > recovery_point)
+            if not needs_recovery and indexes_present and segment.load():
+                continue
+            if not needs_recovery:
+                log.warning("Rebuilding the indexes of %s (missing or inconsistent)", segment.log_path)
+            recovered += 1
+            truncated = segment.recover()
+            if not active:
+                segment.on_become_inactive()
+            if truncated:
+                truncated_total += truncated
+                log.warning(
+                    "Recovery truncated %d invalid bytes from %s at position %d (next offset %d)",
+                    truncated,
+                    segment.log_path,
+                    segment.size,
+                    segment.next_offset,
+                )
+                _delete_after(dir, bases[i + 1 :])
+                segment.on_become_active(config.segment_index_bytes)
+                break
+    except BaseException:
+        for s in segments:
+            s.close()
+        raise
+    return LoadResult(segments, recovered, truncated_total)
+
+
+def _delete_after(dir: Path, bases: list[int]) -> None:
+    for base in bases:
+        log.warning("Deleting segment %d, which follows a truncated one", base)
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(dir / segment_file_name(base, suffix))

@@ -1,0 +1,365 @@
+"""All partition logs of a broker across its ``log.dirs``, and their periodic duties (Kafka's LogManager).
+
+Each log dir holds ``<topic>-<partition>`` directories, the three offset checkpoints (format in
+rill.log.checkpoints) and, between a clean shutdown and the next start, the marker file
+``.kafka_cleanshutdown`` that lets the next start skip recovery. A deleted partition's directory
+is renamed ``<topic>-<partition>.<uuid hex>-delete`` and removed in the background.
+
+Threading: ``startup`` and ``shutdown`` run before and after the event loop serves (a worker
+thread is fine); everything else runs on the loop, and ``run_background`` moves the blocking
+parts (fsync, checkpoint writes, file deletion) to worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rill.common import TopicPartition
+from rill.errors import ErrorCode, KafkaError
+from rill.log.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
+from rill.log.log import Log, parse_topic_partition
+from rill.log.log_config import LONG_MAX, LogConfig
+from rill.log.log_segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _broker_int(broker_config: Any, name: str, default: int) -> int:
+    getter = getattr(broker_config, "get", None)
+    if getter is None:
+        return default
+    try:
+        value = getter(name)
+    except (KeyError, ValueError):
+        return default
+    return default if value is None else int(value)
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        default_config: LogConfig,
+        *,
+        broker_config: Any = None,
+        retention_check_interval_ms: int | None = None,
+        flush_checkpoint_interval_ms: int | None = None,
+        flush_start_offset_checkpoint_interval_ms: int | None = None,
+        flush_scheduler_interval_ms: int | None = None,
+        tick_ms: int = 1000,
+    ) -> None:
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+
+        def pick(explicit: int | None, name: str, default: int) -> int:
+            return explicit if explicit is not None else _broker_int(broker_config, name, default)
+
+        self.retention_check_interval_ms = pick(
+            retention_check_interval_ms, "log.retention.check.interval.ms", 300000
+        )
+        self.flush_checkpoint_interval_ms = pick(
+            flush_checkpoint_interval_ms, "log.flush.offset.checkpoint.interval.ms", 60000
+        )
+        self.flush_start_offset_checkpoint_interval_ms = pick(
+            flush_start_offset_checkpoint_interval_ms, "log.flush.start.offset.checkpoint.interval.ms", 60000
+        )
+        self.flush_scheduler_interval_ms = pick(
+            flush_scheduler_interval_ms, "log.flush.scheduler.interval.ms", LONG_MAX
+        )
+        self.tick_ms = tick_ms
+        self._logs: dict[TopicPartition, Log] = {}
+        self._log_dir_of: dict[TopicPartition, Path] = {}
+        self.offline_dirs: set[Path] = set()
+        self._dirs_to_delete: list[Path] = []
+        self._segments_to_delete: list[LogSegment] = []
+        self._wake: asyncio.Event | None = None
+        self._flush_requested: set[TopicPartition] = set()
+
+    # ---- startup ------------------------------------------------------------------------------
+
+    def startup(self) -> None:
+        """Load every partition directory of every log dir; recover those not shut down cleanly."""
+        for log_dir in self.log_dirs:
+            try:
+                self._load_dir(log_dir)
+            except OSError as e:
+                log.error("Log dir %s is offline: %s", log_dir, e)
+                self.offline_dirs.add(log_dir)
+
+    def _load_dir(self, log_dir: Path) -> None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        high_watermarks = self._read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+        started = time.monotonic()
+        for child in sorted(log_dir.iterdir()):
+            if not child.is_dir():
+                continue
+            if child.name.endswith(DELETE_DIR_SUFFIX):
+                self._dirs_to_delete.append(child)
+                continue
+            tp = parse_topic_partition(child.name)
+            if tp is None:
+                log.warning("Skipping %s: not a <topic>-<partition> directory", child)
+                continue
+            if tp in self._logs:
+                log.error("Skipping %s: %s is already loaded from %s", child, tp, self._log_dir_of[tp])
+                continue
+            try:
+                plog = Log(
+                    child,
+                    self.default_config,
+                    log_start_offset=start_offsets.get(tp, 0),
+                    recovery_point=recovery_points.get(tp, 0),
+                    high_watermark=high_watermarks.get(tp, 0),
+                    had_clean_shutdown=clean,
+                )
+            except KafkaError as e:
+                log.error("Skipping %s: %s", child, e)
+                continue
+            self._register(tp, plog, log_dir)
+            if plog.truncated_bytes:
+                log.warning("%s: recovery truncated %d bytes", tp, plog.truncated_bytes)
+        if clean:
+            marker.unlink()
+        log.info(
+            "Loaded %d logs from %s in %.3f s (%s shutdown)",
+            sum(1 for d in self._log_dir_of.values() if d == log_dir),
+            log_dir,
+            time.monotonic() - started,
+            "clean" if clean else "unclean",
+        )
+
+    def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
+        try:
+            return read_offset_checkpoint(path)
+        except ValueError as e:
+            log.warning("Ignoring malformed checkpoint %s: %s", path, e)
+            return {}
+
+    def _register(self, tp: TopicPartition, plog: Log, log_dir: Path) -> None:
+        self._logs[tp] = plog
+        self._log_dir_of[tp] = log_dir
+        plog.on_flush_needed = self._request_flush
+
+    # ---- access -------------------------------------------------------------------------------
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self._logs.get(tp)
+
+    def all_logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def get_or_create_log(self, tp: TopicPartition, topic_id: uuid.UUID | None, config: LogConfig) -> Log:
+        existing = self._logs.get(tp)
+        if existing is not None:
+            existing.config = config
+            return existing
+        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        if not online:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "no log dir is online")
+        counts = {d: 0 for d in online}
+        for d in self._log_dir_of.values():
+            if d in counts:
+                counts[d] += 1
+        log_dir = min(online, key=lambda d: counts[d])
+        try:
+            plog = Log(log_dir / str(tp), config, topic_id=topic_id, had_clean_shutdown=True)
+        except OSError as e:
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create the log of {tp} in {log_dir}: {e}"
+            ) from e
+        self._register(tp, plog, log_dir)
+        log.info("Created log %s in %s", tp, log_dir)
+        return plog
+
+    def delete_log(self, tp: TopicPartition) -> bool:
+        """Forget the log and rename its directory for background removal."""
+        plog = self._logs.pop(tp, None)
+        self._log_dir_of.pop(tp, None)
+        self._flush_requested.discard(tp)
+        if plog is None:
+            return False
+        plog.close(clean=False)
+        target = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        try:
+            plog.rename_dir(target)
+        except OSError as e:
+            log.error("Cannot rename %s for deletion: %s", plog.dir, e)
+            return True
+        self._dirs_to_delete.append(target)
+        self._maybe_wake()
+        return True
+
+    # ---- checkpoints --------------------------------------------------------------------------
+
+    def _offsets_by_dir(self, value: Callable[[Log], int]) -> dict[Path, dict[TopicPartition, int]]:
+        out: dict[Path, dict[TopicPartition, int]] = {
+            d: {} for d in self.log_dirs if d not in self.offline_dirs
+        }
+        for tp, plog in self._logs.items():
+            d = self._log_dir_of[tp]
+            if d in out:
+                out[d][tp] = value(plog)
+        return out
+
+    @staticmethod
+    def _write_checkpoints(name: str, offsets: dict[Path, dict[TopicPartition, int]]) -> None:
+        for d, entries in offsets.items():
+            try:
+                write_offset_checkpoint(d / name, entries)
+            except OSError as e:
+                log.error("Cannot write %s in %s: %s", name, d, e)
+
+    def checkpoint_recovery_points(self) -> None:
+        self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, self._offsets_by_dir(lambda x: x.recovery_point))
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._write_checkpoints(
+            LOG_START_OFFSET_CHECKPOINT, self._offsets_by_dir(lambda x: x.log_start_offset)
+        )
+
+    def checkpoint_high_watermarks(self) -> None:
+        self._write_checkpoints(
+            REPLICATION_OFFSET_CHECKPOINT, self._offsets_by_dir(lambda x: x.high_watermark)
+        )
+
+    # ---- background duties --------------------------------------------------------------------
+
+    def _request_flush(self, plog: Log) -> None:
+        self._flush_requested.add(plog.topic_partition)
+        self._maybe_wake()
+
+    def _maybe_wake(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    async def run_background(self) -> None:
+        """Flush by flush.messages / flush.ms, retention, delayed deletes and checkpoints, until cancelled."""
+        self._wake = asyncio.Event()
+        now = _now_ms()
+        next_retention = now + min(self.retention_check_interval_ms, 30000)
+        next_checkpoint = now + self.flush_checkpoint_interval_ms
+        next_start_checkpoint = now + self.flush_start_offset_checkpoint_interval_ms
+        try:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.tick_ms / 1000)
+                self._wake.clear()
+                now = _now_ms()
+                await self.flush_dirty_logs(now)
+                if now >= next_retention:
+                    next_retention = now + self.retention_check_interval_ms
+                    self.cleanup_logs(now)
+                await self.delete_due_files(now)
+                if now >= next_checkpoint:
+                    next_checkpoint = now + self.flush_checkpoint_interval_ms
+                    rp = self._offsets_by_dir(lambda x: x.recovery_point)
+                    hw = self._offsets_by_dir(lambda x: x.high_watermark)
+                    await asyncio.to_thread(self._write_checkpoints, RECOVERY_POINT_CHECKPOINT, rp)
+                    await asyncio.to_thread(self._write_checkpoints, REPLICATION_OFFSET_CHECKPOINT, hw)
+                if now >= next_start_checkpoint:
+                    next_start_checkpoint = now + self.flush_start_offset_checkpoint_interval_ms
+                    lso = self._offsets_by_dir(lambda x: x.log_start_offset)
+                    await asyncio.to_thread(self._write_checkpoints, LOG_START_OFFSET_CHECKPOINT, lso)
+        finally:
+            self._wake = None
+
+    async def flush_dirty_logs(self, now_ms: int) -> None:
+        """fsync (in a thread) every log past flush.messages or flush.ms; advance recovery points."""
+        for tp, plog in list(self._logs.items()):
+            config = plog.config
+            due = tp in self._flush_requested or plog.unflushed_messages >= config.flush_messages
+            if not due and plog.unflushed_messages > 0:
+                elapsed = now_ms - plog.last_flush_ms
+                due = elapsed >= config.flush_ms or elapsed >= self.flush_scheduler_interval_ms
+            if not due:
+                continue
+            self._flush_requested.discard(tp)
+            upto = plog.log_end_offset
+            try:
+                await asyncio.to_thread(plog.flush_segments, upto)
+            except OSError as e:
+                log.error("%s: flush failed: %s", tp, e)
+                continue
+            if self._logs.get(tp) is plog:
+                plog.mark_flushed(upto, now_ms)
+
+    def cleanup_logs(self, now_ms: int | None = None) -> int:
+        """Apply retention to every log; returns segments deleted."""
+        total = 0
+        for plog in list(self._logs.values()):
+            try:
+                total += plog.delete_old_segments(now_ms)
+            except (OSError, KafkaError) as e:
+                log.error("%s: retention failed: %s", plog.topic_partition, e)
+        return total
+
+    async def delete_due_files(self, now_ms: int | None = None) -> None:
+        segments: list[LogSegment] = []
+        for plog in list(self._logs.values()):
+            segments += plog.take_due_deletions(now_ms)
+        dirs, self._dirs_to_delete = self._dirs_to_delete, []
+        if segments or dirs:
+            await asyncio.to_thread(self._delete_files, segments, dirs)
+
+    @staticmethod
+    def _delete_files(segments: list[LogSegment], dirs: list[Path]) -> None:
+        for seg in segments:
+            try:
+                seg.delete_files()
+            except OSError as e:
+                log.error("Cannot delete %s: %s", seg.log_path, e)
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+    # ---- shutdown -----------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write checkpoints and the clean-shutdown markers (blocking)."""
+        dirty_dirs: set[Path] = set()
+        for tp, plog in list(self._logs.items()):
+            try:
+                plog.flush()
+                plog.close(clean=True)
+            except OSError as e:
+                log.error("%s: shutdown flush failed: %s", tp, e)
+                dirty_dirs.add(self._log_dir_of[tp])
+                plog.close(clean=False)
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+        self._delete_files([], self._dirs_to_delete)
+        self._dirs_to_delete = []
+        for d in self.log_dirs:
+            if d in self.offline_dirs or d in dirty_dirs:
+                continue
+            try:
+                (d / CLEAN_SHUTDOWN_FILE).touch()
+            except OSError as e:
+                log.error("Cannot write the clean shutdown marker in %s: %s", d, e)
+        self._logs.clear()
+        self._log_dir_of.clear()

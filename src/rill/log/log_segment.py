@@ -1,0 +1,417 @@
+"""One segment of a partition log: the ``.log`` file of record batches and its two indexes.
+
+Files, named by the segment's base offset as 20 zero-padded digits::
+
+    00000000000000000000.log        record batches exactly as appended (see rill.records.batch)
+    00000000000000000000.index      OffsetIndex, 8-byte entries (see rill.log.offset_index)
+    00000000000000000000.timeindex  TimeIndex, 12-byte entries (see rill.log.time_index)
+
+Every batch in a segment has offsets in ``[base_offset, base_offset + 2**31 - 1]`` and base
+offsets strictly increase through the file. The segment writes with ``pwritev`` at its known
+size, so a failed write is cut off again with ``ftruncate`` and the file never holds a partial
+batch while the process runs; after a crash, ``recover`` re-validates every batch and truncates
+at the first bad byte. The file descriptor stays open until the segment is deleted, so
+``FileRegion``s handed to the network layer stay valid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from rill.log.abstract_index import IndexFullError
+from rill.log.offset_index import OffsetIndex
+from rill.log.time_index import TimeIndex
+from rill.records.batch import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    BatchHeader,
+    Buffer,
+    crc_ok,
+    parse_header,
+)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+INT32_MAX = 2**31 - 1
+_IOV_MAX = 1024
+_SCAN_CHUNK = 64 * 1024
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+def _write_all(fd: int, bufs: Sequence[Buffer], position: int) -> int:
+    """pwritev every buffer at ``position``; returns bytes written. Raises OSError on failure."""
+    views = [memoryview(b).cast("B") for b in bufs]
+    written = 0
+    i = 0
+    while i < len(views):
+        chunk = views[i : i + _IOV_MAX]
+        n = os.pwritev(fd, chunk, position + written)
+        if n <= 0:
+            raise OSError("pwritev wrote nothing")
+        written += n
+        # skip the fully written buffers, cut the partially written one
+        while n > 0 and i < len(views):
+            if n >= len(views[i]):
+                n -= len(views[i])
+                i += 1
+            else:
+                views[i] = views[i][n:]
+                n = 0
+    return written
+
+
+class LogSegment:
+    """A segment (not thread safe, except ``flush`` which a worker thread may call)."""
+
+    def __init__(
+        self,
+        dir: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        now_ms: int,
+        active: bool,
+    ) -> None:
+        self.dir = dir
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.log_path = dir / segment_file_name(base_offset, LOG_SUFFIX)
+        self.lock = threading.Lock()
+        self.closed = False
+        self.created_ms = now_ms
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.offset_index = OffsetIndex(
+                dir / segment_file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_size, active
+            )
+            try:
+                self.time_index = TimeIndex(
+                    dir / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
+                    base_offset,
+                    max_index_size,
+                    active,
+                )
+            except BaseException:
+                self.offset_index.close()
+                raise
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self.size = os.fstat(self._fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.rolling_based_timestamp: int | None = None
+        self.bytes_since_last_index_entry = 0
+
+    # ---- state --------------------------------------------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        return self._fd
+
+    @property
+    def is_empty(self) -> bool:
+        return self.size == 0
+
+    @property
+    def index_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    def largest_timestamp(self) -> int:
+        """The segment's max timestamp, or its file's mtime when it has no timestamps (Kafka's rule)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except OSError:
+            return self.created_ms
+
+    def read_header(self, position: int) -> BatchHeader | None:
+        if position + BATCH_HEADER_SIZE > self.size:
+            return None
+        data = os.pread(self._fd, BATCH_HEADER_SIZE, position)
+        if len(data) < BATCH_HEADER_SIZE:
+            return None
+        return parse_header(data)
+
+    def read_bytes(self, position: int, length: int) -> bytes:
+        return os.pread(self._fd, length, position)
+
+    # ---- loading ------------------------------------------------------------------------------
+
+    def load(self) -> bool:
+        """Restore in-memory state of a cleanly written segment from its indexes and tail.
+
+        Returns False when the files look inconsistent and ``recover`` should run instead.
+        """
+        if not self.offset_index.sanity_ok(self.size):
+            return False
+        _, pos = self.offset_index.lookup_by_position(self.size)
+        end, next_offset, max_ts, max_ts_off = self._scan(pos)
+        if end != self.size:
+            return False
+        last = self.time_index.last_entry()
+        if last is not None and last[0] > max_ts:
+            max_ts, max_ts_off = last
+        if not self.time_index.sanity_ok(next_offset):
+            return False
+        self.next_offset = next_offset if self.size else self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_ts_off
+        first = self.read_header(0)
+        self.rolling_based_timestamp = first.max_timestamp if first is not None else None
+        self.bytes_since_last_index_entry = self.size - pos
+        return True
+
+    def _scan(self, position: int) -> tuple[int, int, int, int]:
+        """Walk headers from ``position`` to the end: ``(end, next_offset, max_ts, offset_of_max_ts)``.
+
+        Stops early (end < size) at a header that does not frame correctly.
+        """
+        next_offset = self.base_offset
+        max_ts, max_ts_off = -1, -1
+        while position < self.size:
+            header = self.read_header(position)
+            if (
+                header is None
+                or header.magic != MAGIC_V2
+                or header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD
+            ):
+                break
+            if position + header.size > self.size or header.last_offset_delta < 0:
+                break
+            if header.max_timestamp > max_ts:
+                max_ts, max_ts_off = header.max_timestamp, header.last_offset
+            next_offset = header.next_offset
+            position += header.size
+        if next_offset == self.base_offset and position > 0:
+            # the scan started mid-file at the end: the last indexed batch tells the next offset
+            next_offset = max(next_offset, self.offset_index.last_offset + 1)
+        return position, next_offset, max_ts, max_ts_off
+
+    def recover(self) -> int:
+        """Re-validate every batch, rebuild both indexes, truncate at the first invalid byte.
+
+        Returns the number of bytes truncated.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.offset_index.resize(self.max_index_size)
+        self.time_index.resize(self.max_index_size)
+        self.max_timestamp, self.offset_of_max_timestamp = -1, -1
+        self.rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        file_size = os.fstat(self._fd).st_size
+        pos = 0
+        expected = self.base_offset
+        mm = mmap.mmap(self._fd, file_size, access=mmap.ACCESS_READ) if file_size else None
+        view = memoryview(mm) if mm is not None else memoryview(b"")
+        try:
+            while pos + BATCH_HEADER_SIZE <= file_size:
+                header = parse_header(view, pos)
+                if (
+                    header.magic != MAGIC_V2
+                    or header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD
+                    or pos + header.size > file_size
+                    or header.last_offset_delta < 0
+                    or header.base_offset < expected
+                    or header.last_offset - self.base_offset > INT32_MAX
+                    or not crc_ok(view, pos, header)
+                ):
+                    break
+                self._index_batch(pos, header.last_offset, header.max_timestamp, header.size)
+                if self.rolling_based_timestamp is None:
+                    self.rolling_based_timestamp = header.max_timestamp
+                pos += header.size
+                expected = header.next_offset
+        finally:
+            view.release()
+            if mm is not None:
+                mm.close()
+        truncated = file_size - pos
+        if truncated:
+            os.ftruncate(self._fd, pos)
+        self.size = pos
+        self.next_offset = expected
+        return truncated
+
+    # ---- writing ------------------------------------------------------------------------------
+
+    def append(self, bufs: Sequence[Buffer], batches: Sequence[tuple[int, int, int, int]]) -> None:
+        """Write ``bufs`` (whole batches) at the end; ``batches`` holds per batch
+        ``(position within bufs, last offset, max timestamp, size)``.
+
+        On OSError the file is cut back to its previous size and the error re-raised.
+        """
+        start = self.size
+        try:
+            written = _write_all(self._fd, bufs, start)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, start)
+            raise
+        self.size = start + written
+        for rel_pos, last_offset, max_ts, size in batches:
+            if self.rolling_based_timestamp is None:
+                self.rolling_based_timestamp = max_ts
+            self._index_batch(start + rel_pos, last_offset, max_ts, size)
+
+    def _index_batch(self, position: int, last_offset: int, max_ts: int, size: int) -> None:
+        if max_ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            with contextlib.suppress(IndexFullError):
+                self.offset_index.append(last_offset, position)
+                if self.max_timestamp >= 0:
+                    self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += size
+        self.next_offset = last_offset + 1
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= ``offset``; returns bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        pos, _ = found
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        os.ftruncate(self._fd, pos)
+        removed = self.size - pos
+        self.size = pos
+        _, index_pos = self.offset_index.lookup_by_position(pos)
+        _, next_offset, max_ts, max_ts_off = self._scan(index_pos)
+        last = self.time_index.last_entry()
+        if last is not None and last[0] > max_ts:
+            max_ts, max_ts_off = last
+        self.next_offset = next_offset if pos else self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_ts_off
+        self.bytes_since_last_index_entry = pos - index_pos
+        if pos == 0:
+            self.rolling_based_timestamp = None
+        return removed
+
+    def on_become_inactive(self) -> None:
+        """The segment stops being written: record its max timestamp and trim the indexes."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
+            )
+        self.offset_index.trim()
+        self.time_index.trim()
+
+    def on_become_active(self, max_index_size: int) -> None:
+        self.offset_index.resize(max_index_size)
+        self.time_index.resize(max_index_size)
+
+    # ---- reading ------------------------------------------------------------------------------
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= ``offset``."""
+        _, pos = self.offset_index.lookup(offset)
+        pos = max(pos, start_position)
+        while pos < self.size:
+            header = self.read_header(pos)
+            if header is None:
+                return None
+            if header.last_offset >= offset:
+                return pos, header
+            pos += header.size
+        return None
+
+    def end_position(self, start: int, max_bytes: int, max_offset: int | None, min_one_batch: bool) -> int:
+        """End of the whole batches from ``start`` within ``max_bytes`` and below ``max_offset``."""
+        bound = self.size
+        if max_offset is not None:
+            found = self.translate_offset(max_offset, start)
+            if found is not None:
+                bound = found[0]
+        if bound <= start:
+            return start
+        limit = start + max(0, max_bytes)
+        if limit >= bound:
+            return bound
+        _, pos = self.offset_index.lookup_by_position(limit)
+        pos = max(pos, start)
+        while pos < limit:
+            header = self.read_header(pos)
+            if header is None or pos + header.size > limit:
+                break
+            pos += header.size
+        if pos == start and min_one_batch:
+            header = self.read_header(start)
+            if header is not None:
+                pos = min(start + header.size, bound)
+        return pos
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int, int] | None:
+        """``(position, header offset, max timestamp)`` of the first batch at or after
+        ``starting_offset`` whose max timestamp is >= ``timestamp``."""
+        entry_ts, entry_offset = self.time_index.lookup(timestamp - 1)
+        # batches up to entry_offset all hold timestamps below the target
+        begin = entry_offset + 1 if entry_ts >= 0 else self.base_offset
+        begin = max(begin, starting_offset)
+        _, pos = self.offset_index.lookup(begin)
+        while pos < self.size:
+            header = self.read_header(pos)
+            if header is None:
+                return None
+            if header.last_offset >= starting_offset and header.max_timestamp >= timestamp:
+                return pos, header.base_offset, header.max_timestamp
+            pos += header.size
+        return None
+
+    # ---- durability and lifecycle -------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the log and both indexes (safe from a worker thread)."""
+        with self.lock:
+            if self.closed:
+                return
+            os.fsync(self._fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+
+    def close(self) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            self.offset_index.close()
+            self.time_index.close()
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = -1
+
+    def files(self) -> list[Path]:
+        return [self.log_path, self.offset_index.path, self.time_index.path]
+
+    def rename_to_deleted(self) -> None:
+        """Give every file the ``.deleted`` suffix; the fd stays open for readers."""
+        new_log = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(self.log_path, new_log)
+        self.log_path = new_log
+        for index in (self.offset_index, self.time_index):
+            with contextlib.suppress(FileNotFoundError):
+                index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+
+    def delete_files(self) -> None:
+        """Close and unlink (blocking: run it in a worker thread)."""
+        self.close()
+        for path in self.files():
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()

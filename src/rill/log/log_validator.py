@@ -1,0 +1,79 @@
+"""Validation of record batches on the append path (Kafka's LogValidator, batch level)."""
+
+from __future__ import annotations
+
+from rill.errors import ErrorCode, KafkaError
+from rill.log.log_config import LogConfig
+from rill.records.batch import (
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_POS,
+    MAGIC_V2,
+    BatchHeader,
+    CorruptRecordError,
+    crc_ok,
+    parse_header,
+)
+
+_MAX_COMPRESSION = 4  # zstd
+
+
+def validate_batches(
+    view: memoryview, config: LogConfig, *, from_client: bool
+) -> list[tuple[int, BatchHeader]]:
+    """Frame, checksum and size-check every batch in ``view``; returns ``(position, header)`` pairs.
+
+    Raises KafkaError with UNSUPPORTED_FOR_MESSAGE_FORMAT (magic other than 2), CORRUPT_MESSAGE
+    (framing, checksum), MESSAGE_SIZE_TOO_LARGE (a batch above ``max.message.bytes``),
+    RECORD_LIST_TOO_LARGE (the whole append above ``segment.bytes``) or INVALID_RECORD.
+    """
+    out: list[tuple[int, BatchHeader]] = []
+    end = len(view)
+    if from_client and end > config.segment_bytes:
+        raise KafkaError(
+            ErrorCode.RECORD_LIST_TOO_LARGE,
+            f"{end} bytes of record batches exceed segment.bytes {config.segment_bytes}",
+        )
+    pos = 0
+    while pos < end:
+        if end - pos <= MAGIC_POS:
+            raise CorruptRecordError(f"{end - pos} trailing bytes at position {pos} are not a record batch")
+        magic = view[pos + MAGIC_POS]
+        if magic != MAGIC_V2:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                f"record batch at position {pos} has magic {magic}; only magic 2 is supported",
+            )
+        header = parse_header(view, pos)
+        size = header.size
+        if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
+            raise CorruptRecordError(
+                f"record batch at position {pos} has length {header.batch_length}, {end - pos} bytes remain"
+            )
+        if size > config.max_message_bytes:
+            raise KafkaError(
+                ErrorCode.MESSAGE_SIZE_TOO_LARGE,
+                f"record batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}",
+            )
+        if not crc_ok(view, pos, header):
+            raise CorruptRecordError(f"record batch at position {pos} fails its CRC32C check")
+        if header.compression > _MAX_COMPRESSION:
+            raise CorruptRecordError(
+                f"record batch at position {pos} has unknown compression {header.compression}"
+            )
+        if header.last_offset_delta < 0:
+            raise CorruptRecordError(f"record batch at position {pos} has negative lastOffsetDelta")
+        if from_client:
+            if header.records_count <= 0:
+                raise KafkaError(ErrorCode.INVALID_RECORD, f"record batch at position {pos} holds no records")
+            if header.last_offset_delta != header.records_count - 1:
+                raise KafkaError(
+                    ErrorCode.INVALID_RECORD,
+                    f"record batch at position {pos}: lastOffsetDelta {header.last_offset_delta} "
+                    f"does not match {header.records_count} records",
+                )
+            if header.is_control:
+                raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not append control batches")
+        out.append((pos, header))
+        pos += size
+    return out

@@ -1,0 +1,316 @@
+"""Idempotent-producer state of one partition, and its snapshot files (``<20-digit offset>.snapshot``).
+
+For every producer id the log keeps its epoch and the metadata of its last five batches
+(first/last sequence, first/last offset, timestamp), which is enough to recognise a retried
+batch and to reject gaps. Rules (Kafka's ProducerAppendInfo):
+
+- an epoch lower than the producer's current one: INVALID_PRODUCER_EPOCH;
+- a new (higher) epoch must start at sequence 0, except for a producer the log does not know
+  (its state expired or was lost), which is accepted at any sequence;
+- within an epoch the first sequence must follow the previous last sequence (wrapping at
+  2**31 - 1 to 0), otherwise OUT_OF_ORDER_SEQUENCE_NUMBER;
+- a batch whose sequence range matches one of the five remembered batches is a duplicate.
+
+A snapshot holds, for the state as of its offset, the last batch of each producer. Layout
+(big-endian)::
+
+    offset  size  field
+         0     2  version        int16   1
+         2     4  crc            uint32  CRC32C of every byte after this field
+         6     4  count          int32   number of producer entries
+        10   46*n entries, each:
+                  producerId int64, producerEpoch int16, lastSequence int32, lastOffset int64,
+                  offsetDelta int32 (lastOffset - firstOffset), timestamp int64,
+                  coordinatorEpoch int32, currentTxnFirstOffset int64 (-1)
+
+Snapshots are taken when a segment rolls and at clean shutdown; on load the newest readable
+snapshot at or below the log end is read and the batches after it are replayed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c
+
+from rill.errors import ErrorCode, KafkaError
+from rill.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, increment_sequence
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+NUM_BATCHES_TO_RETAIN = 5
+_HEAD = struct.Struct(">hIi")
+_ENTRY = struct.Struct(">qhiqiqiq")
+assert _ENTRY.size == 46
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    coordinator_epoch: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
+        if header.producer_epoch != self.producer_epoch:
+            return None
+        last_seq = header.last_sequence
+        for batch in self.batches:
+            if batch.first_seq == header.base_sequence and batch.last_seq == last_seq:
+                return batch
+        return None
+
+    def copy(self) -> ProducerStateEntry:
+        return ProducerStateEntry(
+            self.producer_id,
+            self.producer_epoch,
+            deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
+            self.coordinator_epoch,
+        )
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == 2**31 - 1)
+
+
+def snapshot_file_name(offset: int) -> str:
+    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def snapshot_offsets(dir: Path) -> list[int]:
+    """Offsets of the snapshot files in ``dir``, sorted."""
+    out = []
+    for path in dir.glob("*" + SNAPSHOT_SUFFIX):
+        stem = path.name[: -len(SNAPSHOT_SUFFIX)]
+        if len(stem) == 20 and stem.isdigit():
+            out.append(int(stem))
+    return sorted(out)
+
+
+class ProducerStateManager:
+    """Per-partition producer state; all methods run on the event loop."""
+
+    def __init__(self, dir: Path) -> None:
+        self.dir = dir
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.map_end_offset = 0  # the state covers every batch below this offset
+
+    # ---- validation on the append path --------------------------------------------------------
+
+    def prepare(self, header: BatchHeader, pending: dict[int, ProducerStateEntry]) -> BatchMetadata | None:
+        """Validate ``header`` against the current state plus ``pending`` (earlier batches of the
+        same append); return the original batch when it is a duplicate, else None. Raises
+        KafkaError on a fenced epoch or a sequence gap."""
+        pid = header.producer_id
+        current = self.producers.get(pid)
+        updated = pending.get(pid)
+        if updated is None:
+            if current is not None:
+                duplicate = current.find_duplicate(header)
+                if duplicate is not None:
+                    return duplicate
+            updated = current.copy() if current is not None else ProducerStateEntry(pid)
+            pending[pid] = updated
+        epoch = header.producer_epoch
+        if epoch < updated.producer_epoch:
+            raise KafkaError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"producer {pid} epoch {epoch} is older than the current epoch {updated.producer_epoch}",
+            )
+        if header.is_control:
+            return None
+        first_seq = header.base_sequence
+        if epoch != updated.producer_epoch:
+            if first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH:
+                raise KafkaError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"producer {pid}: first sequence of new epoch {epoch} is {first_seq}, expected 0",
+                )
+        else:
+            last_seq = updated.last_seq
+            if (
+                last_seq == NO_SEQUENCE and first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH
+            ) or (last_seq != NO_SEQUENCE and not _in_sequence(last_seq, first_seq)):
+                raise KafkaError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow {last_seq}",
+                )
+        return None
+
+    @staticmethod
+    def record(
+        pending: dict[int, ProducerStateEntry], header: BatchHeader, first_offset: int, ts: int
+    ) -> None:
+        """Add the (offset-assigned) batch to its pending entry."""
+        entry = pending[header.producer_id]
+        _apply(entry, header, first_offset, ts)
+
+    def commit(self, pending: dict[int, ProducerStateEntry], end_offset: int) -> None:
+        self.producers.update(pending)
+        self.map_end_offset = max(self.map_end_offset, end_offset)
+
+    # ---- replay on load -----------------------------------------------------------------------
+
+    def replay(self, header: BatchHeader) -> None:
+        """Apply a batch read back from the log (no validation, like a replica would)."""
+        if header.has_producer_id:
+            entry = self.producers.get(header.producer_id)
+            if entry is None:
+                entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
+            _apply(entry, header, header.base_offset, header.max_timestamp)
+        self.map_end_offset = max(self.map_end_offset, header.next_offset)
+
+    # ---- snapshots ----------------------------------------------------------------------------
+
+    def take_snapshot(self, offset: int, sync: bool = False) -> Path:
+        body = bytearray(_HEAD.size)
+        entries = [e for e in self.producers.values() if e.batches or e.producer_epoch >= 0]
+        struct.pack_into(">i", body, 6, len(entries))
+        for e in entries:
+            last = e.batches[-1] if e.batches else None
+            body += _ENTRY.pack(
+                e.producer_id,
+                e.producer_epoch,
+                last.last_seq if last else NO_SEQUENCE,
+                last.last_offset if last else -1,
+                (last.last_offset - last.first_offset) if last else 0,
+                last.timestamp if last else -1,
+                e.coordinator_epoch,
+                -1,
+            )
+        crc = crc32c.crc32c(memoryview(body)[6:])
+        struct.pack_into(">hI", body, 0, SNAPSHOT_VERSION, crc)
+        path = self.dir / snapshot_file_name(offset)
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, body)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        return path
+
+    def load_latest_snapshot(self, upto: int) -> int:
+        """Load the newest valid snapshot at or below ``upto``; returns its offset (0 if none).
+
+        Snapshots above ``upto`` and unreadable ones are deleted.
+        """
+        self.producers = {}
+        self.map_end_offset = 0
+        for offset in reversed(snapshot_offsets(self.dir)):
+            path = self.dir / snapshot_file_name(offset)
+            if offset > upto:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                continue
+            try:
+                self.producers = read_snapshot(path)
+            except (OSError, ValueError, struct.error) as e:
+                log.warning("Deleting unreadable producer snapshot %s: %s", path, e)
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                continue
+            self.map_end_offset = offset
+            return offset
+        return 0
+
+    def delete_snapshots_below(self, offset: int) -> None:
+        offsets = snapshot_offsets(self.dir)
+        for o in offsets[:-1]:  # keep the newest
+            if o < offset:
+                with contextlib.suppress(FileNotFoundError):
+                    (self.dir / snapshot_file_name(o)).unlink()
+
+    def delete_snapshots_above(self, offset: int) -> None:
+        for o in snapshot_offsets(self.dir):
+            if o > offset:
+                with contextlib.suppress(FileNotFoundError):
+                    (self.dir / snapshot_file_name(o)).unlink()
+
+    def clear(self) -> None:
+        self.producers = {}
+        self.map_end_offset = 0
+        self.delete_snapshots_above(-1)
+
+
+def _apply(entry: ProducerStateEntry, header: BatchHeader, first_offset: int, ts: int) -> None:
+    if header.producer_epoch != entry.producer_epoch:
+        entry.producer_epoch = header.producer_epoch
+        entry.batches.clear()
+    if header.is_control or header.base_sequence == NO_SEQUENCE:
+        return
+    entry.batches.append(
+        BatchMetadata(
+            header.base_sequence,
+            header.last_sequence,
+            first_offset,
+            first_offset + header.last_offset_delta,
+            ts,
+        )
+    )
+
+
+def read_snapshot(path: Path) -> dict[int, ProducerStateEntry]:
+    data = path.read_bytes()
+    version, crc, count = _HEAD.unpack_from(data, 0)
+    if version != SNAPSHOT_VERSION:
+        raise ValueError(f"unsupported snapshot version {version}")
+    if crc32c.crc32c(memoryview(data)[6:]) != crc:
+        raise ValueError("snapshot CRC mismatch")
+    if count < 0 or len(data) != _HEAD.size + count * _ENTRY.size:
+        raise ValueError("snapshot length does not match its entry count")
+    out: dict[int, ProducerStateEntry] = {}
+    for n in range(count):
+        pid, epoch, last_seq, last_offset, delta, ts, coord_epoch, _ = _ENTRY.unpack_from(
+            data, _HEAD.size + n * _ENTRY.size
+        )
+        entry = ProducerStateEntry(pid, epoch, coordinator_epoch=coord_epoch)
+        if last_offset >= 0:
+            first_seq = last_seq if last_seq == NO_SEQUENCE else _decrement_sequence(last_seq, delta)
+            entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
+        out[pid] = entry
+    return out
+
+
+def _decrement_sequence(sequence: int, decrement: int) -> int:
+    if sequence < decrement:
+        return 2**31 - 1 - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+__all__ = [
+    "BatchMetadata",
+    "ProducerStateEntry",
+    "ProducerStateManager",
+    "increment_sequence",
+    "read_snapshot",
+    "snapshot_file_name",
+    "snapshot_offsets",
+]
