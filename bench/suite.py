@@ -1,0 +1,138 @@
+"""Runs the suite: start the brokers, measure the limits, pair every workload A/B/A/B, stop everything."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from bench import limits as raw_limits
+from bench.brokers import BrokerProcess, BrokerUnavailable, free_port, rill_spec, tansu_spec
+from bench.harness import RunFailed, Settings, Target
+from bench.report import Row
+from bench.workloads import Workload
+
+Log = Callable[[str], None]
+
+
+def start_target(name: str, workdir: Path, log: Log) -> Target:
+    """Start one broker; a broker that cannot start becomes a Target whose rows read n/a."""
+    try:
+        port = free_port()
+        spec = tansu_spec(port) if name == "tansu" else rill_spec(port, workdir / "rill-data")
+        broker = BrokerProcess(spec, workdir / f"{name}.log")
+        seconds = broker.start()
+    except BrokerUnavailable as e:
+        log(f"{name} did not start: {e}")
+        reason = str(e).replace(sys.executable, "python").split("; ")[0]
+        return Target(name, None, unavailable=f"{name} did not start: {reason[:90]}")
+    log(f"{name} ready on {broker.bootstrap} in {seconds:.2f}s (pid {broker.pid})")
+    return Target(name, broker)
+
+
+@contextlib.contextmanager
+def maybe_profile(target: Target, settings: Settings, label: str) -> Iterator[None]:
+    """With --profile, sample Rill's broker with py-spy for the duration of one run."""
+    broker = target.broker
+    if settings.profile_dir is None or target.name != "rill" or broker is None or not broker.alive():
+        yield
+        return
+    settings.profile_dir.mkdir(parents=True, exist_ok=True)
+    out = settings.profile_dir / f"{label}.svg"
+    spy = subprocess.Popen([_py_spy(), "record", "--pid", str(broker.pid), "--rate", "250",
+                            "--nonblocking", "--output", str(out)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        yield
+    finally:
+        if spy.poll() is None:
+            spy.send_signal(signal.SIGINT)
+        try:
+            spy.wait(30)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+            spy.wait(5)
+
+
+def _py_spy() -> str:
+    candidate = Path(sys.executable).parent / "py-spy"
+    return str(candidate) if candidate.exists() else "py-spy"
+
+
+def run_suite(workloads: list[Workload], settings: Settings, targets: list[str], measure_limits: bool,
+              log: Log) -> tuple[list[Row], dict[str, float]]:
+    limits: dict[str, float] = {}
+    running: dict[str, Target] = {}
+    rows: list[Row] = []
+    try:
+        if measure_limits:
+            limits = _measure_limits(settings, log)
+        for name in ("rill", "tansu"):
+            if name in targets:
+                running[name] = start_target(name, settings.workdir, log)
+            else:
+                running[name] = Target(name, None, unavailable="not selected")
+        for wl in workloads:
+            rows += run_workload(wl, running, settings, log)
+        if measure_limits and not settings.quick:
+            again = _measure_limits(settings, log)
+            limits = {k: (limits[k] + again[k]) / 2 for k in limits}
+    finally:
+        for target in running.values():
+            target.admin = None  # drop the admin client first so it does not log the broker going away
+            if target.broker is not None:
+                target.broker.stop()
+    return rows, limits
+
+
+def _measure_limits(settings: Settings, log: Log) -> dict[str, float]:
+    t0 = time.monotonic()
+    limits = raw_limits.measure(settings.workdir / "limits", settings.quick)
+    log(f"raw limits measured in {time.monotonic() - t0:.1f}s")
+    return limits
+
+
+def run_workload(wl: Workload, running: dict[str, Target], settings: Settings, log: Log) -> list[Row]:
+    rows = [Row(wl.name, m) for m in wl.metrics]
+    rill, tansu = running["rill"], running["tansu"]
+    for row in rows:
+        if rill.unavailable is not None:
+            row.rill.na = rill.unavailable
+        if wl.rill_only is not None:
+            row.tansu.na = f"Rill only: {wl.rill_only}"
+        elif tansu.unavailable is not None:
+            row.tansu.na = tansu.unavailable
+    order = [("rill", rill, [r.rill for r in rows]), ("tansu", tansu, [r.tansu for r in rows])]
+    t0 = time.monotonic()
+    for rnd in range(settings.rounds):
+        for name, target, sides in order:
+            if sides[0].na is not None:
+                continue
+            try:
+                target.maybe_restart()
+                with maybe_profile(target, settings, f"{wl.name}-r{rnd}"):
+                    figures = wl.run(target, settings)
+            except (RunFailed, BrokerUnavailable) as e:
+                reason = str(e)
+                if target.broker is not None and not target.broker.alive():
+                    reason = f"broker died: {target.broker.tail() or reason}"
+                for side in sides:
+                    side.failures.append(reason)
+                log(f"  {wl.name} round {rnd + 1} {name}: FAILED {reason}")
+                continue
+            for row, side in zip(rows, sides, strict=True):
+                if row.metric.key in figures:
+                    side.runs.append(float(figures[row.metric.key]))
+            log(f"  {wl.name} round {rnd + 1} {name}: "
+                + ", ".join(f"{k}={v:.4g}" for k, v in figures.items()))
+    log(f"{wl.name} done in {time.monotonic() - t0:.1f}s")
+    return rows
+
+
+def machine() -> dict[str, object]:
+    return {"cores": os.cpu_count(), "python": sys.version.split()[0], "platform": sys.platform}
