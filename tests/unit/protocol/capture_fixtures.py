@@ -37,7 +37,8 @@ CLIENTS = {
 import confluent_kafka
 p = confluent_kafka.Producer({{"bootstrap.servers": "127.0.0.1:{{port}}", "client.id": "fixture-confluent",
                                "linger.ms": 0, "enable.idempotence": True}})
-p.produce("{TOPIC}", key=b"fixture-key", value=b"fixture-value", headers=[("h1", b"v1")], timestamp=1700000000000)
+p.produce("{TOPIC}", key=b"fixture-key", value=b"fixture-value", headers=[("h1", b"v1")],
+          timestamp=1700000000000)
 p.flush(10)
 """,
     "kafkapython": f"""
@@ -62,10 +63,8 @@ asyncio.run(main())
 
 def _response(api_key: int, version: int, body: dict[str, Any], port: int) -> dict[str, Any]:
     if api_key == ApiKey.API_VERSIONS:
-        if version > 4:
-            return {"error_code": 35, "api_keys": [
-                {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in SERVED.items()]}
-        return {"api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in SERVED.items()]}
+        table = [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in SERVED.items()]
+        return {"error_code": 35 if version > 4 else 0, "api_keys": table}
     if api_key == ApiKey.METADATA:
         partitions = [{"partition_index": 0, "leader_id": 0, "leader_epoch": 0, "replica_nodes": [0],
                        "isr_nodes": [0]}]
@@ -80,7 +79,8 @@ def _response(api_key: int, version: int, body: dict[str, Any], port: int) -> di
     if api_key == ApiKey.PRODUCE:
         return {"responses": [
             {"name": t["name"], "partition_responses": [
-                {"index": p["index"], "base_offset": 0, "log_append_time_ms": -1} for p in t["partition_data"]]}
+                {"index": p["index"], "base_offset": 0, "log_append_time_ms": -1}
+                for p in t["partition_data"]]}
             for t in body["topic_data"]]}
     raise ValueError(api_key)
 
