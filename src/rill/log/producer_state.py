@@ -160,15 +160,29 @@ class ProducerStateManager:
                     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                     f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow {last_seq}",
                 )
+        _apply(updated, header, -1, -1)  # offsets are filled in by ``record``
         return None
 
     @staticmethod
     def record(
         pending: dict[int, ProducerStateEntry], header: BatchHeader, first_offset: int, ts: int
     ) -> None:
-        """Add the (offset-assigned) batch to its pending entry."""
+        """Give the batch validated by ``prepare`` its assigned offsets and timestamp."""
         entry = pending[header.producer_id]
-        _apply(entry, header, first_offset, ts)
+        if header.is_control or header.base_sequence == NO_SEQUENCE:
+            return
+        batches = list(entry.batches)
+        for n in range(len(batches) - 1, -1, -1):
+            if batches[n].first_offset == -1 and batches[n].first_seq == header.base_sequence:
+                batches[n] = BatchMetadata(
+                    header.base_sequence,
+                    header.last_sequence,
+                    first_offset,
+                    first_offset + header.last_offset_delta,
+                    ts,
+                )
+                entry.batches = deque(batches, maxlen=NUM_BATCHES_TO_RETAIN)
+                return
 
     def commit(self, pending: dict[int, ProducerStateEntry], end_offset: int) -> None:
         self.producers.update(pending)

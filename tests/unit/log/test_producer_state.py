@@ -1,0 +1,100 @@
+"""Idempotent producer state: duplicates, gaps, fencing, snapshots and restarts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from logtest_util import make_batch, open_log, small_config
+
+from rill.errors import ErrorCode, KafkaError
+from rill.log.producer_state import read_snapshot, snapshot_offsets
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def pb(seq: int, n: int = 2, epoch: int = 0, pid: int = 7) -> bytes:
+    return make_batch(n, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+def expect(code: ErrorCode, log: object, data: bytes) -> None:
+    with pytest.raises(KafkaError) as e:
+        log.append(data, leader_epoch=0)  # type: ignore[attr-defined]
+    assert e.value.code == code
+
+
+def test_duplicates_gaps_and_epochs(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    assert log.append(pb(0), leader_epoch=0).first_offset == 0
+    assert log.append(pb(2), leader_epoch=0).first_offset == 2
+    dup = log.append(pb(0), leader_epoch=0)
+    assert dup.duplicate and (dup.first_offset, dup.last_offset) == (0, 1)
+    assert log.log_end_offset == 4
+    expect(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, log, pb(5))
+    # the last five batches are remembered
+    for seq in range(4, 14, 2):
+        log.append(pb(seq), leader_epoch=0)
+    assert log.append(pb(6), leader_epoch=0).duplicate
+    expect(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, log, pb(2))  # too old to be recognised
+    # a new epoch must start at 0; older epochs are fenced
+    expect(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, log, pb(14, epoch=1))
+    assert not log.append(pb(0, epoch=1), leader_epoch=0).duplicate
+    expect(ErrorCode.INVALID_PRODUCER_EPOCH, log, pb(14, epoch=0))
+    # an unknown producer is accepted at any sequence
+    assert not log.append(pb(1000, pid=99), leader_epoch=0).duplicate
+    # several batches of one producer in one append must chain
+    assert log.append(pb(2, epoch=1) + pb(4, epoch=1), leader_epoch=0).record_count == 4
+    expect(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, log, pb(6, epoch=1) + pb(9, epoch=1))
+    leo = log.log_end_offset
+    expect(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, log, pb(7, epoch=1))
+    assert log.log_end_offset == leo
+    # sequence numbers wrap at int32 max
+    log.append(pb(2**31 - 2, pid=5), leader_epoch=0)
+    assert log.append(pb(0, pid=5), leader_epoch=0).first_offset == log.log_end_offset - 2
+    log.close()
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_dedup_survives_restart(tmp_path: Path, clean: bool) -> None:
+    cfg = small_config(segment_bytes=600)
+    log = open_log(tmp_path / "p-0", cfg)
+    for i in range(20):
+        log.append(pb(2 * i), leader_epoch=0)
+    assert log.num_segments > 2 and snapshot_offsets(log.dir)  # snapshots at rolls
+    leo = log.log_end_offset
+    log.close(clean=clean)
+    log = open_log(tmp_path / "p-0", cfg, had_clean_shutdown=clean)
+    dup = log.append(pb(38), leader_epoch=0)
+    assert dup.duplicate and dup.first_offset == leo - 2
+    if not clean:  # replayed batches give back all five
+        assert log.append(pb(32), leader_epoch=0).duplicate
+    expect(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, log, pb(41))
+    assert log.append(pb(40), leader_epoch=0).first_offset == leo
+    log.close()
+
+
+def test_snapshot_format_and_corruption(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    log.append(pb(0, n=3, pid=11, epoch=4), leader_epoch=0)
+    log.close()
+    snaps = snapshot_offsets(tmp_path / "p-0")
+    assert snaps == [3]
+    path = tmp_path / "p-0" / "00000000000000000003.snapshot"
+    entry = read_snapshot(path)[11]
+    assert entry.producer_epoch == 4 and entry.last_seq == 2 and entry.last_offset == 2
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    # a corrupt snapshot is dropped and the state rebuilt from the log
+    log = open_log(tmp_path / "p-0", had_clean_shutdown=True)
+    assert log.append(pb(0, n=3, pid=11, epoch=4), leader_epoch=0).duplicate
+    log.close()
+
+
+def test_truncation_rewinds_producer_state(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p-0")
+    for i in range(5):
+        log.append(pb(2 * i), leader_epoch=0)
+    log.truncate_to(6)
+    assert log.append(pb(6), leader_epoch=0).first_offset == 6
+    log.close()
