@@ -1,10 +1,13 @@
 """``rill configs``: describe and alter broker and topic configs, as Kafka's ``kafka-configs`` does.
 
     rill configs describe --entity-type topics --entity-name orders [--all]
-    rill configs describe --entity-type brokers [--entity-name 1 | --entity-default] [--all]
+    rill configs describe --entity-type brokers [--entity-name 1] [--all]
     rill configs alter --entity-type topics --entity-name orders \\
         --add-config retention.ms=60000,cleanup.policy=compact
-    rill configs alter --entity-type brokers --entity-default --delete-config log.retention.ms
+    rill configs alter --entity-type brokers --entity-name 1 --delete-config log.retention.ms
+
+For brokers, ``--entity-name`` defaults to the broker's id when the cluster has one broker. (Kafka's
+``--entity-default``, the cluster-wide default, is not offered: librdkafka cannot name that resource.)
 
 ``describe`` lists the overrides (configs not at their default) unless ``--all`` is given; every row
 shows where its value comes from: ``default``, ``static`` (broker config file), or ``dynamic-topic`` /
@@ -193,11 +196,7 @@ def _build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(command, help=help_text, description=help_text)
         p.add_argument("--entity-type", required=True, choices=ENTITY_TYPES)
-        target = p.add_mutually_exclusive_group()
-        target.add_argument("--entity-name", metavar="NAME", help="topic name or broker id")
-        target.add_argument(
-            "--entity-default", action="store_true", help="brokers only: the cluster-wide dynamic default"
-        )
+        p.add_argument("--entity-name", metavar="NAME", help="topic name or broker id")
         if command == "describe":
             p.add_argument("--all", action="store_true", help="list every config, not only overrides")
         else:
@@ -212,10 +211,6 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _entity_name(args: argparse.Namespace, admin: Any) -> str:
-    if args.entity_default:
-        if args.entity_type != "brokers":
-            raise CliError("--entity-default applies to --entity-type brokers only")
-        return ""
     if args.entity_name:
         if args.entity_type == "brokers" and not args.entity_name.isdigit():
             raise CliError(f"invalid broker id '{args.entity_name}': expected a number")
@@ -235,9 +230,7 @@ def _describe(args: argparse.Namespace) -> int:
         require_topic(fetch_metadata(admin, args.timeout), name)
     rows = describe_config_rows(admin, args.entity_type, name, args.timeout)
     shown = rows if args.all else overrides(rows)
-    label = (
-        f"topic {name}" if args.entity_type == "topics" else (f"broker {name}" if name else "default broker")
-    )
+    label = f"topic {name}" if args.entity_type == "topics" else f"broker {name}"
     if args.json:
         print_json(
             {"entity_type": args.entity_type, "entity_name": name, "configs": [r.as_json() for r in shown]}
@@ -255,11 +248,7 @@ def _alter(args: argparse.Namespace) -> int:
     if args.entity_type == "topics":
         require_topic(fetch_metadata(admin, args.timeout), name)
     alter_configs(admin, args.entity_type, name, set_configs, delete_configs, args.timeout)
-    label = (
-        f"topic '{name}'"
-        if args.entity_type == "topics"
-        else (f"broker {name}" if name else "default broker")
-    )
+    label = f"topic '{name}'" if args.entity_type == "topics" else f"broker {name}"
     sys.stdout.write(f"Completed updating config for {label}.\n")
     return 0
 
