@@ -190,6 +190,7 @@ def response_header_version(api_key: int, version: int) -> int:
 
 
 _HEADER = struct.Struct(">hhi")
+_HEADER_CLIENT = struct.Struct(">hhih")
 _SIZE = struct.Struct(">i")
 _SIZE_CORR = struct.Struct(">ii")
 
@@ -251,19 +252,25 @@ def _encode_body(
 
 def decode_request_header(frame: memoryview | bytes) -> tuple[RequestHeader, int]:
     """Parse the request header; returns it and the position of the body."""
-    buf = frame if isinstance(frame, memoryview) else memoryview(frame)
-    if len(buf) < 8:
+    buf = frame if type(frame) is memoryview else memoryview(frame)
+    if len(buf) < 10:
         raise ProtocolDecodeError(f"request frame of {len(buf)} bytes is shorter than a header")
-    api_key, version, correlation_id = _HEADER.unpack_from(buf, 0)
-    hv = request_header_version(api_key, version)
-    client_id: str | None = None
-    pos = 8
+    api_key, version, correlation_id, n = _HEADER_CLIENT.unpack_from(buf, 0)
+    spec = MESSAGES.get(api_key)
+    if spec is not None:
+        hv = 2 if spec.flexible_min_version is not None and version >= spec.flexible_min_version else 1
+    else:
+        hv = request_header_version(api_key, version)
+    if hv == 0:
+        return RequestHeader(api_key, version, correlation_id, None, 0), 8
+    pos = 10 + max(n, 0)
     try:
-        if hv >= 1:
-            client_id, pos = P.read_nullable_string(buf, pos)
+        if n < -1 or pos > len(buf):
+            raise ProtocolDecodeError(f"client id length {n} is invalid")
+        client_id = None if n < 0 else str(buf[10:pos], "utf-8")
         if hv >= 2:
             pos = P.skip_tagged_fields(buf, pos)
-    except ProtocolDecodeError as e:
+    except (ProtocolDecodeError, UnicodeDecodeError) as e:
         raise ProtocolDecodeError(
             f"malformed request header: {e}",
             api_key=api_key,
@@ -286,7 +293,15 @@ def decode_request(api_key: int, version: int, frame: memoryview | bytes, pos: i
 
     Bytes after the body are ignored, as Kafka does.
     """
-    return decode_request_body(api_key, version, frame, pos)[0]
+    fn = _decoders.get((api_key, version, True)) or decoder(api_key, version, True)
+    buf = frame if type(frame) is memoryview else memoryview(frame)
+    try:
+        return fn(buf, pos)[0]
+    except ProtocolDecodeError:
+        raise
+    except Exception as e:  # any malformed input surfaces as one exception type
+        what = f"request {api_key} v{version}"
+        raise ProtocolDecodeError(f"malformed {what}: {type(e).__name__}: {e}") from None
 
 
 def encode_response(

@@ -40,21 +40,6 @@ def _null_error(name: str, version: int) -> ProtocolEncodeError:
     return ProtocolEncodeError(f"field {name} is not nullable in version {version}")
 
 
-def _read_string(buf: memoryview, p: int, compact: bool) -> tuple[str | None, int]:
-    if compact:
-        return P.read_compact_nullable_string(buf, p)
-    return P.read_nullable_string(buf, p)
-
-
-def _read_bytes(buf: memoryview, p: int, compact: bool) -> tuple[bytes | None, int]:
-    v, p = P.read_compact_nullable_bytes(buf, p) if compact else P.read_nullable_bytes(buf, p)
-    return (None if v is None else bytes(v)), p
-
-
-def _read_records(buf: memoryview, p: int, compact: bool) -> tuple[memoryview | None, int]:
-    return P.read_compact_nullable_bytes(buf, p) if compact else P.read_nullable_bytes(buf, p)
-
-
 def _write_string(out: bytearray, v: str | None, compact: bool) -> None:
     if compact:
         P.write_compact_nullable_string(out, v)
@@ -93,10 +78,6 @@ def _write_records(out: bytearray, chunks: list[Any] | None, v: Any, compact: bo
     return bytearray()
 
 
-def _array_length(buf: memoryview, p: int, compact: bool) -> tuple[int, int]:
-    return P.read_array_length(buf, p, compact)
-
-
 def _write_length(out: bytearray, n: int, compact: bool) -> None:
     if compact:
         P.write_uvarint(out, n + 1)
@@ -114,10 +95,6 @@ def _tag_span(buf: memoryview, p: int, size: int) -> int:
 _NAMESPACE_BASE: dict[str, Any] = {
     "_uv": P.read_uvarint,
     "_uvb": P.uvarint_bytes,
-    "_rs": _read_string,
-    "_rb": _read_bytes,
-    "_rr": _read_records,
-    "_ra": _array_length,
     "_ws": _write_string,
     "_wb": _write_bytes,
     "_wr": _write_records,
@@ -255,17 +232,17 @@ class _Gen:
         return fname
 
     def decode_field(self, f: Field, n: str) -> list[str]:
-        v, flex = self.version, self.flexible
-        nullable = f.is_nullable(v)
+        nullable = f.is_nullable(self.version)
         out: list[str] = []
-        null_check = (
-            [] if nullable else [f"if {n} is None:", f"    raise _PDE('null in non-nullable {f.name}')"]
-        )
         if f.is_array:
             cnt = self.name("n")
-            out.append(f"{cnt}, p = _ra(buf, p, {flex})")
+            out.extend(self.read_length(cnt, "i"))
             out.append(f"if {cnt} < 0:")
+            out.append(f"    if {cnt} != -1:")
+            out.append(f"        raise _PDE('negative length in {f.name}')")
             out.append(f"    {n} = None" if nullable else f"    raise _PDE('null in non-nullable {f.name}')")
+            out.append(f"elif {cnt} > len(buf) - p:")
+            out.append(f"    raise _PDE('{f.name}: array of ' + str({cnt}) + ' elements cannot fit')")
             out.append("else:")
             et = f.element_type
             if et in _FIXED and et != "uuid":
@@ -298,9 +275,7 @@ class _Gen:
             if t == "uuid":
                 out.append(f"{n} = _UUID(bytes={n})")
             return out
-        reader = {"string": "_rs", "bytes": "_rb", "records": "_rr"}[t]
-        out.append(f"{n}, p = {reader}(buf, p, {flex})")
-        return out + null_check
+        return out + self.read_sized(f, t, n, nullable)
 
     def decode_element(self, f: Field, n: str) -> list[str]:
         et = f.element_type
@@ -313,11 +288,32 @@ class _Gen:
                 f"{n} = _UUID(bytes=bytes(buf[p:p + 16]))",
                 "p += 16",
             ]
-        reader = {"string": "_rs", "bytes": "_rb", "records": "_rr"}[et]
+        return self.read_sized(f, et, n, False)
+
+    def read_length(self, n: str, width: str) -> list[str]:
+        """Lines that read a length into ``n`` (-1 for null): compact, or int16 ("h") / int32 ("i")."""
+        if self.flexible:
+            return [f"{n} = buf[p]", f"if {n} < 128:", "    p += 1", "else:", f"    {n}, p = _uv(buf, p)",
+                    f"{n} -= 1"]
+        return [f"{n}, = {self.struct(width)}.unpack_from(buf, p)", f"p += {2 if width == 'h' else 4}"]
+
+    def read_sized(self, f: Field, t: str, n: str, nullable: bool) -> list[str]:
+        """Lines that read a string, bytes or records value into ``n``."""
+        ln, q = self.name("n"), self.name("q")
+        value = {"string": f"str(buf[p:{q}], 'utf-8')", "bytes": f"bytes(buf[p:{q}])"}.get(t, f"buf[p:{q}]")
+        null = f"{n} = None" if nullable else f"raise _PDE('null in non-nullable {f.name}')"
         return [
-            f"{n}, p = {reader}(buf, p, {self.flexible})",
-            f"if {n} is None:",
-            f"    raise _PDE('null element in {f.name}')",
+            *self.read_length(ln, "h" if t == "string" else "i"),
+            f"if {ln} < 0:",
+            f"    if {ln} != -1:",
+            f"        raise _PDE('negative length in {f.name}')",
+            f"    {null}",
+            "else:",
+            f"    {q} = p + {ln}",
+            f"    if {q} > len(buf):",
+            f"        raise _PDE('{f.name} runs past the end of the frame')",
+            f"    {n} = {value}",
+            f"    p = {q}",
         ]
 
     # -- encoding ----------------------------------------------------------------------------------------
@@ -362,11 +358,14 @@ class _Gen:
                     body.append(f"    {n} = {tf}({n})")
                     body.append(f"    if {n} != {tf}_default:")
                     body.append(f"        {tg}.append(({f.tag}, {n}))")
-                body.append(f"out += _uvb(len({tg}))")
-                body.append(f"for t, b in {tg}:")
-                body.append("    out += _uvb(t)")
-                body.append("    out += _uvb(len(b))")
-                body.append("    out += b")
+                body.append(f"if not {tg}:")
+                body.append("    out.append(0)")
+                body.append("else:")
+                body.append(f"    out += _uvb(len({tg}))")
+                body.append(f"    for t, b in {tg}:")
+                body.append("        out += _uvb(t)")
+                body.append("        out += _uvb(len(b))")
+                body.append("        out += b")
         body.append("return out")
         self.lines.append(f"def {fname}(out, ch, d):")
         self.lines.extend("    " + line for line in body)
