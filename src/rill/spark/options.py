@@ -1,0 +1,272 @@
+"""Options of the ``rill`` data source (the names of Spark's Kafka source) and offset resolution.
+
+Offsets travel as Spark's Kafka source writes them: ``{"topic": {"0": 23, "1": -2}}`` where -2 means
+earliest and -1 latest. Everything symbolic is resolved to concrete offsets on the driver, before Spark
+pickles the reader, so every task reads a fixed range ``[start, until)`` and a retried task reads the same
+records again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rill.client.client import KafkaClient
+from rill.common import TopicPartition
+from rill.errors import ErrorCode, KafkaError
+
+EARLIEST = -2
+LATEST = -1
+
+DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
+
+
+class OptionError(ValueError):
+    """An option is missing or malformed (the message names it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRange:
+    """Records ``start <= offset < until`` of one topic-partition: what one Spark partition reads."""
+
+    topic: str
+    partition: int
+    start: int
+    until: int
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    @property
+    def size(self) -> int:
+        return max(self.until - self.start, 0)
+
+
+def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = options.get(name.lower())
+    if raw is None:
+        return default
+    if raw.strip().lower() in ("true", "1", "yes"):
+        return True
+    if raw.strip().lower() in ("false", "0", "no"):
+        return False
+    raise OptionError(f"option {name} must be true or false, got {raw!r}")
+
+
+def _int(options: Mapping[str, str], name: str) -> int | None:
+    raw = options.get(name.lower())
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise OptionError(f"option {name} must be an integer, got {raw!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    bootstrap_servers: str
+    subscribe: tuple[str, ...] | None
+    subscribe_pattern: str | None
+    assign: tuple[TopicPartition, ...] | None
+    starting: str | None
+    ending: str | None
+    starting_timestamp: int | None
+    starting_by_timestamp: str | None
+    by_timestamp_strategy: str
+    max_offsets_per_trigger: int | None
+    min_partitions: int | None
+    max_records_per_partition: int
+    fail_on_data_loss: bool
+    include_headers: bool
+    push_filters: bool
+    topic: str | None  # the default topic of the writer
+    compression: int
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, str], *, for_write: bool = False) -> SourceOptions:
+        options = {k.lower(): v for k, v in raw.items()}
+        bootstrap = options.get("kafka.bootstrap.servers") or options.get("rill.bootstrap.servers")
+        if not bootstrap:
+            raise OptionError("option kafka.bootstrap.servers (or rill.bootstrap.servers) is required")
+        subscribe = options.get("subscribe")
+        pattern = options.get("subscribepattern")
+        assign = options.get("assign")
+        given = [
+            n for n, v in (("subscribe", subscribe), ("subscribePattern", pattern), ("assign", assign)) if v
+        ]
+        if not for_write and len(given) != 1:
+            raise OptionError(
+                "exactly one of subscribe, subscribePattern, assign must be given, got " + str(given)
+            )
+        assigned: tuple[TopicPartition, ...] | None = None
+        if assign:
+            try:
+                parsed = json.loads(assign)
+                assigned = tuple(TopicPartition(t, int(p)) for t, ps in parsed.items() for p in ps)
+            except (ValueError, AttributeError, TypeError):
+                raise OptionError(
+                    f'option assign must be JSON like {{"topic": [0, 1]}}, got {assign!r}'
+                ) from None
+        if pattern:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise OptionError(f"option subscribePattern is not a regular expression: {e}") from None
+        strategy = options.get("startingoffsetsbytimestampstrategy", "error").lower()
+        if strategy not in ("error", "latest"):
+            raise OptionError("option startingOffsetsByTimestampStrategy must be error or latest")
+        codec = options.get("compression.type", options.get("kafka.compression.type", "none")).lower()
+        codecs = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+        if codec not in codecs:
+            raise OptionError(f"option compression.type must be one of {sorted(codecs)}, got {codec!r}")
+        max_per_trigger = _int(options, "maxOffsetsPerTrigger")
+        if max_per_trigger is not None and max_per_trigger <= 0:
+            raise OptionError("option maxOffsetsPerTrigger must be positive")
+        min_partitions = _int(options, "minPartitions")
+        if min_partitions is not None and min_partitions <= 0:
+            raise OptionError("option minPartitions must be positive")
+        return cls(
+            bootstrap_servers=bootstrap,
+            subscribe=tuple(t.strip() for t in subscribe.split(",") if t.strip()) if subscribe else None,
+            subscribe_pattern=pattern,
+            assign=assigned,
+            starting=options.get("startingoffsets"),
+            ending=options.get("endingoffsets"),
+            starting_timestamp=_int(options, "startingTimestamp"),
+            starting_by_timestamp=options.get("startingoffsetsbytimestamp"),
+            by_timestamp_strategy=strategy,
+            max_offsets_per_trigger=max_per_trigger,
+            min_partitions=min_partitions,
+            max_records_per_partition=_int(options, "maxRecordsPerPartition")
+            or DEFAULT_MAX_RECORDS_PER_PARTITION,
+            fail_on_data_loss=_bool(options, "failOnDataLoss", True),
+            include_headers=_bool(options, "includeHeaders", False),
+            push_filters=_bool(options, "pushFilters", False),
+            topic=options.get("topic"),
+            compression=codecs[codec],
+        )
+
+    def client(self, client_id: str = "rill-spark") -> KafkaClient:
+        return KafkaClient(self.bootstrap_servers, client_id=client_id)
+
+    def topic_partitions(self, client: KafkaClient) -> list[TopicPartition]:
+        """The partitions this source reads now (subscriptions are re-evaluated on every call)."""
+        if self.assign is not None:
+            return sorted(self.assign, key=lambda tp: (tp.topic, tp.partition))
+        if self.subscribe is not None:
+            topics = list(self.subscribe)
+        else:
+            assert self.subscribe_pattern is not None
+            rx = re.compile(self.subscribe_pattern)
+            topics = [t for t in client.list_topics() if rx.fullmatch(t) and not t.startswith("__")]
+        out: list[TopicPartition] = []
+        for t in topics:
+            out.extend(client.partitions_for(t))
+        return out
+
+
+def parse_offsets_json(raw: str, option: str) -> dict[TopicPartition, int]:
+    try:
+        parsed = json.loads(raw)
+        return {TopicPartition(t, int(p)): int(o) for t, ps in parsed.items() for p, o in ps.items()}
+    except (ValueError, AttributeError, TypeError):
+        raise OptionError(
+            f'option {option} must be earliest, latest or JSON like {{"topic": {{"0": 23}}}}, got {raw!r}'
+        ) from None
+
+
+def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets, key=lambda t: (t.topic, t.partition)):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = offsets[tp]
+    return out
+
+
+def offsets_from_json(obj: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
+    return {TopicPartition(t, int(p)): int(o) for t, ps in obj.items() for p, o in ps.items()}
+
+
+def resolve_starting(
+    client: KafkaClient, opts: SourceOptions, tps: list[TopicPartition], *, default: str
+) -> dict[TopicPartition, int]:
+    """Concrete starting offsets: by timestamp if asked, else startingOffsets (``default`` when absent)."""
+    if opts.starting_by_timestamp is not None or opts.starting_timestamp is not None:
+        if opts.starting_by_timestamp is not None:
+            wanted = parse_offsets_json(opts.starting_by_timestamp, "startingOffsetsByTimestamp")
+        else:
+            assert opts.starting_timestamp is not None
+            wanted = dict.fromkeys(tps, opts.starting_timestamp)
+        found = client.list_offsets({tp: ts for tp, ts in wanted.items() if tp in set(tps)})
+        latest = client.latest_offsets(tps)
+        out: dict[TopicPartition, int] = {}
+        for tp in tps:
+            hit = found.get(tp)
+            if hit is None or hit.offset < 0:
+                if opts.by_timestamp_strategy == "error" and tp in wanted:
+                    raise KafkaError(
+                        ErrorCode.OFFSET_NOT_AVAILABLE,
+                        f"no offset of {tp} has a timestamp >= {wanted[tp]} "
+                        "(set startingOffsetsByTimestampStrategy=latest to start at the end instead)",
+                    )
+                out[tp] = latest[tp]
+            else:
+                out[tp] = hit.offset
+        return out
+    return resolve_spec(client, opts.starting or default, "startingOffsets", tps)
+
+
+def resolve_spec(
+    client: KafkaClient, spec: str, option: str, tps: list[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """``earliest`` / ``latest`` / JSON -> concrete offsets for ``tps`` (partitions missing from the JSON
+    take earliest for startingOffsets and latest for endingOffsets)."""
+    spec = spec.strip()
+    earliest = client.earliest_offsets(tps)
+    latest = client.latest_offsets(tps)
+    if spec.lower() == "earliest":
+        if option == "endingOffsets":
+            raise OptionError("endingOffsets cannot be earliest")
+        return earliest
+    if spec.lower() == "latest":
+        return latest
+    given = parse_offsets_json(spec, option)
+    out: dict[TopicPartition, int] = {}
+    for tp in tps:
+        o = given.get(tp, EARLIEST if option == "startingOffsets" else LATEST)
+        if o == EARLIEST:
+            if option == "endingOffsets":
+                raise OptionError("endingOffsets cannot use -2 (earliest)")
+            out[tp] = earliest[tp]
+        elif o == LATEST:
+            out[tp] = latest[tp]
+        elif o < 0:
+            raise OptionError(f"{option}: offset {o} for {tp} is not valid")
+        else:
+            out[tp] = o
+    return out
+
+
+def split_ranges(
+    ranges: list[OffsetRange], *, min_partitions: int | None, max_records: int
+) -> list[OffsetRange]:
+    """One range per topic-partition, split so that no piece holds more than ``max_records`` offsets and
+    (like Spark's Kafka source) there are at least ``min_partitions`` pieces when the data allows."""
+    ranges = [r for r in ranges if r.size > 0]
+    total = sum(r.size for r in ranges)
+    target = max_records
+    if min_partitions and total > 0 and len(ranges) < min_partitions:
+        target = min(target, max(1, -(-total // min_partitions)))
+    out: list[OffsetRange] = []
+    for r in ranges:
+        pieces = max(1, -(-r.size // target))
+        step = -(-r.size // pieces)
+        start = r.start
+        while start < r.until:
+            end = min(start + step, r.until)
+            out.append(OffsetRange(r.topic, r.partition, start, end))
+            start = end
+    return out

@@ -1,0 +1,244 @@
+"""Batch reading: ``spark.read.format("rill")``.
+
+The driver resolves the offset ranges when the reader is made (Spark pickles the reader before it asks for
+partitions), narrows them with pushed filters on ``partition``, ``offset`` and ``timestamp``, and splits
+large ranges. Each Spark task then fetches its range straight from the partition's leader with the blocking
+client and yields Arrow batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+
+from rill.client.client import KafkaClient
+from rill.common import TopicPartition
+from rill.errors import ErrorCode, KafkaError
+from rill.spark.arrow import ArrowBatcher
+from rill.spark.options import OffsetRange, SourceOptions, resolve_spec, resolve_starting, split_ranges
+
+log = logging.getLogger(__name__)
+
+FETCH_RETRY_S = 60.0
+
+
+class RangePartition(InputPartition):
+    """What one Spark task reads: an offset range plus the options it needs on the executor."""
+
+    def __init__(self, index: int, rng: OffsetRange, opts: SourceOptions) -> None:
+        super().__init__(index)
+        self.range = rng
+        self.opts = opts
+
+
+class DataLossError(KafkaError):
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE, message)
+
+
+def report_data_loss(opts: SourceOptions, message: str) -> None:
+    """Spark's Kafka source rule: fail with the message, or log it and go on when failOnDataLoss=false."""
+    if opts.fail_on_data_loss:
+        raise DataLossError(
+            message + ". Some data may have been lost because they are not available any more (retention or "
+            "compaction). If you want your query to continue anyway, set failOnDataLoss=false."
+        )
+    log.warning("%s; continuing (failOnDataLoss=false)", message)
+
+
+def read_range(
+    rng: OffsetRange,
+    opts: SourceOptions,
+    client: KafkaClient | None = None,
+    *,
+    rows_per_batch: int = 32768,
+) -> Iterator[pa.RecordBatch]:
+    """Every record of ``rng`` as Arrow batches, in offset order, each offset at most once."""
+    own = client is None
+    kc = opts.client() if client is None else client
+    batcher = ArrowBatcher(
+        rng.topic, rng.partition, include_headers=opts.include_headers, rows_per_batch=rows_per_batch
+    )
+    tp = rng.tp
+    offset = rng.start
+    max_bytes = 8 << 20
+    deadline = time.monotonic() + FETCH_RETRY_S
+    try:
+        while offset < rng.until:
+            fetched = kc.fetch(
+                {tp: offset}, max_wait_ms=100, partition_max_bytes=max_bytes, max_bytes=max_bytes
+            )[tp]
+            if fetched.error == ErrorCode.OFFSET_OUT_OF_RANGE:
+                earliest = kc.earliest_offsets([tp])[tp]
+                if earliest > offset:
+                    report_data_loss(
+                        opts, f"cannot read {tp} from offset {offset}: the log starts at {earliest}"
+                    )
+                    offset = min(earliest, rng.until)
+                    continue
+                latest = kc.latest_offsets([tp])[tp]
+                report_data_loss(
+                    opts, f"{tp} ends at {latest}, before the requested range ending at {rng.until}"
+                )
+                break
+            if fetched.error != ErrorCode.NONE:
+                if fetched.error.retriable and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                    continue
+                raise KafkaError(fetched.error, f"fetch {tp} at {offset}: {fetched.error.name}")
+            if fetched.log_start_offset > offset:
+                report_data_loss(opts, f"{tp} offsets {offset}..{fetched.log_start_offset - 1} were deleted")
+            next_offset = batcher.add_fetched(fetched.records, offset, rng.until)
+            if next_offset == offset:
+                if fetched.high_watermark <= offset:
+                    # Nothing more exists (the log was truncated below the range's end).
+                    report_data_loss(opts, f"{tp} has no records from {offset} to {rng.until}")
+                    break
+                if fetched.records:
+                    max_bytes *= 2  # a batch larger than the fetch size: ask for more
+                continue
+            offset = next_offset
+            deadline = time.monotonic() + FETCH_RETRY_S
+            if batcher.full():
+                yield from batcher.drain()
+        yield from batcher.drain()
+    finally:
+        if own:
+            kc.close()
+
+
+# -- filter pushdown ---------------------------------------------------------------------------------------
+
+
+def _ts_ms(value: Any) -> int | None:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return int(value.timestamp() * 1000)
+    return None
+
+
+def narrow_ranges(
+    ranges: list[OffsetRange], filters: Sequence[Filter], client: KafkaClient
+) -> list[OffsetRange]:
+    """Shrink ranges using filters on ``partition``, ``offset`` and (lower bounds of) ``timestamp``. All
+    filters are still handed back to Spark, which evaluates them on the rows: narrowing only skips data."""
+    out = list(ranges)
+    for f in filters:
+        col: tuple[str, ...] = tuple(getattr(f, "attribute", ()))
+        if len(col) != 1:
+            continue
+        name = col[0]
+        value = getattr(f, "value", None)
+        if name == "partition":
+            if isinstance(f, EqualTo):
+                out = [r for r in out if r.partition == value]
+            elif isinstance(f, In):
+                out = [r for r in out if r.partition in set(value or ())]
+        elif name == "offset" and isinstance(value, int):
+            if isinstance(f, EqualTo):
+                lo, hi = value, value + 1
+            elif isinstance(f, GreaterThan):
+                lo, hi = value + 1, None
+            elif isinstance(f, GreaterThanOrEqual):
+                lo, hi = value, None
+            elif isinstance(f, LessThan):
+                lo, hi = None, value
+            elif isinstance(f, LessThanOrEqual):
+                lo, hi = None, value + 1
+            else:
+                continue
+            out = [
+                OffsetRange(
+                    r.topic,
+                    r.partition,
+                    r.start if lo is None else max(r.start, lo),
+                    r.until if hi is None else min(r.until, hi),
+                )
+                for r in out
+            ]
+        elif name == "timestamp" and isinstance(f, GreaterThan | GreaterThanOrEqual | EqualTo):
+            ts = _ts_ms(value)
+            if ts is None:
+                continue
+            # ListOffsets answers the first offset whose timestamp >= ts: every earlier record is older.
+            found = client.list_offsets({r.tp: ts for r in out})
+            narrowed = []
+            for r in out:
+                hit = found.get(r.tp)
+                start = r.until if hit is None or hit.offset < 0 else max(r.start, min(hit.offset, r.until))
+                narrowed.append(OffsetRange(r.topic, r.partition, start, r.until))
+            out = narrowed
+    return [r for r in out if r.size > 0]
+
+
+class RillBatchReader(DataSourceReader):
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        with opts.client() as client:
+            tps = opts.topic_partitions(client)
+            starts = resolve_starting(client, opts, tps, default="earliest")
+            ends = resolve_spec(client, opts.ending or "latest", "endingOffsets", tps)
+            earliest = client.earliest_offsets(tps)
+        self.ranges: list[OffsetRange] = []
+        for tp in tps:
+            start, until = starts[tp], ends[tp]
+            if start < earliest[tp]:
+                report_data_loss(
+                    opts, f"cannot read {tp} from offset {start}: the log starts at {earliest[tp]}"
+                )
+                start = earliest[tp]
+            if until < start:
+                raise KafkaError(
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
+                    f"{tp}: ending offset {until} is before starting offset {start}",
+                )
+            self.ranges.append(OffsetRange(tp.topic, tp.partition, start, until))
+
+    def partitions(self) -> Sequence[InputPartition]:
+        pieces = split_ranges(
+            self.ranges,
+            min_partitions=self.opts.min_partitions,
+            max_records=self.opts.max_records_per_partition,
+        )
+        return [RangePartition(i, r, self.opts) for i, r in enumerate(pieces)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition)
+        yield from read_range(partition.range, partition.opts)
+
+
+class RillFilteringBatchReader(RillBatchReader):
+    """The batch reader with filter pushdown, used with the option ``pushFilters=true`` (Spark refuses a
+    reader that implements ``pushFilters`` unless ``spark.sql.python.filterPushdown.enabled`` is true)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        with self.opts.client() as client:
+            self.ranges = narrow_ranges(self.ranges, filters, client)
+        return filters
+
+
+__all__ = [
+    "RangePartition",
+    "RillBatchReader",
+    "RillFilteringBatchReader",
+    "TopicPartition",
+    "narrow_ranges",
+    "read_range",
+]

@@ -1,0 +1,149 @@
+"""Streaming reads: ``spark.readStream.format("rill")``.
+
+Spark keeps the offsets of every micro-batch in its checkpoint as ``{"topic": {"partition": offset}}``
+(the next offset to read, exclusive end of the batch). ``partitions(start, end)`` is a pure function of
+those two offsets (plus, for a partition that is new in ``end``, its earliest offset), so a micro-batch
+replayed after a restart or a killed driver reads exactly the same records, and Spark's file sink turns
+that into exactly-once output.
+
+Admission control: ``maxOffsetsPerTrigger`` (``ReadMaxRows``) is shared between partitions in proportion to
+their backlog, as Spark's Kafka source does. ``Trigger.AvailableNow`` reads up to the offsets that were
+latest when the query started, then stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from rill.common import TopicPartition
+from rill.spark.options import (
+    OffsetRange,
+    SourceOptions,
+    offsets_from_json,
+    offsets_to_json,
+    resolve_starting,
+    split_ranges,
+)
+from rill.spark.reader import RangePartition, read_range, report_data_loss
+
+log = logging.getLogger(__name__)
+
+
+def rate_limit(
+    start: dict[TopicPartition, int], latest: dict[TopicPartition, int], limit: int
+) -> dict[TopicPartition, int]:
+    """Spread ``limit`` offsets over partitions in proportion to their backlog (every partition with a
+    backlog moves by at least one offset)."""
+    backlog = {tp: max(latest[tp] - start.get(tp, latest[tp]), 0) for tp in latest}
+    total = sum(backlog.values())
+    if total <= limit:
+        return dict(latest)
+    out: dict[TopicPartition, int] = {}
+    for tp, end in latest.items():
+        begin = start.get(tp, end)
+        size = backlog[tp]
+        if size == 0:
+            out[tp] = end
+            continue
+        share = limit * size / total
+        step = math.ceil(share) if share < 1 else math.floor(share)
+        out[tp] = min(begin + step, end)
+    return out
+
+
+class RillStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self._available_now: dict[TopicPartition, int] | None = None
+
+    # -- offsets (driver) --------------------------------------------------------------------------------
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:
+        with self.opts.client() as client:
+            tps = self.opts.topic_partitions(client)
+            return offsets_to_json(resolve_starting(client, self.opts, tps, default="latest"))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        with self.opts.client() as client:
+            tps = self.opts.topic_partitions(client)
+            self._available_now = client.latest_offsets(tps)
+
+    def _latest(self) -> dict[TopicPartition, int]:
+        with self.opts.client() as client:
+            tps = self.opts.topic_partitions(client)
+            latest = client.latest_offsets(tps)
+        if self._available_now is not None:
+            latest = {tp: min(o, self._available_now.get(tp, o)) for tp, o in latest.items()}
+        return latest
+
+    def latestOffset(
+        self, start: dict[str, dict[str, int]] | None = None, limit: ReadLimit | None = None
+    ) -> dict[str, dict[str, int]]:
+        latest = self._latest()
+        begin = offsets_from_json(start) if start else {}
+        # A partition that went away keeps its last offset; a new one starts where it starts.
+        for tp, off in begin.items():
+            latest.setdefault(tp, off)
+            latest[tp] = max(latest[tp], off)
+        if isinstance(limit, ReadMaxRows) and begin:
+            latest = rate_limit(begin, latest, limit.max_rows)
+        return offsets_to_json(latest)
+
+    def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
+        return offsets_to_json(self._latest())
+
+    def partitions(
+        self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
+    ) -> Sequence[InputPartition]:
+        begin = offsets_from_json(start)
+        until = offsets_from_json(end)
+        new = [tp for tp in until if tp not in begin]
+        ranges: list[OffsetRange] = []
+        with self.opts.client() as client:
+            if new:
+                earliest_new = client.earliest_offsets(new)
+                for tp in new:
+                    log.info("new partition %s: reading from its earliest offset %d", tp, earliest_new[tp])
+                    begin[tp] = earliest_new[tp]
+            tps = [tp for tp in until if until[tp] > begin[tp]]
+            earliest = client.earliest_offsets(tps) if tps else {}
+        for tp in tps:
+            b = begin[tp]
+            if b < earliest[tp]:
+                report_data_loss(
+                    self.opts, f"cannot read {tp} from offset {b}: the log starts at {earliest[tp]}"
+                )
+                b = min(earliest[tp], until[tp])
+            ranges.append(OffsetRange(tp.topic, tp.partition, b, until[tp]))
+        pieces = split_ranges(
+            ranges, min_partitions=self.opts.min_partitions, max_records=self.opts.max_records_per_partition
+        )
+        return [RangePartition(i, r, self.opts) for i, r in enumerate(pieces)]
+
+    def commit(self, end: dict[str, dict[str, int]]) -> None:
+        """Spark's checkpoint holds the offsets; nothing to do at the source."""
+
+    def stop(self) -> None:
+        """No long-lived resources: clients are opened per call."""
+
+    # -- data (executors) --------------------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition)
+        yield from read_range(partition.range, partition.opts)

