@@ -572,6 +572,10 @@ class Log:
         if doomed:
             active.on_become_active(self._config.segment_index_bytes)
         self._leo = active.next_offset if active.size else active.base_offset
+        if self._leo < self._log_start_offset:
+            # the cut fell inside the batch holding the log start: nothing visible is left
+            self.truncate_fully_and_start_at(self._log_start_offset, now)
+            return True
         self._after_truncation()
         log.info("%s: truncated to %d (log end %d)", self._tp, offset, self._leo)
         return True

@@ -1,0 +1,110 @@
+"""LogManager: startup/shutdown, checkpoints, clean-shutdown marker, deletion, background duties."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import pytest
+from logtest_util import BASE_TS, all_records, make_batch, small_config
+
+from rill.common import TopicPartition
+from rill.log.checkpoints import read_offset_checkpoint
+from rill.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+
+pytestmark = pytest.mark.timeout(60)
+TP = TopicPartition("orders", 0)
+
+
+def test_startup_shutdown_checkpoints_and_marker(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    m = LogManager(dirs, small_config())
+    m.startup()
+    logs = [m.get_or_create_log(TopicPartition("orders", p), uuid.uuid4(), small_config()) for p in range(4)]
+    assert {lg.dir.parent for lg in logs} == set(dirs)  # spread over the log dirs
+    for lg in logs:
+        for i in range(5):
+            lg.append(make_batch(2, tag=i), leader_epoch=0)
+        lg.high_watermark = 6
+    m.shutdown()
+    for d in dirs:
+        assert (d / CLEAN_SHUTDOWN_FILE).exists()
+        rp = read_offset_checkpoint(d / "recovery-point-offset-checkpoint")
+        assert set(rp.values()) == {10}
+        assert set(read_offset_checkpoint(d / "replication-offset-checkpoint").values()) == {6}
+        assert (d / "recovery-point-offset-checkpoint").read_text().splitlines()[:2] == ["0", "2"]
+    m = LogManager(dirs, small_config())
+    m.startup()
+    assert not any((d / CLEAN_SHUTDOWN_FILE).exists() for d in dirs)
+    lg = m.get_log(TP)
+    assert lg is not None and lg.recovered_segments == 0 and lg.high_watermark == 6
+    assert len(all_records(lg)) == 10
+    m.shutdown()
+
+
+def test_unclean_start_recovers_from_recovery_point(tmp_path: Path) -> None:
+    m = LogManager([tmp_path], small_config(segment_bytes=500))
+    m.startup()
+    lg = m.get_or_create_log(TP, None, small_config(segment_bytes=500))
+    for i in range(30):
+        lg.append(make_batch(2, tag=i), leader_epoch=0)
+    lg.flush(upto=20)
+    m.checkpoint_recovery_points()
+    lg.close(clean=False)  # crash: no marker
+    m = LogManager([tmp_path], small_config(segment_bytes=500))
+    m.startup()
+    lg2 = m.get_log(TP)
+    assert lg2 is not None and lg2.log_end_offset == 60
+    assert 0 < lg2.recovered_segments < lg2.num_segments  # only from the recovery point on
+    m.shutdown()
+
+
+def test_delete_log_renames_then_removes(tmp_path: Path) -> None:
+    m = LogManager([tmp_path], small_config())
+    m.startup()
+    lg = m.get_or_create_log(TP, None, small_config())
+    lg.append(make_batch(1), leader_epoch=0)
+    assert m.delete_log(TP) and m.get_log(TP) is None
+    renamed = [p.name for p in tmp_path.iterdir() if p.is_dir()]
+    assert len(renamed) == 1 and renamed[0].startswith("orders-0.") and renamed[0].endswith("-delete")
+    asyncio.run(m.delete_due_files())
+    assert not [p for p in tmp_path.iterdir() if p.is_dir()]
+    m.shutdown()
+
+
+def test_background_flush_retention_and_delayed_delete(tmp_path: Path) -> None:
+    cfg = small_config(segment_bytes=400, flush_messages=4, retention_ms=1000, file_delete_delay_ms=50)
+    m = LogManager(
+        [tmp_path], cfg, retention_check_interval_ms=50, flush_checkpoint_interval_ms=50, tick_ms=20
+    )
+    m.startup()
+    lg = m.get_or_create_log(TP, None, cfg)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(m.run_background())
+        try:
+            for i in range(20):
+                lg.append(make_batch(2, tag=i, ts=BASE_TS), leader_epoch=0)
+                await asyncio.sleep(0)
+            for _ in range(100):
+                await asyncio.sleep(0.02)
+                if lg.recovery_point == lg.log_end_offset:
+                    break
+            assert lg.recovery_point == lg.log_end_offset == 40  # flush.messages
+            lg.high_watermark = 40
+            for _ in range(100):
+                await asyncio.sleep(0.02)
+                if lg.log_start_offset == 40 and not list(lg.dir.glob("*.deleted")):
+                    break
+            assert lg.log_start_offset == 40  # every record is older than retention.ms
+            assert not list(lg.dir.glob("*.deleted"))  # removed after file.delete.delay.ms
+            cp = read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
+            assert cp == {TP: 40}
+        finally:
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(scenario())
+    m.shutdown()
