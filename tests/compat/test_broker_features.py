@@ -71,7 +71,7 @@ def test_five_megabyte_message(rill_broker) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic("big", 1, 1, config={"max.message.bytes": str(8 * 1024 * 1024)})])["big"].result(10)
     payload = bytes(range(256)) * (5 * 1024 * 1024 // 256)
-    p = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 8 * 1024 * 1024})
+    p = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 16 * 1024 * 1024})
     p.produce("big", payload, partition=0)
     assert p.flush(30) == 0
     got = _consume(bootstrap, "big", 0, 0, 1)
