@@ -45,6 +45,7 @@ HANDLER_MODULES = (
     "rill.api.cluster",
     "rill.api.init_producer_id",
     "rill.api.groups",
+    "rill.api.group_offsets",
 )
 
 

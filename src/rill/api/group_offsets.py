@@ -1,0 +1,178 @@
+"""Committed offsets: OffsetCommit (8), OffsetFetch (9) and OffsetDelete (47), answered by the group
+coordinator."""
+
+from __future__ import annotations
+
+import time
+
+from rill.api.context import RequestContext
+from rill.api.groups import coordinator_of
+from rill.api.registry import Body, handler
+from rill.common import TopicPartition
+from rill.coordinator.group.group_metadata import OffsetAndMetadata
+from rill.errors import ErrorCode
+from rill.protocol import ApiKey
+
+
+def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+    state = ctx.services.metadata.topic(topic)
+    return state is not None and 0 <= partition < len(state.partitions)
+
+
+# -- OffsetCommit ------------------------------------------------------------------------------------------
+
+
+@handler(ApiKey.OFFSET_COMMIT, 0, 9)
+async def handle_offset_commit(ctx: RequestContext, request: Body) -> Body:
+    coordinator = coordinator_of(ctx)
+    now = int(time.time() * 1000)
+    retention = request.get("retention_time_ms", -1)
+    errors: dict[TopicPartition, ErrorCode] = {}
+    to_commit: dict[TopicPartition, OffsetAndMetadata] = {}
+    for topic in request["topics"]:
+        for p in topic["partitions"]:
+            tp = TopicPartition(topic["name"], p["partition_index"])
+            if not _partition_exists(ctx, tp.topic, tp.partition):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            # v2-v4 may ask for a retention time of their own; otherwise offsets.retention.minutes applies.
+            to_commit[tp] = OffsetAndMetadata(
+                offset=p["committed_offset"],
+                leader_epoch=p.get("committed_leader_epoch", -1),
+                metadata=p.get("committed_metadata") or "",
+                commit_timestamp=now,
+                expire_timestamp=now + retention if retention is not None and retention >= 0 else -1,
+            )
+    if to_commit:
+        if coordinator is None:
+            errors.update(dict.fromkeys(to_commit, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        else:
+            errors.update(
+                coordinator.commit_offsets(
+                    request["group_id"],
+                    request.get("member_id", ""),
+                    request.get("group_instance_id"),
+                    request.get("generation_id_or_member_epoch", -1),
+                    to_commit,
+                )
+            )
+    topics = []
+    for topic in request["topics"]:
+        partitions = [
+            {
+                "partition_index": p["partition_index"],
+                "error_code": errors[TopicPartition(topic["name"], p["partition_index"])],
+            }
+            for p in topic["partitions"]
+        ]
+        topics.append({"name": topic["name"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+# -- OffsetFetch -------------------------------------------------------------------------------------------
+
+
+def _fetch_group(
+    ctx: RequestContext, group_id: str, topics: list[Body] | None
+) -> tuple[ErrorCode, list[tuple[str, list[Body]]]]:
+    """A group's committed offsets as (topic, partition entries), in request order (or sorted for all)."""
+    coordinator = coordinator_of(ctx)
+    wanted = (
+        None
+        if topics is None
+        else [TopicPartition(t["name"], i) for t in topics for i in t["partition_indexes"]]
+    )
+    if coordinator is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+    error, offsets = coordinator.fetch_offsets(group_id, wanted)
+    if error != ErrorCode.NO_ERROR:
+        return error, []
+    order = wanted if wanted is not None else sorted(offsets, key=lambda tp: (tp.topic, tp.partition))
+    by_topic: dict[str, list[Body]] = {}
+    for tp in order:
+        om = offsets.get(tp)
+        by_topic.setdefault(tp.topic, []).append(
+            {
+                "partition_index": tp.partition,
+                "committed_offset": om.offset if om is not None else -1,
+                "committed_leader_epoch": om.leader_epoch if om is not None else -1,
+                "metadata": om.metadata if om is not None else "",
+                "error_code": ErrorCode.NO_ERROR,
+            }
+        )
+    return ErrorCode.NO_ERROR, list(by_topic.items())
+
+
+@handler(ApiKey.OFFSET_FETCH, 0, 9)
+async def handle_offset_fetch(ctx: RequestContext, request: Body) -> Body:
+    if ctx.api_version >= 8:
+        groups = []
+        for g in request["groups"]:
+            error, topics = _fetch_group(ctx, g["group_id"], g.get("topics"))
+            groups.append(
+                {
+                    "group_id": g["group_id"],
+                    "error_code": error,
+                    "topics": [{"name": name, "partitions": parts} for name, parts in topics],
+                }
+            )
+        return {"throttle_time_ms": 0, "groups": groups}
+    requested = request.get("topics")
+    error, topics = _fetch_group(ctx, request["group_id"], requested)
+    if error != ErrorCode.NO_ERROR and ctx.api_version < 2:
+        # v0-v1 have no top-level error: report it on every requested partition.
+        topics = [
+            (
+                t["name"],
+                [
+                    {"partition_index": i, "committed_offset": -1, "metadata": "", "error_code": error}
+                    for i in t["partition_indexes"]
+                ],
+            )
+            for t in requested or []
+        ]
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "topics": [{"name": name, "partitions": parts} for name, parts in topics],
+    }
+
+
+# -- OffsetDelete ------------------------------------------------------------------------------------------
+
+
+@handler(ApiKey.OFFSET_DELETE, 0, 0)
+async def handle_offset_delete(ctx: RequestContext, request: Body) -> Body:
+    coordinator = coordinator_of(ctx)
+    if coordinator is None:
+        return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "throttle_time_ms": 0, "topics": []}
+    errors: dict[TopicPartition, ErrorCode] = {}
+    candidates = []
+    for topic in request["topics"]:
+        for p in topic["partitions"]:
+            tp = TopicPartition(topic["name"], p["partition_index"])
+            if _partition_exists(ctx, tp.topic, tp.partition):
+                candidates.append(tp)
+            else:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    error, results = coordinator.delete_offsets(request["group_id"], candidates)
+    if error != ErrorCode.NO_ERROR:
+        return {"error_code": error, "throttle_time_ms": 0, "topics": []}
+    errors.update(results)
+    return {
+        "error_code": ErrorCode.NO_ERROR,
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": topic["name"],
+                "partitions": [
+                    {
+                        "partition_index": p["partition_index"],
+                        "error_code": errors[TopicPartition(topic["name"], p["partition_index"])],
+                    }
+                    for p in topic["partitions"]
+                ],
+            }
+            for topic in request["topics"]
+        ],
+    }

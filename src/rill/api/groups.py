@@ -1,0 +1,268 @@
+"""Group membership APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13),
+SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42). The work is done by the group coordinator; these
+handlers translate between request bodies and its calls."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from rill.api.context import RequestContext
+from rill.api.registry import Body, handler
+from rill.errors import ErrorCode
+from rill.protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+CLASSIC_GROUP_TYPE = "classic"
+
+
+def coordinator_of(ctx: RequestContext) -> Any:
+    """The broker's group coordinator (None while it is not running)."""
+    return ctx.services.group_coordinator
+
+
+def _client_host(ctx: RequestContext) -> str:
+    return f"/{ctx.client_host}"
+
+
+# -- FindCoordinator -----------------------------------------------------------------------------------------
+
+
+def _find_one(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+    """(error, message, node id, host, port) for one coordinator key."""
+    coordinator = coordinator_of(ctx)
+    if key_type == TRANSACTION_KEY_TYPE:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported yet", -1, "", -1
+    if key_type != GROUP_KEY_TYPE:
+        return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
+    if coordinator is None or not coordinator.active:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+    coordinator.manager.maybe_create_offsets_topic()
+    node_id = ctx.services.node_id
+    for broker in ctx.services.metadata.brokers():
+        if broker.node_id == node_id:
+            return ErrorCode.NO_ERROR, None, node_id, broker.host, broker.port
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+
+
+@handler(ApiKey.FIND_COORDINATOR, 0, 6)
+async def handle_find_coordinator(ctx: RequestContext, request: Body) -> Body:
+    key_type = request.get("key_type", GROUP_KEY_TYPE)
+    if ctx.api_version >= 4:
+        coordinators = []
+        for key in request.get("coordinator_keys", []):
+            error, message, node_id, host, port = _find_one(ctx, key, key_type)
+            coordinators.append(
+                {
+                    "key": key,
+                    "node_id": node_id,
+                    "host": host,
+                    "port": port,
+                    "error_code": error,
+                    "error_message": message,
+                }
+            )
+        return {"throttle_time_ms": 0, "coordinators": coordinators}
+    error, message, node_id, host, port = _find_one(ctx, request["key"], key_type)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "error_message": message,
+        "node_id": node_id,
+        "host": host,
+        "port": port,
+    }
+
+
+# -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup ---------------------------------------------------------
+
+
+@handler(ApiKey.JOIN_GROUP, 0, 9)
+async def handle_join_group(ctx: RequestContext, request: Body) -> Body:
+    coordinator = coordinator_of(ctx)
+    version = ctx.api_version
+    member_id = request["member_id"]
+    if coordinator is None:
+        return {
+            "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            "member_id": member_id,
+            "protocol_name": None if version >= 7 else "",
+            "leader": "",
+        }
+    session_timeout = request["session_timeout_ms"]
+    rebalance_timeout = request.get("rebalance_timeout_ms", -1)
+    if rebalance_timeout < 0:
+        rebalance_timeout = session_timeout
+    result = await coordinator.join_group(
+        group_id=request["group_id"],
+        member_id=member_id,
+        group_instance_id=request.get("group_instance_id"),
+        require_known_member_id=version >= 4,
+        client_id=ctx.client_id or "",
+        client_host=_client_host(ctx),
+        rebalance_timeout_ms=rebalance_timeout,
+        session_timeout_ms=session_timeout,
+        protocol_type=request["protocol_type"],
+        protocols=[(p["name"], bytes(p["metadata"])) for p in request["protocols"]],
+        reason=request.get("reason"),
+    )
+    protocol_name = result.protocol_name
+    if protocol_name is None and version < 7:
+        protocol_name = ""
+    return {
+        "throttle_time_ms": 0,
+        "error_code": result.error,
+        "generation_id": result.generation_id,
+        "protocol_type": result.protocol_type,
+        "protocol_name": protocol_name,
+        "leader": result.leader_id,
+        "skip_assignment": result.skip_assignment,
+        "member_id": result.member_id,
+        "members": [
+            {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
+            for m in result.members
+        ],
+    }
+
+
+@handler(ApiKey.SYNC_GROUP, 0, 5)
+async def handle_sync_group(ctx: RequestContext, request: Body) -> Body:
+    coordinator = coordinator_of(ctx)
+    if coordinator is None:
+        return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "assignment": b""}
+    result = await coordinator.sync_group(
+        group_id=request["group_id"],
+        generation_id=request["generation_id"],
+        member_id=request["member_id"],
+        group_instance_id=request.get("group_instance_id"),
+        protocol_type=request.get("protocol_type"),
+        protocol_name=request.get("protocol_name"),
+        assignments={a["member_id"]: bytes(a["assignment"]) for a in request["assignments"]},
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": result.error,
+        "protocol_type": result.protocol_type,
+        "protocol_name": result.protocol_name,
+        "assignment": result.assignment,
+    }
+
+
+@handler(ApiKey.HEARTBEAT, 0, 4)
+async def handle_heartbeat(ctx: RequestContext, request: Body) -> Body:
+    coordinator = coordinator_of(ctx)
+    if coordinator is None:
+        return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    error = coordinator.heartbeat(
+        request["group_id"], request["member_id"], request.get("group_instance_id"), request["generation_id"]
+    )
+    return {"throttle_time_ms": 0, "error_code": error}
+
+
+@handler(ApiKey.LEAVE_GROUP, 0, 5)
+async def handle_leave_group(ctx: RequestContext, request: Body) -> Body:
+    coordinator = coordinator_of(ctx)
+    if coordinator is None:
+        return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "members": []}
+    if ctx.api_version >= 3:
+        leaving = [(m["member_id"], m.get("group_instance_id"), m.get("reason")) for m in request["members"]]
+    else:
+        leaving = [(request["member_id"], None, None)]
+    error, results = coordinator.leave_group(request["group_id"], leaving)
+    if ctx.api_version < 3 and error == ErrorCode.NO_ERROR and results:
+        error = results[0][2]
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "members": [
+            {"member_id": member_id, "group_instance_id": instance_id, "error_code": code}
+            for member_id, instance_id, code in results
+        ],
+    }
+
+
+# -- ListGroups / DescribeGroups / DeleteGroups --------------------------------------------------------------
+
+
+@handler(ApiKey.LIST_GROUPS, 0, 5)
+async def handle_list_groups(ctx: RequestContext, request: Body) -> Body:
+    coordinator = coordinator_of(ctx)
+    if coordinator is None:
+        return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
+    types = request.get("types_filter") or []
+    if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NO_ERROR, "groups": []}
+    error, groups = coordinator.list_groups(set(request.get("states_filter") or []) or None)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "groups": [
+            {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": CLASSIC_GROUP_TYPE}
+            for gid, ptype, state in groups
+        ],
+    }
+
+
+@handler(ApiKey.DESCRIBE_GROUPS, 0, 6)
+async def handle_describe_groups(ctx: RequestContext, request: Body) -> Body:
+    coordinator = coordinator_of(ctx)
+    described = []
+    for group_id in request["groups"]:
+        if coordinator is None:
+            described.append(
+                {
+                    "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    "group_id": group_id,
+                    "group_state": "",
+                    "protocol_type": "",
+                    "protocol_data": "",
+                    "members": [],
+                }
+            )
+            continue
+        summary = coordinator.describe_group(group_id)
+        error, message = summary.error, None
+        if summary.state == "Dead" and ctx.api_version >= 6 and error == ErrorCode.NO_ERROR:
+            error, message = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+        described.append(
+            {
+                "error_code": error,
+                "error_message": message,
+                "group_id": group_id,
+                "group_state": summary.state,
+                "protocol_type": summary.protocol_type,
+                "protocol_data": summary.protocol,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata,
+                        "member_assignment": m.assignment,
+                    }
+                    for m in summary.members
+                ],
+            }
+        )
+    return {"throttle_time_ms": 0, "groups": described}
+
+
+@handler(ApiKey.DELETE_GROUPS, 0, 2)
+async def handle_delete_groups(ctx: RequestContext, request: Body) -> Body:
+    coordinator = coordinator_of(ctx)
+    names = list(request["groups_names"])
+    if coordinator is None:
+        results = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    else:
+        results = coordinator.delete_groups(names)
+    for name, code in results.items():
+        if code == ErrorCode.NO_ERROR:
+            log.info("Group %s deleted for %s", name, ctx.client)
+    return {
+        "throttle_time_ms": 0,
+        "results": [{"group_id": name, "error_code": results[name]} for name in dict.fromkeys(names)],
+    }

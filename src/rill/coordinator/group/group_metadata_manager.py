@@ -1,0 +1,372 @@
+"""Durable group state: committed offsets and group metadata as records of the ``__consumer_offsets`` topic.
+
+A group lives in partition ``abs(java_string_hash(group_id)) % offsets.topic.num.partitions``. Every record
+is a key/value pair, each starting with an int16 schema version (the layouts are Kafka's, declared in
+``rill.protocol.messages.group_data``)::
+
+    OffsetCommitKey v1     int16 version=1 | string group | string topic | int32 partition
+    OffsetCommitValue v3   int16 version=3 | int64 offset | int32 leaderEpoch | string metadata
+                           | int64 commitTimestamp
+    GroupMetadataKey v2    int16 version=2 | string group
+    GroupMetadataValue v3  int16 version=3 | string protocolType | int32 generation | nullable string protocol
+                           | nullable string leader | int64 currentStateTimestamp
+                           | int32 count, then per member: string memberId | nullable string groupInstanceId
+                             | string clientId | string clientHost | int32 rebalanceTimeout
+                             | int32 sessionTimeout | bytes subscription | bytes assignment
+
+(strings are int16 length + UTF-8, -1 for null; bytes are int32 length + data). A null value is a tombstone:
+the offset was deleted or expired, or the group was deleted. The topic is compacted by key, so the latest
+record per key is the state; at startup the coordinator replays each partition from its log start to
+rebuild every group, which is why a restart (clean or not) loses no acknowledged commit.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from rill.common import TopicPartition
+from rill.coordinator.group.group_metadata import (
+    GroupMetadata,
+    GroupState,
+    MemberMetadata,
+    OffsetAndMetadata,
+)
+from rill.errors import ErrorCode, KafkaError
+from rill.metadata.store import OFFSETS_TOPIC, MetadataStore
+from rill.protocol import decode_versioned, encode_versioned
+from rill.records.builder import build_batch
+from rill.records.record import Record, decode_batch_records, iter_batch_views
+from rill.replica.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+OFFSET_COMMIT_KEY_VERSION = 1
+OFFSET_COMMIT_VALUE_VERSION = 3
+GROUP_METADATA_KEY_VERSION = 2
+GROUP_METADATA_VALUE_VERSION = 3
+
+_INT16 = struct.Struct(">h")
+_LOAD_CHUNK_BYTES = 1 << 20
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode()`` (over UTF-16 code units), as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+# -- record encoding -----------------------------------------------------------------------------------
+
+
+def offset_commit_key(group_id: str, tp: TopicPartition) -> bytes:
+    return encode_versioned(
+        "OffsetCommitKey",
+        OFFSET_COMMIT_KEY_VERSION,
+        {"group": group_id, "topic": tp.topic, "partition": tp.partition},
+    )
+
+
+def offset_commit_value(om: OffsetAndMetadata) -> bytes:
+    return encode_versioned(
+        "OffsetCommitValue",
+        OFFSET_COMMIT_VALUE_VERSION,
+        {
+            "offset": om.offset,
+            "leader_epoch": om.leader_epoch,
+            "metadata": om.metadata,
+            "commit_timestamp": om.commit_timestamp,
+        },
+    )
+
+
+def group_metadata_key(group_id: str) -> bytes:
+    return encode_versioned("GroupMetadataKey", GROUP_METADATA_KEY_VERSION, {"group": group_id})
+
+
+def group_metadata_value(group: GroupMetadata, assignment: Mapping[str, bytes]) -> bytes:
+    protocol = group.protocol_name
+    members = [
+        {
+            "member_id": m.member_id,
+            "group_instance_id": m.group_instance_id,
+            "client_id": m.client_id,
+            "client_host": m.client_host,
+            "rebalance_timeout": m.rebalance_timeout_ms,
+            "session_timeout": m.session_timeout_ms,
+            "subscription": m.metadata(protocol) if protocol is not None else b"",
+            "assignment": assignment.get(m.member_id, b""),
+        }
+        for m in group.all_members()
+    ]
+    return encode_versioned(
+        "GroupMetadataValue",
+        GROUP_METADATA_VALUE_VERSION,
+        {
+            "protocol_type": group.protocol_type or "",
+            "generation": group.generation_id,
+            "protocol": protocol,
+            "leader": group.leader_id,
+            "current_state_timestamp": group.current_state_timestamp,
+            "members": members,
+        },
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetKey:
+    group_id: str
+    tp: TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    group_id: str
+
+
+def decode_key(key: bytes) -> OffsetKey | GroupKey | None:
+    """The key of a ``__consumer_offsets`` record, or None for key versions this broker does not know."""
+    (version,) = _INT16.unpack_from(key, 0)
+    if version in (0, 1):
+        _, body = decode_versioned("OffsetCommitKey", key)
+        return OffsetKey(body["group"], TopicPartition(body["topic"], body["partition"]))
+    if version == 2:
+        _, body = decode_versioned("GroupMetadataKey", key)
+        return GroupKey(body["group"])
+    return None
+
+
+def decode_offset_value(value: bytes) -> OffsetAndMetadata:
+    _, v = decode_versioned("OffsetCommitValue", value)
+    return OffsetAndMetadata(
+        offset=v["offset"],
+        leader_epoch=v.get("leader_epoch", -1),
+        metadata=v.get("metadata") or "",
+        commit_timestamp=v["commit_timestamp"],
+        expire_timestamp=v.get("expire_timestamp", -1),
+    )
+
+
+def decode_group_value(group_id: str, value: bytes) -> GroupMetadata:
+    """A group as its last GroupMetadataValue left it: Empty when it has no members, Stable otherwise."""
+    _, v = decode_versioned("GroupMetadataValue", value)
+    group = GroupMetadata(group_id)
+    group.protocol_type = v["protocol_type"] or None
+    group.generation_id = v["generation"]
+    group.protocol_name = v["protocol"]
+    protocol = v["protocol"] or ""
+    for m in v["members"]:
+        member = MemberMetadata(
+            member_id=m["member_id"],
+            group_instance_id=m.get("group_instance_id"),
+            client_id=m["client_id"],
+            client_host=m["client_host"],
+            rebalance_timeout_ms=m.get("rebalance_timeout", -1),
+            session_timeout_ms=m["session_timeout"],
+            protocol_type=v["protocol_type"],
+            supported_protocols=[(protocol, bytes(m["subscription"]))],
+            assignment=bytes(m["assignment"]),
+        )
+        group.add(member)
+    group.leader_id = v["leader"] if v["leader"] in group.members else group.leader_id
+    group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+    group.current_state_timestamp = v.get("current_state_timestamp", -1)
+    group.pending_sync_members = set()
+    return group
+
+
+# -- the manager -----------------------------------------------------------------------------------------
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupMetadataManager:
+    """Reads and writes groups and offsets in ``__consumer_offsets`` through the replica manager."""
+
+    def __init__(self, config: object, metadata: MetadataStore, replica_manager: ReplicaManager) -> None:
+        get = config.get  # type: ignore[attr-defined]
+        self.num_partitions = int(get("offsets.topic.num.partitions"))
+        self.replication_factor = int(get("offsets.topic.replication.factor"))
+        self.segment_bytes = int(get("offsets.topic.segment.bytes"))
+        self.metadata = metadata
+        self.replica_manager = replica_manager
+        topic = metadata.topic(OFFSETS_TOPIC)
+        if topic is not None:  # the topic's partition count wins over a changed config
+            self.num_partitions = len(topic.partitions)
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def topic_partition_for(self, group_id: str) -> TopicPartition:
+        return TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
+
+    def maybe_create_offsets_topic(self) -> None:
+        """Create ``__consumer_offsets`` the first time a group needs it (Kafka creates it lazily too)."""
+        if self.metadata.topic(OFFSETS_TOPIC) is not None:
+            return
+        rf = max(1, min(self.replication_factor, len(self.metadata.brokers())))
+        configs = {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(self.segment_bytes),
+        }
+        self.metadata.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, configs)
+        if not self.replica_manager.partitions().get(TopicPartition(OFFSETS_TOPIC, 0)):
+            self.replica_manager.sync_with_metadata()
+        log.info(
+            "Created %s with %d partitions, replication factor %d", OFFSETS_TOPIC, self.num_partitions, rf
+        )
+
+    # -- writes ----------------------------------------------------------------------------------------
+
+    def _append(self, group_id: str, records: list[Record], *, offsets: bool) -> None:
+        self.maybe_create_offsets_topic()
+        tp = self.topic_partition_for(group_id)
+        batch = build_batch(records)
+        try:
+            self.replica_manager.append_records(tp, memoryview(batch), -1)
+        except KafkaError as e:
+            raise KafkaError(_coordinator_error(e.code, offsets=offsets), e.message) from e
+
+    def store_group(self, group: GroupMetadata, assignment: Mapping[str, bytes]) -> None:
+        now = _now_ms()
+        value = group_metadata_value(group, assignment)
+        self._append(
+            group.group_id, [Record(0, now, group_metadata_key(group.group_id), value)], offsets=False
+        )
+
+    def store_offsets(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        if not offsets:
+            return
+        now = _now_ms()
+        records = [
+            Record(0, now, offset_commit_key(group_id, tp), offset_commit_value(om))
+            for tp, om in offsets.items()
+        ]
+        self._append(group_id, records, offsets=True)
+
+    def write_tombstones(self, group_id: str, tps: Iterable[TopicPartition], *, group: bool) -> None:
+        """Delete offsets (and the group's metadata record when ``group``) by writing null values."""
+        now = _now_ms()
+        records = [Record(0, now, offset_commit_key(group_id, tp), None) for tp in tps]
+        if group:
+            records.append(Record(0, now, group_metadata_key(group_id), None))
+        if records:
+            self._append(group_id, records, offsets=False)
+
+    # -- load ------------------------------------------------------------------------------------------
+
+    def load_all(self) -> dict[str, GroupMetadata]:
+        """Replay every local ``__consumer_offsets`` partition into groups."""
+        groups: dict[str, GroupMetadata] = {}
+        topic = self.metadata.topic(OFFSETS_TOPIC)
+        if topic is None:
+            return groups
+        started = time.monotonic()
+        count = 0
+        for state in topic.partitions:
+            tp = TopicPartition(OFFSETS_TOPIC, state.partition)
+            partition = self.replica_manager.partitions().get(tp)
+            if partition is None:
+                continue
+            count += self._load_partition(partition.log, groups)
+        for group_id in [g for g, grp in groups.items() if grp.is_in(GroupState.DEAD)]:
+            del groups[group_id]
+        log.info(
+            "Loaded %d group(s) from %d record(s) of %s in %.1f ms",
+            len(groups),
+            count,
+            OFFSETS_TOPIC,
+            (time.monotonic() - started) * 1000,
+        )
+        return groups
+
+    def _load_partition(self, plog: object, groups: dict[str, GroupMetadata]) -> int:
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        metadata: dict[str, bytes | None] = {}
+        offset: int = plog.log_start_offset  # type: ignore[attr-defined]
+        end: int = plog.log_end_offset  # type: ignore[attr-defined]
+        count = 0
+        while offset < end:
+            data = plog.read_bytes(offset, _LOAD_CHUNK_BYTES)  # type: ignore[attr-defined]
+            progressed = False
+            for batch in iter_batch_views(data):
+                (base_offset,) = struct.unpack_from(">q", batch, 0)
+                (last_delta,) = struct.unpack_from(">i", batch, 23)
+                (attributes,) = struct.unpack_from(">h", batch, 21)
+                offset = base_offset + last_delta + 1
+                progressed = True
+                if attributes & 0x20:  # control batch
+                    continue
+                for record in decode_batch_records(batch):
+                    count += 1
+                    self._replay(record, offsets, metadata)
+            if not progressed:
+                break
+        for group_id, value in metadata.items():
+            if value is None:
+                continue
+            groups[group_id] = decode_group_value(group_id, value)
+        for group_id, group_offsets in offsets.items():
+            if not group_offsets:
+                continue
+            group = groups.get(group_id)
+            if group is None:
+                group = groups[group_id] = GroupMetadata(group_id)
+            group.offsets.update(group_offsets)
+        return count
+
+    @staticmethod
+    def _replay(
+        record: Record,
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
+        metadata: dict[str, bytes | None],
+    ) -> None:
+        if record.key is None:
+            return
+        key = decode_key(record.key)
+        if isinstance(key, OffsetKey):
+            group_offsets = offsets.setdefault(key.group_id, {})
+            if record.value is None:
+                group_offsets.pop(key.tp, None)
+            else:
+                group_offsets[key.tp] = decode_offset_value(record.value)
+        elif isinstance(key, GroupKey):
+            if record.value is None:
+                metadata[key.group_id] = None
+                offsets.pop(key.group_id, None)
+            else:
+                metadata[key.group_id] = record.value
+
+
+def _coordinator_error(code: ErrorCode, *, offsets: bool) -> ErrorCode:
+    """Kafka's mapping of a failed append to ``__consumer_offsets`` onto the errors group clients expect."""
+    if code in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.REQUEST_TIMED_OUT,
+    ):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if code in (
+        ErrorCode.MESSAGE_SIZE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_FETCH_SIZE,
+    ):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE if offsets else ErrorCode.UNKNOWN_SERVER_ERROR
+    return code
