@@ -85,7 +85,10 @@ class Broker:
             adv_port = bound_port
 
         self.metadata = EmbeddedMetadataStore(
-            log_dirs[0], self.node_id, BrokerInfo(self.node_id, adv_host, adv_port), config.get("cluster.id") or None
+            log_dirs[0],
+            self.node_id,
+            BrokerInfo(self.node_id, adv_host, adv_port),
+            config.get("cluster.id") or None,
         )
         self.replica_manager = ReplicaManager(
             self.node_id, self.log_manager, self.metadata, self._effective_topic_configs
@@ -104,7 +107,14 @@ class Broker:
             metrics.attach(self)
         dispatcher_holder.append(RequestDispatcher(self.services))
         self._background = asyncio.create_task(self.log_manager.run_background(), name="log-manager")
-        log.info("Broker %d serving on %s:%d (advertised %s:%d)", self.node_id, bound_host, bound_port, adv_host, adv_port)
+        log.info(
+            "Broker %d serving on %s:%d (advertised %s:%d)",
+            self.node_id,
+            bound_host,
+            bound_port,
+            adv_host,
+            adv_port,
+        )
 
     def _maybe_start_group_coordinator(self) -> Any:
         try:

@@ -6,19 +6,23 @@ import asyncio
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
 from tests.compat._data import CODECS, N_RECORDS, make_records
 
 
 async def _roundtrip(bootstrap: str, topic: str, codec: str) -> None:
     records = make_records(seed="aio" + codec)
     producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, compression_type=None if codec == "none" else codec, linger_ms=5, acks="all"
+        bootstrap_servers=bootstrap,
+        compression_type=None if codec == "none" else codec,
+        linger_ms=5,
+        acks="all",
     )
     await producer.start()
     try:
         futures = [
-            await producer.send(topic, r.value, key=r.key, partition=0, timestamp_ms=r.timestamp, headers=r.headers)
+            await producer.send(
+                topic, r.value, key=r.key, partition=0, timestamp_ms=r.timestamp, headers=r.headers
+            )
             for r in records
         ]
         metas = await asyncio.gather(*futures)

@@ -15,8 +15,14 @@ import rill.testing
 
 
 def _consume(bootstrap: str, topic: str, partition: int, start: int, n: int, timeout: float = 60) -> list:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4()}", "enable.auto.commit": False,
-                  "fetch.message.max.bytes": 10 * 1024 * 1024})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"t-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "fetch.message.max.bytes": 10 * 1024 * 1024,
+        }
+    )
     c.assign([TopicPartition(topic, partition, start)])
     got: list = []
     deadline = time.monotonic() + timeout
@@ -34,8 +40,15 @@ def _consume(bootstrap: str, topic: str, partition: int, start: int, n: int, tim
 def test_idempotent_producer_across_broker_restart(tmp_path) -> None:
     n = 20_000
     with rill.testing.broker(subprocess=True, data_dir=tmp_path / "data") as b:
-        p = Producer({"bootstrap.servers": b.bootstrap_servers, "enable.idempotence": True, "linger.ms": 2,
-                      "message.timeout.ms": 60000, "retry.backoff.ms": 50})
+        p = Producer(
+            {
+                "bootstrap.servers": b.bootstrap_servers,
+                "enable.idempotence": True,
+                "linger.ms": 2,
+                "message.timeout.ms": 60000,
+                "retry.backoff.ms": 50,
+            }
+        )
         errors: list = []
         done = threading.Event()
 
@@ -43,8 +56,12 @@ def test_idempotent_producer_across_broker_restart(tmp_path) -> None:
             for i in range(n):
                 while True:
                     try:
-                        p.produce("idem", str(i).encode(), partition=0,
-                                  on_delivery=lambda err, _m: errors.append(err) if err else None)
+                        p.produce(
+                            "idem",
+                            str(i).encode(),
+                            partition=0,
+                            on_delivery=lambda err, _m: errors.append(err) if err else None,
+                        )
                         break
                     except BufferError:
                         p.poll(0.01)
@@ -69,7 +86,9 @@ def test_idempotent_producer_across_broker_restart(tmp_path) -> None:
 def test_five_megabyte_message(rill_broker) -> None:
     bootstrap = rill_broker.bootstrap_servers
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("big", 1, 1, config={"max.message.bytes": str(8 * 1024 * 1024)})])["big"].result(10)
+    admin.create_topics([NewTopic("big", 1, 1, config={"max.message.bytes": str(8 * 1024 * 1024)})])[
+        "big"
+    ].result(10)
     payload = bytes(range(256)) * (5 * 1024 * 1024 // 256)
     p = Producer({"bootstrap.servers": bootstrap, "message.max.bytes": 16 * 1024 * 1024})
     p.produce("big", payload, partition=0)

@@ -8,7 +8,6 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from tests.compat._data import CODECS, N_RECORDS, make_records
 
 
@@ -31,7 +30,15 @@ def _produce(bootstrap: str, topic: str, codec: str, records: list, **extra: obj
     for r in records:
         while True:
             try:
-                p.produce(topic, r.value, r.key, partition=0, headers=r.headers, timestamp=r.timestamp, on_delivery=on_delivery)
+                p.produce(
+                    topic,
+                    r.value,
+                    r.key,
+                    partition=0,
+                    headers=r.headers,
+                    timestamp=r.timestamp,
+                    on_delivery=on_delivery,
+                )
                 break
             except BufferError:
                 p.poll(0.05)
@@ -80,7 +87,9 @@ def test_produce_consume_every_codec(rill_broker, codec: str) -> None:
 
 def test_admin_create_describe_delete(rill_broker) -> None:
     admin = AdminClient({"bootstrap.servers": rill_broker.bootstrap_servers})
-    fs = admin.create_topics([NewTopic("admin-t", num_partitions=3, replication_factor=1, config={"retention.ms": "3600000"})])
+    fs = admin.create_topics(
+        [NewTopic("admin-t", num_partitions=3, replication_factor=1, config={"retention.ms": "3600000"})]
+    )
     fs["admin-t"].result(10)
     md = admin.list_topics(timeout=10)
     assert len(md.topics["admin-t"].partitions) == 3

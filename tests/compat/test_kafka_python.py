@@ -8,7 +8,6 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewPartitions, NewTopic
 from kafka.errors import TopicAlreadyExistsError
-
 from tests.compat._data import CODECS, N_RECORDS, make_records
 
 
@@ -24,7 +23,9 @@ def test_produce_consume_every_codec(rill_broker, codec: str) -> None:
         acks="all",
     )
     futures = [
-        producer.send(topic, value=r.value, key=r.key, headers=r.headers, partition=0, timestamp_ms=r.timestamp)
+        producer.send(
+            topic, value=r.value, key=r.key, headers=r.headers, partition=0, timestamp_ms=r.timestamp
+        )
         for r in records
     ]
     producer.flush(60)
@@ -32,7 +33,9 @@ def test_produce_consume_every_codec(rill_broker, codec: str) -> None:
     assert offsets == list(range(N_RECORDS))
     producer.close()
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=10_000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=10_000
+    )
     tp = TopicPartition(topic, 0)
     consumer.assign([tp])
     consumer.seek(tp, 0)

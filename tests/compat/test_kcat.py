@@ -6,11 +6,9 @@ import shutil
 import subprocess
 
 import pytest
-
 from tests.compat._data import CODECS, N_RECORDS, make_records
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
-
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -22,15 +20,48 @@ def test_produce_consume_every_codec(rill_broker, codec: str, tmp_path) -> None:
     # kcat reads one record per line: key and value split by a tab (values are printable ASCII).
     data = b"".join(r.key + b"\t" + r.value + b"\n" for r in records)
     produce = subprocess.run(
-        [KCAT, "-b", bootstrap, "-P", "-t", topic, "-p", "0", "-K", "\t", "-z", codec, "-H", "h1=fixed",
-         "-X", "enable.idempotence=true"],
-        input=data, capture_output=True, timeout=120,
+        [
+            KCAT,
+            "-b",
+            bootstrap,
+            "-P",
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-K",
+            "\t",
+            "-z",
+            codec,
+            "-H",
+            "h1=fixed",
+            "-X",
+            "enable.idempotence=true",
+        ],
+        input=data,
+        capture_output=True,
+        timeout=120,
     )
     assert produce.returncode == 0, produce.stderr.decode()
     consume = subprocess.run(
-        [KCAT, "-b", bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q",
-         "-f", "%o\t%k\t%s\t%h\n"],
-        capture_output=True, timeout=120,
+        [
+            KCAT,
+            "-b",
+            bootstrap,
+            "-C",
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            "%o\t%k\t%s\t%h\n",
+        ],
+        capture_output=True,
+        timeout=120,
     )
     assert consume.returncode == 0, consume.stderr.decode()
     lines = consume.stdout.split(b"\n")[:-1]

@@ -18,7 +18,11 @@ async def handle_describe_cluster(ctx: RequestContext, request: Body) -> Body:
     store = ctx.services.metadata
     endpoint_type = request.get("endpoint_type", 1)
     if endpoint_type != 1:  # only brokers are described; controllers are not separate nodes here
-        return {"error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, "error_message": "only broker endpoints", "cluster_id": store.cluster_id}
+        return {
+            "error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            "error_message": "only broker endpoints",
+            "cluster_id": store.cluster_id,
+        }
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
@@ -48,19 +52,24 @@ async def handle_describe_log_dirs(ctx: RequestContext, request: Body) -> Body:
             continue
         plog = partition.log
         by_dir[str(plog.dir.parent)][tp.topic].append(
-            {"partition_index": tp.partition, "partition_size": plog.size_bytes, "offset_lag": 0, "is_future_key": False}
+            {
+                "partition_index": tp.partition,
+                "partition_size": plog.size_bytes,
+                "offset_lag": 0,
+                "is_future_key": False,
+            }
         )
     results: list[Body] = []
-    for d, topics in by_dir.items():
+    for dir_name, topics in by_dir.items():
         try:
-            st = os.statvfs(d)
+            st = os.statvfs(dir_name)
             total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
         except OSError:
             total = usable = -1
         results.append(
             {
                 "error_code": 0,
-                "log_dir": d,
+                "log_dir": dir_name,
                 "topics": [{"name": n, "partitions": ps} for n, ps in sorted(topics.items())],
                 "total_bytes": total,
                 "usable_bytes": usable,

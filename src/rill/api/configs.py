@@ -28,7 +28,9 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 def _check_broker_name(ctx: RequestContext, name: str) -> None:
     if name not in ("", str(ctx.services.node_id)):
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown broker {name!r}; this broker is {ctx.services.node_id}")
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST, f"unknown broker {name!r}; this broker is {ctx.services.node_id}"
+        )
 
 
 def _entries(ctx: RequestContext, rtype: int, name: str) -> list[ConfigEntry]:
@@ -141,7 +143,9 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Body) -
         out: Body = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name}
         try:
             current = _current(ctx, rtype, name)
-            defaults = {e.name: e.value for e in _entries(ctx, rtype, name)} if rtype in (TOPIC, BROKER) else {}
+            defaults = (
+                {e.name: e.value for e in _entries(ctx, rtype, name)} if rtype in (TOPIC, BROKER) else {}
+            )
             for c in r["configs"]:
                 key, op, value = c["name"], c["config_operation"], c["value"]
                 if op == SET:

@@ -26,7 +26,9 @@ async def handle_delete_records(ctx: RequestContext, request: Body) -> Body:
             try:
                 partition = rm.leader_partition(TopicPartition(name, index))
                 out["low_watermark"] = partition.delete_records_before(p["offset"])
-                log.info("Deleted records of %s-%d before %d for %s", name, index, out["low_watermark"], ctx.client)
+                log.info(
+                    "Deleted records of %s-%d before %d for %s", name, index, out["low_watermark"], ctx.client
+                )
             except KafkaError as e:
                 out["error_code"] = e.code
             parts.append(out)

@@ -62,7 +62,9 @@ class RequestDispatcher:
         try:
             body = decode_request(api_key, version, frame, pos)
         except ProtocolDecodeError as e:
-            raise ConnectionClosingError(f"malformed {name} v{version} request from {_peer(conn)}: {e}") from e
+            raise ConnectionClosingError(
+                f"malformed {name} v{version} request from {_peer(conn)}: {e}"
+            ) from e
         host, port = _host_port(conn)
         ctx = RequestContext(api_key, version, corr, header.client_id, host, port, self.services)
         response = await self.handlers[api_key].fn(ctx, body)
@@ -72,7 +74,9 @@ class RequestDispatcher:
             code = response.get("error_code", 0) if response else 0
             metrics.on_request(name, elapsed, int(code))
         if elapsed * 1000 > self.slow_request_ms and api_key != ApiKey.FETCH:
-            log.warning("Slow request: %s v%d from %s took %.0f ms", name, version, ctx.client, elapsed * 1000)
+            log.warning(
+                "Slow request: %s v%d from %s took %.0f ms", name, version, ctx.client, elapsed * 1000
+            )
         if response is None:
             return None
         return encode_response(api_key, version, corr, response)
@@ -82,9 +86,7 @@ class RequestDispatcher:
 
 
 def _host_port(conn: Any) -> tuple[str, int]:
-    host = getattr(conn, "client_host", None) or getattr(conn, "host", "?")
-    port = getattr(conn, "client_port", None) or getattr(conn, "port", 0)
-    return str(host), int(port)
+    return str(getattr(conn, "client_host", "?")), int(getattr(conn, "client_port", 0))
 
 
 def _peer(conn: Any) -> str:

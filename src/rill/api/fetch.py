@@ -33,7 +33,9 @@ class _Wanted:
     current_leader_epoch: int
 
 
-def _read_all(ctx: RequestContext, wanted: list[list[_Wanted]], max_bytes: int, committed_only: bool) -> tuple[list[list[Body]], int]:
+def _read_all(
+    ctx: RequestContext, wanted: list[list[_Wanted]], max_bytes: int, committed_only: bool
+) -> tuple[list[list[Body]], int]:
     rm = ctx.services.replica_manager
     used = 0
     out: list[list[Body]] = []

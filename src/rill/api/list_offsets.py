@@ -26,7 +26,13 @@ async def handle_list_offsets(ctx: RequestContext, request: Body) -> Body:
         for p in t["partitions"]:
             index = p["partition_index"]
             ts = p["timestamp"]
-            out: Body = {"partition_index": index, "error_code": 0, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            out: Body = {
+                "partition_index": index,
+                "error_code": 0,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
             try:
                 partition = rm.leader_partition(TopicPartition(name, index))
                 partition.check_leader_epoch(p.get("current_leader_epoch", -1))

@@ -93,12 +93,18 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
                             continue
                     if topic is None:
                         topics.append(
-                            {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "topic_id": ZERO_UUID}
+                            {
+                                "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                "name": name,
+                                "topic_id": ZERO_UUID,
+                            }
                         )
                         continue
             if topic is not None:
                 topics.append(topic_body(topic, version))
-    brokers = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in store.brokers()]
+    brokers = [
+        {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in store.brokers()
+    ]
     return {
         "throttle_time_ms": 0,
         "brokers": brokers,

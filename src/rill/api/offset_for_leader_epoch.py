@@ -22,7 +22,9 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request: Body) -> 
             try:
                 partition = rm.leader_partition(TopicPartition(name, index))
                 partition.check_leader_epoch(p.get("current_leader_epoch", -1))
-                epoch, end_offset = partition.log.leader_epoch_cache.end_offset_for(p["leader_epoch"])
+                epoch, end_offset = partition.log.leader_epoch_cache.end_offset_for(
+                    p["leader_epoch"], partition.log_end_offset
+                )
                 out.update(leader_epoch=epoch, end_offset=end_offset)
             except KafkaError as e:
                 out["error_code"] = e.code

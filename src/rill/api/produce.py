@@ -26,7 +26,12 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
         partition_responses: list[Body] = []
         for pdata in topic_data["partition_data"]:
             index = pdata["index"]
-            result: Body = {"index": index, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+            result: Body = {
+                "index": index,
+                "base_offset": -1,
+                "log_append_time_ms": -1,
+                "log_start_offset": -1,
+            }
             records = pdata.get("records")
             try:
                 if acks not in (0, 1, -1):
@@ -34,7 +39,11 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
                 if transactional:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, "transactional produce is not supported yet")
                 if name is None:
-                    code = ErrorCode.UNKNOWN_TOPIC_ID if topic_data.get("topic_id") else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    code = (
+                        ErrorCode.UNKNOWN_TOPIC_ID
+                        if topic_data.get("topic_id")
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    )
                     raise KafkaError(code)
                 if records is None or len(records) == 0:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request without records")
@@ -53,10 +62,22 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
                 if e.message != e.code.name:
                     result["error_message"] = e.message
                 level = logging.DEBUG if e.code.retriable else logging.INFO
-                log.log(level, "Produce to %s-%s from %s failed: %s (%s)", name, index, ctx.client, e.code.name, e.message)
+                log.log(
+                    level,
+                    "Produce to %s-%s from %s failed: %s (%s)",
+                    name,
+                    index,
+                    ctx.client,
+                    e.code.name,
+                    e.message,
+                )
             partition_responses.append(result)
         responses.append(
-            {"name": name or "", "topic_id": topic_data.get("topic_id"), "partition_responses": partition_responses}
+            {
+                "name": name or "",
+                "topic_id": topic_data.get("topic_id"),
+                "partition_responses": partition_responses,
+            }
         )
     if acks == 0:
         return None

@@ -58,9 +58,13 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
                 replication_factor = int(config.get("default.replication.factor"))
             if not assignments:
                 if num_partitions < 1:
-                    raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+                    raise KafkaError(
+                        ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+                    )
                 if replication_factor < 1:
-                    raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+                    raise KafkaError(
+                        ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
+                    )
                 if replication_factor > len(store.brokers()):
                     raise KafkaError(
                         ErrorCode.INVALID_REPLICATION_FACTOR,
@@ -73,11 +77,18 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
                 n = len(assignments) if assignments else num_partitions
                 rf = len(next(iter(assignments.values()))) if assignments else replication_factor
             else:
-                topic = store.create_topic(name, num_partitions, replication_factor, configs, assignments or None)
+                topic = store.create_topic(
+                    name, num_partitions, replication_factor, configs, assignments or None
+                )
                 topic_id, n, rf = topic.topic_id, len(topic.partitions), topic.replication_factor
                 log.info(
                     "Created topic %s (id %s) with %d partition(s), replication factor %d, configs %s, for %s",
-                    name, topic_id, n, rf, configs, ctx.client,
+                    name,
+                    topic_id,
+                    n,
+                    rf,
+                    configs,
+                    ctx.client,
                 )
             entries = describe_topic_configs(config, configs)
             out.update(

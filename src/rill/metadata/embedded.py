@@ -131,7 +131,9 @@ class EmbeddedMetadataStore:
         for name, t in sorted(self._topics.items()):
             topics[name] = {
                 "id": str(t.topic_id),
-                "partitions": [[p.leader, p.leader_epoch, list(p.replicas), list(p.isr)] for p in t.partitions],
+                "partitions": [
+                    [p.leader, p.leader_epoch, list(p.replicas), list(p.isr)] for p in t.partitions
+                ],
                 "configs": dict(t.configs),
             }
         snapshot = {

@@ -31,7 +31,9 @@ def topic_name_problem(name: str) -> str | None:
         return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
     bad = sorted(set(name) - _LEGAL_TOPIC_CHARS)
     if bad:
-        return f"topic name {name!r} contains illegal characters {''.join(bad)!r} (allowed: a-z A-Z 0-9 . _ -)"
+        return (
+            f"topic name {name!r} contains illegal characters {''.join(bad)!r} (allowed: a-z A-Z 0-9 . _ -)"
+        )
     return None
 
 

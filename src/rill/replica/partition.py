@@ -18,7 +18,14 @@ from rill.records.batch import iter_batches
 from rill.records.builder import recompress_batch
 
 # Kafka's compression.type values and the batch attribute codec ids they name.
-COMPRESSION_CODECS: dict[str, int] = {"uncompressed": 0, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+COMPRESSION_CODECS: dict[str, int] = {
+    "uncompressed": 0,
+    "none": 0,
+    "gzip": 1,
+    "snappy": 2,
+    "lz4": 3,
+    "zstd": 4,
+}
 
 
 class Partition:
