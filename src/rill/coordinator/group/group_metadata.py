@@ -37,9 +37,7 @@ class GroupState(Enum):
 
 _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
     GroupState.EMPTY: frozenset({GroupState.PREPARING_REBALANCE}),
-    GroupState.PREPARING_REBALANCE: frozenset(
-        {GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE}
-    ),
+    GroupState.PREPARING_REBALANCE: frozenset({GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE}),
     GroupState.COMPLETING_REBALANCE: frozenset({GroupState.PREPARING_REBALANCE}),
     GroupState.STABLE: frozenset({GroupState.COMPLETING_REBALANCE}),
     GroupState.DEAD: frozenset(GroupState),
@@ -212,10 +210,7 @@ class GroupMetadata:
             return None
         self._protocol_counts.subtract(member.protocols())
         self._protocol_counts += Counter()  # drop non-positive counts
-        if (
-            member.group_instance_id is not None
-            and self.static_members.get(member.group_instance_id) == member_id
-        ):
+        if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member_id:
             del self.static_members[member.group_instance_id]
         self.pending_sync_members.discard(member_id)
         if self.is_leader(member_id):
@@ -278,9 +273,7 @@ class GroupMetadata:
         current = self.static_members.get(group_instance_id)
         return current is not None and current != member_id
 
-    def replace_static_member(
-        self, group_instance_id: str, old_member_id: str, new_member_id: str
-    ) -> MemberMetadata:
+    def replace_static_member(self, group_instance_id: str, old_member_id: str, new_member_id: str) -> MemberMetadata:
         member = self.members.pop(old_member_id)
         # A stale JoinGroup or SyncGroup of the old member id gets FENCED_INSTANCE_ID.
         if member.awaiting_join is not None:
@@ -349,8 +342,7 @@ class GroupMetadata:
             raise ValueError("no protocol selected")
         protocol = self.protocol_name
         return tuple(
-            JoinedMember(m.member_id, m.group_instance_id, m.metadata(protocol))
-            for m in self.members.values()
+            JoinedMember(m.member_id, m.group_instance_id, m.metadata(protocol)) for m in self.members.values()
         )
 
     def maybe_invoke_join_callback(self, member: MemberMetadata, result: JoinGroupResult) -> bool:

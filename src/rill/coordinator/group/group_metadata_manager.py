@@ -226,9 +226,7 @@ class GroupMetadataManager:
         self.metadata.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, configs)
         if not self.replica_manager.partitions().get(TopicPartition(OFFSETS_TOPIC, 0)):
             self.replica_manager.sync_with_metadata()
-        log.info(
-            "Created %s with %d partitions, replication factor %d", OFFSETS_TOPIC, self.num_partitions, rf
-        )
+        log.info("Created %s with %d partitions, replication factor %d", OFFSETS_TOPIC, self.num_partitions, rf)
 
     # -- writes ----------------------------------------------------------------------------------------
 
@@ -244,17 +242,14 @@ class GroupMetadataManager:
     def store_group(self, group: GroupMetadata, assignment: Mapping[str, bytes]) -> None:
         now = _now_ms()
         value = group_metadata_value(group, assignment)
-        self._append(
-            group.group_id, [Record(0, now, group_metadata_key(group.group_id), value)], offsets=False
-        )
+        self._append(group.group_id, [Record(0, now, group_metadata_key(group.group_id), value)], offsets=False)
 
     def store_offsets(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         if not offsets:
             return
         now = _now_ms()
         records = [
-            Record(0, now, offset_commit_key(group_id, tp), offset_commit_value(om))
-            for tp, om in offsets.items()
+            Record(0, now, offset_commit_key(group_id, tp), offset_commit_value(om)) for tp, om in offsets.items()
         ]
         self._append(group_id, records, offsets=True)
 

@@ -93,9 +93,7 @@ class GroupOffsetsMixin:
     def loop(self) -> asyncio.AbstractEventLoop:
         raise NotImplementedError
 
-    def _schedule_heartbeat(
-        self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None
-    ) -> None:
+    def _schedule_heartbeat(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int | None = None) -> None:
         raise NotImplementedError
 
     def _cancel_group_timers(self, group_id: str) -> None:
@@ -300,11 +298,7 @@ class GroupOffsetsMixin:
         total = 0
         for group_id, group in list(self.groups.items()):
             expired = group.expired_offsets(now_ms, self.offsets_retention_ms)
-            dead = (
-                group.is_in(GroupState.EMPTY)
-                and not group.pending_members
-                and len(expired) == len(group.offsets)
-            )
+            dead = group.is_in(GroupState.EMPTY) and not group.pending_members and len(expired) == len(group.offsets)
             if not expired and not dead:
                 continue
             try:
