@@ -87,8 +87,10 @@ def test_pipelined_responses_keep_request_order(run_server: Runner) -> None:
         assert got == [b"a", b"b", b"c", b"d", b"e"]
         # Requests of one connection are handled one at a time, in order.
         assert handler.seen == requests
+        # A response is not held back while a later pipelined request is still being handled.
+        writer.write(frame(b"echo:quick") + frame(b"sleep:1:slow"))
+        assert await asyncio.wait_for(read_frame(reader), 0.5) == b"quick"
         # Another connection is not held up by a slow request on the first.
-        writer.write(frame(b"sleep:1:slow"))
         r2, w2 = await connect(server)
         w2.write(frame(b"echo:fast"))
         assert await asyncio.wait_for(read_frame(r2), 0.5) == b"fast"
