@@ -15,8 +15,7 @@ import pyarrow as pa
 from rill.records.record import CONTROL_MASK, HEADER, decode_batch_records, iter_batch_views
 
 SCHEMA_DDL = (
-    "key binary, value binary, topic string, partition int, offset long, "
-    "timestamp timestamp, timestampType int"
+    "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
 )
 HEADERS_DDL = "headers array<struct<key:string,value:binary>>"
 
@@ -48,9 +47,7 @@ class ArrowBatcher:
     """Accumulates decoded records of one topic-partition into column lists and emits ``pa.RecordBatch``es
     of about ``rows_per_batch`` rows."""
 
-    def __init__(
-        self, topic: str, partition: int, *, include_headers: bool, rows_per_batch: int = 32768
-    ) -> None:
+    def __init__(self, topic: str, partition: int, *, include_headers: bool, rows_per_batch: int = 32768) -> None:
         self.topic = topic
         self.partition = partition
         self.include_headers = include_headers
@@ -82,9 +79,7 @@ class ArrowBatcher:
             self.ts_types,
         )
         for view in iter_batch_views(records):
-            base, _len, _ple, _magic, _crc, attrs, lod, _bts, _mts, _pid, _pe, _seq, _cnt = (
-                HEADER.unpack_from(view, 0)
-            )
+            base, _len, _ple, _magic, _crc, attrs, lod, _bts, _mts, _pid, _pe, _seq, _cnt = HEADER.unpack_from(view, 0)
             last = base + lod
             if last < start:
                 continue

@@ -95,22 +95,16 @@ class SourceOptions:
         subscribe = options.get("subscribe")
         pattern = options.get("subscribepattern")
         assign = options.get("assign")
-        given = [
-            n for n, v in (("subscribe", subscribe), ("subscribePattern", pattern), ("assign", assign)) if v
-        ]
+        given = [n for n, v in (("subscribe", subscribe), ("subscribePattern", pattern), ("assign", assign)) if v]
         if not for_write and len(given) != 1:
-            raise OptionError(
-                "exactly one of subscribe, subscribePattern, assign must be given, got " + str(given)
-            )
+            raise OptionError("exactly one of subscribe, subscribePattern, assign must be given, got " + str(given))
         assigned: tuple[TopicPartition, ...] | None = None
         if assign:
             try:
                 parsed = json.loads(assign)
                 assigned = tuple(TopicPartition(t, int(p)) for t, ps in parsed.items() for p in ps)
             except (ValueError, AttributeError, TypeError):
-                raise OptionError(
-                    f'option assign must be JSON like {{"topic": [0, 1]}}, got {assign!r}'
-                ) from None
+                raise OptionError(f'option assign must be JSON like {{"topic": [0, 1]}}, got {assign!r}') from None
         if pattern:
             try:
                 re.compile(pattern)
@@ -141,8 +135,7 @@ class SourceOptions:
             by_timestamp_strategy=strategy,
             max_offsets_per_trigger=max_per_trigger,
             min_partitions=min_partitions,
-            max_records_per_partition=_int(options, "maxRecordsPerPartition")
-            or DEFAULT_MAX_RECORDS_PER_PARTITION,
+            max_records_per_partition=_int(options, "maxRecordsPerPartition") or DEFAULT_MAX_RECORDS_PER_PARTITION,
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
             include_headers=_bool(options, "includeHeaders", False),
             push_filters=_bool(options, "pushFilters", False),
@@ -219,9 +212,7 @@ def resolve_starting(
     return resolve_spec(client, opts.starting or default, "startingOffsets", tps)
 
 
-def resolve_spec(
-    client: KafkaClient, spec: str, option: str, tps: list[TopicPartition]
-) -> dict[TopicPartition, int]:
+def resolve_spec(client: KafkaClient, spec: str, option: str, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
     """``earliest`` / ``latest`` / JSON -> concrete offsets for ``tps`` (partitions missing from the JSON
     take earliest for startingOffsets and latest for endingOffsets)."""
     spec = spec.strip()
@@ -250,9 +241,7 @@ def resolve_spec(
     return out
 
 
-def split_ranges(
-    ranges: list[OffsetRange], *, min_partitions: int | None, max_records: int
-) -> list[OffsetRange]:
+def split_ranges(ranges: list[OffsetRange], *, min_partitions: int | None, max_records: int) -> list[OffsetRange]:
     """One range per topic-partition, split so that no piece holds more than ``max_records`` offsets and
     (like Spark's Kafka source) there are at least ``min_partitions`` pieces when the data allows."""
     ranges = [r for r in ranges if r.size > 0]

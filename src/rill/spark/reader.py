@@ -81,21 +81,15 @@ def read_range(
     deadline = time.monotonic() + FETCH_RETRY_S
     try:
         while offset < rng.until:
-            fetched = kc.fetch(
-                {tp: offset}, max_wait_ms=100, partition_max_bytes=max_bytes, max_bytes=max_bytes
-            )[tp]
+            fetched = kc.fetch({tp: offset}, max_wait_ms=100, partition_max_bytes=max_bytes, max_bytes=max_bytes)[tp]
             if fetched.error == ErrorCode.OFFSET_OUT_OF_RANGE:
                 earliest = kc.earliest_offsets([tp])[tp]
                 if earliest > offset:
-                    report_data_loss(
-                        opts, f"cannot read {tp} from offset {offset}: the log starts at {earliest}"
-                    )
+                    report_data_loss(opts, f"cannot read {tp} from offset {offset}: the log starts at {earliest}")
                     offset = min(earliest, rng.until)
                     continue
                 latest = kc.latest_offsets([tp])[tp]
-                report_data_loss(
-                    opts, f"{tp} ends at {latest}, before the requested range ending at {rng.until}"
-                )
+                report_data_loss(opts, f"{tp} ends at {latest}, before the requested range ending at {rng.until}")
                 break
             if fetched.error != ErrorCode.NONE:
                 if fetched.error.retriable and time.monotonic() < deadline:
@@ -134,9 +128,7 @@ def _ts_ms(value: Any) -> int | None:
     return None
 
 
-def narrow_ranges(
-    ranges: list[OffsetRange], filters: Sequence[Filter], client: KafkaClient
-) -> list[OffsetRange]:
+def narrow_ranges(ranges: list[OffsetRange], filters: Sequence[Filter], client: KafkaClient) -> list[OffsetRange]:
     """Shrink ranges using filters on ``partition``, ``offset`` and (lower bounds of) ``timestamp``. All
     filters are still handed back to Spark, which evaluates them on the rows: narrowing only skips data."""
     out = list(ranges)
@@ -200,9 +192,7 @@ class RillBatchReader(DataSourceReader):
         for tp in tps:
             start, until = starts[tp], ends[tp]
             if start < earliest[tp]:
-                report_data_loss(
-                    opts, f"cannot read {tp} from offset {start}: the log starts at {earliest[tp]}"
-                )
+                report_data_loss(opts, f"cannot read {tp} from offset {start}: the log starts at {earliest[tp]}")
                 start = earliest[tp]
             if until < start:
                 raise KafkaError(

@@ -108,9 +108,7 @@ class RillStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
         return offsets_to_json(self._latest())
 
-    def partitions(
-        self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
-    ) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> Sequence[InputPartition]:
         begin = offsets_from_json(start)
         until = offsets_from_json(end)
         new = [tp for tp in until if tp not in begin]
@@ -126,9 +124,7 @@ class RillStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for tp in tps:
             b = begin[tp]
             if b < earliest[tp]:
-                report_data_loss(
-                    self.opts, f"cannot read {tp} from offset {b}: the log starts at {earliest[tp]}"
-                )
+                report_data_loss(self.opts, f"cannot read {tp} from offset {b}: the log starts at {earliest[tp]}")
                 b = min(earliest[tp], until[tp])
             ranges.append(OffsetRange(tp.topic, tp.partition, b, until[tp]))
         pieces = split_ranges(

@@ -1,0 +1,221 @@
+"""The offline loader: everything new in some topics since the last run, into Parquet, exactly once.
+
+Layout of the output directory::
+
+    OUTPUT/
+      _loader.lock                      flock held by a running loader (one at a time)
+      _staging/batch=000007/...         a run in progress (or the debris of a killed one; removed on start)
+      batch=000001/
+        _offsets.json                   the offsets manifest of this batch (below)
+        topic=T/date=YYYY-MM-DD/part-*.parquet
+      batch=000002/...
+
+A run reads, for every partition of its topics, the offsets from where the last published batch ended (or
+the partition's earliest offset) up to the offset that was latest when the run started, writes them with
+Spark into ``_staging/batch=N`` partitioned by topic and date (UTC, from the record timestamp), writes the
+manifest there, and publishes data and manifest together with one ``rename`` of the batch directory. The
+offsets live with the data, so a run that dies at any point leaves either a whole batch or nothing that
+counts, and the next run starts exactly where the last published manifest ends.
+
+Readers that are not Spark see only whole batches: pyarrow and DuckDB skip ``_``-prefixed paths
+(``pyarrow.dataset.dataset(OUTPUT, partitioning="hive")``,
+``read_parquet('OUTPUT/batch=*/*/*/*.parquet', hive_partitioning=true)``).
+
+``_offsets.json``: ``{"batch": 7, "created_ms": ..., "ranges": [{"topic": "T", "partition": 0,
+"start": 100, "end": 250, "records": 150}, ...]}`` with ``end`` exclusive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rill.common import TopicPartition
+from rill.spark.options import offsets_to_json
+
+OFFSETS_FILE = "_offsets.json"
+STAGING_DIR = "_staging"
+LOCK_FILE = "_loader.lock"
+_BATCH_RE = re.compile(r"^batch=(\d{6,})$")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedRange:
+    topic: str
+    partition: int
+    start: int
+    end: int
+    records: int
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    batch: int
+    created_ms: int
+    ranges: tuple[LoadedRange, ...]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"batch": self.batch, "created_ms": self.created_ms, "ranges": [asdict(r) for r in self.ranges]},
+            indent=1,
+        )
+
+    @classmethod
+    def from_json(cls, raw: str) -> Manifest:
+        obj = json.loads(raw)
+        return cls(int(obj["batch"]), int(obj["created_ms"]), tuple(LoadedRange(**r) for r in obj["ranges"]))
+
+
+def batch_dir_name(batch: int) -> str:
+    return f"batch={batch:06d}"
+
+
+def published_manifests(output: Path) -> list[Manifest]:
+    """Manifests of the published batches, oldest first."""
+    out: list[Manifest] = []
+    if not output.is_dir():
+        return out
+    for entry in output.iterdir():
+        if _BATCH_RE.match(entry.name) and (entry / OFFSETS_FILE).is_file():
+            out.append(Manifest.from_json((entry / OFFSETS_FILE).read_text()))
+    return sorted(out, key=lambda m: m.batch)
+
+
+def loaded_positions(output: Path) -> dict[TopicPartition, int]:
+    """Per topic-partition, the offset after the last published record range (where the next run starts)."""
+    pos: dict[TopicPartition, int] = {}
+    for m in published_manifests(output):
+        for r in m.ranges:
+            pos[TopicPartition(r.topic, r.partition)] = r.end
+    return pos
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_durably(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def _exclusive(output: Path) -> Iterator[None]:
+    with open(output / LOCK_FILE, "a+") as lock:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError(f"another loader is running on {output}") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def publish(staging: Path, output: Path, manifest: Manifest) -> Path:
+    """Write the manifest into the staged batch and move the batch into place with one rename."""
+    _write_durably(staging / OFFSETS_FILE, manifest.to_json())
+    _fsync_dir(staging)
+    final = output / batch_dir_name(manifest.batch)
+    os.rename(staging, final)
+    _fsync_dir(output)
+    return final
+
+
+def run_load(
+    spark: Any,
+    bootstrap_servers: str,
+    topics: list[str],
+    output: str | Path,
+    *,
+    group_id: str | None = None,
+    say: Callable[[str], None] = print,
+    before_publish: Callable[[Path], None] | None = None,
+) -> Manifest | None:
+    """One loader run; returns the published manifest, or None when there was nothing new."""
+    from pyspark.sql import functions as F
+
+    from rill.client import KafkaClient
+
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    with _exclusive(out):
+        shutil.rmtree(out / STAGING_DIR, ignore_errors=True)
+        previous = published_manifests(out)
+        positions = loaded_positions(out)
+        with KafkaClient(bootstrap_servers, client_id="rill-loader") as client:
+            tps = [tp for t in topics for tp in client.partitions_for(t)]
+            earliest = client.earliest_offsets(tps)
+            latest = client.latest_offsets(tps)
+            starts: dict[TopicPartition, int] = {}
+            for tp in tps:
+                start = positions.get(tp, earliest[tp])
+                if start < earliest[tp]:
+                    say(f"WARNING {tp}: offsets {start}..{earliest[tp] - 1} were deleted before they were loaded")
+                    start = earliest[tp]
+                starts[tp] = min(start, latest[tp])
+            batch = (previous[-1].batch + 1) if previous else 1
+            if all(starts[tp] >= latest[tp] for tp in tps):
+                say("nothing new to load")
+                if group_id:
+                    client.commit_offsets(group_id, {tp: starts[tp] for tp in tps})
+                return None
+            staging = out / STAGING_DIR / batch_dir_name(batch)
+            df = (
+                spark.read.format("rill")
+                .option("kafka.bootstrap.servers", bootstrap_servers)
+                .option("assign", json.dumps({t: [tp.partition for tp in tps if tp.topic == t] for t in topics}))
+                .option("startingOffsets", json.dumps(offsets_to_json(starts)))
+                .option("endingOffsets", json.dumps(offsets_to_json({tp: latest[tp] for tp in tps})))
+                .option("includeHeaders", "true")
+                .load()
+            )
+            (
+                df.withColumn("date", F.date_format(F.col("timestamp"), "yyyy-MM-dd"))
+                .write.partitionBy("topic", "date")
+                .parquet(str(staging))
+            )
+            counts: dict[TopicPartition, int] = {}
+            if staging.exists():
+                staged = spark.read.parquet(str(staging)).groupBy("topic", "partition").count().collect()
+                counts = {TopicPartition(str(r["topic"]), int(r["partition"])): int(r["count"]) for r in staged}
+            ranges = tuple(LoadedRange(tp.topic, tp.partition, starts[tp], latest[tp], counts.get(tp, 0)) for tp in tps)
+            manifest = Manifest(batch, int(time.time() * 1000), ranges)
+            staging.mkdir(parents=True, exist_ok=True)
+            if before_publish is not None:
+                before_publish(staging)
+            publish(staging, out, manifest)
+            for r in ranges:
+                say(f"{r.topic}-{r.partition}: loaded offsets {r.start}..{r.end} ({r.records} records)")
+            say(f"published {batch_dir_name(batch)} ({sum(r.records for r in ranges)} records)")
+            if group_id:
+                client.commit_offsets(group_id, {tp: latest[tp] for tp in tps})
+            return manifest
+
+
+def read_published(output: str | Path, columns: list[str] | None = None) -> Any:
+    """The published data as one ``pyarrow.Table`` (what a non-Spark reader sees)."""
+    import pyarrow.dataset as ds
+
+    out = Path(output)
+    if not any(_BATCH_RE.match(p.name) for p in out.iterdir()):
+        return None
+    dataset = ds.dataset(str(out), format="parquet", partitioning="hive")
+    return dataset.to_table(columns=columns)
