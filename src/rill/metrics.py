@@ -224,10 +224,12 @@ class BrokerMetrics:
         if server is not None and hasattr(server, "connection_count"):
             self.set_connection_source(lambda: int(server.connection_count))
         services = getattr(broker, "services", None)
-        coordinator = getattr(services, "group_coordinator", None)
+        coordinator: Any = getattr(services, "group_coordinator", None)
         offsets = getattr(coordinator, "committed_offsets", None)
         if callable(offsets):
             self.set_group_source(lambda: _group_offsets(offsets()))
+        elif isinstance(getattr(coordinator, "groups", None), Mapping):
+            self.set_group_source(lambda: _offsets_of_groups(coordinator.groups))
 
     def render(self) -> bytes:
         """The metrics in Prometheus' text format."""
@@ -271,6 +273,15 @@ def _group_offsets(raw: Iterable[Any]) -> list[GroupOffset]:
         else:
             group, topic, partition, offset = item
             result.append(GroupOffset(str(group), str(topic), int(partition), int(offset)))
+    return result
+
+
+def _offsets_of_groups(groups: Mapping[str, Any]) -> list[GroupOffset]:
+    """Committed offsets read from a coordinator's ``groups`` (``GroupMetadata.offsets`` by partition)."""
+    result = []
+    for group_id, group in list(groups.items()):
+        for tp, committed in list(getattr(group, "offsets", {}).items()):
+            result.append(GroupOffset(str(group_id), tp.topic, int(tp.partition), int(committed.offset)))
     return result
 
 
