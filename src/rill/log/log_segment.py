@@ -51,6 +51,14 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 
 def _write_all(fd: int, bufs: Sequence[Buffer], position: int) -> int:
     """pwritev every buffer at ``position``; returns bytes written. Raises OSError on failure."""
+    if len(bufs) <= _IOV_MAX:
+        total = sum(map(len, bufs))
+        n = os.pwritev(fd, bufs, position)
+        if n == total:
+            return n
+        position += n
+        rest = _write_all(fd, [memoryview(b"".join(bufs))[n:]], position)
+        return n + rest
     views = [memoryview(b).cast("B") for b in bufs]
     written = 0
     i = 0
