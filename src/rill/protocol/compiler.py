@@ -211,19 +211,26 @@ class _Gen:
                 body.append(f"{n} = {default_source(f)}")
             cnt, tag, tsize = self.name("n"), self.name("t"), self.name("s")
             end = self.name("q")
-            body.append(f"{cnt}, p = _uv(buf, p)")
-            body.append(f"for _ in range({cnt}):")
-            body.append(f"    {tag}, p = _uv(buf, p)")
-            body.append(f"    {tsize}, p = _uv(buf, p)")
-            body.append(f"    {end} = _ts(buf, p, {tsize})")
+            loop = [
+                f"{cnt}, p = _uv(buf, p)",
+                f"for _ in range({cnt}):",
+                f"    {tag}, p = _uv(buf, p)",
+                f"    {tsize}, p = _uv(buf, p)",
+                f"    {end} = _ts(buf, p, {tsize})",
+            ]
             kw = "if"
             for f in tagged:
-                body.append(f"    {kw} {tag} == {f.tag}:")
-                body.extend("        " + line for line in self.decode_field(f, local[f.key]))
-                body.append(f"        if p > {end}:")
-                body.append(f"            raise _PDE('tagged field {f.name} overruns its size')")
+                loop.append(f"    {kw} {tag} == {f.tag}:")
+                loop.extend("        " + line for line in self.decode_field(f, local[f.key]))
+                loop.append(f"        if p > {end}:")
+                loop.append(f"            raise _PDE('tagged field {f.name} overruns its size')")
                 kw = "elif"
-            body.append(f"    p = {end}")
+            loop.append(f"    p = {end}")
+            # the common case, an empty tagged-field section, costs one byte test
+            body.append("if buf[p] == 0:")
+            body.append("    p += 1")
+            body.append("else:")
+            body.extend("    " + line for line in loop)
         items = ", ".join(f"{f.key!r}: {local.get(f.key) or default_source(f)}" for f in fields)
         body.append(f"return {{{items}}}, p")
         self.lines.append(f"def {fname}(buf, p):")
