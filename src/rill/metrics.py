@@ -96,6 +96,14 @@ PurgatorySource = Callable[[], Mapping[str, int]]
 CountSource = Callable[[], int]
 
 
+def request_label(api_name: str) -> str:
+    """Kafka's request label for an API: ``PRODUCE`` or ``Produce`` -> ``Produce``, ``API_VERSIONS`` ->
+    ``ApiVersions``."""
+    if api_name.isupper() or "_" in api_name:
+        return "".join(part.capitalize() for part in api_name.split("_"))
+    return api_name
+
+
 def _error_name(code: int) -> str:
     try:
         return ErrorCode(code).name
@@ -161,7 +169,8 @@ class BrokerMetrics:
     def on_request(self, api_name: str, seconds: float, error_code: int = 0) -> None:
         children = self._request_children.get(api_name)
         if children is None:
-            children = (self._requests.labels(api_name), self._total_time.labels(api_name))
+            label = request_label(api_name)
+            children = (self._requests.labels(label), self._total_time.labels(label))
             self._request_children[api_name] = children
         children[0].inc()
         children[1].observe(seconds)
@@ -169,7 +178,7 @@ class BrokerMetrics:
             key = (api_name, error_code)
             err = self._error_children.get(key)
             if err is None:
-                err = self._errors.labels(api_name, _error_name(error_code))
+                err = self._errors.labels(request_label(api_name), _error_name(error_code))
                 self._error_children[key] = err
             err.inc()
 
@@ -314,12 +323,8 @@ class _LazyCollector:
         m = self._m
         pl = ["topic", "partition"]
         size = GaugeMetricFamily("kafka_log_log_size", "Bytes of the partition's log on disk.", labels=pl)
-        segments = GaugeMetricFamily(
-            "kafka_log_log_numlogsegments", "Segments of the partition's log.", labels=pl
-        )
-        start = GaugeMetricFamily(
-            "kafka_log_log_logstartoffset", "First offset of the partition's log.", labels=pl
-        )
+        segments = GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments of the partition's log.", labels=pl)
+        start = GaugeMetricFamily("kafka_log_log_logstartoffset", "First offset of the partition's log.", labels=pl)
         end = GaugeMetricFamily("kafka_log_log_logendoffset", "Offset the next record will get.", labels=pl)
         hw = GaugeMetricFamily("kafka_log_log_highwatermark", "The partition's high watermark.", labels=pl)
         hw_by_tp: dict[tuple[str, int], int] = {}
@@ -334,12 +339,8 @@ class _LazyCollector:
         yield from (size, segments, start, end, hw)
 
         gl = ["consumergroup", "topic", "partition"]
-        lag = GaugeMetricFamily(
-            "kafka_consumergroup_lag", "High watermark minus committed offset.", labels=gl
-        )
-        current = GaugeMetricFamily(
-            "kafka_consumergroup_current_offset", "Committed offset of the group.", labels=gl
-        )
+        lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus committed offset.", labels=gl)
+        current = GaugeMetricFamily("kafka_consumergroup_current_offset", "Committed offset of the group.", labels=gl)
         for g in _snapshot(m._group_source, "group offsets"):
             labels = [g.group, g.topic, str(g.partition)]
             current.add_metric(labels, g.committed_offset)
@@ -413,8 +414,7 @@ _READ_TIMEOUT_S = 10.0
 
 def _http_response(status: str, body: bytes, content_type: str = "text/plain; charset=utf-8") -> bytes:
     head = (
-        f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\n"
-        "Connection: close\r\n\r\n"
+        f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
     return head.encode("ascii") + body
 
