@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,35 +19,17 @@ pytest.importorskip("pyarrow")
 from pyspark.sql import SparkSession  # noqa: E402
 
 from rill.client import KafkaClient  # noqa: E402
+from rill.spark.session import build_session  # noqa: E402
 
-SPARK_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
-    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
-    "spark.sql.session.timeZone": "UTC",
+TEST_CONF = {
     "spark.python.worker.reuse": "true",
     "spark.sql.python.filterPushdown.enabled": "true",
 }
 
 
-def spark_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    src = str(Path(__file__).resolve().parents[2] / "src")
-    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-    return env
-
-
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    os.environ.update(spark_env())
-    builder = SparkSession.builder.master("local[2]").appName("rill-tests")
-    for k, v in SPARK_CONF.items():
-        builder = builder.config(k, v)
-    session = builder.getOrCreate()
+    session = build_session("local[2]", "rill-tests", TEST_CONF)
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

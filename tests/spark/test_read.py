@@ -4,22 +4,19 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import confluent_kafka
 import pytest
-
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 
 BASE_TS = 1_700_000_000_000
 
 
-def produce(
-    bootstrap: str, topic: str, n: int, *, partitions: int, compression: str = "none"
-) -> list[dict[str, Any]]:
+def produce(bootstrap: str, topic: str, n: int, *, partitions: int, compression: str = "none") -> list[dict[str, Any]]:
     """Produce ``n`` records with confluent-kafka (a real client); returns what was sent."""
     p = confluent_kafka.Producer(
         {
@@ -51,9 +48,7 @@ def read_all(spark: Any, bootstrap: str, topic: str, **options: str) -> list[Any
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_batch_read_equals_produced(
-    spark: Any, bootstrap: str, new_topic: Callable[..., str], codec: str
-) -> None:
+def test_batch_read_equals_produced(spark: Any, bootstrap: str, new_topic: Callable[..., str], codec: str) -> None:
     topic = new_topic(partitions=2)
     sent = produce(bootstrap, topic, 300, partitions=2, compression=codec)
     rows = read_all(spark, bootstrap, topic, includeHeaders="true")
@@ -77,15 +72,9 @@ def test_batch_read_equals_produced(
 
 def test_schema_matches_spark_kafka_source(spark: Any, bootstrap: str, new_topic: Callable[..., str]) -> None:
     topic = new_topic()
-    df = (
-        spark.read.format("rill")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .load()
-    )
+    df = spark.read.format("rill").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load()
     assert df.schema.simpleString() == (
-        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
-        "timestampType:int>"
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,timestampType:int>"
     )
     assert df.count() == 0
 

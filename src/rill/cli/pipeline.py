@@ -10,7 +10,6 @@ Spark runs on ``--master`` (default ``local[*]``); any master Spark accepts work
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -21,18 +20,12 @@ EXIT_DIFFERENCES = 3
 
 
 def _spark(master: str, app: str) -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     try:
-        from pyspark.sql import SparkSession
+        from rill.spark.session import build_session
+
+        return build_session(master, app, {"spark.ui.showConsoleProgress": "true"})
     except ImportError:
         raise CliError("pyspark is not installed (pip install 'rill[spark]')") from None
-    return (
-        SparkSession.builder.master(master)
-        .appName(app)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.showConsoleProgress", "true")
-        .getOrCreate()
-    )
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -248,7 +248,7 @@ def split_ranges(ranges: list[OffsetRange], *, min_partitions: int | None, max_r
     total = sum(r.size for r in ranges)
     target = max_records
     if min_partitions and total > 0 and len(ranges) < min_partitions:
-        target = min(target, max(1, -(-total // min_partitions)))
+        target = min(target, max(1, total // min_partitions))
     out: list[OffsetRange] = []
     for r in ranges:
         pieces = max(1, -(-r.size // target))

@@ -1,0 +1,147 @@
+"""Streaming reads: checkpointed offsets across stop/restart and a SIGKILLed driver, admission control,
+AvailableNow, partitions added while running; streaming writes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+import confluent_kafka.admin
+import pytest
+
+from rill.spark.session import worker_env
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+DRIVER = Path(__file__).with_name("stream_driver.py")
+
+
+def produce_seq(bootstrap: str, topic: str, start: int, n: int, partitions: int) -> None:
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(start, start + n):
+        p.produce(topic, value=b"%d" % i, partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+def check_exactly_once(spark: Any, output: Path, expected: int, partitions: int) -> None:
+    """Spark's file sink, read by Spark (which honours the sink's commit log): every offset once."""
+    rows = spark.read.parquet(str(output)).select("partition", "offset", "value").collect()
+    keys = [(r.partition, r.offset) for r in rows]
+    assert len(keys) == len(set(keys)), "duplicates in the sink"
+    assert sorted(int(bytes(r.value)) for r in rows) == list(range(expected))
+    for p in range(partitions):
+        offs = sorted(o for pp, o in keys if pp == p)
+        assert offs == list(range(len(offs))), f"gap in partition {p}"
+
+
+def run_stream(spark: Any, bootstrap: str, topic: str, out: Path, ckpt: Path, **options: str) -> list[Any]:
+    reader = (
+        spark.readStream.format("rill")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    q = (
+        reader.load()
+        .select("partition", "offset", "value")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(120)
+    assert not q.isActive
+    assert q.exception() is None
+    return list(q.recentProgress)
+
+
+def test_stream_restart_admission_control_and_new_partitions(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    produce_seq(bootstrap, topic, 0, 300, 2)
+    progress = run_stream(spark, bootstrap, topic, out, ckpt, maxOffsetsPerTrigger="100")
+    sizes = [p["numInputRows"] for p in progress if p["numInputRows"]]
+    assert sum(sizes) == 300 and max(sizes) <= 101 and len(sizes) >= 3  # admission control
+    check_exactly_once(spark, out, 300, 2)
+
+    # Restart with more data and a partition added while stopped: read from where the checkpoint ends,
+    # and the new partition from its earliest offset.
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_partitions([confluent_kafka.admin.NewPartitions(topic, 3)])
+    futures[topic].result(30)
+    time.sleep(0.5)
+    produce_seq(bootstrap, topic, 300, 150, 3)
+    run_stream(spark, bootstrap, topic, out, ckpt)
+    check_exactly_once(spark, out, 450, 3)
+
+
+def test_stream_write_into_a_topic(spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path) -> None:
+    src, dst = new_topic(partitions=2), new_topic(partitions=1)
+    produce_seq(bootstrap, src, 0, 200, 2)
+    q = (
+        spark.readStream.format("rill")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", src)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("CAST(partition AS STRING) AS key", "concat(value, '!') AS value")
+        .writeStream.format("rill")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", dst)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(120)
+    assert q.exception() is None
+    rows = (
+        spark.read.format("rill").option("kafka.bootstrap.servers", bootstrap).option("subscribe", dst).load().collect()
+    )
+    assert sorted(bytes(r.value) for r in rows) == sorted(b"%d!" % i for i in range(200))
+
+
+def _start_driver(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, str(DRIVER), *args],
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **worker_env()},
+        start_new_session=True,  # its own process group: the JVM dies with it
+    )
+
+
+@pytest.mark.slow
+def test_stream_survives_sigkill_of_the_driver(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = new_topic(partitions=2)
+    out, ckpt, log = tmp_path / "out", tmp_path / "ckpt", tmp_path / "driver.log"
+    produce_seq(bootstrap, topic, 0, 3000, 2)
+    args = [bootstrap, topic, str(out), str(ckpt)]
+    proc = _start_driver([*args, "continuous", "200"], log)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if log.read_text(errors="replace").count("\nbatch ") >= 3 or proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    produce_seq(bootstrap, topic, 3000, 500, 2)
+    done = _start_driver([*args, "available-now"], tmp_path / "driver2.log")
+    assert done.wait(180) == 0, (tmp_path / "driver2.log").read_text(errors="replace")[-3000:]
+    check_exactly_once(spark, out, 3500, 2)
