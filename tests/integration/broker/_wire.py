@@ -1,0 +1,49 @@
+"""A bare Kafka-protocol connection for tests that need exact control over requests."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+from rill.protocol import decode_response, encode_request
+
+
+class Wire:
+    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self._corr = 0
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read_frame(self) -> bytes:
+        (size,) = struct.unpack(">i", self._exact(4))
+        return self._exact(size)
+
+    def _exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            buf += chunk
+        return bytes(buf)
+
+    def call(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        self._corr += 1
+        self.send_raw(encode_request(api_key, version, self._corr, "wire-test", body))
+        corr, resp = decode_response(api_key, version, self.read_frame())
+        assert corr == self._corr
+        return resp
+
+    def is_closed_by_peer(self, timeout: float = 5.0) -> bool:
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(1) == b""
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+
+    def close(self) -> None:
+        self.sock.close()

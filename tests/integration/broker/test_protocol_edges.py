@@ -1,0 +1,282 @@
+"""Broker behaviour at the protocol's edges, driven with exact requests over a real socket."""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+
+import pytest
+from tests.integration.broker._wire import Wire
+
+from rill.errors import ErrorCode
+from rill.protocol import MESSAGES, ApiKey, decode_response
+from rill.records.batch import parse_header
+from rill.records.builder import build_batch
+from rill.records.record import Record, decode_batch_records
+
+
+def _records(n: int, start: int = 0) -> list[Record]:
+    return [Record(0, 1_700_000_000_000 + i, f"k{i}".encode(), f"v{start + i}".encode(), []) for i in range(n)]
+
+
+def _produce(w: Wire, topic: str, batch: bytes, acks: int = -1, version: int = 9) -> dict:
+    body = {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+    }
+    resp = w.call(ApiKey.PRODUCE, version, body)
+    return resp["responses"][0]["partition_responses"][0]
+
+
+def _fetch(w: Wire, topic: str, offset: int, max_wait_ms: int = 0, min_bytes: int = 0) -> dict:
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": min_bytes,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "topics": [
+            {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}
+        ],
+    }
+    return w.call(ApiKey.FETCH, 11, body)["responses"][0]["partitions"][0]
+
+
+def _create(w: Wire, topic: str, configs: dict[str, str] | None = None) -> None:
+    body = {
+        "topics": [
+            {
+                "name": topic,
+                "num_partitions": 1,
+                "replication_factor": 1,
+                "assignments": [],
+                "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+            }
+        ],
+        "timeout_ms": 5000,
+        "validate_only": False,
+    }
+    result = w.call(ApiKey.CREATE_TOPICS, 5, body)["topics"][0]
+    assert result["error_code"] == 0, result
+
+
+@pytest.fixture
+def wire(rill_broker):
+    w = Wire(rill_broker.bootstrap_servers)
+    yield w
+    w.close()
+
+
+def test_api_versions_table_and_too_new_version(wire: Wire) -> None:
+    table = {
+        e["api_key"]: (e["min_version"], e["max_version"])
+        for e in wire.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "wire", "client_software_version": "1"})[
+            "api_keys"
+        ]
+    }
+    for key in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.METADATA, ApiKey.LIST_OFFSETS, ApiKey.INIT_PRODUCER_ID):
+        assert key in table
+    for key, (lo, hi) in table.items():
+        assert MESSAGES[key].min_version <= lo <= hi <= MESSAGES[key].max_version
+    # ApiVersions v99 (header v2): answered with UNSUPPORTED_VERSION and the table, in the v0 body format.
+    header = struct.pack(">hhi", ApiKey.API_VERSIONS, 99, 4242) + struct.pack(">h", 4) + b"wire" + b"\x00"
+    frame = header + b"\x00\x00\x00"
+    wire.send_raw(struct.pack(">i", len(frame)) + frame)
+    corr, body = decode_response(ApiKey.API_VERSIONS, 0, wire.read_frame())
+    assert corr == 4242
+    assert body["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+    assert {e["api_key"] for e in body["api_keys"]} == set(table)
+
+
+def test_unknown_api_closes_only_that_connection(rill_broker, wire: Wire) -> None:
+    other = Wire(rill_broker.bootstrap_servers)
+    frame = struct.pack(">hhi", 9999, 0, 1) + struct.pack(">h", -1)
+    wire.send_raw(struct.pack(">i", len(frame)) + frame)
+    assert wire.is_closed_by_peer()
+    assert other.call(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False})["brokers"]
+    other.close()
+
+
+def test_acks_zero_sends_no_response_and_order_is_kept(wire: Wire) -> None:
+    _create(wire, "acks0")
+    batch = build_batch(_records(3))
+    body = {
+        "transactional_id": None,
+        "acks": 0,
+        "timeout_ms": 1000,
+        "topic_data": [{"name": "acks0", "partition_data": [{"index": 0, "records": batch}]}],
+    }
+    from rill.protocol import encode_request
+
+    wire.send_raw(encode_request(ApiKey.PRODUCE, 9, 100, "wire", body))
+    # The next response on this connection belongs to the next request: acks=0 produced nothing.
+    part = _fetch(wire, "acks0", 0)
+    assert part["high_watermark"] == 3
+
+
+def test_idempotent_sequences_duplicates_gaps_and_fencing(wire: Wire) -> None:
+    _create(wire, "idem")
+    init = wire.call(
+        ApiKey.INIT_PRODUCER_ID,
+        4,
+        {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1},
+    )
+    assert init["error_code"] == 0
+    pid = init["producer_id"]
+    b0 = build_batch(_records(2), producer_id=pid, producer_epoch=0, base_sequence=0)
+    first = _produce(wire, "idem", b0)
+    assert (first["error_code"], first["base_offset"]) == (0, 0)
+    again = _produce(wire, "idem", b0)  # a retry of the same batch: success with the original offset
+    assert (again["error_code"], again["base_offset"]) == (0, 0)
+    gap = _produce(wire, "idem", build_batch(_records(1), producer_id=pid, producer_epoch=0, base_sequence=7))
+    assert gap["error_code"] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    nxt = _produce(wire, "idem", build_batch(_records(1), producer_id=pid, producer_epoch=0, base_sequence=2))
+    assert (nxt["error_code"], nxt["base_offset"]) == (0, 2)
+    bumped = _produce(wire, "idem", build_batch(_records(1), producer_id=pid, producer_epoch=1, base_sequence=0))
+    assert bumped["error_code"] == 0
+    fenced = _produce(wire, "idem", build_batch(_records(1), producer_id=pid, producer_epoch=0, base_sequence=3))
+    assert fenced["error_code"] == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert _fetch(wire, "idem", 0)["high_watermark"] == 4
+    second = wire.call(
+        ApiKey.INIT_PRODUCER_ID,
+        4,
+        {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1, "producer_epoch": -1},
+    )
+    assert second["producer_id"] != pid
+
+
+def test_corrupt_crc_is_refused_and_broker_goes_on(wire: Wire) -> None:
+    _create(wire, "crc")
+    batch = bytearray(build_batch(_records(3)))
+    batch[-1] ^= 0xFF
+    assert _produce(wire, "crc", bytes(batch))["error_code"] == ErrorCode.CORRUPT_MESSAGE
+    garbage = _produce(wire, "crc", b"\x00" * 10)
+    assert garbage["error_code"] == ErrorCode.CORRUPT_MESSAGE
+    assert _produce(wire, "crc", build_batch(_records(3)))["error_code"] == 0
+    assert _fetch(wire, "crc", 0)["high_watermark"] == 3
+
+
+def test_log_append_time_and_recompression(wire: Wire) -> None:
+    _create(wire, "lat", {"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    resp = _produce(wire, "lat", build_batch(_records(2)))
+    assert resp["log_append_time_ms"] >= before
+    records = bytes(_fetch(wire, "lat", 0)["records"])
+    header = parse_header(records)
+    assert header.timestamp_type == 1 and header.max_timestamp == resp["log_append_time_ms"]
+
+    _create(wire, "zstd-topic", {"compression.type": "zstd"})
+    assert _produce(wire, "zstd-topic", build_batch(_records(50)))["error_code"] == 0
+    stored = bytes(_fetch(wire, "zstd-topic", 0)["records"])
+    assert parse_header(stored).compression == 4
+    assert [r.value for r in decode_batch_records(stored)] == [r.value for r in _records(50)]
+
+
+def test_fetch_long_poll_is_woken_by_an_append(rill_broker, wire: Wire) -> None:
+    _create(wire, "poll")
+    started = time.monotonic()
+    empty = _fetch(wire, "poll", 0, max_wait_ms=300, min_bytes=1)
+    waited = time.monotonic() - started
+    assert 0.25 <= waited < 2.0 and len(empty["records"] or b"") == 0
+
+    def produce_later() -> None:
+        time.sleep(0.3)
+        w2 = Wire(rill_broker.bootstrap_servers)
+        _produce(w2, "poll", build_batch(_records(1)))
+        w2.close()
+
+    t = threading.Thread(target=produce_later)
+    t.start()
+    started = time.monotonic()
+    part = _fetch(wire, "poll", 0, max_wait_ms=10_000, min_bytes=1)
+    waited = time.monotonic() - started
+    t.join()
+    assert part["high_watermark"] == 1 and len(part["records"]) > 0
+    assert waited < 3.0, f"the append did not wake the fetch ({waited:.2f} s)"
+
+
+def test_fetch_out_of_range_and_unknown_topic(wire: Wire) -> None:
+    _create(wire, "range")
+    _produce(wire, "range", build_batch(_records(5)))
+    assert _fetch(wire, "range", 50)["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert _fetch(wire, "nope", 0)["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_metadata_auto_creation_follows_the_request_flag(wire: Wire) -> None:
+    off = wire.call(ApiKey.METADATA, 9, {"topics": [{"name": "auto-no"}], "allow_auto_topic_creation": False})
+    assert off["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    on = wire.call(ApiKey.METADATA, 9, {"topics": [{"name": "auto-yes"}], "allow_auto_topic_creation": True})
+    assert on["topics"][0]["error_code"] == 0 and len(on["topics"][0]["partitions"]) == 1
+    bad = wire.call(ApiKey.METADATA, 9, {"topics": [{"name": "bad name!"}], "allow_auto_topic_creation": True})
+    assert bad["topics"][0]["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+@pytest.mark.rill_broker_config(**{"auto.create.topics.enable": "false", "num.partitions": "3"})
+def test_auto_creation_disabled_by_broker_config(wire: Wire) -> None:
+    resp = wire.call(ApiKey.METADATA, 9, {"topics": [{"name": "auto-x"}], "allow_auto_topic_creation": True})
+    assert resp["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    _create_default = {
+        "topics": [{"name": "dflt", "num_partitions": -1, "replication_factor": -1, "assignments": [], "configs": []}],
+        "timeout_ms": 5000,
+        "validate_only": False,
+    }
+    result = wire.call(ApiKey.CREATE_TOPICS, 5, _create_default)["topics"][0]
+    assert (result["error_code"], result["num_partitions"], result["replication_factor"]) == (0, 3, 1)
+
+
+def test_config_validation_and_synonyms(wire: Wire) -> None:
+    _create(wire, "cfg", {"retention.ms": "1000"})
+    bad = {
+        "resources": [
+            {
+                "resource_type": 2,
+                "resource_name": "cfg",
+                "configs": [{"name": "retention.ms", "config_operation": 0, "value": "soon"}],
+            }
+        ],
+        "validate_only": False,
+    }
+    assert wire.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, bad)["responses"][0]["error_code"] == ErrorCode.INVALID_CONFIG
+    unknown = {
+        "resources": [
+            {
+                "resource_type": 2,
+                "resource_name": "cfg",
+                "configs": [{"name": "no.such.config", "config_operation": 0, "value": "1"}],
+            }
+        ],
+        "validate_only": False,
+    }
+    assert (
+        wire.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, unknown)["responses"][0]["error_code"]
+        == ErrorCode.INVALID_CONFIG
+    )
+    good = {
+        "resources": [
+            {
+                "resource_type": 2,
+                "resource_name": "cfg",
+                "configs": [{"name": "segment.bytes", "config_operation": 0, "value": "1048576"}],
+            }
+        ],
+        "validate_only": False,
+    }
+    assert wire.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, good)["responses"][0]["error_code"] == 0
+    described = wire.call(
+        ApiKey.DESCRIBE_CONFIGS,
+        4,
+        {
+            "resources": [{"resource_type": 2, "resource_name": "cfg", "configuration_keys": None}],
+            "include_synonyms": True,
+            "include_documentation": False,
+        },
+    )
+    entries = {c["name"]: c for c in described["results"][0]["configs"]}
+    assert entries["retention.ms"]["value"] == "1000" and entries["retention.ms"]["config_source"] == 1
+    assert entries["segment.bytes"]["value"] == "1048576"
+    assert entries["cleanup.policy"]["config_source"] == 5  # default
+    synonyms = [s["name"] for s in entries["retention.ms"]["synonyms"]]
+    assert synonyms[0] == "retention.ms" and "log.retention.hours" in synonyms
