@@ -1,0 +1,73 @@
+"""Random and mutated frames never crash the broker: each gets an answer or a closed connection, and other
+connections keep working."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rill.protocol import ApiKey, encode_request
+from rill.records.builder import build_batch
+from rill.records.record import Record
+from tests.integration.broker._wire import Wire
+
+_BATCH = build_batch([Record(0, 1_700_000_000_000, b"k", b"v", [("h", b"x")])])
+SEEDS = [
+    encode_request(ApiKey.API_VERSIONS, 3, 1, "fuzz", {"client_software_name": "f", "client_software_version": "1"}),
+    encode_request(ApiKey.METADATA, 12, 2, "fuzz", {"topics": [{"name": "fuzz", "topic_id": None}],
+                                                     "allow_auto_topic_creation": True}),
+    encode_request(ApiKey.PRODUCE, 9, 3, "fuzz", {"transactional_id": None, "acks": 1, "timeout_ms": 1000,
+                                                   "topic_data": [{"name": "fuzz", "partition_data": [
+                                                       {"index": 0, "records": _BATCH}]}]}),
+    encode_request(ApiKey.FETCH, 12, 4, "fuzz", {"max_wait_ms": 0, "min_bytes": 0, "topics": [
+        {"topic": "fuzz", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}]}]}),
+    encode_request(ApiKey.CREATE_TOPICS, 5, 5, "fuzz", {"topics": [{"name": "fz", "num_partitions": 1,
+                                                                    "replication_factor": 1}]}),
+]
+
+
+def _exchange(bootstrap: str, data: bytes) -> None:
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(5)
+        try:
+            while s.recv(65536):
+                pass
+        except (TimeoutError, ConnectionResetError):
+            pass
+
+
+def _alive(bootstrap: str) -> None:
+    w = Wire(bootstrap)
+    try:
+        assert w.call(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False})["brokers"]
+    finally:
+        w.close()
+
+
+mutation = st.tuples(st.sampled_from(SEEDS), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)),
+                                                       min_size=1, max_size=8))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=mutation)
+def test_mutated_real_requests(rill_broker, case: tuple[bytes, list[tuple[int, int]]]) -> None:
+    seed, flips = case
+    data = bytearray(seed)
+    for pos, value in flips:
+        if 4 <= pos < len(data):  # keep the size prefix so the frame is delivered whole
+            data[pos] = value
+    _exchange(rill_broker.bootstrap_servers, bytes(data))
+    _alive(rill_broker.bootstrap_servers)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.binary(min_size=0, max_size=300))
+def test_random_frames(rill_broker, body: bytes) -> None:
+    _exchange(rill_broker.bootstrap_servers, struct.pack(">i", len(body)) + body)
+    _alive(rill_broker.bootstrap_servers)
