@@ -16,9 +16,7 @@ def _bs(broker: CliBroker) -> list[str]:
 
 def test_create_list_describe_delete(cli_broker: CliBroker) -> None:
     topic = new_topic_name()
-    created = run_cli(
-        "topics", "create", topic, "--partitions", "3", "--replication-factor", "1", *_bs(cli_broker)
-    )
+    created = run_cli("topics", "create", topic, "--partitions", "3", "--replication-factor", "1", *_bs(cli_broker))
     assert created.returncode == 0, created.stderr
     assert lines(created) == [f"Created topic {topic}."]
 
@@ -68,9 +66,7 @@ def test_unknown_topic_is_one_clear_line(cli_broker: CliBroker) -> None:
         proc = run_cli("topics", *args, *_bs(cli_broker))
         assert_one_line_error(proc, "unknown topic", missing, code=1)
     assert run_cli("topics", "delete", missing, "--if-exists", *_bs(cli_broker)).returncode == 0
-    proc = run_cli(
-        "configs", "describe", "--entity-type", "topics", "--entity-name", missing, *_bs(cli_broker)
-    )
+    proc = run_cli("configs", "describe", "--entity-type", "topics", "--entity-name", missing, *_bs(cli_broker))
     assert_one_line_error(proc, "unknown topic", missing, code=1)
 
 
@@ -117,9 +113,7 @@ def test_create_with_configs_and_alter_them(cli_broker: CliBroker) -> None:
     by_name = {c["name"]: c for c in full["configs"]}
     assert by_name["cleanup.policy"]["value"] == "delete"
     assert by_name["cleanup.policy"]["source"] in ("default", "static")
-    table = run_cli(
-        "configs", "describe", "--entity-type", "topics", "--entity-name", topic, *_bs(cli_broker)
-    )
+    table = run_cli("configs", "describe", "--entity-type", "topics", "--entity-name", topic, *_bs(cli_broker))
     out = lines(table)
     assert out[0] == f"Dynamic configs for topic {topic}:"
     assert out[1].split() == ["NAME", "VALUE", "SOURCE", "READ-ONLY"]
@@ -134,9 +128,7 @@ def test_bad_config_value_is_rejected(cli_broker: CliBroker) -> None:
     assert topic not in lines(run_cli("topics", "list", *_bs(cli_broker)))
 
     assert run_cli("topics", "create", topic, "--partitions", "1", *_bs(cli_broker)).returncode == 0
-    proc = run_cli(
-        "topics", "alter-config", topic, "--add-config", "cleanup.policy=sometimes", *_bs(cli_broker)
-    )
+    proc = run_cli("topics", "alter-config", topic, "--add-config", "cleanup.policy=sometimes", *_bs(cli_broker))
     assert_one_line_error(proc, "INVALID_CONFIG", code=1)
     proc = run_cli("topics", "alter-config", topic, "--add-config", "no.such.config=1", *_bs(cli_broker))
     assert_one_line_error(proc, code=1)
@@ -160,9 +152,7 @@ def test_broker_configs_show_sources(cli_broker: CliBroker) -> None:
     )  # fmt: skip
     assert altered.returncode == 0, altered.stderr
     assert lines(altered) == [f"Completed updating config for broker {broker_id}."]
-    after = json.loads(
-        run_cli("configs", "describe", "--entity-type", "brokers", "--json", *_bs(cli_broker)).stdout
-    )
+    after = json.loads(run_cli("configs", "describe", "--entity-type", "brokers", "--json", *_bs(cli_broker)).stdout)
     overrides = {c["name"]: (c["value"], c["source"]) for c in after["configs"]}
     assert overrides.get("log.retention.ms") == ("7200000", "dynamic-broker")
     removed = run_cli(
@@ -170,9 +160,7 @@ def test_broker_configs_show_sources(cli_broker: CliBroker) -> None:
         "--delete-config", "log.retention.ms", *_bs(cli_broker),
     )  # fmt: skip
     assert removed.returncode == 0, removed.stderr
-    after = json.loads(
-        run_cli("configs", "describe", "--entity-type", "brokers", "--json", *_bs(cli_broker)).stdout
-    )
+    after = json.loads(run_cli("configs", "describe", "--entity-type", "brokers", "--json", *_bs(cli_broker)).stdout)
     assert "log.retention.ms" not in {c["name"] for c in after["configs"]}
     proc = run_cli("configs", "alter", "--entity-type", "brokers", "--entity-name", "x", *_bs(cli_broker))
     assert_one_line_error(proc, "broker id", code=1)
@@ -186,3 +174,22 @@ def test_usage_errors_exit_2_with_one_line(cli_broker: CliBroker) -> None:
     assert_one_line_error(run_cli("configs", "describe", "--entity-type", "users"), "invalid choice", code=2)
     proc = run_cli("configs", "alter", "--entity-type", "topics", "--entity-name", "x", *_bs(cli_broker))
     assert_one_line_error(proc, code=1)
+
+
+def test_rill_front_routes_to_the_subcommands(cli_broker: CliBroker) -> None:
+    import subprocess
+    import sys
+
+    topic = new_topic_name()
+
+    def rill(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([sys.executable, "-m", "rill", *args], input=stdin, capture_output=True, timeout=60)
+
+    assert rill("topics", "create", topic, "--partitions", "1", *_bs(cli_broker)).returncode == 0
+    assert rill("produce", topic, *_bs(cli_broker), stdin=b"via the front\n").returncode == 0
+    consumed = rill("consume", topic, "--from-beginning", "--exit-at-end", "-q", *_bs(cli_broker))
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout == b"via the front\n"
+    described = rill("configs", "describe", "--entity-type", "topics", "--entity-name", topic, *_bs(cli_broker))
+    assert described.returncode == 0, described.stderr
+    assert_one_line_error(rill("topics", "describe", new_topic_name("missing"), *_bs(cli_broker)), "unknown topic")
