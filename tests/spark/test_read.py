@@ -82,10 +82,12 @@ def test_schema_matches_spark_kafka_source(spark: Any, bootstrap: str, new_topic
 def test_offset_ranges_filters_and_assign(spark: Any, bootstrap: str, new_topic: Callable[..., str]) -> None:
     topic = new_topic(partitions=3)
     produce(bootstrap, topic, 90, partitions=3)
-    base = spark.read.format("rill").option("kafka.bootstrap.servers", bootstrap)
+
+    def base() -> Any:  # DataFrameReader.option mutates the reader: take a fresh one each time
+        return spark.read.format("rill").option("kafka.bootstrap.servers", bootstrap)
 
     rows = (
-        base.option("subscribe", topic)
+        base().option("subscribe", topic)
         .option("startingOffsets", json.dumps({topic: {"0": 10, "1": -2, "2": -1}}))
         .option("endingOffsets", json.dumps({topic: {"0": 20, "1": 5, "2": -1}}))
         .load()
@@ -94,14 +96,14 @@ def test_offset_ranges_filters_and_assign(spark: Any, bootstrap: str, new_topic:
     got = sorted((r.partition, r.offset) for r in rows)
     assert got == [(0, o) for o in range(10, 20)] + [(1, o) for o in range(5)]
 
-    df = base.option("assign", json.dumps({topic: [1, 2]})).option("pushFilters", "true").load()
+    df = base().option("assign", json.dumps({topic: [1, 2]})).option("pushFilters", "true").load()
     assert df.count() == 60
     assert df.where("partition = 2 AND offset >= 25").count() == 5
     assert df.where("partition IN (1) AND offset < 3").count() == 3
     ts = datetime.fromtimestamp((BASE_TS + 80 * 1000) / 1000, UTC)
     assert df.where(df.timestamp >= ts).count() == sum(1 for i in range(80, 90) if i % 3 in (1, 2))
 
-    many = base.option("subscribe", topic).option("minPartitions", "9").load()
+    many = base().option("subscribe", topic).option("minPartitions", "9").load()
     assert many.rdd.getNumPartitions() >= 9
     assert many.count() == 90
     assert sorted(r.offset for r in many.where("partition = 0").collect()) == list(range(30))

@@ -210,8 +210,8 @@ class RillBatchReader(DataSourceReader):
         return [RangePartition(i, r, self.opts) for i, r in enumerate(pieces)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
-        yield from read_range(partition.range, partition.opts)
+        if isinstance(partition, RangePartition):  # Spark passes a placeholder when there are no ranges
+            yield from read_range(partition.range, partition.opts)
 
 
 class RillFilteringBatchReader(RillBatchReader):

@@ -141,5 +141,5 @@ class RillStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- data (executors) --------------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
-        yield from read_range(partition.range, partition.opts)
+        if isinstance(partition, RangePartition):  # Spark passes a placeholder when there are no ranges
+            yield from read_range(partition.range, partition.opts)
