@@ -37,6 +37,8 @@ from rill.cli._common import (
 
 Renderer = Callable[[Any], bytes]
 
+BATCH = 5000  # records taken from the client per call
+
 _ESCAPES = {"n": b"\n", "t": b"\t", "r": b"\r", "\\": b"\\", "0": b"\0"}
 _TOKENS = "sktpoThSK%"
 
@@ -70,10 +72,12 @@ def compile_format(fmt: str) -> Renderer:
     if literal:
         parts.append(bytes(literal))
 
+    if parts == ["s", b"\n"]:  # the default: skip the general path
+        return lambda msg: (msg.value() or b"") + b"\n"
     getters: list[Callable[[Any], bytes]] = [_getter(p) for p in parts]
 
     def render(msg: Any) -> bytes:
-        return b"".join(g(msg) for g in getters)
+        return b"".join([g(msg) for g in getters])
 
     return render
 
@@ -138,24 +142,14 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("topic", metavar="TOPIC")
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
-    start.add_argument(
-        "--offset", metavar="OFFSET", help="earliest, latest (default), N, or -N (last N records)"
-    )
+    start.add_argument("--offset", metavar="OFFSET", help="earliest, latest (default), N, or -N (last N records)")
     start.add_argument("--timestamp", type=int, metavar="MS", help="start at the first record at or after MS")
     parser.add_argument("--group", metavar="GROUP", help="consume as a member of this consumer group")
-    parser.add_argument(
-        "--partition", type=int, action="append", metavar="N", help="only this partition (repeatable)"
-    )
+    parser.add_argument("--partition", type=int, action="append", metavar="N", help="only this partition (repeatable)")
     parser.add_argument("--format", metavar="FMT", help="kcat-style output format (default '%%s\\n')")
-    parser.add_argument(
-        "--count", "--max-messages", dest="count", type=int, metavar="N", help="stop after N records"
-    )
-    parser.add_argument(
-        "--exit-at-end", action="store_true", help="stop when every partition is read to its end"
-    )
-    parser.add_argument(
-        "--timeout-ms", type=int, metavar="MS", help="stop when no record arrives for MS milliseconds"
-    )
+    parser.add_argument("--count", "--max-messages", dest="count", type=int, metavar="N", help="stop after N records")
+    parser.add_argument("--exit-at-end", action="store_true", help="stop when every partition is read to its end")
+    parser.add_argument("--timeout-ms", type=int, metavar="MS", help="stop when no record arrives for MS milliseconds")
     parser.add_argument(
         "--isolation-level",
         choices=("read_committed", "read_uncommitted"),
@@ -185,9 +179,7 @@ class _Session:
 
     def on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         if isinstance(self.start, int) or self.args.timestamp is not None:
-            partitions = resolve_start(
-                consumer, partitions, self.start, self.args.timestamp, self.args.timeout
-            )
+            partitions = resolve_start(consumer, partitions, self.start, self.args.timestamp, self.args.timeout)
             consumer.assign(partitions)
         self.assigned |= {(p.topic, p.partition) for p in partitions}
 
@@ -211,12 +203,8 @@ def resolve_start(
         try:
             found = consumer.offsets_for_times(query, timeout=timeout_s)
         except Exception as e:
-            raise CliError(
-                f"cannot look up offsets for timestamp {timestamp}: {describe_kafka_exception(e)}"
-            ) from None
-        return [
-            TopicPartition(p.topic, p.partition, p.offset if p.offset >= 0 else OFFSET_END) for p in found
-        ]
+            raise CliError(f"cannot look up offsets for timestamp {timestamp}: {describe_kafka_exception(e)}") from None
+        return [TopicPartition(p.topic, p.partition, p.offset if p.offset >= 0 else OFFSET_END) for p in found]
     if start == "earliest":
         offset = OFFSET_BEGINNING
     elif start == "latest" or start is None:
@@ -234,11 +222,7 @@ def _topic_partitions(consumer: Any, topic: str, wanted: list[int] | None, timeo
     except Exception as e:
         raise CliError(f"cannot read metadata for topic '{topic}': {describe_kafka_exception(e)}") from None
     tm = md.topics.get(topic)
-    if (
-        tm is None
-        or (tm.error is not None and tm.error.name() == "UNKNOWN_TOPIC_OR_PART")
-        or not tm.partitions
-    ):
+    if tm is None or (tm.error is not None and tm.error.name() == "UNKNOWN_TOPIC_OR_PART") or not tm.partitions:
         raise CliError(f"unknown topic '{topic}' (UNKNOWN_TOPIC_OR_PARTITION)")
     if tm.error is not None and tm.error.name() != "LEADER_NOT_AVAILABLE":
         raise CliError(f"topic '{topic}': {tm.error.name()}: {tm.error.str()}")
@@ -258,10 +242,11 @@ def _consume_loop(session: _Session, render: Renderer, out: IO[bytes]) -> int:
     idle_limit = None if args.timeout_ms is None else args.timeout_ms / 1000.0
     last_activity = time.monotonic()
     count = 0
+    at_end = session.at_end
     while True:
-        batch = consumer.consume(
-            num_messages=500 if limit is None else max(1, min(500, limit - count)), timeout=0.2
-        )
+        wanted = BATCH if limit is None else max(1, min(BATCH, limit - count))
+        batch = consumer.consume(num_messages=wanted, timeout=0.2)
+        chunks = []
         for msg in batch:
             err = msg.error()
             if err is not None:
@@ -272,14 +257,16 @@ def _consume_loop(session: _Session, render: Renderer, out: IO[bytes]) -> int:
                 if transient and not err.fatal():
                     continue  # librdkafka reconnects and retries on its own
                 raise CliError(f"{err.name()}: {err.str()}")
-            session.at_end.discard((msg.topic(), msg.partition()))
-            out.write(render(msg))
-            count += 1
+            if at_end:
+                at_end.discard((msg.topic(), msg.partition()))
+            chunks.append(render(msg))
+        if chunks:
+            out.write(b"".join(chunks))
+            out.flush()
+            count += len(chunks)
             if limit is not None and count >= limit:
-                out.flush()
                 return count
         if batch:
-            out.flush()
             last_activity = time.monotonic()
         if args.exit_at_end and session.all_at_end():
             return count

@@ -65,12 +65,16 @@ class Progress:
         self._total = total_bytes
         self._start = time.monotonic()
         self._last = 0.0
+        self.drawn = False
 
     def maybe_draw(self, records: int, nbytes: int, *, force: bool = False) -> None:
         now = time.monotonic()
         if not force and now - self._last < PROGRESS_INTERVAL_S:
             return
+        if self._total is None and not self.drawn and nbytes < PROGRESS_MIN_BYTES and now - self._start < 1.0:
+            return  # input of unknown size: only once it proves large or slow
         self._last = now
+        self.drawn = True
         elapsed = max(now - self._start, 1e-6)
         line = f"{records:>12,} records  {human_bytes(nbytes):>9}  {records / elapsed:>11,.0f} rec/s"
         line += f"  {human_bytes(nbytes / elapsed)}/s"
@@ -83,6 +87,8 @@ class Progress:
         self._stream.flush()
 
     def finish(self, records: int, nbytes: int) -> None:
+        if not self.drawn:
+            return
         self.maybe_draw(records, nbytes, force=True)
         self._stream.write("\n")
         self._stream.flush()
@@ -114,9 +120,7 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="SEP",
         help="separator between key and value (implies --parse-key; default tab)",
     )
-    parser.add_argument(
-        "--header", action="append", metavar="K=V", help="header added to every record (repeatable)"
-    )
+    parser.add_argument("--header", action="append", metavar="K=V", help="header added to every record (repeatable)")
     parser.add_argument("--partition", type=int, metavar="N", help="send every record to this partition")
     parser.add_argument(
         "--compression",
@@ -176,9 +180,7 @@ def _open_input(args: argparse.Namespace) -> tuple[IO[bytes], int | None]:
     return f, os.fstat(f.fileno()).st_size
 
 
-def _produce_all(
-    args: argparse.Namespace, producer: Any, stream: IO[bytes], progress: Progress | None
-) -> int:
+def _produce_all(args: argparse.Namespace, producer: Any, stream: IO[bytes], progress: Progress | None) -> int:
     separator: bytes | None = None
     if args.key_separator is not None:
         separator = args.key_separator.encode().decode("unicode_escape").encode()
@@ -246,9 +248,7 @@ def _body(argv: list[str]) -> int:
         except Exception as e:
             raise CliError(f"invalid producer config: {describe_kafka_exception(e)}") from None
         _check_topic(producer, args.topic, args.partition, args.timeout)
-        show_progress = (
-            not args.no_progress and sys.stderr.isatty() and (size is None or size >= PROGRESS_MIN_BYTES)
-        )
+        show_progress = not args.no_progress and sys.stderr.isatty() and (size is None or size >= PROGRESS_MIN_BYTES)
         progress = Progress(sys.stderr, size) if show_progress else None
         started = time.monotonic()
         error: CliError | None = None
@@ -267,7 +267,7 @@ def _body(argv: list[str]) -> int:
         raise CliError(f"{error.message} ({tally.delivered} record(s) before it were sent)")
     if tally.failed:
         raise CliError(f"{tally.failed} of {sent} record(s) failed: {tally.first_error}")
-    if progress is not None or args.verbose:
+    if (progress is not None and progress.drawn) or args.verbose:
         elapsed = time.monotonic() - started
         sys.stderr.write(f"Produced {sent:,} records to {args.topic} in {elapsed:.2f} s\n")
     return 0
