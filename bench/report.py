@@ -29,7 +29,7 @@ class Side:
             return f"n/a ({self.na})"
         med = self.median()
         if med is None:
-            return f"n/a (failed: {self.failures[0] if self.failures else 'no runs'})"
+            return f"n/a (failed: {self.failures[0]})" if self.failures else "not measured in this mode"
         text = fmt(med)
         if self.failures:
             text += f" ({len(self.runs)}/{len(self.runs) + len(self.failures)} runs ok)"
@@ -82,7 +82,11 @@ def fmt(value: float) -> str:
 
 
 def _frac(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}" if value < 10 else f"{value:.1f}x"
+    if value is None:
+        return "-"
+    if value < 0.01:
+        return f"{value * 100:.2g}%"
+    return f"{value:.1%}" if value < 10 else f"{value:.1f}x"
 
 
 def render_limits(limits: dict[str, float]) -> str:

@@ -39,7 +39,8 @@ def start_target(name: str, workdir: Path, log: Log) -> Target:
 def maybe_profile(target: Target, settings: Settings, label: str) -> Iterator[None]:
     """With --profile, sample Rill's broker with py-spy for the duration of one run."""
     broker = target.broker
-    if settings.profile_dir is None or target.name != "rill" or broker is None or not broker.alive():
+    if (settings.profile_dir is None or not label or target.name != "rill" or broker is None
+            or not broker.alive()):
         yield
         return
     settings.profile_dir.mkdir(parents=True, exist_ok=True)
@@ -115,7 +116,8 @@ def run_workload(wl: Workload, running: dict[str, Target], settings: Settings, l
                 continue
             try:
                 target.maybe_restart()
-                with maybe_profile(target, settings, f"{wl.name}-r{rnd}"):
+                label = f"{wl.name}-r{rnd}" if wl.rill_only is None else ""
+                with maybe_profile(target, settings, label):
                     figures = wl.run(target, settings)
             except (RunFailed, BrokerUnavailable) as e:
                 reason = str(e)
