@@ -114,7 +114,7 @@ def loaded_counts(output: str | Path, window_ms: int, topics: Iterable[str] | No
     table = read_published(output, columns=["topic", "timestamp"])
     if table is None or table.num_rows == 0:
         return {}
-    ms = table.column("timestamp").cast(pa.int64()).to_numpy() // 1000
+    ms = table.column("timestamp").cast(pa.timestamp("ms")).cast(pa.int64()).to_numpy()
     starts = ms - np.mod(ms, window_ms)
     counts: dict[WindowKey, int] = defaultdict(int)
     wanted = set(topics) if topics is not None else None
