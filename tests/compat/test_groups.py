@@ -138,8 +138,9 @@ def test_member_killed_partitions_move_at_least_once(broker, tmp_path) -> None:
         # Its session expires, the group rebalances, and the two survivors own all six partitions.
         assert poll_all(
             consumers,
-            lambda: partitions_cover(consumers, PARTITIONS)
-            and set(received) | _lines(tmp_path / "out.txt") >= set(sent),
+            lambda: (
+                partitions_cover(consumers, PARTITIONS) and set(received) | _lines(tmp_path / "out.txt") >= set(sent)
+            ),
             40,
             process,
         )

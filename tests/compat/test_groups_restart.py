@@ -1,0 +1,72 @@
+"""Committed offsets and static memberships live in ``__consumer_offsets``: they survive a broker restart,
+clean (SIGTERM-style stop) or not (SIGKILL of the broker process)."""
+
+from __future__ import annotations
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka.admin import AdminClient
+from tests.compat._groups import BROKER_CONFIGS, assignment_of, consumer_config, create_topic, poll_all, produce
+
+import rill.testing
+
+PARTITIONS = 4
+
+
+def _describe(bs: str, group: str) -> object:
+    admin = AdminClient({"bootstrap.servers": bs})
+    return admin.describe_consumer_groups([group])[group].result(15)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kill", [False, True], ids=["clean", "sigkill"])
+def test_offsets_and_static_members_survive_restart(kill: bool) -> None:
+    with rill.testing.broker(BROKER_CONFIGS, subprocess=True) as b:
+        bs = b.bootstrap_servers
+        create_topic(bs, "ledger", PARTITIONS)
+        produce(bs, "ledger", 80, PARTITIONS)
+        config = consumer_config(bs, "g-durable", group_instance_id="worker-1", session_timeout_ms=30000)
+        consumer = ck.Consumer(config)
+        consumer.subscribe(["ledger"])
+        seen: list[bytes] = []
+        expected: dict[int, int] = {}
+
+        def process(c: ck.Consumer, msg: ck.Message) -> None:
+            seen.append(msg.value())
+            if len(seen) <= 50:
+                c.commit(message=msg, asynchronous=False)
+                expected[msg.partition()] = msg.offset() + 1
+
+        assert poll_all([consumer], lambda: len(seen) >= 80, 30, process)
+        committed = {
+            tp.partition: tp.offset
+            for tp in consumer.committed([ck.TopicPartition("ledger", p) for p in range(PARTITIONS)], timeout=10)
+        }
+        assert {p: o for p, o in committed.items() if o >= 0} == expected
+        assigned = assignment_of(consumer)
+        consumer.close()  # a static member stays in the group after close
+
+        b.restart(kill=kill)
+
+        group = _describe(bs, "g-durable")
+        assert [m.group_instance_id for m in group.members] == ["worker-1"]
+        probe = ck.Consumer(consumer_config(bs, "g-durable"))
+        after = {
+            tp.partition: tp.offset
+            for tp in probe.committed([ck.TopicPartition("ledger", p) for p in range(PARTITIONS)], timeout=10)
+        }
+        probe.close()
+        assert after == committed
+
+        # New records after the restart (they also move the high watermark past the recovered records).
+        fresh = produce(bs, "ledger", PARTITIONS, PARTITIONS, start=1000)
+
+        # The static member comes back within its session timeout: same assignment, resumes at the commits.
+        consumer = ck.Consumer(config)
+        consumer.subscribe(["ledger"])
+        resumed: list[bytes] = []
+        assert poll_all([consumer], lambda: len(resumed) >= 34, 30, lambda _c, m: resumed.append(m.value()))
+        poll_all([consumer], lambda: False, 0.5, lambda _c, m: resumed.append(m.value()))
+        assert assignment_of(consumer) == assigned
+        assert sorted(resumed) == sorted(seen[50:] + fresh)  # exactly the records past the commits
+        consumer.close()
