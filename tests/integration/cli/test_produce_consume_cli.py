@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from cli_helpers import CliBroker, assert_one_line_error, lines, new_topic_name, run_cli
+from cli_helpers import CliBroker, assert_one_line_error, lines, new_topic_name, require_rill, run_cli
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -79,9 +79,7 @@ def test_key_separator_file_and_partition(cli_broker: CliBroker, tmp_path: pytes
     topic = _topic(cli_broker, partitions=3)
     path = tmp_path / "input.txt"  # type: ignore[operator]
     path.write_bytes(b"".join(b"key%d:value %d\n" % (i, i) for i in range(30)))
-    proc = run_cli(
-        "produce", topic, "--file", str(path), "--key-separator", ":", "--partition", "2", *_bs(cli_broker)
-    )
+    proc = run_cli("produce", topic, "--file", str(path), "--key-separator", ":", "--partition", "2", *_bs(cli_broker))
     assert proc.returncode == 0, proc.stderr
     assert _consume(cli_broker, topic, "--from-beginning", "--partition", "0") == []
     out = _consume(cli_broker, topic, "--from-beginning", "--partition", "2", "--format", "%p %o %k=%s\\n")
@@ -122,15 +120,17 @@ def test_start_positions_and_count(cli_broker: CliBroker) -> None:
 
     assert _consume(cli_broker, topic, "--offset", "earliest") == [f"v{i}" for i in range(15)]
     assert _consume(cli_broker, topic, "--offset", "7") == [f"v{i}" for i in range(7, 15)]
+    counted = run_cli("consume", topic, "--from-beginning", "--count", "4", *_bs(cli_broker))
+    assert counted.returncode == 0, counted.stderr
+    assert lines(counted) == ["v0", "v1", "v2", "v3"]
+    idle = run_cli("consume", topic, "--offset", "15", "--timeout-ms", "500", *_bs(cli_broker))
+    assert idle.returncode == 0 and idle.stdout == b"", idle.stderr
+
+    require_rill(cli_broker, "its high watermark counts batches, not records")
     assert _consume(cli_broker, topic, "--offset", "-3") == ["v12", "v13", "v14"]
     assert _consume(cli_broker, topic, "--offset", "latest") == []
     assert _consume(cli_broker, topic) == []
     assert _consume(cli_broker, topic, "--timestamp", str(middle_ms)) == [f"v{i}" for i in range(10, 15)]
-    counted = run_cli("consume", topic, "--from-beginning", "--count", "4", *_bs(cli_broker))
-    assert counted.returncode == 0, counted.stderr
-    assert lines(counted) == ["v0", "v1", "v2", "v3"]
-    idle = run_cli("consume", topic, "--timeout-ms", "500", *_bs(cli_broker))
-    assert idle.returncode == 0 and idle.stdout == b"", idle.stderr
 
 
 def test_group_commits_its_position(cli_broker: CliBroker) -> None:
@@ -141,18 +141,14 @@ def test_group_commits_its_position(cli_broker: CliBroker) -> None:
     assert first.returncode == 0, first.stderr
     assert sorted(lines(first)) == ["a", "b", "c", "d"]
     assert run_cli("produce", topic, *_bs(cli_broker), stdin=b"e\n").returncode == 0
-    second = run_cli(
-        "consume", topic, "--group", group, "--from-beginning", "--exit-at-end", *_bs(cli_broker)
-    )
+    second = run_cli("consume", topic, "--group", group, "--from-beginning", "--exit-at-end", *_bs(cli_broker))
     assert second.returncode == 0, second.stderr
     assert lines(second) == ["e"]
 
 
 def test_missing_key_separator_keeps_earlier_records(cli_broker: CliBroker) -> None:
     topic = _topic(cli_broker)
-    proc = run_cli(
-        "produce", topic, "--parse-key", *_bs(cli_broker), stdin=b"k\tv\nno separator here\nk\tw\n"
-    )
+    proc = run_cli("produce", topic, "--parse-key", *_bs(cli_broker), stdin=b"k\tv\nno separator here\nk\tw\n")
     assert_one_line_error(proc, "no key separator found on line 2", code=1)
     assert _consume(cli_broker, topic, "--from-beginning", "--format", "%k=%s\\n") == ["k=v"]
 
