@@ -37,6 +37,7 @@ class Settings:
     prefill_bytes: int
     latency_seconds: float
     restart_bytes: int
+    flush_seconds: float
     workdir: Path
     profile_dir: Path | None = None
 

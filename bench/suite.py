@@ -128,10 +128,14 @@ def run_workload(wl: Workload, running: dict[str, Target], settings: Settings, l
                 log(f"  {wl.name} round {rnd + 1} {name}: FAILED {reason}")
                 continue
             for row, side in zip(rows, sides, strict=True):
-                if row.metric.key in figures:
-                    side.runs.append(float(figures[row.metric.key]))
+                value = figures.get(row.metric.key)
+                if isinstance(value, str):
+                    side.failures.append(value)
+                elif value is not None:
+                    side.runs.append(float(value))
             log(f"  {wl.name} round {rnd + 1} {name}: "
-                + ", ".join(f"{k}={v:.4g}" for k, v in figures.items()))
+                + ", ".join(f"{k}={v:.4g}" if not isinstance(v, str) else f"{k} FAILED {v}"
+                            for k, v in figures.items()))
     log(f"{wl.name} done in {time.monotonic() - t0:.1f}s")
     return rows
 
