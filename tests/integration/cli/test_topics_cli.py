@@ -193,3 +193,16 @@ def test_rill_front_routes_to_the_subcommands(cli_broker: CliBroker) -> None:
     described = rill("configs", "describe", "--entity-type", "topics", "--entity-name", topic, *_bs(cli_broker))
     assert described.returncode == 0, described.stderr
     assert_one_line_error(rill("topics", "describe", new_topic_name("missing"), *_bs(cli_broker)), "unknown topic")
+
+
+def test_bad_client_configs_are_one_line(cli_broker: CliBroker, tmp_path: object) -> None:
+    from pathlib import Path
+
+    props = Path(str(tmp_path)) / "client.properties"
+    props.write_text("# client settings\nno.such.property=1\n")
+    proc = run_cli("topics", "list", "--command-config", str(props), *_bs(cli_broker))
+    assert_one_line_error(proc, "no.such.property", code=1)
+    proc = run_cli("topics", "list", "--command-config", str(props) + ".missing", *_bs(cli_broker))
+    assert_one_line_error(proc, "cannot read", code=1)
+    proc = run_cli("consume", "t", "--consumer-property", "bogus=1", *_bs(cli_broker))
+    assert_one_line_error(proc, "bogus", code=1)
