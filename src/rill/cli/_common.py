@@ -54,9 +54,7 @@ def new_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 def add_subparsers(parser: argparse.ArgumentParser) -> Any:
     """Subcommand table whose parsers share the one-line error behaviour."""
-    return parser.add_subparsers(
-        dest="command", metavar="COMMAND", parser_class=_ArgumentParser, required=True
-    )
+    return parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgumentParser, required=True)
 
 
 def add_connection_options(parser: argparse.ArgumentParser, *, json_output: bool = True) -> None:

@@ -200,12 +200,8 @@ def _build_parser() -> argparse.ArgumentParser:
         if command == "describe":
             p.add_argument("--all", action="store_true", help="list every config, not only overrides")
         else:
-            p.add_argument(
-                "--add-config", action="append", metavar="K=V[,K=V]", help="configs to set (repeatable)"
-            )
-            p.add_argument(
-                "--delete-config", action="append", metavar="K[,K]", help="configs to remove (repeatable)"
-            )
+            p.add_argument("--add-config", action="append", metavar="K=V[,K=V]", help="configs to set (repeatable)")
+            p.add_argument("--delete-config", action="append", metavar="K[,K]", help="configs to remove (repeatable)")
         add_connection_options(p, json_output=command == "describe")
     return parser
 
@@ -232,9 +228,7 @@ def _describe(args: argparse.Namespace) -> int:
     shown = rows if args.all else overrides(rows)
     label = f"topic {name}" if args.entity_type == "topics" else f"broker {name}"
     if args.json:
-        print_json(
-            {"entity_type": args.entity_type, "entity_name": name, "configs": [r.as_json() for r in shown]}
-        )
+        print_json({"entity_type": args.entity_type, "entity_name": name, "configs": [r.as_json() for r in shown]})
     else:
         print_config_rows(shown, f"{'All' if args.all else 'Dynamic'} configs for {label}:")
     return 0

@@ -52,10 +52,7 @@ def _list(args: argparse.Namespace) -> int:
     names = sorted(n for n in md.topics if not (args.exclude_internal and _is_internal(n)))
     if args.json:
         print_json(
-            [
-                {"topic": n, "partitions": len(md.topics[n].partitions), "internal": _is_internal(n)}
-                for n in names
-            ]
+            [{"topic": n, "partitions": len(md.topics[n].partitions), "internal": _is_internal(n)} for n in names]
         )
     else:
         for n in names:
@@ -92,9 +89,7 @@ def _describe(args: argparse.Namespace) -> int:
         tm = md.topics[name]
         parts = _partition_rows(tm)
         try:
-            configs = {
-                r.name: r.value for r in overrides(describe_config_rows(admin, "topics", name, args.timeout))
-            }
+            configs = {r.name: r.value for r in overrides(describe_config_rows(admin, "topics", name, args.timeout))}
         except CliError:
             if args.topic:
                 raise
@@ -194,9 +189,7 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = add_subparsers(parser)
 
     p = sub.add_parser("list", help="list topic names")
-    p.add_argument(
-        "--exclude-internal", action="store_true", help="hide internal topics (names starting with __)"
-    )
+    p.add_argument("--exclude-internal", action="store_true", help="hide internal topics (names starting with __)")
     add_connection_options(p)
     p.set_defaults(run=_list)
 
@@ -209,14 +202,10 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("create", help="create a topic")
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--partitions", type=int, metavar="N", help="number of partitions (default: broker's)")
-    p.add_argument(
-        "--replication-factor", type=int, metavar="R", help="replicas per partition (default: broker's)"
-    )
+    p.add_argument("--replication-factor", type=int, metavar="R", help="replicas per partition (default: broker's)")
     p.add_argument("--config", action="append", metavar="K=V", help="topic config override (repeatable)")
     p.add_argument("--if-not-exists", action="store_true", help="succeed if the topic already exists")
-    p.add_argument(
-        "--dry-run", action="store_true", help="let the broker validate the request without creating"
-    )
+    p.add_argument("--dry-run", action="store_true", help="let the broker validate the request without creating")
     add_connection_options(p, json_output=False)
     p.set_defaults(run=_create)
 

@@ -76,9 +76,7 @@ def run_cli(
     )
 
 
-def assert_one_line_error(
-    proc: subprocess.CompletedProcess[bytes], *needles: str, code: int | None = None
-) -> str:
+def assert_one_line_error(proc: subprocess.CompletedProcess[bytes], *needles: str, code: int | None = None) -> str:
     """The command failed with exactly one ``error: ...`` line on stderr containing every needle."""
     err = proc.stderr.decode()
     assert proc.returncode != 0, (proc.stdout, err)
