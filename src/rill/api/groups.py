@@ -1,6 +1,6 @@
 """Group membership APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13),
-SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42). The work is done by the group coordinator; these
-handlers translate between request bodies and its calls."""
+SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42). The work is done by the group
+coordinator; these handlers translate between request bodies and its calls."""
 
 from __future__ import annotations
 

@@ -428,6 +428,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin):
             self._schedule_initial_join(group, delay, remaining)
         else:
             self._schedule_join(group, group.rebalance_timeout_ms())
+            self._maybe_complete_join(group)
 
     def _schedule_join(self, group: GroupMetadata, timeout_ms: int) -> None:
         self._cancel_join_timer(group.group_id)

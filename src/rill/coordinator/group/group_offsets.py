@@ -9,6 +9,7 @@ management commits with generation -1 and an empty member id, which is allowed o
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping
@@ -153,7 +154,10 @@ class GroupOffsetsMixin:
     ) -> dict[TopicPartition, ErrorCode]:
         result: dict[TopicPartition, ErrorCode] = {}
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        now = _now_ms()
         for tp, om in offsets.items():
+            if om.commit_timestamp < 0:
+                om = dataclasses.replace(om, commit_timestamp=now)
             if len(om.metadata.encode()) > self.offset_metadata_max_bytes:
                 result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
