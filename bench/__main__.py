@@ -36,7 +36,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--workdir", type=Path, help="where broker data and logs go (default: a temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory afterwards")
     ap.add_argument("--profile", type=Path, metavar="DIR",
-                    help="record a py-spy flame graph of the Rill broker for every Rill run into DIR")
+                    help="sample the Rill broker with py-spy during every Rill run: collapsed stacks and a "
+                         "summary of where the time goes, into DIR")
     return ap.parse_args(argv)
 
 

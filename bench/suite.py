@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from bench import limits as raw_limits
 from bench.brokers import BrokerProcess, BrokerUnavailable, free_port, rill_spec, tansu_spec
 from bench.harness import RunFailed, Settings, Target
+from bench.profiling import maybe_profile, render, summarize
 from bench.report import Row
 from bench.workloads import Workload
 
@@ -35,34 +33,11 @@ def start_target(name: str, workdir: Path, log: Log) -> Target:
     return Target(name, broker)
 
 
-@contextlib.contextmanager
-def maybe_profile(target: Target, settings: Settings, label: str) -> Iterator[None]:
-    """With --profile, sample Rill's broker with py-spy for the duration of one run."""
-    broker = target.broker
-    if (settings.profile_dir is None or not label or target.name != "rill" or broker is None
-            or not broker.alive()):
-        yield
-        return
-    settings.profile_dir.mkdir(parents=True, exist_ok=True)
-    out = settings.profile_dir / f"{label}.svg"
-    spy = subprocess.Popen([_py_spy(), "record", "--pid", str(broker.pid), "--rate", "250",
-                            "--nonblocking", "--output", str(out)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        yield
-    finally:
-        if spy.poll() is None:
-            spy.send_signal(signal.SIGINT)
-        try:
-            spy.wait(30)
-        except subprocess.TimeoutExpired:
-            spy.kill()
-            spy.wait(5)
-
-
-def _py_spy() -> str:
-    candidate = Path(sys.executable).parent / "py-spy"
-    return str(candidate) if candidate.exists() else "py-spy"
+def _profile_path(wl: Workload, target: Target, settings: Settings, rnd: int) -> Path | None:
+    """Where py-spy's collapsed stacks of this Rill run go (None: not profiled)."""
+    if settings.profile_dir is None or target.name != "rill" or wl.rill_only is not None:
+        return None
+    return settings.profile_dir / f"{wl.name}-r{rnd + 1}.txt"
 
 
 def run_suite(workloads: list[Workload], settings: Settings, targets: list[str], measure_limits: bool,
@@ -116,9 +91,13 @@ def run_workload(wl: Workload, running: dict[str, Target], settings: Settings, l
                 continue
             try:
                 target.maybe_restart()
-                label = f"{wl.name}-r{rnd}" if wl.rill_only is None else ""
-                with maybe_profile(target, settings, label):
+                profile = _profile_path(wl, target, settings, rnd)
+                with maybe_profile(target.broker.pid if target.broker else None, profile):
                     figures = wl.run(target, settings)
+                if profile is not None and profile.exists():
+                    text = render(f"{wl.name} round {rnd + 1}", summarize(profile))
+                    profile.with_suffix(".summary.txt").write_text(text + "\n")
+                    log("\n".join(text.splitlines()[:7]))
             except (RunFailed, BrokerUnavailable) as e:
                 reason = str(e)
                 if target.broker is not None and not target.broker.alive():

