@@ -152,3 +152,19 @@ def test_list_offsets_by_timestamp_and_delete_records(rill_broker) -> None:
     entries = next(iter(cfg.values())).result(10)
     assert entries["retention.ms"].value == "604800000"
     assert entries["cleanup.policy"].value == "delete"
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["clean", "sigkill"])
+def test_acknowledged_records_survive_a_restart(tmp_path, kill: bool) -> None:
+    n = 5_000
+    with rill.testing.broker(subprocess=True, data_dir=tmp_path / "data") as b:
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "acks": "all", "linger.ms": 2})
+        for i in range(n):
+            p.produce("durable", str(i).encode(), partition=0)
+        assert p.flush(30) == 0
+        b.restart(kill=kill)
+        got = _consume(b.bootstrap_servers, "durable", 0, 0, n, timeout=30)
+        assert [int(m.value()) for m in got] == list(range(n))
+        c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "durable-check"})
+        assert c.get_watermark_offsets(TopicPartition("durable", 0), timeout=10) == (0, n)
+        c.close()

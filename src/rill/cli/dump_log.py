@@ -41,11 +41,7 @@ def dump_log_file(path: Path, out: TextIO, *, print_records: bool) -> bool:
             pos = 0
             while pos + BATCH_HEADER_SIZE <= size:
                 h = parse_header(view, pos)
-                if (
-                    h.magic != MAGIC_V2
-                    or h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD
-                    or pos + h.size > size
-                ):
+                if h.magic != MAGIC_V2 or h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or pos + h.size > size:
                     break
                 valid = crc_ok(view, pos, h)
                 ts_type = "LogAppendTime" if h.timestamp_type else "CreateTime"
@@ -141,12 +137,8 @@ def dump_path(path: Path, out: TextIO, *, print_records: bool = False) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="rill dump-log", description=__doc__.split("\n")[0] if __doc__ else None
-    )
-    parser.add_argument(
-        "paths", nargs="+", type=Path, help="segment, index or snapshot files, or partition dirs"
-    )
+    parser = argparse.ArgumentParser(prog="rill dump-log", description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("paths", nargs="+", type=Path, help="segment, index or snapshot files, or partition dirs")
     parser.add_argument(
         "--print-data-log", "--deep-iteration", action="store_true", dest="records", help="print every record"
     )

@@ -81,6 +81,9 @@ class ReplicaManager:
                     partition = Partition(tp, plog, state, self.node_id, compression, min_isr)
                     self._partitions[tp] = partition
                     partition.log.leader_epoch_cache.assign(state.leader_epoch, plog.log_end_offset)
+                    # A new leader's high watermark is the smallest log end offset in its ISR; the
+                    # checkpointed value may be stale after a crash (here the ISR is this replica).
+                    partition.maybe_increment_high_watermark()
                 else:
                     partition.update_state(state)
                     partition.update_config(config, compression, min_isr)
