@@ -41,7 +41,6 @@ def programs(line: str) -> list[str]:
     return [shlex.split(segment)[0] for segment in line.split("|") if segment.strip()]
 
 
-@pytest.mark.xfail(reason="the README quickstart still shows kcat; it should use rill commands only", strict=False)
 def test_quickstart_uses_only_rill_commands() -> None:
     lines = quickstart_lines()
     assert any(line.startswith("rill ") and not line.startswith("rill broker") for line in lines)
