@@ -8,11 +8,11 @@ import struct
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.integration.broker._wire import Wire
 
 from rill.protocol import ApiKey, encode_request
 from rill.records.builder import build_batch
 from rill.records.record import Record
-from tests.integration.broker._wire import Wire
 
 _BATCH = build_batch([Record(0, 1_700_000_000_000, b"k", b"v", [("h", b"x")])])
 SEEDS = [
