@@ -30,8 +30,8 @@ if [ ! -x .venv/bin/python ]; then
     step "create .venv with $PY"
     "$PY" -m venv .venv || die "venv"
 fi
-step "pip install -e .[test]"
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]' || die "pip install"
+step "pip install -e .[test,spark,bench]"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,spark,bench]' || die "pip install"
 
 failed=()
 step "ruff check"
