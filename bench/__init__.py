@@ -1,0 +1,1 @@
+"""Rill benchmark suite: `python -m bench` (see docs/PERFORMANCE.md, section "Suite")."""
