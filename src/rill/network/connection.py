@@ -8,8 +8,10 @@ Bytes on the wire (both directions), per Kafka's framing:
 Reading. Every connection of a server reads into one shared scratch buffer (the event loop hands
 us bytes for one connection at a time), so an idle connection holds no read buffer at all.
 Complete small frames are copied out of the scratch buffer into their own ``bytes``; a frame
-larger than ``DIRECT_READ_BYTES`` gets a buffer of its exact size that the socket reads straight
-into, so the records of a big Produce are copied once, by the kernel. A partial small frame left
+larger than ``DIRECT_READ_BYTES`` borrows a buffer from the server's ``MemoryPool`` that the socket
+reads straight into, so the records of a big Produce are copied once, by the kernel, into memory
+that was touched before; the buffer goes back to the pool once the request has been answered and
+nothing refers to it any more. A partial small frame left
 at the end of a read is kept (at most ``DIRECT_READ_BYTES + 4`` bytes) and put back in front of
 the next read.
 
@@ -41,6 +43,7 @@ from typing import TYPE_CHECKING, cast
 
 from rill.common import FileRegion
 from rill.network.handler import ConnectionInfo, ResponseChunk
+from rill.network.memory_pool import MemoryPool
 
 if TYPE_CHECKING:
     from rill.network.server import SocketServer
@@ -87,9 +90,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_active = self._loop.time()
         self.closed = False
         self._partial: bytes = b""
+        self._pool: MemoryPool = server.memory_pool
         self._direct: memoryview | None = None
+        self._direct_buf: bytearray | None = None
         self._direct_filled = 0
-        self._queue: collections.deque[memoryview] = collections.deque()
+        self._queue: collections.deque[tuple[memoryview, bytearray | None]] = collections.deque()
         self._queued_bytes = 0
         self._worker: asyncio.Task[None] | None = None
         self._reading_paused = False
@@ -130,6 +135,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._queue.clear()
         self._queued_bytes = 0
         self._direct = None
+        self._direct_buf = None
         self._partial = b""
         self._wake_writers()
         self._release_watch_fd()
@@ -181,7 +187,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._direct_filled += nbytes
             if self._direct_filled == len(direct):
                 self._direct = None
-                self._enqueue(direct)
+                buf, self._direct_buf = self._direct_buf, None
+                self._enqueue(direct, buf)
             return
         end = len(self._partial) + nbytes
         self._partial = b""
@@ -197,12 +204,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if available >= size:
                 start = pos + 4
                 pos = start + size
-                self._enqueue(memoryview(view[start:pos].tobytes()))
+                if size > DIRECT_READ_BYTES:
+                    frame, buf = self._pool.acquire(size)
+                    frame[:] = view[start:pos]
+                    self._enqueue(frame, buf)
+                else:
+                    self._enqueue(memoryview(view[start:pos].tobytes()), None)
                 continue
             if size > DIRECT_READ_BYTES:
-                frame = memoryview(bytearray(size))
+                frame, buf = self._pool.acquire(size)
                 frame[:available] = view[pos + 4 : end]
                 self._direct = frame
+                self._direct_buf = buf
                 self._direct_filled = available
                 pos = end
             break
@@ -226,10 +239,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._partial = b""
         self.abort()
 
-    def _enqueue(self, frame: memoryview) -> None:
+    def _enqueue(self, frame: memoryview, buf: bytearray | None) -> None:
         if self.closed:
             return
-        self._queue.append(frame)
+        self._queue.append((frame, buf))
         self._queued_bytes += len(frame)
         if self._worker is None:
             self._worker = self._loop.create_task(self._process())
@@ -261,7 +274,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         queue = self._queue
         try:
             while queue and not self.closed:
-                frame = queue.popleft()
+                frame, buf = queue.popleft()
                 self._queued_bytes -= len(frame)
                 self._maybe_resume_reading()
                 try:
@@ -274,6 +287,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 del frame
                 if response is not None and not self.closed and not await self._send(response):
                     return
+                del response
+                if buf is not None:
+                    # Only when no view of it is left (checked by the pool); the response is written.
+                    self._pool.release(buf)
+                    buf = None
                 self.last_active = self._loop.time()
                 if not queue or self._out_bytes >= COALESCE_BYTES:
                     self._flush()

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from rill.network.connection import KafkaConnection, ReadBuffer
 from rill.network.handler import RequestHandler
+from rill.network.memory_pool import MemoryPool
 
 log = logging.getLogger("rill.network")
 
@@ -81,6 +82,7 @@ class SocketServer:
         self._sweeper: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.read_buffer = ReadBuffer()
+        self.memory_pool = MemoryPool()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:

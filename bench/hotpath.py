@@ -1,0 +1,135 @@
+"""Produce and consume throughput of one broker process, quick to repeat while tuning the hot path.
+
+`python bench/hotpath.py [--sizes 1k,10k] [--brokers rill,tansu] [--rounds N] [--profile DIR] [--quick]`
+
+For each size: a fresh one-partition topic, a producer process (confluent-kafka, acks=1, linger.ms=5,
+no compression) producing for `--seconds`, then a consumer process reading everything back from offset 0
+(records already in page cache). Rill and Tansu are started once each and measured alternately (A/B/A/B),
+and the medians are printed with their ratio. `--profile DIR` records the Rill broker with py-spy
+(collapsed stacks, one file per size and direction) and prints its top frames.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.brokers import BrokerProcess, BrokerSpec, free_port, rill_spec, tansu_spec
+from bench.harness import RunFailed, Target, check_errors, create_topic, run_worker, topic_name
+from bench.profiling import maybe_profile, render, summarize
+
+SIZES = {"100b": 100, "1k": 1024, "10k": 10240}
+MB = 1e6
+
+
+def _mbps(res: dict[str, float]) -> float:
+    if res["seconds"] <= 0 or res["messages"] <= 0:
+        raise RunFailed("no records moved")
+    return res["bytes"] / res["seconds"] / MB
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its threads so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def one_round(target: Target, size: int, seconds: float, profile: Path | None,
+              label: str) -> tuple[float, float, float, float]:
+    """(produce MB/s, consume MB/s, broker CPU us per MB produced, per MB consumed)."""
+    topic = topic_name("hotpath")
+    create_topic(target, topic, 1)
+    assert target.broker is not None and target.broker.pid is not None
+    pid = target.broker.pid
+    spy = pid if target.name == "rill" else None
+    cpu0 = cpu_seconds(pid)
+    with maybe_profile(spy, profile / f"{label}-produce.txt" if profile else None):
+        prod = run_worker("produce", {"bootstrap": target.bootstrap, "topic": topic, "size": size, "acks": "1",
+                                      "seconds": seconds, "flush_timeout": 60}, seconds + 90)
+    check_errors(prod, "produce")
+    cpu1 = cpu_seconds(pid)
+    with maybe_profile(spy, profile / f"{label}-consume.txt" if profile else None):
+        cons = run_worker("consume", {"bootstrap": target.bootstrap, "topic": topic, "size": size,
+                                      "messages": prod["messages"], "seconds": 60}, 90)
+    check_errors(cons, "consume")
+    cpu2 = cpu_seconds(pid)
+    with contextlib.suppress(Exception):
+        target.client().delete_topics([topic], operation_timeout=10, request_timeout=10)[topic].result(15)
+    mb_p, mb_c = prod["bytes"] / MB, cons["bytes"] / MB
+    return _mbps(prod), _mbps(cons), (cpu1 - cpu0) * 1e6 / mb_p, (cpu2 - cpu1) * 1e6 / mb_c
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="100b,1k,10k")
+    ap.add_argument("--brokers", default="rill,tansu")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument("--profile", type=Path)
+    ap.add_argument("--baseline-src", type=Path,
+                    help="also run a broker 'base' from this source tree (e.g. a git worktree of an older commit)")
+    ap.add_argument("--quick", action="store_true", help="one round of 2 s per size")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.rounds, args.seconds = 1, 2.0
+    sizes = [(s, SIZES[s]) for s in args.sizes.split(",")]
+    names = args.brokers.split(",")
+    if args.baseline_src:
+        names.insert(1, "base")
+    work = Path(tempfile.mkdtemp(prefix="rill-hotpath-"))
+    targets: list[Target] = []
+    try:
+        for name in names:
+            port = free_port()
+            if name == "tansu":
+                spec = tansu_spec(port)
+            else:
+                spec = rill_spec(port, work / f"data-{name}")
+                if name == "base":
+                    env = ("env", f"PYTHONPATH={args.baseline_src.resolve()}")
+                    spec = BrokerSpec("base", env + spec.argv, spec.ready_marker, port, spec.data_dir)
+            proc = BrokerProcess(spec, work / f"{name}.log")
+            proc.start()
+            targets.append(Target(name, proc))
+        results: dict[tuple[str, str, str], list[float]] = {}
+        for label, size in sizes:
+            for rnd in range(args.rounds):
+                for t in targets:
+                    prof = args.profile if rnd == 0 else None
+                    try:
+                        p, c, cp, cc = one_round(t, size, args.seconds, prof, label)
+                    except RunFailed as e:
+                        print(f"{t.name} {label}: failed: {e}", flush=True)
+                        continue
+                    results.setdefault((t.name, label, "produce"), []).append(p)
+                    results.setdefault((t.name, label, "consume"), []).append(c)
+                    results.setdefault((t.name, label, "produce cpu"), []).append(cp)
+                    results.setdefault((t.name, label, "consume cpu"), []).append(cc)
+                    print(f"{t.name:6} {label:5} produce {p:8.1f} MB/s ({cp:6.0f} us CPU/MB)"
+                          f"  consume {c:8.1f} MB/s ({cc:6.0f} us CPU/MB)", flush=True)
+        print("\nmedians (MB/s; broker CPU in us per MB):")
+        print(f"{'size':6} {'':12} " + " ".join(f"{n:>8}" for n in names) + f"   {names[0]}/{names[-1]}")
+        for label, _ in sizes:
+            for d in ("produce", "consume", "produce cpu", "consume cpu"):
+                meds = [statistics.median(results.get((n, label, d), [0.0]) or [0.0]) for n in names]
+                ratio = f"   {meds[0] / meds[-1]:.2f}x" if len(meds) >= 2 and meds[-1] > 0 else ""
+                print(f"{label:6} {d:12} " + " ".join(f"{m:8.1f}" for m in meds) + ratio)
+        if args.profile:
+            for f in sorted(args.profile.glob("*.txt")):
+                print(render(f.name, summarize(f, top=25)))
+    finally:
+        for t in targets:
+            if t.broker is not None:
+                t.broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
