@@ -46,9 +46,8 @@ async def handle_list_offsets(ctx: RequestContext, request: Body) -> Body:
                 elif ts == LATEST_TIERED_TIMESTAMP:
                     out.update(offset=-1, leader_epoch=-1)
                 elif ts == MAX_TIMESTAMP:
-                    found = plog.max_timestamp_and_offset()
-                    if found is not None:
-                        offset, max_ts = found
+                    max_ts, offset = plog.max_timestamp_and_offset()
+                    if offset >= 0:
                         out.update(offset=offset, timestamp=max_ts, leader_epoch=epoch)
                 elif ts < 0:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {ts}")
