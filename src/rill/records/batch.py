@@ -64,8 +64,9 @@ CONTROL_MASK = 0x20
 TIMESTAMP_CREATE_TIME = 0
 TIMESTAMP_LOG_APPEND_TIME = 1
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-assert _HEADER.size == BATCH_HEADER_SIZE
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
+assert HEADER_STRUCT.size == BATCH_HEADER_SIZE
+_HEADER = HEADER_STRUCT
 _PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")

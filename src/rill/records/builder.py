@@ -1,6 +1,6 @@
 """Build v2 record batches, and recompress existing ones.
 
-A built batch is the 61-byte header (layout in ``rill.records.record``) followed by the records, compressed
+A built batch is the 61-byte header (layout in ``rill.records.batch``) followed by the records, compressed
 as a whole with the codec in attributes bits 0-2. ``baseTimestamp`` is the first record's timestamp,
 ``maxTimestamp`` the largest; record ``i`` gets offset delta ``i``. The CRC32C covers bytes 21 to the end.
 """
@@ -11,22 +11,17 @@ from collections.abc import Sequence
 
 import crc32c
 
-from rill.errors import ErrorCode, KafkaError
 from rill.records import compression
-from rill.records.record import (
+from rill.records.batch import (
     COMPRESSION_MASK,
     CONTROL_MASK,
-    CRC_START,
-    HEADER,
-    HEADER_SIZE,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
-    Buffer,
-    Record,
-    corrupt,
-    encode_record,
+    check_framing,
+    parse_header,
 )
+from rill.records.record import CRC_START, HEADER, HEADER_SIZE, Buffer, Record, encode_record
 
 
 def _pack(
@@ -118,29 +113,23 @@ def recompress_batch(batch: Buffer, codec: int) -> bytes:
     recomputed. A batch already using ``codec`` is returned as is; control batches are never recompressed.
     """
     view = memoryview(batch)
-    if len(view) < HEADER_SIZE:
-        raise corrupt(f"record batch of {len(view)} bytes is shorter than its header")
-    (base_offset, length, epoch, magic, _crc, attributes, last_delta, base_ts, max_ts, pid, pepoch, seq,
-     count) = HEADER.unpack_from(view, 0)
-    if magic != 2:
-        raise KafkaError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"record batch magic {magic} is not 2")
-    size = length + LOG_OVERHEAD
-    if length < HEADER_SIZE - LOG_OVERHEAD or size > len(view):
-        raise corrupt(f"record batch length {length} does not fit in {len(view)} bytes")
+    h = parse_header(view)
+    check_framing(view, 0, h)
+    size, attributes = h.size, h.attributes
     current = attributes & COMPRESSION_MASK
     if current == codec or attributes & CONTROL_MASK:
         return bytes(view[:size])
     raw = compression.decompress(current, view[HEADER_SIZE:size])
     return _pack(
         _compress(codec, raw),
-        base_offset=base_offset,
-        partition_leader_epoch=epoch,
+        base_offset=h.base_offset,
+        partition_leader_epoch=h.partition_leader_epoch,
         attributes=(attributes & ~COMPRESSION_MASK) | (codec & COMPRESSION_MASK),
-        last_offset_delta=last_delta,
-        base_timestamp=base_ts,
-        max_timestamp=max_ts,
-        producer_id=pid,
-        producer_epoch=pepoch,
-        base_sequence=seq,
-        count=count,
+        last_offset_delta=h.last_offset_delta,
+        base_timestamp=h.base_timestamp,
+        max_timestamp=h.max_timestamp,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        count=h.records_count,
     )

@@ -30,17 +30,25 @@ import crc32c
 
 from rill.errors import ErrorCode, KafkaError
 from rill.records import compression
+from rill.records.batch import (
+    ATTRIBUTES_POS,
+    BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
+    check_framing,
+    parse_header,
+)
+from rill.records.batch import (
+    CONTROL_MASK as CONTROL_MASK,
+)
 
 Buffer = bytes | bytearray | memoryview
 
-HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_SIZE = 61
-LOG_OVERHEAD = 12
-CRC_START = 21
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_MASK = 0x10
-CONTROL_MASK = 0x20
+HEADER = HEADER_STRUCT
+HEADER_SIZE = BATCH_HEADER_SIZE
+CRC_START = ATTRIBUTES_POS
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,23 +225,17 @@ def encode_record(
 def decode_batch_records(batch: Buffer, *, verify_crc: bool = True) -> list[Record]:
     """All records of one v2 batch (decompressed), with absolute offsets and timestamps."""
     view = memoryview(batch)
-    if len(view) < HEADER_SIZE:
-        raise corrupt(f"record batch of {len(view)} bytes is shorter than its header")
-    (base_offset, length, _epoch, magic, crc, attributes, _lod, base_ts, max_ts, _pid, _pe, _seq,
-     count) = HEADER.unpack_from(view, 0)
-    if magic != 2:
-        raise KafkaError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"record batch magic {magic} is not 2")
-    size = length + LOG_OVERHEAD
-    if length < HEADER_SIZE - LOG_OVERHEAD or size > len(view):
-        raise corrupt(f"record batch length {length} does not fit in {len(view)} bytes")
+    h = parse_header(view)
+    check_framing(view, 0, h)
+    size = h.size
     body = view[HEADER_SIZE:size]
-    if verify_crc and crc32c.crc32c(view[CRC_START:size]) != crc:
+    if verify_crc and crc32c.crc32c(view[CRC_START:size]) != h.crc:
         raise corrupt("record batch CRC mismatch")
-    if count < 0:
-        raise corrupt(f"negative record count {count}")
-    data = compression.decompress(attributes & COMPRESSION_MASK, body)
-    lat = max_ts if attributes & TIMESTAMP_TYPE_MASK else None
-    return decode_records(data, count, base_offset, base_ts, lat)
+    if h.records_count < 0:
+        raise corrupt(f"negative record count {h.records_count}")
+    data = compression.decompress(h.attributes & COMPRESSION_MASK, body)
+    lat = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
+    return decode_records(data, h.records_count, h.base_offset, h.base_timestamp, lat)
 
 
 def iter_batch_views(buf: Buffer) -> Iterator[memoryview]:
