@@ -82,7 +82,10 @@ def broker() -> Iterator[Any]:
         return
     from rill.testing import broker as rill_broker
 
-    with rill_broker({"num.partitions": "1"}, subprocess=True) as b:
+    # The tests produce records stamped years in the past (fixed timestamps make expectations exact). With
+    # Kafka's default retention.ms of 7 days the broker's first retention pass (30 s after it starts)
+    # would delete them in the middle of a test: keep every record for the whole run.
+    with rill_broker({"num.partitions": "1", "log.retention.ms": "-1"}, subprocess=True) as b:
         yield b
 
 

@@ -1,4 +1,4 @@
-"""The source's schema (Spark's Kafka source schema), and record batches turned into Arrow batches.
+"""The source's schema (Spark's Kafka source schema), and fetched records turned into Arrow batches.
 
 Spark checks that every Arrow batch a Python reader yields has exactly the declared schema, so the Arrow
 types here mirror the Spark DDL: ``int`` is int32, ``long`` int64, ``timestamp`` ``timestamp[us, tz=UTC]``,
@@ -7,18 +7,20 @@ and every field is nullable.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator
-from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from rill.records.record import CONTROL_MASK, HEADER, decode_batch_records, iter_batch_views
+from rill.records.columnar import RecordColumns, decode_columns
 
 SCHEMA_DDL = (
     "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
 )
 HEADERS_DDL = "headers array<struct<key:string,value:binary>>"
 
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 HEADER_TYPE = pa.list_(pa.field("element", pa.struct([("key", pa.string()), ("value", pa.binary())])))
 
 _BASE_FIELDS = [
@@ -27,7 +29,7 @@ _BASE_FIELDS = [
     pa.field("topic", pa.string()),
     pa.field("partition", pa.int32()),
     pa.field("offset", pa.int64()),
-    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("timestamp", TIMESTAMP_TYPE),
     pa.field("timestampType", pa.int32()),
 ]
 
@@ -43,9 +45,64 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
+_evens = pa.py_buffer(array("i"))
+
+
+def _even_numbers(n: int) -> pa.Buffer:
+    """A buffer holding at least the int32s 0, 2, 4, ... 2n-2 (grown on demand, shared between calls)."""
+    global _evens
+    if _evens.size < 4 * n:
+        _evens = pa.py_buffer(array("i", range(0, 2 * max(n, 1 << 16), 2)))
+    return _evens
+
+
+def _binary_column(data: pa.Buffer, bounds: array[int], nulls: list[int], n: int) -> pa.Array:
+    """Cut ``n`` binary values out of ``data`` in one vectorised step.
+
+    ``bounds`` holds (start, end) per row, ascending. Read as Arrow offsets they describe ``2n - 1`` slots
+    that alternate value, gap, value, ...: taking every other slot yields the values, copied once into a
+    compact binary array."""
+    if n == 0:
+        return pa.array([], pa.binary())
+    if bounds.typecode == "i":  # int32 offsets: Arrow's take on binary is far faster than on large_binary
+        wide = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, pa.py_buffer(bounds), data])
+    else:
+        wide = pa.Array.from_buffers(pa.large_binary(), 2 * n - 1, [None, pa.py_buffer(bounds), data])
+    compact = wide.take(pa.Array.from_buffers(pa.int32(), n, [None, _even_numbers(n)])).cast(pa.binary())
+    if not nulls:
+        return compact
+    # Null rows were cut as empty values; mark them null by giving the result a validity bitmap.
+    bitmap = bytearray(b"\xff" * ((n + 7) // 8))
+    for row in nulls:
+        bitmap[row >> 3] &= ~(1 << (row & 7)) & 0xFF
+    _, offsets, values = compact.buffers()
+    return pa.Array.from_buffers(pa.binary(), n, [pa.py_buffer(bitmap), offsets, values], null_count=len(nulls))
+
+
+def columns_to_arrow(cols: RecordColumns, topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
+    """One Arrow batch with the source's schema from decoded columns (headers when the schema has them)."""
+    n = len(cols)
+    data = pa.py_buffer(cols.data)
+    arrays: list[pa.Array] = [
+        _binary_column(data, cols.key_bounds, cols.key_nulls, n),
+        _binary_column(data, cols.value_bounds, cols.value_nulls, n),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols.offsets)]),
+        pc.multiply(pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols.timestamps)]), 1000).cast(
+            TIMESTAMP_TYPE
+        ),
+        pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(cols.timestamp_types)]).cast(pa.int32()),
+    ]
+    if len(schema) > len(arrays):
+        headers = cols.headers or []
+        arrays.append(pa.array([[{"key": k, "value": v} for k, v in hs] for hs in headers], HEADER_TYPE))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
 class ArrowBatcher:
-    """Accumulates decoded records of one topic-partition into column lists and emits ``pa.RecordBatch``es
-    of about ``rows_per_batch`` rows."""
+    """Turns the records of one topic-partition's fetches into ``pa.RecordBatch``es of at most
+    ``rows_per_batch`` rows, decoding each fetch column-wise (``rill.records.columnar``)."""
 
     def __init__(self, topic: str, partition: int, *, include_headers: bool, rows_per_batch: int = 32768) -> None:
         self.topic = topic
@@ -53,76 +110,29 @@ class ArrowBatcher:
         self.include_headers = include_headers
         self.rows_per_batch = rows_per_batch
         self.schema = arrow_schema(include_headers)
-        self._reset()
-
-    def _reset(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.ts_types: list[int] = []
-        self.headers: list[list[dict[str, Any]]] = []
+        self._batches: list[pa.RecordBatch] = []
+        self._rows = 0
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return self._rows
 
     def add_fetched(self, records: bytes | memoryview, start: int, until: int) -> int:
         """Decode every complete batch in ``records`` (a Fetch response's records) and keep the records with
         ``start <= offset < until``. Returns the offset after the last complete batch (``start`` when there
         was none): the next fetch position."""
-        next_offset = start
-        keys, values, offsets, stamps, types = (
-            self.keys,
-            self.values,
-            self.offsets,
-            self.timestamps,
-            self.ts_types,
-        )
-        for view in iter_batch_views(records):
-            base, _len, _ple, _magic, _crc, attrs, lod, _bts, _mts, _pid, _pe, _seq, _cnt = HEADER.unpack_from(view, 0)
-            last = base + lod
-            if last < start:
-                continue
-            next_offset = max(next_offset, last + 1)
-            if attrs & CONTROL_MASK:
-                continue
-            ts_type = (attrs >> 3) & 1
-            for r in decode_batch_records(view, verify_crc=False):
-                off = r.offset
-                if off < start or off >= until:
-                    continue
-                keys.append(r.key)
-                values.append(r.value)
-                offsets.append(off)
-                stamps.append(r.timestamp * 1000)
-                types.append(ts_type)
-                if self.include_headers:
-                    self.headers.append([{"key": k, "value": v} for k, v in r.headers])
-            if next_offset >= until:
-                break
-        return next_offset
+        cols = decode_columns(records, start, until, include_headers=self.include_headers)
+        if len(cols):
+            self._batches.append(columns_to_arrow(cols, self.topic, self.partition, self.schema))
+            self._rows += len(cols)
+        return cols.next_offset
 
     def full(self) -> bool:
-        return len(self.offsets) >= self.rows_per_batch
+        return self._rows >= self.rows_per_batch
 
     def drain(self) -> Iterator[pa.RecordBatch]:
         """Emit what is buffered (in batches of at most ``rows_per_batch`` rows) and clear."""
-        n = len(self.offsets)
-        if n == 0:
-            return
-        cols: list[pa.Array] = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            pa.array([self.topic] * n, pa.string()),
-            pa.array([self.partition] * n, pa.int32()),
-            pa.array(self.offsets, pa.int64()),
-            pa.array(self.timestamps, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-            pa.array(self.ts_types, pa.int32()),
-        ]
-        if self.include_headers:
-            cols.append(pa.array(self.headers, HEADER_TYPE))
-        batch = pa.RecordBatch.from_arrays(cols, schema=self.schema)
-        self._reset()
+        batches, self._batches, self._rows = self._batches, [], 0
         step = self.rows_per_batch
-        for i in range(0, n, step):
-            yield batch.slice(i, step)
+        for batch in batches:
+            for i in range(0, batch.num_rows, step):
+                yield batch.slice(i, step)

@@ -21,6 +21,7 @@ EARLIEST = -2
 LATEST = -1
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
+DEFAULT_POLL_TIMEOUT_MS = 60_000
 
 
 class OptionError(ValueError):
@@ -85,6 +86,7 @@ class SourceOptions:
     push_filters: bool
     topic: str | None  # the default topic of the writer
     compression: int
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS  # how long a task waits for records it knows exist
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, for_write: bool = False) -> SourceOptions:
@@ -123,6 +125,9 @@ class SourceOptions:
         min_partitions = _int(options, "minPartitions")
         if min_partitions is not None and min_partitions <= 0:
             raise OptionError("option minPartitions must be positive")
+        poll_timeout_ms = _int(options, "kafkaConsumer.pollTimeoutMs")
+        if poll_timeout_ms is not None and poll_timeout_ms <= 0:
+            raise OptionError("option kafkaConsumer.pollTimeoutMs must be positive")
         return cls(
             bootstrap_servers=bootstrap,
             subscribe=tuple(t.strip() for t in subscribe.split(",") if t.strip()) if subscribe else None,
@@ -141,6 +146,7 @@ class SourceOptions:
             push_filters=_bool(options, "pushFilters", False),
             topic=options.get("topic"),
             compression=codecs[codec],
+            poll_timeout_ms=poll_timeout_ms or DEFAULT_POLL_TIMEOUT_MS,
         )
 
     def client(self, client_id: str = "rill-spark") -> KafkaClient:

@@ -35,7 +35,9 @@ from rill.spark.options import OffsetRange, SourceOptions, resolve_spec, resolve
 
 log = logging.getLogger(__name__)
 
-FETCH_RETRY_S = 60.0
+FETCH_MAX_WAIT_MS = 500
+RETRY_BACKOFF_S = 0.05
+MAX_FETCH_BYTES = 1 << 30
 
 
 class RangePartition(InputPartition):
@@ -69,7 +71,13 @@ def read_range(
     *,
     rows_per_batch: int = 32768,
 ) -> Iterator[pa.RecordBatch]:
-    """Every record of ``rng`` as Arrow batches, in offset order, each offset at most once."""
+    """Every record of ``rng`` as Arrow batches, in offset order, each offset at most once.
+
+    The range was resolved on the driver from offsets the broker had acknowledged, so the read goes on until
+    ``rng.until``: a fetch that brings nothing (the broker is slow, a new leader's high watermark still
+    catches up) is retried, and only after ``opts.poll_timeout_ms`` without progress does the read end,
+    as data loss when the log now ends before the range (``failOnDataLoss``) or as an error otherwise. A
+    short read never passes silently."""
     own = client is None
     kc = opts.client() if client is None else client
     batcher = ArrowBatcher(
@@ -78,39 +86,56 @@ def read_range(
     tp = rng.tp
     offset = rng.start
     max_bytes = 8 << 20
-    deadline = time.monotonic() + FETCH_RETRY_S
+    patience = opts.poll_timeout_ms / 1000
+    deadline = time.monotonic() + patience
     try:
         while offset < rng.until:
-            fetched = kc.fetch({tp: offset}, max_wait_ms=100, partition_max_bytes=max_bytes, max_bytes=max_bytes)[tp]
+            fetched = kc.fetch(
+                {tp: offset}, max_wait_ms=FETCH_MAX_WAIT_MS, partition_max_bytes=max_bytes, max_bytes=max_bytes
+            )[tp]
             if fetched.error == ErrorCode.OFFSET_OUT_OF_RANGE:
                 earliest = kc.earliest_offsets([tp])[tp]
                 if earliest > offset:
                     report_data_loss(opts, f"cannot read {tp} from offset {offset}: the log starts at {earliest}")
                     offset = min(earliest, rng.until)
+                    deadline = time.monotonic() + patience
+                    continue
+                if time.monotonic() < deadline:
+                    time.sleep(RETRY_BACKOFF_S)
                     continue
                 latest = kc.latest_offsets([tp])[tp]
                 report_data_loss(opts, f"{tp} ends at {latest}, before the requested range ending at {rng.until}")
                 break
             if fetched.error != ErrorCode.NONE:
                 if fetched.error.retriable and time.monotonic() < deadline:
-                    time.sleep(0.1)
+                    time.sleep(RETRY_BACKOFF_S)
                     continue
                 raise KafkaError(fetched.error, f"fetch {tp} at {offset}: {fetched.error.name}")
             if fetched.log_start_offset > offset:
                 report_data_loss(opts, f"{tp} offsets {offset}..{fetched.log_start_offset - 1} were deleted")
             next_offset = batcher.add_fetched(fetched.records, offset, rng.until)
-            if next_offset == offset:
-                if fetched.high_watermark <= offset:
-                    # Nothing more exists (the log was truncated below the range's end).
-                    report_data_loss(opts, f"{tp} has no records from {offset} to {rng.until}")
-                    break
-                if fetched.records:
-                    max_bytes *= 2  # a batch larger than the fetch size: ask for more
+            if next_offset > offset:
+                offset = next_offset
+                deadline = time.monotonic() + patience
+                if batcher.full():
+                    yield from batcher.drain()
                 continue
-            offset = next_offset
-            deadline = time.monotonic() + FETCH_RETRY_S
-            if batcher.full():
-                yield from batcher.drain()
+            if fetched.records and fetched.high_watermark > offset and max_bytes < MAX_FETCH_BYTES:
+                max_bytes *= 2  # a batch larger than the fetch size: ask for more
+                continue
+            if time.monotonic() < deadline:
+                # Nothing came back although the driver saw the range acknowledged: retry.
+                time.sleep(RETRY_BACKOFF_S)
+                continue
+            if fetched.high_watermark <= offset:
+                # The log ends before the range does (it was truncated or recreated).
+                report_data_loss(opts, f"{tp} has no records from {offset} to {rng.until}")
+                break
+            raise KafkaError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"no records of {tp} at offset {offset} within {patience:.0f}s although the high watermark "
+                f"is {fetched.high_watermark} (range ends at {rng.until})",
+            )
         yield from batcher.drain()
     finally:
         if own:
