@@ -30,6 +30,9 @@ SETUP_HINT = "scripts/test.sh installs it (apt default-jdk-headless; pip install
 
 Runner = Callable[..., list[str]]
 
+# The records carry 2023 timestamps: keep retention from deleting them should a test outlive the first check.
+pytestmark = pytest.mark.rill_broker_config(**{"log.retention.ms": "-1"})
+
 
 def client_jars() -> list[Path]:
     """The Java client's jars from the installed wheel; a clear failure when they are not there."""
@@ -189,7 +192,8 @@ def test_idempotent_produce_then_assign_consume(rill_broker, java_check: Runner,
 
 @pytest.mark.timeout(120)
 def test_java_consumer_reads_what_librdkafka_wrote(rill_broker, java_check: Runner) -> None:
-    """Batches from another client (zstd, three partitions) read by the Java consumer across partitions."""
+    """Batches from another client (zstd, three partitions) read by the Java consumer across partitions; then the
+    offset lookups Spark's Kafka source makes."""
     bootstrap = rill_broker.bootstrap_servers
     seed, n, partitions = "from-librdkafka", 1500, 3
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -203,6 +207,14 @@ def test_java_consumer_reads_what_librdkafka_wrote(rill_broker, java_check: Runn
     out = java_check(bootstrap, "consume", "java-mixed", n)
     assert out[-1] == f"consumed {n}"
     assert_lines(out[:-1], expected_lines(n, seed, partitions))
+
+    # What Spark's source needs besides reads: offsetsForTimes, beginning/end offsets, and OffsetOutOfRange.
+    assert java_check(bootstrap, "edges", "java-mixed", BASE_TS + 10) == [
+        f"offsetsForTimes ts p0=4@{BASE_TS + 12} p1=3@{BASE_TS + 10} p2=3@{BASE_TS + 11}",
+        "offsetsForTimes future p0=- p1=- p2=-",
+        "offsets p0=0..500 p1=0..500 p2=0..500",
+        "seek beyond end: OffsetOutOfRangeException {java-mixed-0=505}",
+    ]
 
 
 # ----------------------------------------------------------------------------------------------- consumer groups

@@ -4,6 +4,7 @@
 //   java RillJavaCheck BOOTSTRAP admin TOPIC
 //   java RillJavaCheck BOOTSTRAP produce TOPIC PARTITIONS CODEC N SEED
 //   java RillJavaCheck BOOTSTRAP consume TOPIC N
+//   java RillJavaCheck BOOTSTRAP edges TOPIC TIMESTAMP
 //   java RillJavaCheck BOOTSTRAP group TOPIC GROUP ASSIGNOR N
 //
 // Records follow the generator of tests/compat/_data.py: record i has key "key-{i%97}-{i}", value
@@ -55,6 +56,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -91,6 +93,7 @@ public final class RillJavaCheck {
                 case "produce" -> produce(bootstrap, args[2], Integer.parseInt(args[3]), args[4],
                         Integer.parseInt(args[5]), args[6]);
                 case "consume" -> consume(bootstrap, args[2], Integer.parseInt(args[3]));
+                case "edges" -> edges(bootstrap, args[2], Long.parseLong(args[3]));
                 case "group" -> group(bootstrap, args[2], args[3], args[4], Integer.parseInt(args[5]));
                 default -> throw new Failure("unknown scenario " + args[1]);
             }
@@ -398,6 +401,52 @@ public final class RillJavaCheck {
                 out(l);
             }
             out("consumed " + lines.size());
+        }
+    }
+
+    // What Spark's Kafka source relies on beyond plain reads: offsetsForTimes (startingOffsetsByTimestamp),
+    // beginningOffsets, and an out-of-range position surfacing as OffsetOutOfRangeException (failOnDataLoss) when
+    // auto.offset.reset is none.
+    static void edges(String bootstrap, String topic, long timestamp) {
+        Properties extra = new Properties();
+        extra.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none");
+        try (KafkaConsumer<byte[], byte[]> c = consumer(bootstrap, "rill-java-edges", extra)) {
+            List<TopicPartition> tps = partitionsOf(c, topic);
+            c.assign(tps);
+            for (long ts : List.of(timestamp, Long.MAX_VALUE / 2)) {
+                Map<TopicPartition, Long> query = new HashMap<>();
+                for (TopicPartition tp : tps) {
+                    query.put(tp, ts);
+                }
+                var found = c.offsetsForTimes(query, WAIT);
+                StringBuilder sb = new StringBuilder("offsetsForTimes " + (ts == timestamp ? "ts" : "future"));
+                for (TopicPartition tp : tps) {
+                    var ot = found.get(tp);
+                    sb.append(" p").append(tp.partition()).append("=")
+                            .append(ot == null ? "-" : ot.offset() + "@" + ot.timestamp());
+                }
+                out(sb.toString());
+            }
+            Map<TopicPartition, Long> begins = c.beginningOffsets(tps, WAIT);
+            Map<TopicPartition, Long> ends = c.endOffsets(tps, WAIT);
+            StringBuilder sb = new StringBuilder("offsets");
+            for (TopicPartition tp : tps) {
+                sb.append(" p").append(tp.partition()).append("=").append(begins.get(tp)).append("..")
+                        .append(ends.get(tp));
+            }
+            out(sb.toString());
+            c.assign(List.of(tps.get(0)));
+            c.seek(tps.get(0), ends.get(tps.get(0)) + 5);
+            long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+            while (true) {
+                check(System.nanoTime() < deadline, "no OffsetOutOfRangeException within 20 s");
+                try {
+                    check(c.poll(Duration.ofMillis(200)).isEmpty(), "records read beyond the end");
+                } catch (OffsetOutOfRangeException e) {
+                    out("seek beyond end: OffsetOutOfRangeException " + e.offsetOutOfRangePartitions());
+                    break;
+                }
+            }
         }
     }
 
