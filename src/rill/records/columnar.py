@@ -14,7 +14,8 @@ and per record inside the (decompressed) records section, zigzag varints::
     keyLength varint (-1 null) | key | valueLength varint (-1 null) | value |
     headersCount varint | headers (keyLength varint, key UTF-8, valueLength varint (-1 null), value)
 
-The records sections of all batches are joined into one buffer, ``data``. Keys and values stay in it: a
+Keys and values stay where they are in ``data``: the Fetch response's records themselves when no batch
+is compressed, else one buffer joining the decompressed records sections of all batches. A
 column keeps ``[start, end)`` positions (two entries per row, start then end) and the rows whose field is
 null, so a consumer can cut every key out of ``data`` in one vectorised step. Headers are parsed only when
 asked for; otherwise a record's headers are skipped by its length. Control batches (transaction markers)
@@ -99,22 +100,17 @@ def decode_columns(
 def _decode_columns(
     records: Buffer, start: int, until: int, include_headers: bool, position_type: str
 ) -> RecordColumns:
-    sections: list[bytes] = []
-    base_pos = 0
-    offsets: array[int] = array("q")
-    timestamps: array[int] = array("q")
-    ts_types: array[int] = array("b")
-    key_bounds: array[int] = array(position_type)
-    value_bounds: array[int] = array(position_type)
-    key_nulls: list[int] = []
-    value_nulls: list[int] = []
-    headers: list[list[tuple[str, bytes | None]]] | None = [] if include_headers else None
+    raw = records if isinstance(records, bytes) else bytes(records)
+    # Pass 1: the batches to walk. Uncompressed records sections are walked where they lie in ``raw``;
+    # as soon as one batch is compressed, every section goes into one joined buffer instead.
+    kept: list[tuple[int, int, int, int, int, int, int]] = []  # base, base_ts, max_ts, ts_type, count, pos, end
+    sections: list[bytes | memoryview] = []
+    compressed = False
     next_offset = start
-    for view in _batch_views(records):
-        if len(view) < _HEADER_SIZE:
-            raise corrupt(f"record batch of {len(view)} bytes is shorter than its header")
+    view = memoryview(raw)
+    for pos, end in _batch_bounds(raw):
         base, _len, _ple, magic, _crc, attrs, lod, base_ts, max_ts, _pid, _pe, _seq, count = _HEADER.unpack_from(
-            view, 0
+            raw, pos
         )
         last = base + lod
         if last < start:
@@ -127,13 +123,36 @@ def _decode_columns(
         if count < 0:
             raise corrupt(f"negative record count {count}")
         codec = attrs & _COMPRESSION_MASK
-        body = view[_HEADER_SIZE:]
-        b = bytes(body) if codec == compression.NONE else compression.decompress(codec, body)
+        section: bytes | memoryview = view[pos + _HEADER_SIZE : end]
+        if codec != compression.NONE:
+            section = compression.decompress(codec, section)
+            compressed = True
         ts_type = 1 if attrs & _TIMESTAMP_TYPE_MASK else 0
+        kept.append((base, base_ts, max_ts, ts_type, count, pos + _HEADER_SIZE, end))
+        sections.append(section)
+    if compressed:
+        data = b"".join(sections)
+        at = 0
+        for i, section in enumerate(sections):
+            base, base_ts, max_ts, ts_type, count, _pos, _end = kept[i]
+            kept[i] = (base, base_ts, max_ts, ts_type, count, at, at + len(section))
+            at += len(section)
+    else:
+        data = raw
+    # Pass 2: the records.
+    offsets: array[int] = array("q")
+    timestamps: array[int] = array("q")
+    ts_types: array[int] = array("b")
+    key_bounds: array[int] = array(position_type)
+    value_bounds: array[int] = array(position_type)
+    key_nulls: list[int] = []
+    value_nulls: list[int] = []
+    headers: list[list[tuple[str, bytes | None]]] | None = [] if include_headers else None
+    for base, base_ts, max_ts, ts_type, count, pos, end in kept:
         first_row = len(offsets)
         try:
             _walk(
-                b, count, base, base_ts, start, until, base_pos, offsets, timestamps, key_bounds,
+                data, count, base, base_ts, start, until, pos, end, offsets, timestamps, key_bounds,
                 value_bounds, key_nulls, value_nulls, headers,
             )
         except KafkaError:
@@ -145,10 +164,8 @@ def _decode_columns(
             # LogAppendTime: every record carries the batch's maxTimestamp.
             timestamps[first_row:] = array("q", [max_ts]) * added
         ts_types.extend(array("b", [ts_type]) * added)
-        sections.append(b)
-        base_pos += len(b)
     return RecordColumns(
-        b"".join(sections) if len(sections) != 1 else sections[0],
+        data,
         offsets,
         timestamps,
         ts_types,
@@ -165,18 +182,19 @@ def corrupt(message: str) -> KafkaError:
     return KafkaError(ErrorCode.CORRUPT_MESSAGE, message)
 
 
-def _batch_views(buf: Buffer) -> Iterator[memoryview]:
-    """Each complete batch of ``buf``; a truncated trailing batch (as a Fetch may return) is left out."""
-    view = memoryview(buf)
+def _batch_bounds(buf: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) of each complete batch of ``buf``; a truncated trailing batch (as a Fetch may return)
+    is left out."""
     pos = 0
-    while pos + _LOG_OVERHEAD <= len(view):
-        (length,) = _LENGTH.unpack_from(view, pos + 8)
+    size = len(buf)
+    while pos + _LOG_OVERHEAD <= size:
+        (length,) = _LENGTH.unpack_from(buf, pos + 8)
         if length < _HEADER_SIZE - _LOG_OVERHEAD:
             raise corrupt(f"record batch at byte {pos} has invalid length {length}")
         end = pos + _LOG_OVERHEAD + length
-        if end > len(view):
+        if end > size:
             return
-        yield view[pos:end]
+        yield pos, end
         pos = end
 
 
@@ -202,7 +220,8 @@ def _walk(
     base_ts: int,
     start: int,
     until: int,
-    base_pos: int,
+    p: int,
+    end: int,
     offsets: array[int],
     timestamps: array[int],
     key_bounds: array[int],
@@ -212,9 +231,8 @@ def _walk(
     headers: list[list[tuple[str, bytes | None]]] | None,
 ) -> None:
     """The per-record loop: appends offsets, timestamps and key/value positions of the kept records.
-    Single-byte varints, by far the most common, are decoded inline."""
-    end = len(b)
-    p = 0
+    ``b`` is the joined buffer, the batch's records section is ``b[p:end]``. One- and two-byte varints,
+    by far the most common, are decoded inline."""
     row = len(offsets)
     add_offset = offsets.append
     add_ts = timestamps.append
@@ -225,6 +243,10 @@ def _walk(
         if x < 0x80:
             length = (x >> 1) ^ -(x & 1)
             p += 1
+        elif b[p + 1] < 0x80:
+            u = (x & 0x7F) | (b[p + 1] << 7)
+            length = (u >> 1) ^ -(u & 1)
+            p += 2
         else:
             length, p = _varint(b, p)
         rec_end = p + length
@@ -235,6 +257,10 @@ def _walk(
         if x < 0x80:
             ts_delta = (x >> 1) ^ -(x & 1)
             p += 1
+        elif b[p + 1] < 0x80:
+            u = (x & 0x7F) | (b[p + 1] << 7)
+            ts_delta = (u >> 1) ^ -(u & 1)
+            p += 2
         else:
             ts_delta, p = _varint(b, p)
         x = b[p]
@@ -251,26 +277,34 @@ def _walk(
         if x < 0x80:
             n = (x >> 1) ^ -(x & 1)
             p += 1
+        elif b[p + 1] < 0x80:
+            u = (x & 0x7F) | (b[p + 1] << 7)
+            n = (u >> 1) ^ -(u & 1)
+            p += 2
         else:
             n, p = _varint(b, p)
-        add_key(base_pos + p)
+        add_key(p)
         if n < 0:
             key_nulls.append(row)
         else:
             p += n
-        add_key(base_pos + p)
+        add_key(p)
         x = b[p]
         if x < 0x80:
             n = (x >> 1) ^ -(x & 1)
             p += 1
+        elif b[p + 1] < 0x80:
+            u = (x & 0x7F) | (b[p + 1] << 7)
+            n = (u >> 1) ^ -(u & 1)
+            p += 2
         else:
             n, p = _varint(b, p)
-        add_value(base_pos + p)
+        add_value(p)
         if n < 0:
             value_nulls.append(row)
         else:
             p += n
-        add_value(base_pos + p)
+        add_value(p)
         if headers is not None:
             p = _headers(b, p, rec_end, headers)
         if p > rec_end:
