@@ -35,10 +35,11 @@ def _mbps(res: dict[str, float]) -> float:
     return res["bytes"] / res["seconds"] / MB
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and its threads so far."""
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process and its threads so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def one_round(target: Target, size: int, seconds: float, profile: Path | None,
@@ -63,7 +64,12 @@ def one_round(target: Target, size: int, seconds: float, profile: Path | None,
     with contextlib.suppress(Exception):
         target.client().delete_topics([topic], operation_timeout=10, request_timeout=10)[topic].result(15)
     mb_p, mb_c = prod["bytes"] / MB, cons["bytes"] / MB
-    return _mbps(prod), _mbps(cons), (cpu1 - cpu0) * 1e6 / mb_p, (cpu2 - cpu1) * 1e6 / mb_c
+    if os.environ.get("HOTPATH_SPLIT"):
+        print(f"  {target.name} produce user/sys {(cpu1[0] - cpu0[0]) * 1e6 / mb_p:.0f}/"
+              f"{(cpu1[1] - cpu0[1]) * 1e6 / mb_p:.0f} us/MB; consume "
+              f"{(cpu2[0] - cpu1[0]) * 1e6 / mb_c:.0f}/{(cpu2[1] - cpu1[1]) * 1e6 / mb_c:.0f} us/MB")
+    return (_mbps(prod), _mbps(cons), (sum(cpu1) - sum(cpu0)) * 1e6 / mb_p,
+            (sum(cpu2) - sum(cpu1)) * 1e6 / mb_c)
 
 
 def main(argv: list[str]) -> int:

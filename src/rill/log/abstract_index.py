@@ -38,6 +38,7 @@ class AbstractIndex:
         self._max_entries = max(1, max_index_size // self.entry_size)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._mm: mmap.mmap | None = None
+        self._last: tuple[int, ...] | None = None  # the last entry, once read or written
         try:
             length = os.fstat(self._fd).st_size
             if length % self.entry_size:
@@ -134,6 +135,15 @@ class AbstractIndex:
         assert self._mm is not None
         return self.ENTRY.unpack_from(self._mm, n * self.entry_size)
 
+    def last_values(self) -> tuple[int, ...] | None:
+        """The fields of the last entry, or None when the index is empty."""
+        if self._entries == 0:
+            return None
+        last = self._last
+        if last is None:
+            last = self._last = self.entry(self._entries - 1)
+        return last
+
     def _write_entry(self, *values: int) -> None:
         if self._entries >= self._max_entries or self._mm is None:
             raise IndexFullError(f"index {self.path.name} is full ({self._entries} entries)")
@@ -148,6 +158,7 @@ class AbstractIndex:
                 raise IndexFullError(f"index {self.path.name}: cannot reserve space: {e}") from e
         self.ENTRY.pack_into(self._mm, self._entries * self.entry_size, *values)
         self._entries += 1
+        self._last = values
 
     def _largest_lower_bound(self, key: int, field: int) -> int:
         """Slot of the last entry whose ``field`` is <= key, or -1."""
@@ -175,6 +186,7 @@ class AbstractIndex:
                 (self._entries - n) * self.entry_size
             )
         self._entries = n
+        self._last = None
 
     def reset(self) -> None:
         self._truncate_entries(0)

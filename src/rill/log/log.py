@@ -16,6 +16,7 @@ import bisect
 import logging
 import os
 import shutil
+import struct
 import time
 import uuid
 from collections.abc import Callable
@@ -39,10 +40,10 @@ from rill.log.log_validator import validate_batches
 from rill.log.producer_state import ProducerStateEntry, ProducerStateManager
 from rill.records.batch import (
     BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    PARTITION_LEADER_EPOCH_POS,
     TIMESTAMP_LOG_APPEND_TIME,
-    set_base_offset,
     set_log_append_time_split,
-    set_partition_leader_epoch,
 )
 from rill.records.record import decode_batch_records
 
@@ -51,6 +52,12 @@ __all__ = ["FetchDataInfo", "Log", "LogAppendInfo", "parse_topic_partition"]
 log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
+_BASE_OFFSET = struct.Struct(">q")  # at position 0 of a batch
+_EPOCH = struct.Struct(">i")  # partitionLeaderEpoch
+
+
+def _base_offset(segment: LogSegment) -> int:
+    return segment.base_offset
 
 
 def parse_topic_partition(name: str) -> TopicPartition | None:
@@ -255,13 +262,21 @@ class Log:
                 expected = header.next_offset
 
         append_time = now if as_leader and self._config.log_append_time else -1
-        first_offset = self._leo if as_leader else batches[0][1].base_offset
-        last_offset = (
-            first_offset + sum(h.last_offset_delta + 1 for _, h in batches) - 1
-            if as_leader
-            else batches[-1][1].last_offset
-        )
-        max_ts_in = append_time if append_time >= 0 else max(h.max_timestamp for _, h in batches)
+        if as_leader:
+            first_offset = self._leo
+            count = 0
+            max_ts_in = -1
+            for _, h in batches:
+                count += h.last_offset_delta + 1
+                if h.max_timestamp > max_ts_in:
+                    max_ts_in = h.max_timestamp
+            last_offset = first_offset + count - 1
+        else:
+            first_offset = batches[0][1].base_offset
+            last_offset = batches[-1][1].last_offset
+            max_ts_in = max(h.max_timestamp for _, h in batches)
+        if append_time >= 0:
+            max_ts_in = append_time
         segment = self._maybe_roll(len(view), max_ts_in, first_offset, last_offset, now)
 
         bufs: list[bytes | bytearray | memoryview] = []
@@ -270,12 +285,12 @@ class Log:
         max_ts, offset_of_max_ts = -1, -1
         record_count = 0
         for pos, header in batches:
-            size = header.size
+            size = header.batch_length + LOG_OVERHEAD
             if as_leader:
                 head = bytearray(view[pos : pos + BATCH_HEADER_SIZE])
                 body = view[pos + BATCH_HEADER_SIZE : pos + size]
-                set_base_offset(head, 0, offset)
-                set_partition_leader_epoch(head, 0, leader_epoch)
+                _BASE_OFFSET.pack_into(head, 0, offset)
+                _EPOCH.pack_into(head, PARTITION_LEADER_EPOCH_POS, leader_epoch)
                 if append_time >= 0:
                     set_log_append_time_split(head, body, append_time)
                 bufs += (head, body)
@@ -390,8 +405,7 @@ class Log:
     # ---- read ---------------------------------------------------------------------------------
 
     def _segment_index_for(self, offset: int) -> int:
-        bases = [s.base_offset for s in self._segments]
-        return max(0, bisect.bisect_right(bases, offset) - 1)
+        return max(0, bisect.bisect_right(self._segments, offset, key=_base_offset) - 1)
 
     def read(
         self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True

@@ -343,7 +343,7 @@ class LogSegment:
     def end_position(self, start: int, max_bytes: int, max_offset: int | None, min_one_batch: bool) -> int:
         """End of the whole batches from ``start`` within ``max_bytes`` and below ``max_offset``."""
         bound = self.size
-        if max_offset is not None:
+        if max_offset is not None and max_offset < self.next_offset:
             found = self.translate_offset(max_offset, start)
             if found is not None:
                 bound = found[0]

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from crc32c import crc32c
+
 from rill.errors import ErrorCode, KafkaError
 from rill.log.log_config import LogConfig
 from rill.records.batch import (
+    ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
     LOG_OVERHEAD,
     MAGIC_POS,
     MAGIC_V2,
     BatchHeader,
     CorruptRecordError,
-    crc_ok,
     parse_header,
 )
 
@@ -34,6 +38,7 @@ def validate_batches(
             ErrorCode.RECORD_LIST_TOO_LARGE,
             f"{end} bytes of record batches exceed segment.bytes {config.segment_bytes}",
         )
+    max_message_bytes = config.max_message_bytes
     pos = 0
     while pos < end:
         if end - pos <= MAGIC_POS:
@@ -45,34 +50,38 @@ def validate_batches(
                 f"record batch at position {pos} has magic {magic}; only magic 2 is supported",
             )
         header = parse_header(view, pos)
-        size = header.size
-        if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
+        length = header.batch_length
+        size = length + LOG_OVERHEAD
+        if length < BATCH_HEADER_SIZE - LOG_OVERHEAD or pos + size > end:
             raise CorruptRecordError(
-                f"record batch at position {pos} has length {header.batch_length}, {end - pos} bytes remain"
+                f"record batch at position {pos} has length {length}, {end - pos} bytes remain"
             )
-        if size > config.max_message_bytes:
+        if size > max_message_bytes:
             raise KafkaError(
                 ErrorCode.MESSAGE_SIZE_TOO_LARGE,
-                f"record batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}",
+                f"record batch of {size} bytes exceeds max.message.bytes {max_message_bytes}",
             )
-        if not crc_ok(view, pos, header):
+        if crc32c(view[pos + ATTRIBUTES_POS : pos + size]) != header.crc:
             raise CorruptRecordError(f"record batch at position {pos} fails its CRC32C check")
-        if header.compression > _MAX_COMPRESSION:
+        attributes = header.attributes
+        if attributes & COMPRESSION_MASK > _MAX_COMPRESSION:
             raise CorruptRecordError(
-                f"record batch at position {pos} has unknown compression {header.compression}"
+                f"record batch at position {pos} has unknown compression {attributes & COMPRESSION_MASK}"
             )
-        if header.last_offset_delta < 0:
+        delta = header.last_offset_delta
+        if delta < 0:
             raise CorruptRecordError(f"record batch at position {pos} has negative lastOffsetDelta")
         if from_client:
-            if header.records_count <= 0:
+            count = header.records_count
+            if count <= 0:
                 raise KafkaError(ErrorCode.INVALID_RECORD, f"record batch at position {pos} holds no records")
-            if header.last_offset_delta != header.records_count - 1:
+            if delta != count - 1:
                 raise KafkaError(
                     ErrorCode.INVALID_RECORD,
-                    f"record batch at position {pos}: lastOffsetDelta {header.last_offset_delta} "
-                    f"does not match {header.records_count} records",
+                    f"record batch at position {pos}: lastOffsetDelta {delta} "
+                    f"does not match {count} records",
                 )
-            if header.is_control:
+            if attributes & CONTROL_MASK:
                 raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not append control batches")
         out.append((pos, header))
         pos += size

@@ -27,15 +27,15 @@ class OffsetIndex(AbstractIndex):
 
     def append(self, offset: int, position: int) -> None:
         relative = offset - self.base_offset
-        if self._entries and relative <= self.entry(self._entries - 1)[0]:
+        last = self.last_values()
+        if last is not None and relative <= last[0]:
             return
         self._write_entry(relative, position)
 
     @property
     def last_offset(self) -> int:
-        if self._entries == 0:
-            return self.base_offset
-        return self.base_offset + self.entry(self._entries - 1)[0]
+        last = self.last_values()
+        return self.base_offset if last is None else self.base_offset + last[0]
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """``(offset, position)`` of the last entry with offset <= target, else ``(base, 0)``."""

@@ -27,10 +27,10 @@ class TimeIndex(AbstractIndex):
 
     def last_entry(self) -> tuple[int, int] | None:
         """``(timestamp, offset)`` of the last entry."""
-        if self._entries == 0:
+        last = self.last_values()
+        if last is None:
             return None
-        ts, rel = self.entry(self._entries - 1)
-        return ts, self.base_offset + rel
+        return last[0], self.base_offset + last[1]
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         last = self.last_entry()
