@@ -43,7 +43,7 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
 
 
 def one_round(target: Target, size: int, seconds: float, profile: Path | None,
-              label: str) -> tuple[float, float, float, float]:
+              label: str, consumer_conf: dict[str, str]) -> tuple[float, float, float, float]:
     """(produce MB/s, consume MB/s, broker CPU us per MB produced, per MB consumed)."""
     topic = topic_name("hotpath")
     create_topic(target, topic, 1)
@@ -58,7 +58,8 @@ def one_round(target: Target, size: int, seconds: float, profile: Path | None,
     cpu1 = cpu_seconds(pid)
     with maybe_profile(spy, profile / f"{label}-consume.txt" if profile else None):
         cons = run_worker("consume", {"bootstrap": target.bootstrap, "topic": topic, "size": size,
-                                      "messages": prod["messages"], "seconds": 60}, 90)
+                                      "messages": prod["messages"], "seconds": 60,
+                                      "consumer_conf": consumer_conf}, 90)
     check_errors(cons, "consume")
     cpu2 = cpu_seconds(pid)
     with contextlib.suppress(Exception):
@@ -82,10 +83,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--baseline-src", type=Path,
                     help="also run a broker 'base' from this source tree (e.g. a git worktree of an older commit)")
     ap.add_argument("--quick", action="store_true", help="one round of 2 s per size")
+    ap.add_argument("--consumer-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="librdkafka setting for the consumer, e.g. fetch.queue.backoff.ms=10 (repeatable)")
     args = ap.parse_args(argv)
     if args.quick:
         args.rounds, args.seconds = 1, 2.0
     sizes = [(s, SIZES[s]) for s in args.sizes.split(",")]
+    consumer_conf = dict(item.split("=", 1) for item in args.consumer_conf)
     names = args.brokers.split(",")
     if args.baseline_src:
         names.insert(1, "base")
@@ -110,7 +114,7 @@ def main(argv: list[str]) -> int:
                 for t in targets:
                     prof = args.profile if rnd == 0 else None
                     try:
-                        p, c, cp, cc = one_round(t, size, args.seconds, prof, label)
+                        p, c, cp, cc = one_round(t, size, args.seconds, prof, label, consumer_conf)
                     except RunFailed as e:
                         print(f"{t.name} {label}: failed: {e}", flush=True)
                         continue
