@@ -153,6 +153,13 @@ class BrokerMetrics:
             errors = tally.errors
             errors[error_code] = errors.get(error_code, 0) + 1
 
+    def on_error(self, api_name: str, error_code: int) -> None:
+        """An error inside a request (one partition's error code), counted with the request's errors."""
+        tally = self._requests.get(api_name)
+        if tally is None:
+            tally = self._request_tally(api_name)
+        tally.errors[error_code] = tally.errors.get(error_code, 0) + 1
+
     def _request_tally(self, api_name: str) -> _RequestTally:
         label = request_label(api_name)
         tally = self._by_label.get(label)

@@ -209,3 +209,47 @@ def test_broker_counters_move_by_the_amounts_sent() -> None:
         assert value(after, "kafka_consumergroup_current_offset", **labels) == 200
         assert value(after, "kafka_consumergroup_lag", **labels) == n - 200
         assert value(after, "kafka_server_socketservermetrics_connection_count") >= 0
+
+
+def test_partition_errors_are_counted_by_code() -> None:
+    from tests.integration.broker._wire import Wire
+
+    from rill.protocol import ApiKey
+    from rill.records.builder import build_batch
+    from rill.records.record import Record
+
+    testing = pytest.importorskip("rill.testing")
+    metrics_port = _free_port()
+    with testing.broker({"metrics.port": str(metrics_port), "auto.create.topics.enable": "false"}) as broker:
+        w = Wire(broker.bootstrap_servers)
+        batch = build_batch([Record(0, 1_700_000_000_000, b"k", b"v", [])])
+        for _ in range(3):
+            w.call(
+                ApiKey.PRODUCE,
+                9,
+                {
+                    "transactional_id": None,
+                    "acks": 1,
+                    "timeout_ms": 1000,
+                    "topic_data": [{"name": "missing", "partition_data": [{"index": 0, "records": batch}]}],
+                },
+            )
+        w.call(
+            ApiKey.FETCH,
+            11,
+            {
+                "max_wait_ms": 0,
+                "min_bytes": 0,
+                "topics": [
+                    {
+                        "topic": "missing",
+                        "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}],
+                    }
+                ],
+            },
+        )
+        w.close()
+        s = scrape(metrics_port)
+        errors = "kafka_network_requestmetrics_errors_total"
+        assert value(s, errors, request="Produce", error="UNKNOWN_TOPIC_OR_PARTITION") == 3
+        assert value(s, errors, request="Fetch", error="UNKNOWN_TOPIC_OR_PARTITION") == 1

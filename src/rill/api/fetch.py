@@ -9,7 +9,6 @@ not offered: a request to open one is answered with session id 0, which clients 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -127,16 +126,16 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
         remaining = deadline - time.monotonic()
         if used >= min_bytes or has_error or remaining <= 0 or not watch:
             break
-        try:
-            await rm.wait_for_appends(watch, remaining)
-        except asyncio.CancelledError:
-            raise
+        await rm.wait_for_appends(watch, remaining)
     metrics = ctx.services.metrics
     responses: list[Body] = []
     for (name, topic_id), ps in zip(names, parts, strict=True):
         for p in ps:
             size = p.pop("_size")
-            if metrics is not None and size:
-                metrics.on_fetch(name, size)
+            if metrics is not None:
+                if size:
+                    metrics.on_fetch(name, size)
+                if p["error_code"]:
+                    metrics.on_error("FETCH", p["error_code"])
         responses.append({"topic": name, "topic_id": topic_id, "partitions": ps})
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

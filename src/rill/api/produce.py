@@ -59,6 +59,8 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
                     metrics.on_produce(name, info.valid_bytes, info.record_count)
             except KafkaError as e:
                 result["error_code"] = e.code
+                if metrics is not None:
+                    metrics.on_error("PRODUCE", e.code)
                 if e.message != e.code.name:
                     result["error_message"] = e.message
                 level = logging.DEBUG if e.code.retriable else logging.INFO
