@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -138,6 +139,7 @@ def main(argv: list[str]) -> int:
         for t in targets:
             if t.broker is not None:
                 t.broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
