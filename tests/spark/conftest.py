@@ -11,15 +11,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow  # noqa: F401  (the README's test command installs the spark extra: a missing one fails)
 import pytest
+from pyspark.sql import SparkSession
 
-pyspark = pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
-
-from pyspark.sql import SparkSession  # noqa: E402
-
-from rill.client import KafkaClient  # noqa: E402
-from rill.spark.session import build_session  # noqa: E402
+from rill.client import KafkaClient
+from rill.spark.session import build_session
 
 TEST_CONF = {
     "spark.python.worker.reuse": "true",

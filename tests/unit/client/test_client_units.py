@@ -35,7 +35,7 @@ def test_parse_bootstrap() -> None:
             parse_bootstrap(bad)
 
 
-pyspark = pytest.importorskip("pyspark")
+import pyspark  # noqa: E402,F401  (the spark extra is part of the test setup)
 
 from rill.spark.options import (  # noqa: E402
     OffsetRange,
