@@ -27,11 +27,12 @@ is fsynced, so a crash leaves either the old or the new content.
 from __future__ import annotations
 
 import base64
-import os
 import uuid
 from pathlib import Path
 
 from rill.common import TopicPartition
+from rill.fsutil import fsync_dir as fsync_dir
+from rill.fsutil import write_atomically as write_atomically
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -39,30 +40,6 @@ REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 CHECKPOINT_VERSION = 0
-
-
-def write_atomically(path: Path, data: bytes, sync: bool = True) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    if sync:
-        fsync_dir(path.parent)
-
-
-def fsync_dir(dir: Path) -> None:
-    fd = os.open(dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _read_lines(path: Path, fields: int) -> list[list[str]]:

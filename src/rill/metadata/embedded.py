@@ -11,16 +11,16 @@ State lives in the first log directory:
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
-import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rill.config import ensure_cluster_id
 from rill.errors import ErrorCode, KafkaError
+from rill.fsutil import write_atomically
 from rill.metadata.store import (
     BrokerInfo,
     MetadataListener,
@@ -33,24 +33,6 @@ log = logging.getLogger(__name__)
 
 SNAPSHOT_FILE = "rill-metadata.json"
 META_PROPERTIES = "meta.properties"
-
-
-def _new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def _read_properties(path: Path) -> dict[str, str]:
@@ -67,9 +49,7 @@ def _read_properties(path: Path) -> dict[str, str]:
 class EmbeddedMetadataStore:
     """A :class:`~rill.metadata.store.MetadataStore` for one broker, kept in its data directory."""
 
-    def __init__(
-        self, data_dir: Path, node_id: int, advertised: BrokerInfo, cluster_id: str | None = None
-    ) -> None:
+    def __init__(self, data_dir: Path, node_id: int, advertised: BrokerInfo, cluster_id: str | None = None) -> None:
         self._dir = data_dir
         self._node_id = node_id
         self._broker = advertised
@@ -102,8 +82,8 @@ class EmbeddedMetadataStore:
                         f"{path} holds cluster.id {stored}, but cluster.id={wanted} was configured",
                     )
                 return stored
-        cluster_id = wanted or _new_cluster_id()
-        _write_atomically(path, f"version=1\ncluster.id={cluster_id}\nnode.id={self._node_id}\n")
+        cluster_id = ensure_cluster_id(wanted)
+        write_atomically(path, f"version=1\ncluster.id={cluster_id}\nnode.id={self._node_id}\n".encode())
         return cluster_id
 
     def _load_snapshot(self) -> None:
@@ -131,9 +111,7 @@ class EmbeddedMetadataStore:
         for name, t in sorted(self._topics.items()):
             topics[name] = {
                 "id": str(t.topic_id),
-                "partitions": [
-                    [p.leader, p.leader_epoch, list(p.replicas), list(p.isr)] for p in t.partitions
-                ],
+                "partitions": [[p.leader, p.leader_epoch, list(p.replicas), list(p.isr)] for p in t.partitions],
                 "configs": dict(t.configs),
             }
         snapshot = {
@@ -141,7 +119,7 @@ class EmbeddedMetadataStore:
             "broker_configs": self._broker_configs,
             "next_producer_id": self._next_producer_id,
         }
-        _write_atomically(self._dir / SNAPSHOT_FILE, json.dumps(snapshot, indent=1, sort_keys=True))
+        write_atomically(self._dir / SNAPSHOT_FILE, json.dumps(snapshot, indent=1, sort_keys=True).encode())
 
     def _put(self, topic: TopicState) -> None:
         self._topics[topic.name] = topic
@@ -207,9 +185,7 @@ class EmbeddedMetadataStore:
             if num_partitions < 1:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
             if replication_factor < 1:
-                raise KafkaError(
-                    ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
-                )
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
             if replication_factor > len(self.brokers()):
                 raise KafkaError(
                     ErrorCode.INVALID_REPLICATION_FACTOR,

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from rill.common import TopicPartition
+from rill.fsutil import fsync_dir, write_atomically
 from rill.spark.options import offsets_to_json
 
 OFFSETS_FILE = "_offsets.json"
@@ -99,23 +100,6 @@ def loaded_positions(output: Path) -> dict[TopicPartition, int]:
     return pos
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_durably(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 @contextlib.contextmanager
 def _exclusive(output: Path) -> Iterator[None]:
     with open(output / LOCK_FILE, "a+") as lock:
@@ -131,11 +115,11 @@ def _exclusive(output: Path) -> Iterator[None]:
 
 def publish(staging: Path, output: Path, manifest: Manifest) -> Path:
     """Write the manifest into the staged batch and move the batch into place with one rename."""
-    _write_durably(staging / OFFSETS_FILE, manifest.to_json())
-    _fsync_dir(staging)
+    write_atomically(staging / OFFSETS_FILE, manifest.to_json().encode())
+    fsync_dir(staging)
     final = output / batch_dir_name(manifest.batch)
     os.rename(staging, final)
-    _fsync_dir(output)
+    fsync_dir(output)
     return final
 
 
