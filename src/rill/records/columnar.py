@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from rill.errors import ErrorCode, KafkaError
 from rill.records import compression
+from rill.records.record import corrupt, read_headers, read_varint
 
 Buffer = bytes | bytearray | memoryview
 
@@ -152,8 +153,21 @@ def _decode_columns(
         first_row = len(offsets)
         try:
             _walk(
-                data, count, base, base_ts, start, until, pos, end, offsets, timestamps, key_bounds,
-                value_bounds, key_nulls, value_nulls, headers,
+                data,
+                count,
+                base,
+                base_ts,
+                start,
+                until,
+                pos,
+                end,
+                offsets,
+                timestamps,
+                key_bounds,
+                value_bounds,
+                key_nulls,
+                value_nulls,
+                headers,
             )
         except KafkaError:
             raise
@@ -178,10 +192,6 @@ def _decode_columns(
     )
 
 
-def corrupt(message: str) -> KafkaError:
-    return KafkaError(ErrorCode.CORRUPT_MESSAGE, message)
-
-
 def _batch_bounds(buf: bytes) -> Iterator[tuple[int, int]]:
     """(start, end) of each complete batch of ``buf``; a truncated trailing batch (as a Fetch may return)
     is left out."""
@@ -196,21 +206,6 @@ def _batch_bounds(buf: bytes) -> Iterator[tuple[int, int]]:
             return
         yield pos, end
         pos = end
-
-
-def _varint(b: bytes, p: int) -> tuple[int, int]:
-    """A zigzag varint at ``p``: (value, position after it)."""
-    u = 0
-    shift = 0
-    while True:
-        x = b[p]
-        p += 1
-        u |= (x & 0x7F) << shift
-        if x < 0x80:
-            return (u >> 1) ^ -(u & 1), p
-        shift += 7
-        if shift > 63:
-            raise corrupt("varint longer than 10 bytes")
 
 
 def _walk(
@@ -248,7 +243,7 @@ def _walk(
             length = (u >> 1) ^ -(u & 1)
             p += 2
         else:
-            length, p = _varint(b, p)
+            length, p = read_varint(b, p)
         rec_end = p + length
         if length < 6 or rec_end > end:
             raise corrupt(f"record length {length} at byte {p} is invalid")
@@ -262,13 +257,13 @@ def _walk(
             ts_delta = (u >> 1) ^ -(u & 1)
             p += 2
         else:
-            ts_delta, p = _varint(b, p)
+            ts_delta, p = read_varint(b, p)
         x = b[p]
         if x < 0x80:
             off = base + ((x >> 1) ^ -(x & 1))
             p += 1
         else:
-            delta, p = _varint(b, p)
+            delta, p = read_varint(b, p)
             off = base + delta
         if off < start or off >= until:
             p = rec_end
@@ -282,7 +277,7 @@ def _walk(
             n = (u >> 1) ^ -(u & 1)
             p += 2
         else:
-            n, p = _varint(b, p)
+            n, p = read_varint(b, p)
         add_key(p)
         if n < 0:
             key_nulls.append(row)
@@ -298,7 +293,7 @@ def _walk(
             n = (u >> 1) ^ -(u & 1)
             p += 2
         else:
-            n, p = _varint(b, p)
+            n, p = read_varint(b, p)
         add_value(p)
         if n < 0:
             value_nulls.append(row)
@@ -316,21 +311,7 @@ def _walk(
 
 
 def _headers(b: bytes, p: int, rec_end: int, out: list[list[tuple[str, bytes | None]]]) -> int:
-    n, p = _varint(b, p)
-    hs: list[tuple[str, bytes | None]] = []
-    for _ in range(n):
-        hk, p = _varint(b, p)
-        if hk < 0 or p + hk > rec_end:
-            raise corrupt("invalid header key length")
-        hkey = str(b[p : p + hk], "utf-8")
-        p += hk
-        hv, p = _varint(b, p)
-        if hv < 0:
-            hs.append((hkey, None))
-        else:
-            hs.append((hkey, b[p : p + hv]))
-            p += hv
-    if p != rec_end:
-        raise corrupt(f"record ends at byte {p}, its length says {rec_end}")
-    out.append(hs)
+    n, p = read_varint(b, p)
+    headers, p = read_headers(b, p, n, rec_end)
+    out.append(headers)
     return p

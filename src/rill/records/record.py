@@ -67,7 +67,7 @@ def corrupt(message: str) -> KafkaError:
 # -- varints (inlined fast path for the one-byte case) -------------------------------------------------------
 
 
-def _varint(b: bytes, p: int) -> tuple[int, int]:
+def read_varint(b: bytes, p: int) -> tuple[int, int]:
     x = b[p]
     if x < 0x80:
         return (x >> 1) ^ -(x & 1), p + 1
@@ -96,6 +96,26 @@ def write_varint(out: bytearray, v: int) -> None:
 # -- records -----------------------------------------------------------------------------------------------
 
 
+def read_headers(b: bytes, p: int, count: int, rec_end: int) -> tuple[list[tuple[str, bytes | None]], int]:
+    """The ``count`` headers of a record starting at ``p``; they must end exactly at ``rec_end``."""
+    headers: list[tuple[str, bytes | None]] = []
+    for _ in range(count):
+        hk, p = read_varint(b, p)
+        if hk < 0 or p + hk > rec_end:
+            raise corrupt("invalid header key length")
+        hkey = str(b[p : p + hk], "utf-8")
+        p += hk
+        hv, p = read_varint(b, p)
+        if hv < 0:
+            headers.append((hkey, None))
+        else:
+            headers.append((hkey, b[p : p + hv]))
+            p += hv
+    if p != rec_end:
+        raise corrupt(f"record ends at byte {p}, its length says {rec_end}")
+    return headers, p
+
+
 def decode_records(
     b: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None = None
 ) -> list[Record]:
@@ -113,22 +133,22 @@ def decode_records(
             if x < 0x80:
                 length, p = (x >> 1) ^ -(x & 1), p + 1
             else:
-                length, p = _varint(b, p)
+                length, p = read_varint(b, p)
             rec_end = p + length
             if length < 6 or rec_end > end:
                 raise corrupt(f"record length {length} at byte {p} is invalid")
             p += 1  # attributes
-            ts_delta, p = _varint(b, p)
+            ts_delta, p = read_varint(b, p)
             x = b[p]
             if x < 0x80:
                 off_delta, p = (x >> 1) ^ -(x & 1), p + 1
             else:
-                off_delta, p = _varint(b, p)
+                off_delta, p = read_varint(b, p)
             x = b[p]
             if x < 0x80:
                 n, p = (x >> 1) ^ -(x & 1), p + 1
             else:
-                n, p = _varint(b, p)
+                n, p = read_varint(b, p)
             if n < 0:
                 key = None
             else:
@@ -138,7 +158,7 @@ def decode_records(
             if x < 0x80:
                 n, p = (x >> 1) ^ -(x & 1), p + 1
             else:
-                n, p = _varint(b, p)
+                n, p = read_varint(b, p)
             if n < 0:
                 value = None
             else:
@@ -148,22 +168,8 @@ def decode_records(
             if x < 0x80:
                 n, p = (x >> 1) ^ -(x & 1), p + 1
             else:
-                n, p = _varint(b, p)
-            headers: list[tuple[str, bytes | None]] = []
-            for _h in range(n):
-                hk, p = _varint(b, p)
-                if hk < 0 or p + hk > rec_end:
-                    raise corrupt("invalid header key length")
-                hkey = str(b[p : p + hk], "utf-8")
-                p += hk
-                hv, p = _varint(b, p)
-                if hv < 0:
-                    headers.append((hkey, None))
-                else:
-                    headers.append((hkey, b[p : p + hv]))
-                    p += hv
-            if p != rec_end:
-                raise corrupt(f"record ends at byte {p}, its length says {rec_end}")
+                n, p = read_varint(b, p)
+            headers, p = read_headers(b, p, n, rec_end)
             append(
                 Record(
                     base_offset + off_delta,
