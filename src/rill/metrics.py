@@ -245,12 +245,9 @@ def _partition_stats(replica_manager: Any) -> list[PartitionStats]:
 
 
 def _purgatory_sizes(replica_manager: Any) -> dict[str, int]:
-    sizes = {}
-    for attr in ("produce_purgatory", "fetch_purgatory"):
-        purgatory = getattr(replica_manager, attr, None)
-        if purgatory is not None:
-            sizes[str(purgatory.name)] = int(purgatory.size)
-    return sizes
+    # Only fetches wait: a Produce with acks=all completes at append while the ISR is this one replica.
+    purgatory = replica_manager.fetch_purgatory
+    return {str(purgatory.name): int(purgatory.size)}
 
 
 def _group_offsets(raw: Iterable[Any]) -> list[GroupOffset]:

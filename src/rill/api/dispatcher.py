@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rill.api.context import BrokerServices, RequestContext
 from rill.api.registry import load_handlers, supported_versions
@@ -24,6 +24,9 @@ from rill.protocol import (
     decode_request_header,
     encode_response,
 )
+
+if TYPE_CHECKING:  # the network layer calls us; we only name its connection type
+    from rill.network.handler import ConnectionInfo
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +44,7 @@ class RequestDispatcher:
         self.slow_request_ms = slow_request_ms
         self._names = {int(k): k.name for k in ApiKey}
 
-    async def handle(self, conn: Any, frame: memoryview) -> Sequence[bytes | FileRegion] | None:
+    async def handle(self, conn: ConnectionInfo, frame: memoryview) -> Sequence[bytes | FileRegion] | None:
         started = time.perf_counter()
         try:
             header, pos = decode_request_header(frame)
@@ -62,11 +65,10 @@ class RequestDispatcher:
         try:
             body = decode_request(api_key, version, frame, pos)
         except ProtocolDecodeError as e:
-            raise ConnectionClosingError(
-                f"malformed {name} v{version} request from {_peer(conn)}: {e}"
-            ) from e
-        host, port = _host_port(conn)
-        ctx = RequestContext(api_key, version, corr, header.client_id, host, port, self.services)
+            raise ConnectionClosingError(f"malformed {name} v{version} request from {_peer(conn)}: {e}") from e
+        ctx = RequestContext(
+            api_key, version, corr, header.client_id, conn.client_host, conn.client_port, self.services
+        )
         response = await self.handlers[api_key].fn(ctx, body)
         elapsed = time.perf_counter() - started
         metrics = self.services.metrics
@@ -74,21 +76,14 @@ class RequestDispatcher:
             code = response.get("error_code", 0) if response else 0
             metrics.on_request(name, elapsed, int(code))
         if elapsed * 1000 > self.slow_request_ms and api_key != ApiKey.FETCH:
-            log.warning(
-                "Slow request: %s v%d from %s took %.0f ms", name, version, ctx.client, elapsed * 1000
-            )
+            log.warning("Slow request: %s v%d from %s took %.0f ms", name, version, ctx.client, elapsed * 1000)
         if response is None:
             return None
         return encode_response(api_key, version, corr, response)
 
-    def connection_closed(self, conn: Any) -> None:
+    def connection_closed(self, conn: ConnectionInfo) -> None:
         return None
 
 
-def _host_port(conn: Any) -> tuple[str, int]:
-    return str(getattr(conn, "client_host", "?")), int(getattr(conn, "client_port", 0))
-
-
-def _peer(conn: Any) -> str:
-    host, port = _host_port(conn)
-    return f"{host}:{port}"
+def _peer(conn: ConnectionInfo) -> str:
+    return f"{conn.client_host}:{conn.client_port}"
