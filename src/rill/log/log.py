@@ -12,7 +12,6 @@ has been fsynced. All methods run on the owning event loop, except ``flush_segme
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 import shutil
@@ -22,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from rill.common import FileRegion, TopicPartition
+from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError
 from rill.log.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
@@ -35,25 +34,25 @@ from rill.log.leader_epoch_cache import LeaderEpochFileCache
 from rill.log.log_append_info import LogAppendInfo
 from rill.log.log_config import LogConfig
 from rill.log.log_loader import load_segments
+from rill.log.log_reader import find_offset_by_timestamp, max_timestamp_and_offset, read_regions
+from rill.log.log_retention import SegmentPredicate, below_start_offset, deletable_prefix, retention_predicates
 from rill.log.log_segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_file_name
 from rill.log.log_validator import validate_batches
-from rill.log.producer_state import ProducerStateEntry, ProducerStateManager
+from rill.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from rill.records.batch import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
-    PARTITION_LEADER_EPOCH_POS,
-    TIMESTAMP_LOG_APPEND_TIME,
+    Buffer,
+    set_log_append_time,
     set_log_append_time_split,
 )
-from rill.records.record import decode_batch_records
 
 __all__ = ["FetchDataInfo", "Log", "LogAppendInfo", "parse_topic_partition"]
 
 log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
-_BASE_OFFSET = struct.Struct(">q")  # at position 0 of a batch
-_EPOCH = struct.Struct(">i")  # partitionLeaderEpoch
+_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch at position 0 of a batch
 
 
 def _base_offset(segment: LogSegment) -> int:
@@ -213,153 +212,158 @@ class Log:
     def append(
         self, records: memoryview | bytes | bytearray, *, leader_epoch: int, now_ms: int | None = None
     ) -> LogAppendInfo:
-        """Validate producer batches, assign offsets, stamp the leader epoch and append them."""
-        return self._append(records, leader_epoch=leader_epoch, now_ms=now_ms, as_leader=True)
+        """Validate producer batches, assign offsets, stamp the leader epoch and append them.
 
-    def append_as_follower(
-        self, records: memoryview | bytes | bytearray, *, now_ms: int | None = None
-    ) -> LogAppendInfo:
-        """Append batches that already carry offsets and leader epochs (replication)."""
-        return self._append(records, leader_epoch=-1, now_ms=now_ms, as_leader=False)
-
-    def _append(
-        self,
-        records: memoryview | bytes | bytearray,
-        *,
-        leader_epoch: int,
-        now_ms: int | None,
-        as_leader: bool,
-    ) -> LogAppendInfo:
-        now = _now_ms() if now_ms is None else now_ms
-        view = memoryview(records).cast("B")
-        batches = validate_batches(view, self._config, from_client=as_leader)
+        When ``records`` is writable the batch headers are patched in place (base offset, epoch,
+        LogAppendTime) and written with one ``pwrite``; read-only input gets copied headers.
+        """
+        # The hot path of every produce request, kept flat: validate, assign, one write, index.
+        view = records if type(records) is memoryview else memoryview(records)
+        config = self._config
+        batches = validate_batches(view, config, from_client=True)
         if not batches:
             return LogAppendInfo(-1, -1, -1, self._log_start_offset, 0, 0, False, -1)
-        pending: dict[int, ProducerStateEntry] = {}
-        if as_leader:
-            for _, header in batches:
-                if header.has_producer_id:
-                    dup = self.producer_state.prepare(header, pending)
-                    if dup is not None:
-                        return LogAppendInfo(
-                            dup.first_offset,
-                            dup.last_offset,
-                            dup.timestamp if self._config.log_append_time else -1,
-                            self._log_start_offset,
-                            dup.last_offset - dup.first_offset + 1,
-                            0,
-                            True,
-                            dup.timestamp,
-                        )
-        else:
-            expected = self._leo
-            for _, header in batches:
-                if header.base_offset < expected:
-                    raise KafkaError(
-                        ErrorCode.INVALID_RECORD,
-                        f"batch base offset {header.base_offset} is below the log end {expected}",
-                    )
-                expected = header.next_offset
-
-        append_time = now if as_leader and self._config.log_append_time else -1
-        if as_leader:
-            first_offset = self._leo
-            count = 0
-            max_ts_in = -1
-            for _, h in batches:
-                count += h.last_offset_delta + 1
-                if h.max_timestamp > max_ts_in:
-                    max_ts_in = h.max_timestamp
-            last_offset = first_offset + count - 1
-        else:
-            first_offset = batches[0][1].base_offset
-            last_offset = batches[-1][1].last_offset
-            max_ts_in = max(h.max_timestamp for _, h in batches)
+        pending: dict[int, ProducerStateEntry] | None = None
+        count = 0
+        max_ts = -1
+        for _, h in batches:
+            if h.producer_id >= 0:
+                if pending is None:
+                    pending = {}
+                dup = self.producer_state.prepare(h, pending)
+                if dup is not None:
+                    return self._duplicate_info(dup)
+            count += h.records_count
+            if h.max_timestamp > max_ts:
+                max_ts = h.max_timestamp
+        now = _now_ms() if now_ms is None else now_ms
+        append_time = now if config.log_append_time else -1
         if append_time >= 0:
-            max_ts_in = append_time
-        segment = self._maybe_roll(len(view), max_ts_in, first_offset, last_offset, now)
+            max_ts = append_time
+        first_offset = self._leo
+        end_offset = first_offset + count
+        segment = self._segments[-1]
+        if segment.size and self._should_roll(len(view), max_ts, end_offset - 1, now):
+            segment = self.roll(first_offset, now)
 
-        bufs: list[bytes | bytearray | memoryview] = []
+        writable = not view.readonly
+        bufs: list[bytes | bytearray | memoryview] = [view] if writable else []
         infos: list[tuple[int, int, int, int]] = []
         offset = first_offset
-        max_ts, offset_of_max_ts = -1, -1
-        record_count = 0
-        for pos, header in batches:
-            size = header.batch_length + LOG_OVERHEAD
-            if as_leader:
+        offset_of_max_ts = -1
+        for pos, h in batches:
+            size = h.batch_length + LOG_OVERHEAD
+            if writable:
+                _PREFIX.pack_into(view, pos, offset, h.batch_length, leader_epoch)
+                if append_time >= 0:
+                    set_log_append_time(view, pos, append_time)
+            else:
                 head = bytearray(view[pos : pos + BATCH_HEADER_SIZE])
                 body = view[pos + BATCH_HEADER_SIZE : pos + size]
-                _BASE_OFFSET.pack_into(head, 0, offset)
-                _EPOCH.pack_into(head, PARTITION_LEADER_EPOCH_POS, leader_epoch)
+                _PREFIX.pack_into(head, 0, offset, h.batch_length, leader_epoch)
                 if append_time >= 0:
                     set_log_append_time_split(head, body, append_time)
                 bufs += (head, body)
-                batch_last = offset + header.last_offset_delta
-            else:
-                bufs.append(view[pos : pos + size])
-                offset = header.base_offset
-                batch_last = header.last_offset
-            batch_ts = append_time if append_time >= 0 else header.max_timestamp
-            if batch_ts > max_ts:
-                max_ts, offset_of_max_ts = batch_ts, batch_last
-            infos.append((pos, batch_last, batch_ts, size))
-            if as_leader and header.has_producer_id:
-                self.producer_state.record(pending, header, offset, batch_ts)
-            record_count += header.records_count
-            offset = batch_last + 1
-        try:
-            segment.append(bufs, infos)
-        except OSError as e:
-            log.error("%s: append failed, log end stays at %d: %s", self._tp, self._leo, e)
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self._tp}: write failed: {e}") from e
-        self._leo = offset
-        if as_leader:
-            self.producer_state.commit(pending, offset)
-            if leader_epoch > self.leader_epoch_cache.latest_epoch:
-                self.leader_epoch_cache.assign(leader_epoch, first_offset)
-        else:
-            for _, header in batches:
-                self.producer_state.replay(header)
-                if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
-                    self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-        self._unflushed_messages += record_count
-        if self._unflushed_messages >= self._config.flush_messages and self.on_flush_needed is not None:
-            self.on_flush_needed(self)
+            last = offset + h.records_count - 1
+            ts = h.max_timestamp if append_time < 0 else append_time
+            if ts == max_ts and offset_of_max_ts < 0 <= ts:
+                offset_of_max_ts = last
+            infos.append((pos, last, ts, size))
+            if pending is not None and h.producer_id >= 0:
+                self.producer_state.record(pending, h, offset, ts)
+            offset = last + 1
+        self._write(segment, bufs, infos)
+        if pending is not None:
+            self.producer_state.commit(pending, end_offset)
+        if leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        self._count_unflushed(count)
         return LogAppendInfo(
             first_offset,
-            offset - 1,
+            end_offset - 1,
             append_time,
             self._log_start_offset,
-            record_count,
+            count,
             len(view),
             False,
             max_ts,
             offset_of_max_ts,
         )
 
+    def append_as_follower(
+        self, records: memoryview | bytes | bytearray, *, now_ms: int | None = None
+    ) -> LogAppendInfo:
+        """Append batches that already carry offsets and leader epochs (replication)."""
+        view = memoryview(records).cast("B")
+        batches = validate_batches(view, self._config, from_client=False)
+        if not batches:
+            return LogAppendInfo(-1, -1, -1, self._log_start_offset, 0, 0, False, -1)
+        now = _now_ms() if now_ms is None else now_ms
+        expected = self._leo
+        max_ts, offset_of_max_ts, count = -1, -1, 0
+        infos: list[tuple[int, int, int, int]] = []
+        for pos, h in batches:
+            if h.base_offset < expected:
+                raise KafkaError(
+                    ErrorCode.INVALID_RECORD, f"batch base offset {h.base_offset} is below the log end {expected}"
+                )
+            expected = h.next_offset
+            if h.max_timestamp > max_ts:
+                max_ts, offset_of_max_ts = h.max_timestamp, h.last_offset
+            infos.append((pos, h.last_offset, h.max_timestamp, h.size))
+            count += h.records_count
+        first_offset = batches[0][1].base_offset
+        segment = self._segments[-1]
+        if segment.size and self._should_roll(len(view), max_ts, expected - 1, now):
+            segment = self.roll(first_offset, now)
+        self._write(segment, [view], infos)
+        for _, h in batches:
+            self.producer_state.replay(h)
+            if h.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
+                self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+        self._count_unflushed(count)
+        return LogAppendInfo(
+            first_offset, expected - 1, -1, self._log_start_offset, count, len(view), False, max_ts, offset_of_max_ts
+        )
+
+    def _write(self, segment: LogSegment, bufs: list[Buffer], infos: list[tuple[int, int, int, int]]) -> None:
+        try:
+            segment.append(bufs, infos)
+        except OSError as e:
+            log.error("%s: append failed, log end stays at %d: %s", self._tp, self._leo, e)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self._tp}: write failed: {e}") from e
+        self._leo = infos[-1][1] + 1
+
+    def _count_unflushed(self, count: int) -> None:
+        self._unflushed_messages += count
+        if self._unflushed_messages >= self._config.flush_messages and self.on_flush_needed is not None:
+            self.on_flush_needed(self)
+
+    def _duplicate_info(self, dup: BatchMetadata) -> LogAppendInfo:
+        """A retried batch already in the log: report where it went, append nothing."""
+        return LogAppendInfo(
+            dup.first_offset,
+            dup.last_offset,
+            dup.timestamp if self._config.log_append_time else -1,
+            self._log_start_offset,
+            dup.last_offset - dup.first_offset + 1,
+            0,
+            True,
+            dup.timestamp,
+        )
+
     # ---- rolling ------------------------------------------------------------------------------
 
     def _should_roll(self, size: int, max_ts: int, last_offset: int, now_ms: int) -> bool:
         seg = self._active
-        if seg.size == 0:
-            return False
         config = self._config
         if seg.size > config.segment_bytes - size or seg.index_full:
             return True
         if last_offset - seg.base_offset > INT32_MAX:
             return True
         rolling_ts = seg.rolling_based_timestamp
-        waited = (
-            max_ts - rolling_ts if rolling_ts is not None and rolling_ts >= 0 else now_ms - seg.created_ms
-        )
+        waited = max_ts - rolling_ts if rolling_ts is not None and rolling_ts >= 0 else now_ms - seg.created_ms
         return waited > config.segment_ms - config.segment_jitter_ms
-
-    def _maybe_roll(
-        self, size: int, max_ts: int, first_offset: int, last_offset: int, now_ms: int
-    ) -> LogSegment:
-        if self._should_roll(size, max_ts, last_offset, now_ms):
-            return self.roll(first_offset, now_ms)
-        return self._active
 
     def roll(self, new_base: int | None = None, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the log end (kept if the active segment is empty)."""
@@ -404,9 +408,6 @@ class Log:
 
     # ---- read ---------------------------------------------------------------------------------
 
-    def _segment_index_for(self, offset: int) -> int:
-        return max(0, bisect.bisect_right(self._segments, offset, key=_base_offset) - 1)
-
     def read(
         self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
     ) -> FetchDataInfo:
@@ -417,23 +418,7 @@ class Log:
             )
         if offset == self._leo or (max_offset is not None and offset >= max_offset):
             return FetchDataInfo(offset)
-        regions: list[FileRegion] = []
-        remaining = max_bytes
-        target = offset
-        segments = self._segments
-        for i in range(self._segment_index_for(offset), len(segments)):
-            seg = segments[i]
-            found = seg.translate_offset(target)
-            if found is None:
-                continue
-            start = found[0]
-            end = seg.end_position(start, remaining, max_offset, min_one_batch and not regions)
-            if end > start:
-                regions.append(FileRegion(seg.fd, start, end - start))
-                remaining -= end - start
-            if remaining <= 0 or end < seg.size:
-                break
-            target = seg.next_offset
+        regions = read_regions(self._segments, offset, max_bytes, max_offset, min_one_batch)
         return FetchDataInfo(offset, regions, sum(r.length for r in regions))
 
     def read_bytes(
@@ -446,37 +431,11 @@ class Log:
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or after log start with timestamp >= target."""
-        for seg in self._segments:
-            if seg.size == 0 or seg.max_timestamp < timestamp:
-                continue
-            found = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
-            if found is None:
-                continue
-            pos, _, _ = found
-            header = seg.read_header(pos)
-            if header is None:
-                continue
-            if header.timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
-                return max(header.base_offset, self._log_start_offset), header.max_timestamp
-            try:
-                records = decode_batch_records(seg.read_bytes(pos, header.size), verify_crc=False)
-            except KafkaError as e:
-                log.warning(
-                    "%s: cannot decode batch at %d for a time lookup: %s", self._tp, header.base_offset, e
-                )
-                return max(header.base_offset, self._log_start_offset), header.max_timestamp
-            for record in records:
-                if record.timestamp >= timestamp and record.offset >= self._log_start_offset:
-                    return record.offset, record.timestamp
-        return None
+        return find_offset_by_timestamp(self._segments, timestamp, self._log_start_offset, self._tp)
 
     def max_timestamp_and_offset(self) -> tuple[int, int]:
         """``(max timestamp, its offset)`` over the log, ``(-1, -1)`` when empty."""
-        best = (-1, -1)
-        for seg in self._segments:
-            if seg.max_timestamp > best[0] and seg.offset_of_max_timestamp >= self._log_start_offset:
-                best = (seg.max_timestamp, seg.offset_of_max_timestamp)
-        return best
+        return max_timestamp_and_offset(self._segments, self._log_start_offset)
 
     # ---- retention ----------------------------------------------------------------------------
 
@@ -484,49 +443,24 @@ class Log:
         """Apply retention.ms, retention.bytes and the log start offset; returns segments deleted."""
         now = _now_ms() if now_ms is None else now_ms
         deleted = 0
-        config = self._config
-        if config.delete_enabled and config.retention_ms >= 0:
-            deleted += self._delete_while(
-                lambda s, _n: now - s.largest_timestamp() > config.retention_ms, now
-            )
-        if config.delete_enabled and config.retention_bytes >= 0:
-            excess = [self.size_bytes - config.retention_bytes]
-
-            def over_bytes(s: LogSegment, _n: LogSegment | None) -> bool:
-                if excess[0] - s.size >= 0:
-                    excess[0] -= s.size
-                    return True
-                return False
-
-            deleted += self._delete_while(over_bytes, now)
-        deleted += self._delete_while(
-            lambda _s, n: n is not None and n.base_offset <= self._log_start_offset, now
-        )
+        for rule in retention_predicates(self._config, now, self.size_bytes):
+            deleted += self._delete_while(rule, now)
+        deleted += self._delete_while(below_start_offset(self._log_start_offset), now)
         return deleted
 
-    def _delete_while(self, predicate: Callable[[LogSegment, LogSegment | None], bool], now_ms: int) -> int:
-        doomed: list[LogSegment] = []
-        segments = self._segments
-        for i, seg in enumerate(segments):
-            nxt = segments[i + 1] if i + 1 < len(segments) else None
-            upper = nxt.base_offset if nxt is not None else self._leo
-            if self._high_watermark < upper or (nxt is None and seg.size == 0):
-                break
-            if not predicate(seg, nxt):
-                break
-            doomed.append(seg)
-        if not doomed:
+    def _delete_while(self, predicate: SegmentPredicate, now_ms: int) -> int:
+        count = deletable_prefix(self._segments, predicate, self._high_watermark, self._leo)
+        if not count:
             return 0
-        if len(doomed) == len(segments):
+        doomed = self._segments[:count]
+        if count == len(self._segments):
             self.roll(now_ms=now_ms)
         self._remove_segments(doomed, now_ms)
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self.producer_state.delete_snapshots_below(self._segments[0].base_offset)
-        log.info(
-            "%s: deleted %d segment(s); log start offset %d", self._tp, len(doomed), self._log_start_offset
-        )
-        return len(doomed)
+        log.info("%s: deleted %d segment(s); log start offset %d", self._tp, count, self._log_start_offset)
+        return count
 
     def _remove_segments(self, doomed: list[LogSegment], now_ms: int) -> None:
         ids = {id(s) for s in doomed}
@@ -554,16 +488,13 @@ class Log:
         if offset > self._high_watermark:
             raise KafkaError(
                 ErrorCode.OFFSET_OUT_OF_RANGE,
-                f"{self._tp}: cannot delete records up to {offset}, "
-                f"above the high watermark {self._high_watermark}",
+                f"{self._tp}: cannot delete records up to {offset}, above the high watermark {self._high_watermark}",
             )
         if offset <= self._log_start_offset:
             return False
         self._log_start_offset = offset
         self.leader_epoch_cache.truncate_from_start(offset)
-        self._delete_while(
-            lambda _s, n: n is not None and n.base_offset <= offset, _now_ms() if now_ms is None else now_ms
-        )
+        self._delete_while(below_start_offset(offset), _now_ms() if now_ms is None else now_ms)
         return True
 
     # ---- truncation ---------------------------------------------------------------------------

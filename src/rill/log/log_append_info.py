@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
+class LogAppendInfo(NamedTuple):
+    """A named tuple: one is built per append."""
+
     first_offset: int
     last_offset: int
     log_append_time: int  # -1 unless the topic uses LogAppendTime

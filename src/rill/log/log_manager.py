@@ -75,9 +75,7 @@ class LogManager:
         def pick(explicit: int | None, name: str, default: int) -> int:
             return explicit if explicit is not None else _broker_int(broker_config, name, default)
 
-        self.retention_check_interval_ms = pick(
-            retention_check_interval_ms, "log.retention.check.interval.ms", 300000
-        )
+        self.retention_check_interval_ms = pick(retention_check_interval_ms, "log.retention.check.interval.ms", 300000)
         self.flush_checkpoint_interval_ms = pick(
             flush_checkpoint_interval_ms, "log.flush.offset.checkpoint.interval.ms", 60000
         )
@@ -189,9 +187,7 @@ class LogManager:
         try:
             plog = Log(log_dir / str(tp), config, topic_id=topic_id, had_clean_shutdown=True)
         except OSError as e:
-            raise KafkaError(
-                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create the log of {tp} in {log_dir}: {e}"
-            ) from e
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create the log of {tp} in {log_dir}: {e}") from e
         self._register(tp, plog, log_dir)
         log.info("Created log %s in %s", tp, log_dir)
         return plog
@@ -217,9 +213,7 @@ class LogManager:
     # ---- checkpoints --------------------------------------------------------------------------
 
     def _offsets_by_dir(self, value: Callable[[Log], int]) -> dict[Path, dict[TopicPartition, int]]:
-        out: dict[Path, dict[TopicPartition, int]] = {
-            d: {} for d in self.log_dirs if d not in self.offline_dirs
-        }
+        out: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs if d not in self.offline_dirs}
         for tp, plog in self._logs.items():
             d = self._log_dir_of[tp]
             if d in out:
@@ -238,14 +232,10 @@ class LogManager:
         self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, self._offsets_by_dir(lambda x: x.recovery_point))
 
     def checkpoint_log_start_offsets(self) -> None:
-        self._write_checkpoints(
-            LOG_START_OFFSET_CHECKPOINT, self._offsets_by_dir(lambda x: x.log_start_offset)
-        )
+        self._write_checkpoints(LOG_START_OFFSET_CHECKPOINT, self._offsets_by_dir(lambda x: x.log_start_offset))
 
     def checkpoint_high_watermarks(self) -> None:
-        self._write_checkpoints(
-            REPLICATION_OFFSET_CHECKPOINT, self._offsets_by_dir(lambda x: x.high_watermark)
-        )
+        self._write_checkpoints(REPLICATION_OFFSET_CHECKPOINT, self._offsets_by_dir(lambda x: x.high_watermark))
 
     # ---- background duties --------------------------------------------------------------------
 

@@ -193,11 +193,7 @@ class LogSegment:
         max_ts, max_ts_off = -1, -1
         while position < self.size:
             header = self.read_header(position)
-            if (
-                header is None
-                or header.magic != MAGIC_V2
-                or header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD
-            ):
+            if header is None or header.magic != MAGIC_V2 or header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
                 break
             if position + header.size > self.size or header.last_offset_delta < 0:
                 break
@@ -266,28 +262,44 @@ class LogSegment:
         """
         start = self.size
         try:
-            written = _write_all(self._fd, bufs, start)
+            if len(bufs) == 1:
+                buf = bufs[0]
+                written = os.pwrite(self._fd, buf, start)
+                if written != len(buf):
+                    written += _write_all(self._fd, [memoryview(buf)[written:]], start + written)
+            else:
+                written = _write_all(self._fd, bufs, start)
         except OSError:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, start)
             raise
         self.size = start + written
+        if self.rolling_based_timestamp is None:
+            self.rolling_based_timestamp = batches[0][2]
         for rel_pos, last_offset, max_ts, size in batches:
-            if self.rolling_based_timestamp is None:
-                self.rolling_based_timestamp = max_ts
-            self._index_batch(start + rel_pos, last_offset, max_ts, size)
+            if max_ts > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
+            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                self._add_index_entries(last_offset, start + rel_pos)
+            self.bytes_since_last_index_entry += size
+        self.next_offset = batches[-1][1] + 1
 
     def _index_batch(self, position: int, last_offset: int, max_ts: int, size: int) -> None:
         if max_ts > self.max_timestamp:
             self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
         if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            with contextlib.suppress(IndexFullError):
-                self.offset_index.append(last_offset, position)
-                if self.max_timestamp >= 0:
-                    self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-            self.bytes_since_last_index_entry = 0
+            self._add_index_entries(last_offset, position)
         self.bytes_since_last_index_entry += size
         self.next_offset = last_offset + 1
+
+    def _add_index_entries(self, last_offset: int, position: int) -> None:
+        try:
+            self.offset_index.append(last_offset, position)
+            if self.max_timestamp >= 0:
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        except IndexFullError:
+            pass  # the segment rolls before the next append
+        self.bytes_since_last_index_entry = 0
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= ``offset``; returns bytes removed."""
@@ -315,9 +327,7 @@ class LogSegment:
     def on_become_inactive(self) -> None:
         """The segment stops being written: record its max timestamp and trim the indexes."""
         if self.max_timestamp >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
-            )
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
         self.offset_index.trim()
         self.time_index.trim()
 

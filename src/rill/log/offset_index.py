@@ -27,7 +27,7 @@ class OffsetIndex(AbstractIndex):
 
     def append(self, offset: int, position: int) -> None:
         relative = offset - self.base_offset
-        last = self.last_values()
+        last = self._last if self._last is not None else self.last_values()
         if last is not None and relative <= last[0]:
             return
         self._write_entry(relative, position)

@@ -153,9 +153,9 @@ class ProducerStateManager:
                 )
         else:
             last_seq = updated.last_seq
-            if (
-                last_seq == NO_SEQUENCE and first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH
-            ) or (last_seq != NO_SEQUENCE and not _in_sequence(last_seq, first_seq)):
+            if (last_seq == NO_SEQUENCE and first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH) or (
+                last_seq != NO_SEQUENCE and not _in_sequence(last_seq, first_seq)
+            ):
                 raise KafkaError(
                     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                     f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow {last_seq}",
@@ -164,9 +164,7 @@ class ProducerStateManager:
         return None
 
     @staticmethod
-    def record(
-        pending: dict[int, ProducerStateEntry], header: BatchHeader, first_offset: int, ts: int
-    ) -> None:
+    def record(pending: dict[int, ProducerStateEntry], header: BatchHeader, first_offset: int, ts: int) -> None:
         """Give the batch validated by ``prepare`` its assigned offsets and timestamp."""
         entry = pending[header.producer_id]
         if header.is_control or header.base_sequence == NO_SEQUENCE:

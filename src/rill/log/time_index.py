@@ -33,8 +33,8 @@ class TimeIndex(AbstractIndex):
         return last[0], self.base_offset + last[1]
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
-        last = self.last_entry()
-        if last is not None and (timestamp <= last[0] or offset < last[1]):
+        last = self._last if self._last is not None else self.last_values()
+        if last is not None and (timestamp <= last[0] or offset - self.base_offset < last[1]):
             return
         if skip_full_check and self.is_full:
             self.resize((self._entries + 1) * self.entry_size)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import crc32c
 
@@ -83,8 +83,9 @@ class CorruptRecordError(KafkaError):
         super().__init__(ErrorCode.CORRUPT_MESSAGE, message)
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """The decoded 61-byte header (a named tuple: built on every append, so it must be cheap)."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int

@@ -1,0 +1,88 @@
+"""Reads over a partition's ordered segment list: fetch regions and lookups by time.
+
+Pure functions of the segments (no state of their own); ``Log`` checks the offset bounds and
+calls them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Sequence
+
+from rill.common import FileRegion, TopicPartition
+from rill.errors import KafkaError
+from rill.log.log_segment import LogSegment
+from rill.records.batch import TIMESTAMP_LOG_APPEND_TIME
+from rill.records.record import decode_batch_records
+
+log = logging.getLogger(__name__)
+
+
+def _base_offset(segment: LogSegment) -> int:
+    return segment.base_offset
+
+
+def floor_segment_index(segments: Sequence[LogSegment], offset: int) -> int:
+    """Index of the last segment whose base offset is <= ``offset`` (0 when none is)."""
+    return max(0, bisect.bisect_right(segments, offset, key=_base_offset) - 1)
+
+
+def read_regions(
+    segments: Sequence[LogSegment], offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
+) -> list[FileRegion]:
+    """File regions of whole batches from the batch holding ``offset``, at most ``max_bytes``
+    (but the first batch whole when ``min_one_batch``), stopping before ``max_offset``."""
+    regions: list[FileRegion] = []
+    remaining = max_bytes
+    target = offset
+    for i in range(floor_segment_index(segments, offset), len(segments)):
+        seg = segments[i]
+        found = seg.translate_offset(target)
+        if found is None:
+            continue
+        start = found[0]
+        end = seg.end_position(start, remaining, max_offset, min_one_batch and not regions)
+        if end > start:
+            regions.append(FileRegion(seg.fd, start, end - start))
+            remaining -= end - start
+        if remaining <= 0 or end < seg.size:
+            break
+        target = seg.next_offset
+    return regions
+
+
+def find_offset_by_timestamp(
+    segments: Sequence[LogSegment], timestamp: int, log_start_offset: int, tp: TopicPartition
+) -> tuple[int, int] | None:
+    """``(offset, timestamp)`` of the first record at or after log start with timestamp >= target."""
+    for seg in segments:
+        if seg.size == 0 or seg.max_timestamp < timestamp:
+            continue
+        found = seg.find_offset_by_timestamp(timestamp, log_start_offset)
+        if found is None:
+            continue
+        pos, _, _ = found
+        header = seg.read_header(pos)
+        if header is None:
+            continue
+        if header.timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
+            return max(header.base_offset, log_start_offset), header.max_timestamp
+        try:
+            records = decode_batch_records(seg.read_bytes(pos, header.size), verify_crc=False)
+        except KafkaError as e:
+            log.warning("%s: cannot decode batch at %d for a time lookup: %s", tp, header.base_offset, e)
+            return max(header.base_offset, log_start_offset), header.max_timestamp
+        for record in records:
+            if record.timestamp >= timestamp and record.offset >= log_start_offset:
+                return record.offset, record.timestamp
+    return None
+
+
+def max_timestamp_and_offset(segments: Sequence[LogSegment], log_start_offset: int) -> tuple[int, int]:
+    """``(max timestamp, its offset)`` over the segments, ``(-1, -1)`` when there is none."""
+    best = (-1, -1)
+    for seg in segments:
+        if seg.max_timestamp > best[0] and seg.offset_of_max_timestamp >= log_start_offset:
+            best = (seg.max_timestamp, seg.offset_of_max_timestamp)
+    return best
