@@ -114,23 +114,28 @@ def _consumer(params: Params, extra: dict[str, Any] | None = None) -> Consumer:
 def consume(params: Params) -> Result:
     """Read `messages` records from offset 0 of `partitions` partitions; time from first to last record.
 
-    The consumer's prefetch queue is capped at 16 MiB (`queued.max.messages.kbytes`), far below the prefill, so
-    most of the data is fetched while the clock runs rather than before the first `consume` returns.
+    The clock starts when the first record arrives, taken alone (``consume(1)``), so at most the first fetch
+    responses are in the consumer's queue at that moment; everything after it is fetched while the clock runs.
     """
     topic = params["topic"]
     expected = int(params["messages"])
-    c = _consumer(params, {"queued.max.messages.kbytes": 16384})
+    c = _consumer(params)
     c.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(int(params.get("partitions", 1)))])
     print("READY", flush=True)
     got = 0
     errors: list[str] = []
     start: float | None = None
     deadline = time.monotonic() + float(params["seconds"])
-    while got < expected and time.monotonic() < deadline:
-        batch = c.consume(10000, 0.2)
-        if batch and start is None:
+    while start is None and time.monotonic() < deadline:
+        first = c.consume(1, 0.05)
+        if first:
             start = time.monotonic()
-        for m in batch:
+            if first[0].error() is not None:
+                errors.append(str(first[0].error()))
+            else:
+                got += 1
+    while got < expected and time.monotonic() < deadline:
+        for m in c.consume(10000, 0.2):
             if m.error() is not None:
                 errors.append(str(m.error()))
             else:
