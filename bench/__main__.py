@@ -38,6 +38,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--profile", type=Path, metavar="DIR",
                     help="sample the Rill broker with py-spy during every Rill run: collapsed stacks and a "
                          "summary of where the time goes, into DIR")
+    ap.add_argument("--prefill-mib", type=int, default=None,
+                    help="MiB written before each consume run (default 512, quick 128)")
     return ap.parse_args(argv)
 
 
@@ -78,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         quick=quick,
         rounds=args.rounds or (1 if quick else 3),
         produce_seconds=args.seconds or (1.0 if quick else 5.0),
-        prefill_bytes=(128 if quick else 512) << 20,
+        prefill_bytes=(args.prefill_mib or (128 if quick else 512)) << 20,
         latency_seconds=2.0 if quick else 10.0,
         flush_seconds=10.0 if quick else 60.0,
         restart_bytes=restart_bytes,

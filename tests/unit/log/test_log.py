@@ -125,6 +125,28 @@ def test_log_append_time(log_dir: Path) -> None:
     log.close()
 
 
+@pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
+def test_writable_input_is_patched_in_place_and_logs_the_same_bytes(tmp_path: Path, timestamp_type: str) -> None:
+    config = small_config(message_timestamp_type=timestamp_type)
+    batches = make_batch(3) + make_batch(2, tag=1, ts=BASE_TS + 10)
+    logs = [open_log(tmp_path / f"{name}-0", config) for name in ("ro", "rw")]
+    for log in logs:
+        log.append(make_batch(1), leader_epoch=3, now_ms=BASE_TS)
+    buf = bytearray(batches)
+    infos = [
+        logs[0].append(batches, leader_epoch=3, now_ms=BASE_TS + 50),
+        logs[1].append(buf, leader_epoch=3, now_ms=BASE_TS + 50),
+    ]
+    assert infos[0] == infos[1] and (infos[0].first_offset, infos[0].last_offset) == (1, 5)
+    tail = logs[0].read_bytes(1, 1 << 20)
+    assert tail == logs[1].read_bytes(1, 1 << 20) == bytes(buf) != batches
+    for pos, h in b.iter_batches(tail):
+        assert h.partition_leader_epoch == 3 and b.crc_ok(tail, pos, h)
+    assert [r.offset for r in decode_records_in(tail)] == [1, 2, 3, 4, 5]
+    for log in logs:
+        log.close()
+
+
 def test_roll_by_size_index_and_time(tmp_path: Path) -> None:
     log = open_log(tmp_path / "a-0", small_config(segment_bytes=1000))
     for i in range(30):
