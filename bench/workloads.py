@@ -7,6 +7,7 @@ from each other (producer and consumer never share a process).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,9 @@ def _consume(size: int) -> Runner:
             # 10 KiB records get 4x the prefill so the run lasts about 2 s at 1 GB/s: shorter runs mostly
             # measure the consumer process touching its fresh 64 MiB prefetch queue for the first time.
             count = _prefill(target, topic, size, s.prefill_bytes * (4 if size >= 10240 else 1))
+            # Write back the prefill's dirty pages now (both targets), so that the kernel's writeback of the
+            # previous phase does not run during the consume; the records stay in the page cache.
+            os.sync()
             res = run_worker("consume", {"bootstrap": target.bootstrap, "topic": topic, "size": size,
                                          "messages": count, "seconds": 60}, 90)
             check_errors(res, "consume")

@@ -18,7 +18,8 @@ import logging
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
+_CREATE_THREADS = 8  # logs created at once when a topic appears (file creation and fsyncs overlap)
 
 
 def _now_ms() -> int:
@@ -172,25 +174,59 @@ class LogManager:
         return list(self._logs.values())
 
     def get_or_create_log(self, tp: TopicPartition, topic_id: uuid.UUID | None, config: LogConfig) -> Log:
-        existing = self._logs.get(tp)
-        if existing is not None:
-            existing.config = config
-            return existing
+        return self.get_or_create_logs([(tp, topic_id, config)])[0]
+
+    def get_or_create_logs(
+        self,
+        wanted: Sequence[tuple[TopicPartition, uuid.UUID | None, LogConfig]],
+        prepare: Callable[[Log], None] | None = None,
+    ) -> list[Log]:
+        """The logs of ``wanted``, in order; missing ones are created (each in the online log dir
+        holding the fewest logs) and passed to ``prepare``, several at a time in worker threads:
+        creating a log is file creation and fsyncs, which overlap well. Blocks until all are done.
+        Raises KafkaError (KAFKA_STORAGE_ERROR) after registering the logs that could be created."""
         online = [d for d in self.log_dirs if d not in self.offline_dirs]
-        if not online:
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "no log dir is online")
         counts = {d: 0 for d in online}
         for d in self._log_dir_of.values():
             if d in counts:
                 counts[d] += 1
-        log_dir = min(online, key=lambda d: counts[d])
-        try:
+        placed: dict[TopicPartition, tuple[Path, uuid.UUID | None, LogConfig]] = {}
+        for tp, topic_id, config in wanted:
+            existing = self._logs.get(tp)
+            if existing is not None:
+                existing.config = config
+            elif tp not in placed:
+                if not online:
+                    raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "no log dir is online")
+                log_dir = min(online, key=lambda d: counts[d])
+                counts[log_dir] += 1
+                placed[tp] = (log_dir, topic_id, config)
+
+        def create(tp: TopicPartition) -> Log:
+            log_dir, topic_id, config = placed[tp]
             plog = Log(log_dir / str(tp), config, topic_id=topic_id, had_clean_shutdown=True)
-        except OSError as e:
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create the log of {tp} in {log_dir}: {e}") from e
-        self._register(tp, plog, log_dir)
-        log.info("Created log %s in %s", tp, log_dir)
-        return plog
+            if prepare is not None:
+                prepare(plog)
+            return plog
+
+        errors: list[KafkaError] = []
+        if placed:
+            with ThreadPoolExecutor(min(_CREATE_THREADS, len(placed)), thread_name_prefix="log-create") as pool:
+                futures = {tp: pool.submit(create, tp) for tp in placed}
+            for tp, future in futures.items():
+                log_dir = placed[tp][0]
+                try:
+                    plog = future.result()
+                except OSError as e:
+                    errors.append(
+                        KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create the log of {tp} in {log_dir}: {e}")
+                    )
+                    continue
+                self._register(tp, plog, log_dir)
+                log.info("Created log %s in %s", tp, log_dir)
+        if errors:
+            raise errors[0]
+        return [self._logs[tp] for tp, _, _ in wanted]
 
     def delete_log(self, tp: TopicPartition) -> bool:
         """Forget the log and rename its directory for background removal."""

@@ -7,15 +7,16 @@ It follows the metadata store: when a topic appears, grows, changes configs or i
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from rill.common import FileRegion, TopicPartition
 from rill.errors import ErrorCode, KafkaError
-from rill.log.log import LogAppendInfo
+from rill.log.log import Log, LogAppendInfo
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
-from rill.metadata.store import MetadataStore, TopicState
+from rill.metadata.store import MetadataStore, PartitionState, TopicState
 from rill.replica.partition import Partition
 from rill.replica.purgatory import DelayedOperationPurgatory
 
@@ -68,6 +69,7 @@ class ReplicaManager:
         """Create, update and delete local partitions so they match the metadata store."""
         topics = self.metadata.topics()
         wanted: set[TopicPartition] = set()
+        new: list[tuple[TopicPartition, PartitionState, uuid.UUID | None, LogConfig, str, int]] = []
         for topic in topics.values():
             config, compression, min_isr = self._configs_for(topic)
             for state in topic.partitions:
@@ -77,16 +79,24 @@ class ReplicaManager:
                 wanted.add(tp)
                 partition = self._partitions.get(tp)
                 if partition is None:
-                    plog = self.log_manager.get_or_create_log(tp, topic.topic_id, config)
-                    partition = Partition(tp, plog, state, self.node_id, compression, min_isr)
-                    self._partitions[tp] = partition
-                    partition.log.leader_epoch_cache.assign(state.leader_epoch, plog.log_end_offset)
-                    # A new leader's high watermark is the smallest log end offset in its ISR; the
-                    # checkpointed value may be stale after a crash (here the ISR is this replica).
-                    partition.maybe_increment_high_watermark()
+                    new.append((tp, state, topic.topic_id, config, compression, min_isr))
                 else:
                     partition.update_state(state)
                     partition.update_config(config, compression, min_isr)
+        if new:
+            epochs = {tp: state.leader_epoch for tp, state, *_ in new}
+
+            def start_epoch(plog: Log) -> None:  # in a creating thread: the checkpoint write is an fsync
+                plog.leader_epoch_cache.assign(epochs[plog.topic_partition], plog.log_end_offset)
+
+            logs = self.log_manager.get_or_create_logs([(tp, tid, cfg) for tp, _, tid, cfg, _, _ in new], start_epoch)
+            for plog, (tp, state, _, _, compression, min_isr) in zip(logs, new, strict=True):
+                partition = Partition(tp, plog, state, self.node_id, compression, min_isr)
+                self._partitions[tp] = partition
+                partition.log.leader_epoch_cache.assign(state.leader_epoch, plog.log_end_offset)
+                # A new leader's high watermark is the smallest log end offset in its ISR; the
+                # checkpointed value may be stale after a crash (here the ISR is this replica).
+                partition.maybe_increment_high_watermark()
         for tp in [tp for tp in self._partitions if tp not in wanted]:
             del self._partitions[tp]
             self.log_manager.delete_log(tp)
