@@ -10,6 +10,7 @@ import pytest
 from logtest_util import BASE_TS, all_records, make_batch, small_config
 
 from rill.common import TopicPartition
+from rill.errors import ErrorCode, KafkaError
 from rill.log.checkpoints import read_offset_checkpoint
 from rill.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 
@@ -107,4 +108,32 @@ def test_background_flush_retention_and_delayed_delete(tmp_path: Path) -> None:
                 await task
 
     asyncio.run(scenario())
+    m.shutdown()
+
+
+def test_get_or_create_logs_creates_in_parallel_spreads_and_reports_failures(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    m = LogManager(dirs, small_config())
+    m.startup()
+    first = m.get_or_create_log(TopicPartition("orders", 0), uuid.uuid4(), small_config())
+    prepared: list[TopicPartition] = []
+    wanted = [(TopicPartition("orders", p), uuid.uuid4(), small_config()) for p in range(40)]
+    logs = m.get_or_create_logs(wanted, lambda lg: prepared.append(lg.topic_partition))
+    assert [lg.topic_partition for lg in logs] == [tp for tp, _, _ in wanted]
+    assert logs[0] is first and TopicPartition("orders", 0) not in prepared  # existing logs are not prepared again
+    assert sorted(prepared, key=lambda tp: tp.partition) == [tp for tp, _, _ in wanted[1:]]
+    per_dir = [sum(1 for lg in logs if lg.dir.parent == d) for d in dirs]
+    assert per_dir == [20, 20]
+    assert all((lg.dir / "00000000000000000000.log").exists() for lg in logs)
+
+    # a partition directory that cannot be created fails alone: the others are created and registered
+    (dirs[0] / "broken-0").write_text("a file where the partition directory should go")
+    (dirs[1] / "broken-1").write_text("a file where the partition directory should go")
+    more = [(TopicPartition("broken", p), None, small_config()) for p in range(2)]
+    more += [(TopicPartition("fine", p), None, small_config()) for p in range(4)]
+    with pytest.raises(KafkaError) as e:
+        m.get_or_create_logs(more)
+    assert e.value.code == ErrorCode.KAFKA_STORAGE_ERROR and "broken-" in e.value.message
+    assert all(m.get_log(TopicPartition("fine", p)) is not None for p in range(4))
+    assert m.get_log(TopicPartition("broken", 0)) is None
     m.shutdown()
