@@ -218,7 +218,7 @@ class Log:
         LogAppendTime) and written with one ``pwrite``; read-only input gets copied headers.
         """
         # The hot path of every produce request, kept flat: validate, assign, one write, index.
-        view = records if type(records) is memoryview else memoryview(records)
+        view = records if type(records) is memoryview and records.itemsize == 1 else memoryview(records).cast("B")
         config = self._config
         batches = validate_batches(view, config, from_client=True)
         if not batches:
