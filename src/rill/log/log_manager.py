@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import shutil
 import time
@@ -210,20 +211,23 @@ class LogManager:
             return plog
 
         errors: list[KafkaError] = []
-        if placed:
+        if len(placed) > 1:
             with ThreadPoolExecutor(min(_CREATE_THREADS, len(placed)), thread_name_prefix="log-create") as pool:
                 futures = {tp: pool.submit(create, tp) for tp in placed}
-            for tp, future in futures.items():
-                log_dir = placed[tp][0]
-                try:
-                    plog = future.result()
-                except OSError as e:
-                    errors.append(
-                        KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create the log of {tp} in {log_dir}: {e}")
-                    )
-                    continue
-                self._register(tp, plog, log_dir)
-                log.info("Created log %s in %s", tp, log_dir)
+            results = {tp: future.result for tp, future in futures.items()}
+        else:  # one log (a new partition, an internal topic): no thread to start
+            results = {tp: functools.partial(create, tp) for tp in placed}
+        for tp, result in results.items():
+            log_dir = placed[tp][0]
+            try:
+                plog = result()
+            except OSError as e:
+                errors.append(
+                    KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create the log of {tp} in {log_dir}: {e}")
+                )
+                continue
+            self._register(tp, plog, log_dir)
+            log.info("Created log %s in %s", tp, log_dir)
         if errors:
             raise errors[0]
         return [self._logs[tp] for tp, _, _ in wanted]
