@@ -236,6 +236,13 @@ def kafka_error_name(exc: BaseException) -> str:
     return ""
 
 
+def run_subcommand(parser: argparse.ArgumentParser, argv: list[str]) -> int:
+    """Parse ``argv`` and run the function the chosen subcommand set as its ``run`` default."""
+    args = parser.parse_args(argv)
+    result: int = args.run(args)
+    return result
+
+
 def run_main(body: Callable[[list[str]], int], argv: Sequence[str] | None) -> int:
     """Run a subcommand body, turning every failure into one line on stderr and an exit code."""
     args = list(sys.argv[1:] if argv is None else argv)

@@ -25,6 +25,7 @@ from rill.cli._common import (
     print_json,
     print_table,
     run_main,
+    run_subcommand,
     wait_future,
 )
 from rill.cli.configs import admin_client, fetch_metadata
@@ -242,9 +243,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _body(argv: list[str]) -> int:
-    args = _build_parser().parse_args(argv)
-    result: int = args.run(args)
-    return result
+    return run_subcommand(_build_parser(), argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
