@@ -144,21 +144,28 @@ class AbstractIndex:
             last = self._last = self.entry(self._entries - 1)
         return last
 
-    def _write_entry(self, *values: int) -> None:
+    def _write_entry(self, first: int, second: int) -> bool:
+        """Store the next entry; returns whether the index is now full. Raises IndexFullError."""
+        position = self._entries * self.entry_size
+        if self._entries >= self._max_entries or position + self.entry_size > self._reserved:
+            self._make_room(position + self.entry_size)
+        self.ENTRY.pack_into(self._mm, position, first, second)  # type: ignore[arg-type]
+        self._entries += 1
+        self._last = (first, second)
+        return self._entries >= self._max_entries
+
+    def _make_room(self, end: int) -> None:
+        """Make the slot ending at ``end`` writable (reserving disk blocks), or raise IndexFullError.
+        Blocks up to ``_reserved`` are always inside the map, so below it no check is needed."""
         if self._entries >= self._max_entries or self._mm is None:
             raise IndexFullError(f"index {self.path.name} is full ({self._entries} entries)")
-        end = (self._entries + 1) * self.entry_size
         if end > len(self._mm):
             raise IndexFullError(f"index {self.path.name} is not writable")
-        if end > self._reserved:
-            try:
-                self._reserve(end)
-            except OSError as e:  # no disk space for the index: it is full, and the segment will roll
-                self._max_entries = self._entries
-                raise IndexFullError(f"index {self.path.name}: cannot reserve space: {e}") from e
-        self.ENTRY.pack_into(self._mm, self._entries * self.entry_size, *values)
-        self._entries += 1
-        self._last = values
+        try:
+            self._reserve(end)
+        except OSError as e:  # no disk space for the index: it is full, and the segment will roll
+            self._max_entries = self._entries
+            raise IndexFullError(f"index {self.path.name}: cannot reserve space: {e}") from e
 
     def _largest_lower_bound(self, key: int, field: int) -> int:
         """Slot of the last entry whose ``field`` is <= key, or -1."""
@@ -196,6 +203,7 @@ class AbstractIndex:
         os.fsync(self._fd)
 
     def close(self) -> None:
+        self._reserved = 0
         if self._mm is not None:
             self._mm.close()
             self._mm = None

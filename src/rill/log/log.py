@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import struct
 import time
 import uuid
 from collections.abc import Callable
@@ -37,22 +36,16 @@ from rill.log.log_loader import load_segments
 from rill.log.log_reader import find_offset_by_timestamp, max_timestamp_and_offset, read_regions
 from rill.log.log_retention import SegmentPredicate, below_start_offset, deletable_prefix, retention_predicates
 from rill.log.log_segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_file_name
-from rill.log.log_validator import validate_batches
+from rill.log.log_validator import assign_offsets, check_single_batch, stamp_prefix, validate_batches
 from rill.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
-from rill.records.batch import (
-    BATCH_HEADER_SIZE,
-    LOG_OVERHEAD,
-    Buffer,
-    set_log_append_time,
-    set_log_append_time_split,
-)
+from rill.records.batch import BatchHeader, Buffer, set_log_append_time
 
 __all__ = ["FetchDataInfo", "Log", "LogAppendInfo", "parse_topic_partition"]
 
 log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
-_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch at position 0 of a batch
+_new_tuple = tuple.__new__
 
 
 def _base_offset(segment: LogSegment) -> int:
@@ -217,8 +210,66 @@ class Log:
         When ``records`` is writable the batch headers are patched in place (base offset, epoch,
         LogAppendTime) and written with one ``pwrite``; read-only input gets copied headers.
         """
-        # The hot path of every produce request, kept flat: validate, assign, one write, index.
+        # The hot path of every produce request. A Produce usually carries one batch per partition
+        # in a writable buffer: that case is checked and written here in one flat pass; anything
+        # else (several batches, read-only input, a batch failing a check) goes through
+        # ``_append_batches``, where ``validate_batches`` names the precise error.
         view = records if type(records) is memoryview and records.itemsize == 1 else memoryview(records).cast("B")
+        if view.readonly:
+            return self._append_batches(view, leader_epoch, now_ms)
+        config = self._config
+        fields = check_single_batch(view, config)
+        if fields is None:
+            return self._append_batches(view, leader_epoch, now_ms)
+        length, delta, max_ts, producer_id, count = fields[1], fields[6], fields[8], fields[9], fields[12]
+        pending: dict[int, ProducerStateEntry] | None = None
+        if producer_id >= 0:
+            header = _new_tuple(BatchHeader, fields)
+            pending = {}
+            dup = self.producer_state.prepare(header, pending)
+            if dup is not None:
+                return self._duplicate_info(dup)
+        now = _now_ms() if now_ms is None else now_ms
+        append_time = -1
+        if config.log_append_time:
+            append_time = max_ts = now
+            set_log_append_time(view, 0, now)
+        first_offset = self._leo
+        last_offset = first_offset + delta
+        segment = self._segments[-1]
+        if segment.size and self._should_roll(segment, len(view), max_ts, last_offset, now):
+            segment = self.roll(first_offset, now)
+        stamp_prefix(view, 0, first_offset, length, leader_epoch)
+        try:
+            segment.append_batch(view, last_offset, max_ts)
+        except OSError as e:
+            raise self._storage_error(e) from e
+        self._leo = last_offset + 1
+        if pending is not None:
+            self.producer_state.record(pending, header, first_offset, max_ts)
+            self.producer_state.commit(pending, last_offset + 1)
+        if leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        self._unflushed_messages += count
+        if self._unflushed_messages >= config.flush_messages and self.on_flush_needed is not None:
+            self.on_flush_needed(self)
+        return _new_tuple(
+            LogAppendInfo,
+            (
+                first_offset,
+                last_offset,
+                append_time,
+                self._log_start_offset,
+                count,
+                len(view),
+                False,
+                max_ts,
+                last_offset if max_ts >= 0 else -1,
+            ),
+        )
+
+    def _append_batches(self, view: memoryview, leader_epoch: int, now_ms: int | None) -> LogAppendInfo:
+        """``append`` of any number of batches, writable or not."""
         config = self._config
         batches = validate_batches(view, config, from_client=True)
         if not batches:
@@ -243,35 +294,16 @@ class Log:
         first_offset = self._leo
         end_offset = first_offset + count
         segment = self._segments[-1]
-        if segment.size and self._should_roll(len(view), max_ts, end_offset - 1, now):
+        if segment.size and self._should_roll(segment, len(view), max_ts, end_offset - 1, now):
             segment = self.roll(first_offset, now)
 
-        writable = not view.readonly
-        bufs: list[bytes | bytearray | memoryview] = [view] if writable else []
-        infos: list[tuple[int, int, int, int]] = []
-        offset = first_offset
+        bufs, infos = assign_offsets(view, batches, first_offset, leader_epoch, append_time)
         offset_of_max_ts = -1
-        for pos, h in batches:
-            size = h.batch_length + LOG_OVERHEAD
-            if writable:
-                _PREFIX.pack_into(view, pos, offset, h.batch_length, leader_epoch)
-                if append_time >= 0:
-                    set_log_append_time(view, pos, append_time)
-            else:
-                head = bytearray(view[pos : pos + BATCH_HEADER_SIZE])
-                body = view[pos + BATCH_HEADER_SIZE : pos + size]
-                _PREFIX.pack_into(head, 0, offset, h.batch_length, leader_epoch)
-                if append_time >= 0:
-                    set_log_append_time_split(head, body, append_time)
-                bufs += (head, body)
-            last = offset + h.records_count - 1
-            ts = h.max_timestamp if append_time < 0 else append_time
+        for (_, h), (_, last, ts, _) in zip(batches, infos, strict=True):
             if ts == max_ts and offset_of_max_ts < 0 <= ts:
                 offset_of_max_ts = last
-            infos.append((pos, last, ts, size))
             if pending is not None and h.producer_id >= 0:
-                self.producer_state.record(pending, h, offset, ts)
-            offset = last + 1
+                self.producer_state.record(pending, h, last - h.last_offset_delta, ts)
         self._write(segment, bufs, infos)
         if pending is not None:
             self.producer_state.commit(pending, end_offset)
@@ -314,7 +346,7 @@ class Log:
             count += h.records_count
         first_offset = batches[0][1].base_offset
         segment = self._segments[-1]
-        if segment.size and self._should_roll(len(view), max_ts, expected - 1, now):
+        if segment.size and self._should_roll(segment, len(view), max_ts, expected - 1, now):
             segment = self.roll(first_offset, now)
         self._write(segment, [view], infos)
         for _, h in batches:
@@ -330,9 +362,12 @@ class Log:
         try:
             segment.append(bufs, infos)
         except OSError as e:
-            log.error("%s: append failed, log end stays at %d: %s", self._tp, self._leo, e)
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self._tp}: write failed: {e}") from e
+            raise self._storage_error(e) from e
         self._leo = infos[-1][1] + 1
+
+    def _storage_error(self, e: OSError) -> KafkaError:
+        log.error("%s: append failed, log end stays at %d: %s", self._tp, self._leo, e)
+        return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self._tp}: write failed: {e}")
 
     def _count_unflushed(self, count: int) -> None:
         self._unflushed_messages += count
@@ -354,12 +389,9 @@ class Log:
 
     # ---- rolling ------------------------------------------------------------------------------
 
-    def _should_roll(self, size: int, max_ts: int, last_offset: int, now_ms: int) -> bool:
-        seg = self._active
+    def _should_roll(self, seg: LogSegment, size: int, max_ts: int, last_offset: int, now_ms: int) -> bool:
         config = self._config
-        if seg.size > config.segment_bytes - size or seg.index_full:
-            return True
-        if last_offset - seg.base_offset > INT32_MAX:
+        if seg.size > config.segment_bytes - size or seg.index_full or last_offset - seg.base_offset > INT32_MAX:
             return True
         rolling_ts = seg.rolling_based_timestamp
         waited = max_ts - rolling_ts if rolling_ts is not None and rolling_ts >= 0 else now_ms - seg.created_ms

@@ -124,6 +124,8 @@ class LogSegment:
         self.offset_of_max_timestamp = -1
         self.rolling_based_timestamp: int | None = None
         self.bytes_since_last_index_entry = 0
+        self.index_full = False
+        self._refresh_index_full()
 
     # ---- state --------------------------------------------------------------------------------
 
@@ -135,9 +137,9 @@ class LogSegment:
     def is_empty(self) -> bool:
         return self.size == 0
 
-    @property
-    def index_full(self) -> bool:
-        return self.offset_index.is_full or self.time_index.is_full
+    def _refresh_index_full(self) -> None:
+        # A plain attribute, read on every append; refreshed wherever the indexes change.
+        self.index_full = self.offset_index.is_full or self.time_index.is_full
 
     def largest_timestamp(self) -> int:
         """The segment's max timestamp, or its file's mtime when it has no timestamps (Kafka's rule)."""
@@ -215,6 +217,7 @@ class LogSegment:
         self.time_index.reset()
         self.offset_index.resize(self.max_index_size)
         self.time_index.resize(self.max_index_size)
+        self._refresh_index_full()
         self.max_timestamp, self.offset_of_max_timestamp = -1, -1
         self.rolling_based_timestamp = None
         self.bytes_since_last_index_entry = 0
@@ -262,27 +265,42 @@ class LogSegment:
         """
         start = self.size
         try:
-            if len(bufs) == 1:
-                buf = bufs[0]
-                written = os.pwrite(self._fd, buf, start)
-                if written != len(buf):
-                    written += _write_all(self._fd, [memoryview(buf)[written:]], start + written)
-            else:
-                written = _write_all(self._fd, bufs, start)
+            written = _write_all(self._fd, bufs, start)
         except OSError:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, start)
+            self._cut_back(start)
             raise
         self.size = start + written
         if self.rolling_based_timestamp is None:
             self.rolling_based_timestamp = batches[0][2]
         for rel_pos, last_offset, max_ts, size in batches:
-            if max_ts > self.max_timestamp:
-                self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
-            if self.bytes_since_last_index_entry > self.index_interval_bytes:
-                self._add_index_entries(last_offset, start + rel_pos)
-            self.bytes_since_last_index_entry += size
-        self.next_offset = batches[-1][1] + 1
+            self._index_batch(start + rel_pos, last_offset, max_ts, size)
+
+    def append_batch(self, buf: Buffer, last_offset: int, max_ts: int) -> None:
+        """``append`` for the common case of one whole batch in one buffer."""
+        start = self.size
+        size = len(buf)
+        try:
+            written = os.pwrite(self._fd, buf, start)
+            if written != size:
+                _write_all(self._fd, [memoryview(buf)[written:]], start + written)
+        except OSError:
+            self._cut_back(start)
+            raise
+        self.size = start + size
+        if self.rolling_based_timestamp is None:
+            self.rolling_based_timestamp = max_ts
+        # _index_batch, inlined: this runs once per produced batch
+        if max_ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self._add_index_entries(last_offset, start)
+        self.bytes_since_last_index_entry += size
+        self.next_offset = last_offset + 1
+
+    def _cut_back(self, size: int) -> None:
+        """After a failed write: drop whatever part of it reached the file."""
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, size)
 
     def _index_batch(self, position: int, last_offset: int, max_ts: int, size: int) -> None:
         if max_ts > self.max_timestamp:
@@ -293,13 +311,16 @@ class LogSegment:
         self.next_offset = last_offset + 1
 
     def _add_index_entries(self, last_offset: int, position: int) -> None:
-        try:
-            self.offset_index.append(last_offset, position)
-            if self.max_timestamp >= 0:
-                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-        except IndexFullError:
-            pass  # the segment rolls before the next append
+        # Only a write fills an index; the paths that empty or grow one call _refresh_index_full.
         self.bytes_since_last_index_entry = 0
+        try:
+            full = self.offset_index.append(last_offset, position)
+            if self.max_timestamp >= 0:
+                full = self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp) or full
+        except IndexFullError:
+            full = True  # the segment rolls before the next append
+        if full:
+            self.index_full = True
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= ``offset``; returns bytes removed."""
@@ -309,6 +330,7 @@ class LogSegment:
         pos, _ = found
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self._refresh_index_full()
         os.ftruncate(self._fd, pos)
         removed = self.size - pos
         self.size = pos
@@ -330,10 +352,12 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
         self.offset_index.trim()
         self.time_index.trim()
+        self._refresh_index_full()
 
     def on_become_active(self, max_index_size: int) -> None:
         self.offset_index.resize(max_index_size)
         self.time_index.resize(max_index_size)
+        self._refresh_index_full()
 
     # ---- reading ------------------------------------------------------------------------------
 

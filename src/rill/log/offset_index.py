@@ -25,12 +25,14 @@ class OffsetIndex(AbstractIndex):
     def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool) -> None:
         super().__init__(path, base_offset, max_index_size, writable)
 
-    def append(self, offset: int, position: int) -> None:
+    def append(self, offset: int, position: int) -> bool:
+        """Add an entry unless ``offset`` is not above the last one; returns whether the index
+        is now full."""
         relative = offset - self.base_offset
         last = self._last if self._last is not None else self.last_values()
         if last is not None and relative <= last[0]:
-            return
-        self._write_entry(relative, position)
+            return False
+        return self._write_entry(relative, position)
 
     @property
     def last_offset(self) -> int:

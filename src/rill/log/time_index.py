@@ -32,13 +32,14 @@ class TimeIndex(AbstractIndex):
             return None
         return last[0], self.base_offset + last[1]
 
-    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> bool:
+        """Add an entry if ``timestamp`` is above the last one; returns whether the index is now full."""
         last = self._last if self._last is not None else self.last_values()
         if last is not None and (timestamp <= last[0] or offset - self.base_offset < last[1]):
-            return
+            return False
         if skip_full_check and self.is_full:
             self.resize((self._entries + 1) * self.entry_size)
-        self._write_entry(timestamp, offset - self.base_offset)
+        return self._write_entry(timestamp, offset - self.base_offset)
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """``(timestamp, offset)`` of the last entry with timestamp <= target, else ``(-1, base)``."""

@@ -16,7 +16,7 @@ from rill.log.log_config import LogConfig
 from rill.records import batch as b
 from rill.records.record import decode_records_in
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("append_input_kind")]
 
 
 @pytest.fixture
@@ -365,3 +365,25 @@ def test_parse_topic_partition() -> None:
         assert parse_topic_partition(bad) is None
     with pytest.raises(ValueError):
         Log(Path("/nonexistent/not_a_partition"), LogConfig())
+
+
+def test_index_full_flag_follows_the_indexes(tmp_path: Path) -> None:
+    # 3 offset-index slots (24 bytes), an entry before every batch after the first
+    log = open_log(tmp_path / "f-0", small_config(segment_bytes=10**9, index_interval_bytes=0, segment_index_bytes=24))
+    for i in range(4):
+        log.append(make_batch(1, tag=i), leader_epoch=0, now_ms=BASE_TS)
+    seg = log.segments[-1]
+    assert seg.offset_index.is_full and seg.index_full and log.num_segments == 1
+    log.truncate_to(2)  # drops index entries: room again, and the same segment takes appends
+    assert not seg.offset_index.is_full and not seg.index_full
+    log.append(make_batch(1, tag=9), leader_epoch=0, now_ms=BASE_TS)
+    assert log.num_segments == 1 and log.log_end_offset == 3
+    while not seg.index_full:
+        log.append(make_batch(1, tag=9), leader_epoch=0, now_ms=BASE_TS)
+    log.append(make_batch(1, tag=10), leader_epoch=0, now_ms=BASE_TS)  # rolls before it is written
+    assert log.num_segments == 2 and log.segments[1].base_offset == log.log_end_offset - 1
+    assert seg.index_full  # trimmed to its entries when it stopped being active
+    log.truncate_to(seg.next_offset - 1)  # the old segment is active again, its index regrown
+    assert log.num_segments == 1 and log.segments[-1] is seg and not seg.index_full
+    assert [r.offset for r in all_records(log)] == list(range(log.log_end_offset))
+    log.close()

@@ -43,12 +43,12 @@ class LogMachine(RuleBasedStateMachine):
                     out.append((base + i, bytes([(tag + i) % 256]) * (tag % 37)))
         return out
 
-    @rule(n=st.integers(1, 6))
-    def append(self, n: int) -> None:
+    @rule(n=st.integers(1, 6), writable=st.booleans())
+    def append(self, n: int, writable: bool) -> None:
         self.tag += 1
-        info = self.log.append(
-            make_batch(n, tag=self.tag, value_size=self.tag % 37, ts=BASE_TS + self.tag), leader_epoch=0
-        )
+        batch = make_batch(n, tag=self.tag, value_size=self.tag % 37, ts=BASE_TS + self.tag)
+        # a Produce hands over a writable buffer (patched in place); other callers read-only bytes
+        info = self.log.append(bytearray(batch) if writable else batch, leader_epoch=0)
         assert info.first_offset == self.leo
         self.batches.append((self.leo, n, self.tag))
         self.leo += n

@@ -10,7 +10,7 @@ from logtest_util import make_batch, open_log, small_config
 from rill.errors import ErrorCode, KafkaError
 from rill.log.producer_state import read_snapshot, snapshot_offsets
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("append_input_kind")]
 
 
 def pb(seq: int, n: int = 2, epoch: int = 0, pid: int = 7) -> bytes:
