@@ -17,6 +17,10 @@ UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 
 
+def _last_epoch(epochs: list[tuple[int, int]]) -> int:
+    return epochs[-1][0] if epochs else UNDEFINED_EPOCH
+
+
 class LeaderEpochFileCache:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -25,14 +29,12 @@ class LeaderEpochFileCache:
         except (OSError, ValueError) as e:
             log.warning("Ignoring unreadable %s: %s", path, e)
             self._epochs = []
+        # the last epoch or UNDEFINED_EPOCH; an attribute, as every append reads it (_flush updates it)
+        self.latest_epoch = _last_epoch(self._epochs)
 
     @property
     def entries(self) -> list[tuple[int, int]]:
         return list(self._epochs)
-
-    @property
-    def latest_epoch(self) -> int:
-        return self._epochs[-1][0] if self._epochs else UNDEFINED_EPOCH
 
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset``; stale or conflicting entries are dropped."""
@@ -91,4 +93,6 @@ class LeaderEpochFileCache:
         self._flush()
 
     def _flush(self) -> None:
+        """Every change ends here: refresh ``latest_epoch``, then write the checkpoint."""
+        self.latest_epoch = _last_epoch(self._epochs)
         write_epoch_checkpoint(self.path, self._epochs, sync=False)

@@ -31,10 +31,11 @@ class LogConfig:
     max_message_bytes: int = 1024 * 1024 + 12
     message_timestamp_type: str = "CreateTime"
     cleanup_policy: str = "delete"
+    # derived from message_timestamp_type (a plain field: the append path reads it per batch)
+    log_append_time: bool = dataclasses.field(init=False, repr=False, compare=False)
 
-    @property
-    def log_append_time(self) -> bool:
-        return self.message_timestamp_type == "LogAppendTime"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "log_append_time", self.message_timestamp_type == "LogAppendTime")
 
     @property
     def delete_enabled(self) -> bool:
