@@ -61,11 +61,18 @@ def _throughput(result: dict[str, float]) -> float:
     return result["bytes"] / result["seconds"] / MB
 
 
+def _settle_disk() -> None:
+    """Write back every dirty page left by earlier runs (a deleted Rill topic's segments linger for
+    file.delete.delay.ms), so a timed write starts from the same clean state for every broker."""
+    os.sync()
+
+
 def _produce(size: int, acks: str, compression: str) -> Runner:
     def run(target: Target, s: Settings) -> Figures:
         topic = topic_name("produce")
         create_topic(target, topic, 1)
         try:
+            _settle_disk()
             res = run_worker("produce", {"bootstrap": target.bootstrap, "topic": topic, "size": size,
                                          "acks": acks, "compression": compression,
                                          "seconds": s.produce_seconds, "flush_timeout": s.flush_seconds},
@@ -98,7 +105,7 @@ def _consume(size: int) -> Runner:
             count = _prefill(target, topic, size, s.prefill_bytes * (4 if size >= 10240 else 1))
             # Write back the prefill's dirty pages now (both targets), so that the kernel's writeback of the
             # previous phase does not run during the consume; the records stay in the page cache.
-            os.sync()
+            _settle_disk()
             res = run_worker("consume", {"bootstrap": target.bootstrap, "topic": topic, "size": size,
                                          "messages": count, "seconds": 60}, 90)
             check_errors(res, "consume")
@@ -139,6 +146,7 @@ def _partitions(count: int) -> Runner:
         topic = topic_name("partitions")
         created = create_topic(target, topic, count, timeout=120)
         try:
+            _settle_disk()
             res = run_worker("produce", {"bootstrap": target.bootstrap, "topic": topic, "size": 1024,
                                          "acks": "1", "seconds": s.produce_seconds, "partitions": count,
                                          "messages": 50 * count if s.quick else 0,
@@ -162,6 +170,7 @@ def _connections(producers: int) -> Runner:
         topic = topic_name("connections")
         create_topic(target, topic, 10)
         try:
+            _settle_disk()
             res = run_worker("connections", {"bootstrap": target.bootstrap, "topic": topic, "size": 1024,
                                              "producers": producers, "seconds": s.produce_seconds},
                              s.produce_seconds + 120)

@@ -13,7 +13,10 @@ reads straight into, so the records of a big Produce are copied once, by the ker
 that was touched before; the buffer goes back to the pool once the request has been answered and
 nothing refers to it any more. A partial small frame left
 at the end of a read is kept (at most ``DIRECT_READ_BYTES + 4`` bytes) and put back in front of
-the next read.
+the next read. After a large frame the next read asks for just the 4-byte size, so a client that
+streams big Produce requests has each one read straight into its own buffer instead of having
+up to a scratch buffer's worth copied over from the scratch buffer (one extra, cheap read per
+large frame).
 
 Processing. Like Kafka, which mutes a channel while one of its requests is being handled, frames
 of one connection are handled strictly one after another by a single worker task, and each
@@ -94,6 +97,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._direct: memoryview | None = None
         self._direct_buf: bytearray | None = None
         self._direct_filled = 0
+        self._after_large = False  # the last frame was read directly: read the next size alone
         self._queue: collections.deque[tuple[memoryview, bytearray | None]] = collections.deque()
         self._queued_bytes = 0
         self._worker: asyncio.Task[None] | None = None
@@ -178,6 +182,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             n = len(partial)
             view[:n] = partial
             return view[n:]
+        if self._after_large:
+            return view[:4]
         return view
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -188,6 +194,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if self._direct_filled == len(direct):
                 self._direct = None
                 buf, self._direct_buf = self._direct_buf, None
+                self._after_large = True
                 self._enqueue(direct, buf)
             return
         end = len(self._partial) + nbytes
@@ -209,6 +216,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     frame[:] = view[start:pos]
                     self._enqueue(frame, buf)
                 else:
+                    self._after_large = False
                     self._enqueue(memoryview(view[start:pos].tobytes()), None)
                 continue
             if size > DIRECT_READ_BYTES:
