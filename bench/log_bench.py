@@ -1,11 +1,13 @@
 """Storage benchmark: Log.append and Log.read (sent with os.sendfile) beside raw os.write and
 os.sendfile on the same disk in the same run, and crash recovery of an unflushed tail.
 
-    python bench/log_bench.py [--quick] [--dir DIR] [--total-mib N] [--repeat N]
+    python bench/log_bench.py [--quick] [--dir DIR] [--total-mib N] [--repeat N] [--slices N]
 
-Appends ``--total-mib`` (1024) in 1 MiB and in 16 KiB batches, reads the log back through
-``Log.read`` regions sent with ``os.sendfile`` to a loopback socket drained by a thread, and
-compares with ``os.write`` of the same chunks into a fresh file and ``os.sendfile`` of that file.
+Appends ``--total-mib`` (1024) in 1 MiB and in 16 KiB batches and compares with ``os.write`` of
+the same chunks into a fresh file, the two interleaved in ``--slices`` (16) alternating slices so
+that drift of the machine's page cache and writeback hits both alike; then reads the log back
+through ``Log.read`` regions sent with ``os.sendfile`` to a loopback socket drained by a thread,
+beside ``os.sendfile`` of the raw file.
 Then a child process appends the same amount without flushing and is killed with SIGKILL; the
 time to reopen (recover) the log is reported. ``--quick`` uses 128 MiB and one repeat.
 """
@@ -45,32 +47,36 @@ def rate(nbytes: int, seconds: float) -> float:
     return nbytes / seconds / 1e6
 
 
-def bench_raw_write(dir: Path, chunk: bytes, total: int) -> float:
-    path = dir / "raw.bin"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    start = time.perf_counter()
-    written = 0
-    while written < total:
-        written += os.write(fd, chunk)
-    elapsed = time.perf_counter() - start
-    os.close(fd)
-    return rate(written, elapsed)
-
-
-def bench_append(dir: Path, batch: bytes, total: int) -> tuple[float, Log]:
+def bench_writes(dir: Path, batch: bytes, total: int, slices: int) -> tuple[float, float, Log]:
+    """Raw ``os.write`` of ``batch`` into a fresh file and ``Log.append`` of it into a fresh log,
+    ``total`` bytes each, interleaved in ``slices`` alternating slices so that both meet the same
+    page-cache and writeback state (the dirty pages of both grow together); returns both rates.
+    """
     shutil.rmtree(dir / "bench-0", ignore_errors=True)
     log = Log(dir / "bench-0", LogConfig(max_message_bytes=2 * MIB))
     # A Produce request arrives in a writable buffer (the connection reads into a bytearray), so
     # the log patches the base offset and epoch in place; a read-only copy would take the slower
     # copied-header path that only in-process callers use.
     view = memoryview(bytearray(batch))
-    start = time.perf_counter()
-    appended = 0
-    while appended < total:
-        log.append(view, leader_epoch=0, now_ms=1_700_000_000_000)
-        appended += len(batch)
-    elapsed = time.perf_counter() - start
-    return rate(appended, elapsed), log
+    fd = os.open(dir / "raw.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    per_slice = max(len(batch), total // slices // len(batch) * len(batch))
+    raw_time = append_time = 0.0
+    written = appended = 0
+    try:
+        while appended < total:
+            goal = min(total, appended + per_slice)
+            start = time.perf_counter()
+            while written < goal:
+                written += os.write(fd, batch)
+            raw_time += time.perf_counter() - start
+            start = time.perf_counter()
+            while appended < goal:
+                log.append(view, leader_epoch=0, now_ms=1_700_000_000_000)
+                appended += len(batch)
+            append_time += time.perf_counter() - start
+    finally:
+        os.close(fd)
+    return rate(written, raw_time), rate(appended, append_time), log
 
 
 def _sink() -> tuple[socket.socket, Callable[[], int]]:
@@ -193,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
     parser.add_argument("--total-mib", type=int, default=None)
     parser.add_argument("--repeat", type=int, default=None)
+    parser.add_argument("--slices", type=int, default=16, help="alternating raw/append slices per run")
     args = parser.parse_args(argv)
     total = (args.total_mib or (128 if args.quick else 1024)) * MIB
     repeat = args.repeat or (1 if args.quick else 3)
@@ -203,11 +210,11 @@ def main(argv: list[str] | None = None) -> int:
             batch, n = make_batch(batch_bytes)
             raw_w, app, raw_s, rd = [], [], [], []
             for _ in range(repeat):
-                raw_w.append(bench_raw_write(base, batch, total))
+                raw_mbps, mbps, log = bench_writes(base, batch, total, args.slices)
+                raw_w.append(raw_mbps)
+                app.append(mbps)
                 raw_s.append(bench_raw_sendfile(base, MIB))
                 (base / "raw.bin").unlink()
-                mbps, log = bench_append(base, batch, total)
-                app.append(mbps)
                 rd.append(bench_read(log, MIB, len(batch), n))
                 log.close()
                 shutil.rmtree(base / "bench-0", ignore_errors=True)
