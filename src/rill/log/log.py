@@ -32,7 +32,7 @@ from rill.log.fetch_data_info import FetchDataInfo
 from rill.log.leader_epoch_cache import LeaderEpochFileCache
 from rill.log.log_append_info import LogAppendInfo
 from rill.log.log_config import LogConfig
-from rill.log.log_loader import load_segments
+from rill.log.log_loader import load_segments, rebuild_producer_state
 from rill.log.log_reader import find_offset_by_timestamp, max_timestamp_and_offset, read_regions
 from rill.log.log_retention import SegmentPredicate, below_start_offset, deletable_prefix, retention_predicates
 from rill.log.log_segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_file_name
@@ -250,9 +250,7 @@ class Log:
             self.producer_state.commit(pending, last_offset + 1)
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
-        self._unflushed_messages += count
-        if self._unflushed_messages >= config.flush_messages and self.on_flush_needed is not None:
-            self.on_flush_needed(self)
+        self._count_unflushed(count)
         return _new_tuple(
             LogAppendInfo,
             (
@@ -580,25 +578,7 @@ class Log:
         self._rebuild_producer_state()
 
     def _rebuild_producer_state(self) -> None:
-        """Newest snapshot at or below the log end, then replay the batches after it."""
-        psm = self.producer_state
-        start = psm.load_latest_snapshot(self._leo)
-        start = max(start, self._segments[0].base_offset)
-        psm.map_end_offset = start
-        for seg in self._segments:
-            if seg.next_offset <= start or seg.size == 0:
-                continue
-            found = seg.translate_offset(start)
-            pos = found[0] if found else seg.size
-            while pos < seg.size:
-                header = seg.read_header(pos)
-                if header is None:
-                    break
-                psm.replay(header)
-                if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
-                    self.leader_epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-                pos += header.size
-        psm.map_end_offset = self._leo
+        rebuild_producer_state(self.producer_state, self.leader_epoch_cache, self._segments, self._leo)
 
     # ---- durability ---------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Opening a partition directory: clean-up of leftovers, segment loading and crash recovery.
+"""Opening a partition directory: clean-up of leftovers, segment loading, crash recovery, and the
+producer state rebuilt from snapshots and the batches after them.
 
 After a clean shutdown every segment is loaded from its (trimmed) indexes. After a crash,
 every segment from the one holding the recovery point onwards is re-validated batch by batch
@@ -15,6 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from rill.log.leader_epoch_cache import LeaderEpochFileCache
 from rill.log.log_config import LogConfig
 from rill.log.log_segment import (
     DELETED_SUFFIX,
@@ -24,6 +26,7 @@ from rill.log.log_segment import (
     LogSegment,
     segment_file_name,
 )
+from rill.log.producer_state import ProducerStateManager
 
 log = logging.getLogger(__name__)
 
@@ -142,3 +145,27 @@ def _delete_after(dir: Path, bases: list[int]) -> None:
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(dir / segment_file_name(base, suffix))
+
+
+def rebuild_producer_state(
+    psm: ProducerStateManager, epochs: LeaderEpochFileCache, segments: list[LogSegment], log_end_offset: int
+) -> None:
+    """Load the newest producer snapshot at or below ``log_end_offset``, then replay the batches after
+    it (producer ids, sequences, and leader epochs not yet in the epoch cache)."""
+    start = psm.load_latest_snapshot(log_end_offset)
+    start = max(start, segments[0].base_offset)
+    psm.map_end_offset = start
+    for seg in segments:
+        if seg.next_offset <= start or seg.size == 0:
+            continue
+        found = seg.translate_offset(start)
+        pos = found[0] if found else seg.size
+        while pos < seg.size:
+            header = seg.read_header(pos)
+            if header is None:
+                break
+            psm.replay(header)
+            if header.partition_leader_epoch > epochs.latest_epoch:
+                epochs.assign(header.partition_leader_epoch, header.base_offset)
+            pos += header.size
+    psm.map_end_offset = log_end_offset
