@@ -247,23 +247,9 @@ class Log:
         self._leo = last_offset + 1
         if pending is not None:
             self.producer_state.record(pending, header, first_offset, max_ts)
-            self.producer_state.commit(pending, last_offset + 1)
-        if leader_epoch > self.leader_epoch_cache.latest_epoch:
-            self.leader_epoch_cache.assign(leader_epoch, first_offset)
-        self._count_unflushed(count)
-        return _new_tuple(
-            LogAppendInfo,
-            (
-                first_offset,
-                last_offset,
-                append_time,
-                self._log_start_offset,
-                count,
-                len(view),
-                False,
-                max_ts,
-                last_offset if max_ts >= 0 else -1,
-            ),
+        return self._appended(
+            pending, leader_epoch, first_offset, last_offset, count, append_time, len(view), max_ts,
+            last_offset if max_ts >= 0 else -1,
         )
 
     def _append_batches(self, view: memoryview, leader_epoch: int, now_ms: int | None) -> LogAppendInfo:
@@ -303,21 +289,33 @@ class Log:
             if pending is not None and h.producer_id >= 0:
                 self.producer_state.record(pending, h, last - h.last_offset_delta, ts)
         self._write(segment, bufs, infos)
+        return self._appended(
+            pending, leader_epoch, first_offset, end_offset - 1, count, append_time, len(view), max_ts,
+            offset_of_max_ts,
+        )
+
+    def _appended(
+        self,
+        pending: dict[int, ProducerStateEntry] | None,
+        leader_epoch: int,
+        first_offset: int,
+        last_offset: int,
+        count: int,
+        append_time: int,
+        size: int,
+        max_ts: int,
+        offset_of_max_ts: int,
+    ) -> LogAppendInfo:
+        """After a leader append reached the segment: producer state, epoch, flush count, the result."""
         if pending is not None:
-            self.producer_state.commit(pending, end_offset)
+            self.producer_state.commit(pending, last_offset + 1)
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
         self._count_unflushed(count)
-        return LogAppendInfo(
-            first_offset,
-            end_offset - 1,
-            append_time,
-            self._log_start_offset,
-            count,
-            len(view),
-            False,
-            max_ts,
-            offset_of_max_ts,
+        return _new_tuple(
+            LogAppendInfo,
+            (first_offset, last_offset, append_time, self._log_start_offset, count, size, False, max_ts,
+             offset_of_max_ts),
         )
 
     def append_as_follower(
