@@ -13,10 +13,9 @@ reads straight into, so the records of a big Produce are copied once, by the ker
 that was touched before; the buffer goes back to the pool once the request has been answered and
 nothing refers to it any more. A partial small frame left
 at the end of a read is kept (at most ``DIRECT_READ_BYTES + 4`` bytes) and put back in front of
-the next read. After a large frame the next read asks for just the 4-byte size, so a client that
-streams big Produce requests has each one read straight into its own buffer instead of having
-up to a scratch buffer's worth copied over from the scratch buffer (one extra, cheap read per
-large frame).
+the next read. After a large frame the next read asks for the 4-byte size alone, so when a client
+streams big Produce requests each one is read straight into its own buffer, instead of its first
+256 KiB landing in the scratch buffer and being copied over (one extra, cheap read per large frame).
 
 Processing. Like Kafka, which mutes a channel while one of its requests is being handled, frames
 of one connection are handled strictly one after another by a single worker task, and each
@@ -214,6 +213,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if size > DIRECT_READ_BYTES:
                     frame, buf = self._pool.acquire(size)
                     frame[:] = view[start:pos]
+                    self._after_large = True
                     self._enqueue(frame, buf)
                 else:
                     self._after_large = False
