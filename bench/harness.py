@@ -76,6 +76,35 @@ class Target:
             raise RunFailed(self.unavailable) from e
 
 
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process and its threads so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+class BrokerCpu:
+    """Broker CPU time spent between ``__init__`` and ``per_mb``: microseconds per MB moved."""
+
+    def __init__(self, target: Target) -> None:
+        self._pid = target.broker.pid if target.broker is not None else None
+        self._start = self._now()
+
+    def _now(self) -> float | None:
+        if self._pid is None:
+            return None
+        try:
+            return sum(cpu_seconds(self._pid))
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def per_mb(self, nbytes: float) -> float | str:
+        end = self._now()
+        if self._start is None or end is None or nbytes <= 0:
+            return "broker CPU time not readable"
+        return (end - self._start) * 1e6 / (nbytes / 1e6)
+
+
 def topic_name(workload: str) -> str:
     return f"bench-{workload}-{uuid.uuid4().hex[:8]}"
 

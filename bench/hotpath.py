@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.brokers import BrokerProcess, BrokerSpec, free_port, rill_spec, tansu_spec
-from bench.harness import RunFailed, Target, check_errors, create_topic, run_worker, topic_name
+from bench.harness import RunFailed, Target, check_errors, cpu_seconds, create_topic, run_worker, topic_name
 from bench.profiling import maybe_profile, render, summarize
 
 SIZES = {"100b": 100, "1k": 1024, "10k": 10240}
@@ -34,13 +34,6 @@ def _mbps(res: dict[str, float]) -> float:
     if res["seconds"] <= 0 or res["messages"] <= 0:
         raise RunFailed("no records moved")
     return res["bytes"] / res["seconds"] / MB
-
-
-def cpu_seconds(pid: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of a process and its threads so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def one_round(target: Target, size: int, seconds: float, profile: Path | None,
