@@ -147,25 +147,28 @@ class AbstractIndex:
     def _write_entry(self, first: int, second: int) -> bool:
         """Store the next entry; returns whether the index is now full. Raises IndexFullError."""
         position = self._entries * self.entry_size
-        if self._entries >= self._max_entries or position + self.entry_size > self._reserved:
-            self._make_room(position + self.entry_size)
-        self.ENTRY.pack_into(self._mm, position, first, second)  # type: ignore[arg-type]
+        mm = self._mm
+        if self._entries >= self._max_entries or position + self.entry_size > self._reserved or mm is None:
+            mm = self._make_room(position + self.entry_size)
+        self.ENTRY.pack_into(mm, position, first, second)
         self._entries += 1
         self._last = (first, second)
         return self._entries >= self._max_entries
 
-    def _make_room(self, end: int) -> None:
-        """Make the slot ending at ``end`` writable (reserving disk blocks), or raise IndexFullError.
-        Blocks up to ``_reserved`` are always inside the map, so below it no check is needed."""
-        if self._entries >= self._max_entries or self._mm is None:
+    def _make_room(self, end: int) -> mmap.mmap:
+        """Make the slot ending at ``end`` writable (reserving disk blocks) and return the map, or raise
+        IndexFullError. Blocks up to ``_reserved`` are always inside the map, so below it no check is needed."""
+        mm = self._mm
+        if self._entries >= self._max_entries or mm is None:
             raise IndexFullError(f"index {self.path.name} is full ({self._entries} entries)")
-        if end > len(self._mm):
+        if end > len(mm):
             raise IndexFullError(f"index {self.path.name} is not writable")
         try:
             self._reserve(end)
         except OSError as e:  # no disk space for the index: it is full, and the segment will roll
             self._max_entries = self._entries
             raise IndexFullError(f"index {self.path.name}: cannot reserve space: {e}") from e
+        return mm
 
     def _largest_lower_bound(self, key: int, field: int) -> int:
         """Slot of the last entry whose ``field`` is <= key, or -1."""
