@@ -224,7 +224,10 @@ while True:
     info = log.append(make_batch(8, tag=i % 251, value_size=20_000), leader_epoch=0)
     if i % 3 == 2:
         log.flush()
-        print("ACK", info.last_offset, flush=True)
+        # one write per line: with PYTHONUNBUFFERED set, print() writes each piece separately, and the
+        # kill could land between "ACK" and the offset
+        sys.stdout.write(f"ACK {info.last_offset}\n")
+        sys.stdout.flush()
     i += 1
 """
 
