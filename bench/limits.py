@@ -2,7 +2,12 @@
 
 - `tcp_copy`: bytes/s copied through a loopback TCP connection (1 MiB sends, 1 MiB receives).
 - `sendfile`: bytes/s `os.sendfile` moves from a page-cached file in the data directory to a loopback socket.
-- `write`: bytes/s of sequential 1 MiB `os.write` calls into a new file in the data directory.
+- `write`: bytes/s of sequential 1 MiB `os.write` calls into a new file in the data directory, right after
+  an equal file was deleted, so the page cache reuses memory the kernel freed a moment ago.
+- `write_new`: the same after `NEW_PAGES_SETTLE_S` seconds in which nothing was freed. On a VM whose
+  balloon driver reports free memory back to the host (free page reporting), the kernel then fills the
+  page cache from memory the host must fault in again, as a growing log does; on this machine that is
+  several times slower than `write`. Produce rows are compared with this one.
 - `rtt_p99_ms`: 99th percentile round trip of a 1 KiB ping-pong over loopback TCP (a floor for latency rows).
 
 The far end of every socket runs in a forked process (as a broker would), every measurement is repeated
@@ -20,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 CHUNK = 1 << 20
+NEW_PAGES_SETTLE_S = 8.0
 
 
 def _pair() -> tuple[socket.socket, socket.socket]:
@@ -136,6 +142,12 @@ def sequential_write(data_dir: Path, total: int) -> float:
         path.unlink(missing_ok=True)
 
 
+def sequential_write_new_pages(data_dir: Path, total: int, settle_s: float = 0.0) -> float:
+    """`sequential_write` into memory nothing has freed for `settle_s` seconds (see the module docstring)."""
+    time.sleep(settle_s)
+    return sequential_write(data_dir, total)
+
+
 def round_trip_p99_ms(count: int, size: int = 1024) -> float:
     payload = os.urandom(size)
 
@@ -169,5 +181,6 @@ def measure(data_dir: Path, quick: bool, repeats: int = 3) -> dict[str, float]:
         "tcp_copy": med(lambda: tcp_copy(size)),
         "sendfile": med(lambda: sendfile(data_dir, size)),
         "write": med(lambda: sequential_write(data_dir, size)),
+        "write_new": med(lambda: sequential_write_new_pages(data_dir, size, NEW_PAGES_SETTLE_S)),
         "rtt_p99_ms": med(lambda: round_trip_p99_ms(2000 if quick else 10000)),
     }

@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.workloads import MB, Metric
 
-LIMIT_NAMES = {"produce": "min(tcp copy, os.write)", "consume": "sendfile", "rtt": "loopback RTT p99"}
+LIMIT_NAMES = {"produce": "min(tcp copy, os.write new pages)", "consume": "sendfile", "rtt": "loopback RTT p99"}
 
 
 @dataclass(slots=True)
@@ -52,8 +52,9 @@ class Row:
 
 
 def limit_value(metric: Metric, limits: dict[str, float]) -> float | None:
-    if metric.limit == "produce" and "tcp_copy" in limits and "write" in limits:
-        return min(limits["tcp_copy"], limits["write"])
+    write = limits.get("write_new", limits.get("write"))
+    if metric.limit == "produce" and "tcp_copy" in limits and write is not None:
+        return min(limits["tcp_copy"], write)
     if metric.limit == "consume":
         return limits.get("sendfile")
     if metric.limit == "rtt":
@@ -92,7 +93,8 @@ def _frac(value: float | None) -> str:
 def render_limits(limits: dict[str, float]) -> str:
     parts = []
     for key, label in (("tcp_copy", "loopback TCP copy"), ("sendfile", "sendfile page cache -> socket"),
-                       ("write", "sequential os.write")):
+                       ("write", "sequential os.write (reused pages)"),
+                       ("write_new", "sequential os.write (new pages)")):
         if key in limits:
             parts.append(f"{label} {limits[key] / MB:,.0f} MB/s")
     if "rtt_p99_ms" in limits:
