@@ -77,6 +77,8 @@ class Broker:
             port,
             max_request_bytes=int(config.get("socket.request.max.bytes")),
             idle_timeout_ms=int(config.get("connections.max.idle.ms")),
+            send_buffer_bytes=int(config.get("socket.send.buffer.bytes")),
+            receive_buffer_bytes=int(config.get("socket.receive.buffer.bytes")),
         )
         bound_host, bound_port = await self._server.start()
         self._bound = (bound_host, bound_port)

@@ -62,11 +62,16 @@ class SocketServer:
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         idle_timeout_ms: int = DEFAULT_MAX_IDLE_MS,
         backlog: int = 1024,
+        send_buffer_bytes: int = -1,
+        receive_buffer_bytes: int = -1,
     ) -> None:
         """Listen on ``host:port`` as ``listener_name``, or on every address in ``listeners`` when given.
 
         ``max_request_bytes`` is Kafka's ``socket.request.max.bytes``, ``idle_timeout_ms`` its
-        ``connections.max.idle.ms`` (0 or less: never close idle connections).
+        ``connections.max.idle.ms`` (0 or less: never close idle connections),
+        ``send_buffer_bytes`` and ``receive_buffer_bytes`` its ``socket.send.buffer.bytes`` and
+        ``socket.receive.buffer.bytes`` (SO_SNDBUF and SO_RCVBUF of every accepted connection; -1
+        leaves them to the OS, which on Linux then sizes them to the traffic).
         """
         self.handler = handler
         self.max_request_bytes = max_request_bytes
@@ -75,6 +80,7 @@ class SocketServer:
             list(listeners) if listeners else [_Address(listener_name, host, port)]
         )
         self._backlog = backlog
+        self._buffer_sizes = ((socket.SO_SNDBUF, send_buffer_bytes), (socket.SO_RCVBUF, receive_buffer_bytes))
         self._servers: list[asyncio.AbstractServer] = []
         self._bound: dict[str, tuple[str, int]] = {}
         self._connections: set[KafkaConnection] = set()
@@ -128,6 +134,13 @@ class SocketServer:
         )
         self._servers.append(server)
         sockets = server.sockets
+        # Accepted connections inherit the listening socket's buffer sizes (and the receive size is
+        # what the handshake's window scale is computed from), so they are set here, before any
+        # connection is accepted.
+        for sock in sockets:
+            for option, size in self._buffer_sizes:
+                if size >= 0:
+                    sock.setsockopt(socket.SOL_SOCKET, option, size)
         addr = sockets[0].getsockname() if sockets else (listener.host, listener.port)
         family = sockets[0].family if sockets else socket.AF_INET
         bound_host = addr[0] if family in (socket.AF_INET, socket.AF_INET6) else listener.host

@@ -6,6 +6,7 @@ import asyncio
 import os
 import random
 import resource
+import socket
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -237,6 +238,41 @@ def test_idle_connections_are_closed(run_server: Runner) -> None:
         await wait_for(lambda: server.connection_count == 0)
 
     run_server(body, idle_timeout_ms=250)
+
+
+def test_socket_buffer_sizes_apply_to_accepted_connections(run_server: Runner) -> None:
+    async def body(server: SocketServer, handler: ToyHandler) -> None:
+        reader, writer = await connect(server)
+        writer.write(frame(b"echo:x"))
+        assert await read_frame(reader) == b"x"
+        (conn,) = server._connections
+        assert conn.transport is not None
+        sock = conn.transport.get_extra_info("socket")
+        # Linux doubles what is asked for, to leave room for its bookkeeping.
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == 2 * 65536
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == 2 * 32768
+        writer.close()
+
+    run_server(body, send_buffer_bytes=65536, receive_buffer_bytes=32768)
+
+
+def test_socket_buffer_sizes_left_to_the_os(run_server: Runner) -> None:
+    async def body(server: SocketServer, handler: ToyHandler) -> None:
+        reader, writer = await connect(server)
+        # Enough traffic for Linux to grow an OS-sized send buffer; a size set by the server would stay.
+        payload = b"echo:" + os.urandom(1 << 20)
+        for _ in range(8):
+            writer.write(frame(payload))
+        for _ in range(8):
+            assert await read_frame(reader) == payload[5:]
+        (conn,) = server._connections
+        assert conn.transport is not None
+        sock = conn.transport.get_extra_info("socket")
+        # Grown past what Kafka's default of 102400 would have pinned it at (twice that, on Linux).
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) > 2 * 102400
+        writer.close()
+
+    run_server(body)
 
 
 def _rss_kib() -> int:
