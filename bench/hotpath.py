@@ -1,6 +1,7 @@
 """Produce and consume throughput of one broker process, quick to repeat while tuning the hot path.
 
-`python bench/hotpath.py [--sizes 1k,10k] [--brokers rill,tansu] [--rounds N] [--profile DIR] [--quick]`
+`python bench/hotpath.py [--sizes 1k,10k] [--brokers rill,tansu] [--rounds N] [--profile DIR] [--quick]
+[--baseline-src DIR] [--base-override KEY=VALUE]`
 
 For each size: a fresh one-partition topic, a producer process (confluent-kafka, acks=1, linger.ms=5,
 no compression) producing for `--seconds`, then a consumer process reading everything back from offset 0
@@ -79,7 +80,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--quick", action="store_true", help="one round of 2 s per size")
     ap.add_argument("--consumer-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="librdkafka setting for the consumer, e.g. fetch.queue.backoff.ms=10 (repeatable)")
+    ap.add_argument("--base-override", action="append", default=[], metavar="KEY=VALUE",
+                    help="broker setting for the 'base' broker only, e.g. socket.send.buffer.bytes=102400")
     args = ap.parse_args(argv)
+    base_overrides = dict(item.split("=", 1) for item in args.base_override)
     if args.quick:
         args.rounds, args.seconds = 1, 2.0
     sizes = [(s, SIZES[s]) for s in args.sizes.split(",")]
@@ -95,7 +99,7 @@ def main(argv: list[str]) -> int:
             if name == "tansu":
                 spec = tansu_spec(port)
             else:
-                spec = rill_spec(port, work / f"data-{name}")
+                spec = rill_spec(port, work / f"data-{name}", base_overrides if name == "base" else None)
                 if name == "base":
                     env = ("env", f"PYTHONPATH={args.baseline_src.resolve()}")
                     spec = BrokerSpec("base", env + spec.argv, spec.ready_marker, port, spec.data_dir)
