@@ -68,8 +68,8 @@ def tansu_spec(port: int) -> BrokerSpec:
 
 
 # Tansu leaves socket buffer sizes to the OS; Rill applies Kafka's 100 KiB defaults unless told otherwise.
-# Both brokers run with the OS's sizes, which Linux grows with the traffic (Kafka's defaults measured 20-25%
-# slower for 10 KiB produce and consume over loopback, 14-27% in two runs of bench/hotpath.py --base-override).
+# Both brokers run with the OS's sizes, which Linux grows with the traffic (Kafka's defaults measured 14-27%
+# slower for 10 KiB produce and consume over loopback: bench/hotpath.py --base-override, two runs).
 RILL_BENCH_OVERRIDES = {"socket.send.buffer.bytes": "-1", "socket.receive.buffer.bytes": "-1"}
 
 
