@@ -145,7 +145,8 @@ def sequential_write(data_dir: Path, total: int) -> float:
         path.unlink(missing_ok=True)
 
 
-def sequential_write_new_pages(data_dir: Path, total: int, settle_s: float = 0.0) -> float:
+def sequential_write_new_pages(data_dir: Path, total: int = NEW_PAGES_BYTES,
+                               settle_s: float = NEW_PAGES_SETTLE_S) -> float:
     """`sequential_write` into memory nothing has freed for `settle_s` seconds (see the module docstring)."""
     time.sleep(settle_s)
     return sequential_write(data_dir, total)
@@ -184,6 +185,6 @@ def measure(data_dir: Path, quick: bool, repeats: int = 3) -> dict[str, float]:
         "tcp_copy": med(lambda: tcp_copy(size)),
         "sendfile": med(lambda: sendfile(data_dir, size)),
         "write": med(lambda: sequential_write(data_dir, size)),
-        "write_new": med(lambda: sequential_write_new_pages(data_dir, NEW_PAGES_BYTES, NEW_PAGES_SETTLE_S)),
+        "write_new": med(lambda: sequential_write_new_pages(data_dir)),
         "rtt_p99_ms": med(lambda: round_trip_p99_ms(2000 if quick else 10000)),
     }
