@@ -8,7 +8,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 import rill.testing
@@ -152,6 +152,32 @@ def test_list_offsets_by_timestamp_and_delete_records(rill_broker) -> None:
     entries = next(iter(cfg.values())).result(10)
     assert entries["retention.ms"].value == "604800000"
     assert entries["cleanup.policy"].value == "delete"
+
+
+def test_timestamp_bounds_refuse_records_from_the_future(rill_broker) -> None:
+    bootstrap = rill_broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = f"bounded-{uuid.uuid4().hex[:8]}"
+    configs = {"message.timestamp.after.max.ms": "60000", "message.timestamp.before.max.ms": "3600000"}
+    admin.create_topics([NewTopic(topic, 1, 1, config=configs)])[topic].result(10)
+    reports: list[tuple[int | None, bytes]] = []
+
+    def on_delivery(err, msg) -> None:
+        reports.append((err.code() if err is not None else None, msg.value()))
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "retries": 0, "on_delivery": on_delivery})
+    now = int(time.time() * 1000)
+    for value, ts in ((b"now", now), (b"in an hour", now + 3_600_000), (b"two hours ago", now - 7_200_000)):
+        p.produce(topic, value, partition=0, timestamp=ts)
+        p.flush(10)
+    assert reports == [
+        (None, b"now"),
+        (KafkaError.INVALID_TIMESTAMP, b"in an hour"),
+        (KafkaError.INVALID_TIMESTAMP, b"two hours ago"),
+    ]
+    assert [m.value() for m in _consume(bootstrap, topic, 0, 0, 1)] == [b"now"]
+    entries = next(iter(admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)]).values())).result(10)
+    assert entries["message.timestamp.after.max.ms"].value == "60000"
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["clean", "sigkill"])

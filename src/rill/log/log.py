@@ -36,7 +36,13 @@ from rill.log.log_loader import load_segments, rebuild_producer_state
 from rill.log.log_reader import find_offset_by_timestamp, max_timestamp_and_offset, read_regions
 from rill.log.log_retention import SegmentPredicate, below_start_offset, deletable_prefix, retention_predicates
 from rill.log.log_segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_file_name
-from rill.log.log_validator import assign_offsets, check_single_batch, stamp_prefix, validate_batches
+from rill.log.log_validator import (
+    assign_offsets,
+    check_create_times,
+    check_single_batch,
+    stamp_prefix,
+    validate_batches,
+)
 from rill.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from rill.records.batch import BatchHeader, Buffer, set_log_append_time
 
@@ -258,6 +264,9 @@ class Log:
         batches = validate_batches(view, config, from_client=True)
         if not batches:
             return LogAppendInfo(-1, -1, -1, self._log_start_offset, 0, 0, False, -1)
+        now = _now_ms() if now_ms is None else now_ms
+        if config.create_time_bounds is not None:
+            check_create_times(view, batches, config.create_time_bounds, now)
         pending: dict[int, ProducerStateEntry] | None = None
         count = 0
         max_ts = -1
@@ -271,7 +280,6 @@ class Log:
             count += h.records_count
             if h.max_timestamp > max_ts:
                 max_ts = h.max_timestamp
-        now = _now_ms() if now_ms is None else now_ms
         append_time = now if config.log_append_time else -1
         if append_time >= 0:
             max_ts = append_time

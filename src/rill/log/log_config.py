@@ -30,12 +30,27 @@ class LogConfig:
     file_delete_delay_ms: int = 60000
     max_message_bytes: int = 1024 * 1024 + 12
     message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
+    message_timestamp_difference_max_ms: int = LONG_MAX  # deprecated by Kafka; fills in for either above
     cleanup_policy: str = "delete"
-    # derived from message_timestamp_type (a plain field: the append path reads it per batch)
+    # derived from message_timestamp_type (plain fields: the append path reads them per batch)
     log_append_time: bool = dataclasses.field(init=False, repr=False, compare=False)
+    create_time_bounds: tuple[int, int] | None = dataclasses.field(init=False, repr=False, compare=False)
+    """How far (ms) before and after the broker's clock a CreateTime may lie; None: no check."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "log_append_time", self.message_timestamp_type == "LogAppendTime")
+        log_append_time = self.message_timestamp_type == "LogAppendTime"
+        object.__setattr__(self, "log_append_time", log_append_time)
+        # As Kafka does while the deprecated difference setting lives on: it stands in for a bound
+        # left at its default.
+        diff = self.message_timestamp_difference_max_ms
+        before = self.message_timestamp_before_max_ms
+        after = self.message_timestamp_after_max_ms
+        before = diff if before == LONG_MAX else before
+        after = diff if after == LONG_MAX else after
+        checked = not log_append_time and (before < LONG_MAX or after < LONG_MAX)
+        object.__setattr__(self, "create_time_bounds", (before, after) if checked else None)
 
     @property
     def delete_enabled(self) -> bool:
@@ -109,5 +124,8 @@ _TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "file.delete.delay.ms": ("file_delete_delay_ms", _int_in(0, LONG_MAX)),
     "max.message.bytes": ("max_message_bytes", _int_in(0, INT_MAX)),
     "message.timestamp.type": ("message_timestamp_type", _choice(TIMESTAMP_TYPES)),
+    "message.timestamp.before.max.ms": ("message_timestamp_before_max_ms", _int_in(0, LONG_MAX)),
+    "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", _int_in(0, LONG_MAX)),
+    "message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", _int_in(0, LONG_MAX)),
     "cleanup.policy": ("cleanup_policy", _cleanup_policy),
 }

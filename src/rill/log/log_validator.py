@@ -24,6 +24,7 @@ from rill.records.batch import (
     set_log_append_time,
     set_log_append_time_split,
 )
+from rill.records.record import decode_batch_records
 
 _MAX_COMPRESSION = 4  # zstd
 _unpack_header = HEADER_STRUCT.unpack_from
@@ -37,7 +38,8 @@ every batch it appends (all outside the CRC)."""
 def check_single_batch(view: memoryview, config: LogConfig) -> tuple[int, ...] | None:
     """The header fields (``HEADER_STRUCT`` order) when ``view`` is exactly one batch from a client
     that passes every check of ``validate_batches``; None otherwise (that function then names the
-    error). The produce fast path: one unpack, one combined test, one CRC.
+    error), and None whenever the log bounds CreateTimes (checked record by record on the other path).
+    The produce fast path: one unpack, one combined test, one CRC.
     """
     size = len(view)
     if size < BATCH_HEADER_SIZE:
@@ -53,10 +55,30 @@ def check_single_batch(view: memoryview, config: LogConfig) -> tuple[int, ...] |
         or attributes & COMPRESSION_MASK > _MAX_COMPRESSION
         or count <= 0
         or delta != count - 1
+        or config.create_time_bounds is not None
         or crc32c(view[ATTRIBUTES_POS:]) != crc
     ):
         return None
     return fields
+
+
+def check_create_times(
+    view: memoryview, batches: list[tuple[int, BatchHeader]], bounds: tuple[int, int], now_ms: int
+) -> None:
+    """Kafka's bounds on producer timestamps (``message.timestamp.before.max.ms`` and
+    ``.after.max.ms``): INVALID_TIMESTAMP naming the first record whose CreateTime lies outside
+    ``[now - before, now + after]``. Records without a timestamp (-1) pass. Decodes every record,
+    so the append path calls it only when a bound is set."""
+    low, high = now_ms - bounds[0], now_ms + bounds[1]
+    for index, (pos, h) in enumerate(batches):
+        end = pos + h.batch_length + LOG_OVERHEAD
+        for record in decode_batch_records(view[pos:end], verify_crc=False):
+            if record.timestamp != -1 and not low <= record.timestamp <= high:
+                raise KafkaError(
+                    ErrorCode.INVALID_TIMESTAMP,
+                    f"Timestamp {record.timestamp} of message with offset {record.offset} in batch {index}"
+                    f" is out of range. The timestamp should be within [{low}, {high}]",
+                )
 
 
 def validate_batches(view: memoryview, config: LogConfig, *, from_client: bool) -> list[tuple[int, BatchHeader]]:
