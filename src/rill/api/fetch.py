@@ -2,7 +2,8 @@
 
 A fetch waits (up to ``max_wait_ms``) until its partitions together hold ``min_bytes`` of data past the
 fetch offsets; appends wake it. Sizes follow Kafka: each partition gets at most ``partition_max_bytes``,
-the response at most ``max_bytes``, but the first partition with data always returns at least one whole
+the response at most ``max_bytes`` (for a consumer, no more than the broker's ``fetch.max.bytes``), but
+the first partition with data always returns at least one whole
 batch so a consumer can make progress past a batch larger than its limits. Incremental fetch sessions are
 not offered: a request to open one is answered with session id 0, which clients accept as "no session".
 """
@@ -117,6 +118,8 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
     min_bytes = request["min_bytes"]
     committed_only = request.get("replica_id", -1) < 0
+    if committed_only:  # a consumer: the broker's fetch.max.bytes caps what it asks for
+        max_bytes = min(max_bytes, int(ctx.services.config.get("fetch.max.bytes")))
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000.0
     watch = [w.tp for ws in wanted for w in ws if w.tp is not None]
     rm = ctx.services.replica_manager

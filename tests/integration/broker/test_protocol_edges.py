@@ -205,6 +205,18 @@ def test_fetch_out_of_range_and_unknown_topic(wire: Wire) -> None:
     assert _fetch(wire, "nope", 0)["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+@pytest.mark.rill_broker_config(**{"fetch.max.bytes": "1024"})
+def test_broker_fetch_max_bytes_caps_a_consumer_fetch(wire: Wire) -> None:
+    _create(wire, "capped")
+    for i in range(5):
+        _produce(wire, "capped", build_batch(_records(40, start=40 * i)))
+    batch_size = len(build_batch(_records(40)))
+    assert 1024 // 2 < batch_size <= 1024  # one batch fits under the cap, two do not
+    got = _fetch(wire, "capped", 0)  # asks for 1 MiB
+    assert len(got["records"]) == batch_size
+    assert [r.offset for r in decode_batch_records(got["records"])] == list(range(40))
+
+
 def test_metadata_auto_creation_follows_the_request_flag(wire: Wire) -> None:
     off = wire.call(ApiKey.METADATA, 9, {"topics": [{"name": "auto-no"}], "allow_auto_topic_creation": False})
     assert off["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
