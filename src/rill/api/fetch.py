@@ -3,9 +3,9 @@
 A fetch waits (up to ``max_wait_ms``) until its partitions together hold ``min_bytes`` of data past the
 fetch offsets; appends wake it. Sizes follow Kafka: each partition gets at most ``partition_max_bytes``,
 the response at most ``max_bytes`` (for a consumer, no more than the broker's ``fetch.max.bytes``), but
-the first partition with data always returns at least one whole
-batch so a consumer can make progress past a batch larger than its limits. Incremental fetch sessions are
-not offered: a request to open one is answered with session id 0, which clients accept as "no session".
+the first partition with data always returns at least one whole batch so a consumer can make progress past
+a batch larger than its limits. Incremental fetch sessions are not offered: a request to open one is
+answered with session id 0, which clients accept as "no session".
 """
 
 from __future__ import annotations
