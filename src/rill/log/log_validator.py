@@ -76,8 +76,8 @@ def check_create_times(
             if record.timestamp != -1 and not low <= record.timestamp <= high:
                 raise KafkaError(
                     ErrorCode.INVALID_TIMESTAMP,
-                    f"Timestamp {record.timestamp} of message with offset {record.offset} in batch {index}"
-                    f" is out of range. The timestamp should be within [{low}, {high}]",
+                    f"record {record.offset} of batch {index} has CreateTime {record.timestamp}, outside"
+                    f" [{low}, {high}] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
                 )
 
 
