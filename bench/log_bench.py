@@ -7,7 +7,7 @@ Appends ``--total-mib`` (1024) in 1 MiB and in 16 KiB batches and compares with 
 the same chunks into a fresh file, the two interleaved in ``--slices`` (16) alternating slices so
 that drift of the machine's page cache and writeback hits both alike; then reads the log back
 through ``Log.read`` regions sent with ``os.sendfile`` to a loopback socket drained by a thread,
-beside ``os.sendfile`` of the raw file.
+beside ``os.sendfile`` of the raw file to another, interleaved the same way.
 Then a child process appends the same amount without flushing and is killed with SIGKILL; the
 time to reopen (recover) the log is reported. ``--quick`` uses 128 MiB and one repeat.
 """
@@ -115,40 +115,41 @@ def _sendfile_all(sock: socket.socket, fd: int, position: int, length: int) -> N
         length -= n
 
 
-def bench_raw_sendfile(dir: Path, fetch_bytes: int) -> float:
+def bench_reads(dir: Path, log: Log, fetch_bytes: int, batch_size: int, records_per_batch: int,
+                slices: int) -> tuple[float, float]:
+    """``os.sendfile`` of the raw file and ``Log.read`` regions sent with ``os.sendfile``, each to its own
+    loopback socket drained by a thread, ``fetch_bytes`` per call, interleaved in ``slices``
+    alternating slices (as the writes are); returns (raw rate, log read rate)."""
     path = dir / "raw.bin"
     size = path.stat().st_size
     fd = os.open(path, os.O_RDONLY)
-    sock, finish = _sink()
-    start = time.perf_counter()
-    pos = 0
-    while pos < size:
-        n = min(fetch_bytes, size - pos)
-        _sendfile_all(sock, fd, pos, n)
-        pos += n
-    got = finish()
-    elapsed = time.perf_counter() - start
-    os.close(fd)
-    assert got == size
-    return rate(size, elapsed)
-
-
-def bench_read(log: Log, fetch_bytes: int, batch_size: int, records_per_batch: int) -> float:
-    sock, finish = _sink()
-    start = time.perf_counter()
-    offset = 0
-    sent = 0
+    raw_sock, raw_finish = _sink()
+    log_sock, log_finish = _sink()
+    per_slice = max(fetch_bytes, size // slices)
+    raw_pos = sent = offset = 0
+    raw_time = read_time = 0.0
     leo = log.log_end_offset
-    while offset < leo:
-        info = log.read(offset, fetch_bytes)
-        for region in info.regions:
-            _sendfile_all(sock, region.fd, region.position, region.length)
-        sent += info.size
-        offset += info.size // batch_size * records_per_batch
-    got = finish()
-    elapsed = time.perf_counter() - start
-    assert got == sent == log.size_bytes
-    return rate(sent, elapsed)
+    try:
+        while raw_pos < size or offset < leo:
+            goal = min(size, raw_pos + per_slice)
+            start = time.perf_counter()
+            while raw_pos < goal:
+                n = min(fetch_bytes, goal - raw_pos)
+                _sendfile_all(raw_sock, fd, raw_pos, n)
+                raw_pos += n
+            raw_time += time.perf_counter() - start
+            start = time.perf_counter()
+            while offset < leo and (sent < goal or raw_pos >= size):
+                info = log.read(offset, fetch_bytes)
+                for region in info.regions:
+                    _sendfile_all(log_sock, region.fd, region.position, region.length)
+                sent += info.size
+                offset += info.size // batch_size * records_per_batch
+            read_time += time.perf_counter() - start
+    finally:
+        os.close(fd)
+    assert raw_finish() == size and log_finish() == sent == log.size_bytes
+    return rate(size, raw_time), rate(sent, read_time)
 
 
 CHILD = """
@@ -213,9 +214,10 @@ def main(argv: list[str] | None = None) -> int:
                 raw_mbps, mbps, log = bench_writes(base, batch, total, args.slices)
                 raw_w.append(raw_mbps)
                 app.append(mbps)
-                raw_s.append(bench_raw_sendfile(base, MIB))
+                raw_rate, read_rate = bench_reads(base, log, MIB, len(batch), n, args.slices)
+                raw_s.append(raw_rate)
+                rd.append(read_rate)
                 (base / "raw.bin").unlink()
-                rd.append(bench_read(log, MIB, len(batch), n))
                 log.close()
                 shutil.rmtree(base / "bench-0", ignore_errors=True)
             w, a, s, r = (statistics.median(x) for x in (raw_w, app, raw_s, rd))
