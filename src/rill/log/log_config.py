@@ -38,6 +38,10 @@ class LogConfig:
     log_append_time: bool = dataclasses.field(init=False, repr=False, compare=False)
     create_time_bounds: tuple[int, int] | None = dataclasses.field(init=False, repr=False, compare=False)
     """How far (ms) before and after the broker's clock a CreateTime may lie; None: no check."""
+    single_batch_max_bytes: int = dataclasses.field(init=False, repr=False, compare=False)
+    """The largest batch the single-batch append path takes (the smaller of ``max.message.bytes``
+    and ``segment.bytes``); -1 when CreateTimes are bounded, whose record-by-record check only the
+    general path makes."""
 
     def __post_init__(self) -> None:
         log_append_time = self.message_timestamp_type == "LogAppendTime"
@@ -51,6 +55,8 @@ class LogConfig:
         after = diff if after == LONG_MAX else after
         checked = not log_append_time and (before < LONG_MAX or after < LONG_MAX)
         object.__setattr__(self, "create_time_bounds", (before, after) if checked else None)
+        fast_max = -1 if checked else min(self.max_message_bytes, self.segment_bytes)
+        object.__setattr__(self, "single_batch_max_bytes", fast_max)
 
     @property
     def delete_enabled(self) -> bool:

@@ -38,7 +38,8 @@ every batch it appends (all outside the CRC)."""
 def check_single_batch(view: memoryview, config: LogConfig) -> tuple[int, ...] | None:
     """The header fields (``HEADER_STRUCT`` order) when ``view`` is exactly one batch from a client
     that passes every check of ``validate_batches``; None otherwise (that function then names the
-    error), and None whenever the log bounds CreateTimes (checked record by record on the other path).
+    error), and None whenever the log bounds CreateTimes (checked record by record on the other path:
+    ``LogConfig.single_batch_max_bytes`` is then -1).
     The produce fast path: one unpack, one combined test, one CRC.
     """
     size = len(view)
@@ -49,13 +50,11 @@ def check_single_batch(view: memoryview, config: LogConfig) -> tuple[int, ...] |
     if (
         length + LOG_OVERHEAD != size
         or magic != MAGIC_V2
-        or size > config.max_message_bytes
-        or size > config.segment_bytes
+        or size > config.single_batch_max_bytes
         or attributes & CONTROL_MASK
         or attributes & COMPRESSION_MASK > _MAX_COMPRESSION
         or count <= 0
         or delta != count - 1
-        or config.create_time_bounds is not None
         or crc32c(view[ATTRIBUTES_POS:]) != crc
     ):
         return None

@@ -71,6 +71,9 @@ def test_difference_stands_in_for_a_bound_left_at_its_default() -> None:
         5,
     )
     assert LogConfig(message_timestamp_before_max_ms=7).create_time_bounds == (7, LONG_MAX)
+    # The single-batch path takes what fits both size limits, and nothing from a bounded log.
+    assert LogConfig(max_message_bytes=100, segment_bytes=50).single_batch_max_bytes == 50
+    assert LogConfig(message_timestamp_before_max_ms=7).single_batch_max_bytes == -1
     # LogAppendTime topics overwrite the timestamps: nothing to check.
     config = LogConfig(message_timestamp_type="LogAppendTime", message_timestamp_before_max_ms=0)
     assert config.create_time_bounds is None
