@@ -17,7 +17,7 @@ import socket
 import struct
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rill.common import FileRegion
 from rill.network import ConnectionInfo, ResponseChunk, SocketServer
@@ -32,7 +32,7 @@ class BenchHandler:
         self.small = struct.pack(">i", 96) + b"r" * 96
 
     async def handle(self, conn: ConnectionInfo, frame: memoryview) -> Sequence[ResponseChunk] | None:
-        if frame[:1] != b"F":
+        if bytes(frame[:1]) != b"F":
             return [self.small]
         header = struct.pack(">i", REGION)
         if self.mode == "sendfile":
@@ -43,7 +43,8 @@ class BenchHandler:
         pass
 
 
-def _recv_exact(sock: socket.socket, n: int, buf: bytearray) -> None:
+def recv_exact(sock: socket.socket, n: int, buf: bytearray) -> None:
+    """Read exactly ``n`` bytes into the start of ``buf``."""
     view = memoryview(buf)[:n]
     got = 0
     while got < n:
@@ -65,7 +66,7 @@ def client(port: int, kind: str, depth: int, seconds: float, out: mp.Queue[float
     start = time.perf_counter()
     while time.perf_counter() < deadline:
         sock.sendall(req * depth)
-        _recv_exact(sock, resp_size * depth, buf)
+        recv_exact(sock, resp_size * depth, buf)
         done += depth
     out.put(done / (time.perf_counter() - start))
     sock.close()
@@ -91,12 +92,11 @@ async def measure(loop_name: str, kind: str, depth: int, seconds: float, mode: s
 
 
 def run_on(loop_name: str, coro_args: tuple[str, int, float, str]) -> tuple[float, float]:
+    factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
     if loop_name == "uvloop":
         import uvloop
 
         factory = uvloop.new_event_loop
-    else:
-        factory = asyncio.new_event_loop
     with asyncio.Runner(loop_factory=factory) as r:
         return r.run(measure(loop_name, *coro_args))
 

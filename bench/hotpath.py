@@ -134,6 +134,7 @@ def main(argv: list[str]) -> int:
                 print(render(f.name, summarize(f, top=25)))
     finally:
         for t in targets:
+            t.admin = None  # drop the admin client first so it does not log the broker going away
             if t.broker is not None:
                 t.broker.stop()
         shutil.rmtree(work, ignore_errors=True)

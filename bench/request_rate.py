@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.bench_network import recv_exact
 from bench.brokers import BrokerProcess, free_port, rill_spec
 from bench.harness import Target, cpu_seconds, create_topic, topic_name
 from bench.worker import payloads
@@ -40,24 +41,15 @@ def produce_frame(topic: str) -> bytes:
         "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}))
 
 
-def _read_response(sock: socket.socket) -> None:
-    head = b""
-    while len(head) < 4:
-        chunk = sock.recv(4 - len(head))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        head += chunk
-    left = struct.unpack(">i", head)[0]
-    while left > 0:
-        chunk = sock.recv(left)
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        left -= len(chunk)
+def _read_response(sock: socket.socket, buf: bytearray) -> None:
+    recv_exact(sock, 4, buf)
+    recv_exact(sock, struct.unpack_from(">i", buf)[0], buf)
 
 
 def run(sock: socket.socket, frame: bytes, pid: int, count: int, in_flight: int,
         gap: float) -> tuple[float, float, float]:
     """(requests/s, user us per request, system us per request)."""
+    buf = bytearray(1 << 16)
     user0, sys0 = cpu_seconds(pid)
     start = time.perf_counter()
     sent = done = 0
@@ -65,7 +57,7 @@ def run(sock: socket.socket, frame: bytes, pid: int, count: int, in_flight: int,
         while sent < count and sent - done < in_flight:
             sock.sendall(frame)
             sent += 1
-        _read_response(sock)
+        _read_response(sock, buf)
         done += 1
         if gap:
             time.sleep(gap)
@@ -81,10 +73,10 @@ def main(argv: list[str]) -> int:
     work = Path(tempfile.mkdtemp(prefix="request-rate-"))
     port = free_port()
     broker = BrokerProcess(rill_spec(port, work / "data"), work / "rill.log")
+    target = Target("rill", broker)
     try:
         broker.start()
         assert broker.pid is not None
-        target = Target("rill", broker)
         topic = topic_name("request-rate")
         create_topic(target, topic, 1)
         frame = produce_frame(topic)
@@ -99,6 +91,7 @@ def main(argv: list[str]) -> int:
                 rate, user, system = run(sock, frame, broker.pid, count, in_flight, gap)
                 print(f"{label:28} {rate:8,.0f} {user:12,.0f} {system:11,.0f}", flush=True)
     finally:
+        target.admin = None  # drop the admin client first so it does not log the broker going away
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)
     return 0
