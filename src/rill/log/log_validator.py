@@ -18,6 +18,7 @@ from rill.records.batch import (
     LOG_OVERHEAD,
     MAGIC_POS,
     MAGIC_V2,
+    TIMESTAMP_TYPE_MASK,
     BatchHeader,
     Buffer,
     CorruptRecordError,
@@ -27,6 +28,7 @@ from rill.records.batch import (
 from rill.records.record import decode_batch_records
 
 _MAX_COMPRESSION = 4  # zstd
+_NOT_FROM_CLIENTS = CONTROL_MASK | TIMESTAMP_TYPE_MASK  # control batches; LogAppendTime is the broker's to set
 _unpack_header = HEADER_STRUCT.unpack_from
 _new_tuple = tuple.__new__
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch at position 0 of a batch
@@ -51,7 +53,7 @@ def check_single_batch(view: memoryview, config: LogConfig) -> tuple[int, ...] |
         length + LOG_OVERHEAD != size
         or magic != MAGIC_V2
         or size > config.single_batch_max_bytes
-        or attributes & CONTROL_MASK
+        or attributes & _NOT_FROM_CLIENTS
         or attributes & COMPRESSION_MASK > _MAX_COMPRESSION
         or count <= 0
         or delta != count - 1
@@ -85,7 +87,8 @@ def validate_batches(view: memoryview, config: LogConfig, *, from_client: bool) 
 
     Raises KafkaError with UNSUPPORTED_FOR_MESSAGE_FORMAT (magic other than 2), CORRUPT_MESSAGE
     (framing, checksum), MESSAGE_SIZE_TOO_LARGE (a batch above ``max.message.bytes``),
-    RECORD_LIST_TOO_LARGE (the whole append above ``segment.bytes``) or INVALID_RECORD.
+    RECORD_LIST_TOO_LARGE (the whole append above ``segment.bytes``), INVALID_RECORD, or (from a
+    client) INVALID_TIMESTAMP for a batch marked LogAppendTime.
     """
     # Every produce request passes here: one combined test per batch on the good path, and the
     # precise error worked out by ``_reject`` only when that test fails.
@@ -116,7 +119,7 @@ def validate_batches(view: memoryview, config: LogConfig, *, from_client: bool) 
                 and (
                     header.records_count <= 0
                     or header.last_offset_delta != header.records_count - 1
-                    or header.attributes & CONTROL_MASK
+                    or header.attributes & _NOT_FROM_CLIENTS
                 )
             )
         ):
@@ -170,7 +173,12 @@ def _reject(view: memoryview, pos: int, end: int, header: BatchHeader, max_messa
             ErrorCode.INVALID_RECORD,
             f"record batch at position {pos}: lastOffsetDelta {delta} does not match {count} records",
         )
-    raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not append control batches")
+    if attributes & CONTROL_MASK:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "clients may not append control batches")
+    raise KafkaError(
+        ErrorCode.INVALID_TIMESTAMP,
+        f"record batch at position {pos} is marked LogAppendTime; only the broker sets that timestamp type",
+    )
 
 
 def assign_offsets(

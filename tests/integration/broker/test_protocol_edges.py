@@ -11,7 +11,7 @@ from tests.integration.broker._wire import Wire
 
 from rill.errors import ErrorCode
 from rill.protocol import MESSAGES, ApiKey, decode_response
-from rill.records.batch import parse_header
+from rill.records.batch import parse_header, set_log_append_time
 from rill.records.builder import build_batch
 from rill.records.record import Record, decode_batch_records
 
@@ -167,6 +167,15 @@ def test_log_append_time_and_recompression(wire: Wire) -> None:
     records = bytes(_fetch(wire, "lat", 0)["records"])
     header = parse_header(records)
     assert header.timestamp_type == 1 and header.max_timestamp == resp["log_append_time_ms"]
+    # A producer may not mark its own batch LogAppendTime (on either kind of topic).
+    marked = bytearray(build_batch(_records(2)))
+    set_log_append_time(marked, 0, before)
+    for topic in ("lat", "create-time"):
+        if topic != "lat":
+            _create(wire, topic)
+        refused = _produce(wire, topic, bytes(marked))
+        assert refused["error_code"] == ErrorCode.INVALID_TIMESTAMP and "LogAppendTime" in refused["error_message"]
+    assert _fetch(wire, "lat", 0)["high_watermark"] == 2
 
     _create(wire, "zstd-topic", {"compression.type": "zstd"})
     assert _produce(wire, "zstd-topic", build_batch(_records(50)))["error_code"] == 0

@@ -112,6 +112,26 @@ def test_validation_errors(log_dir: Path) -> None:
     log.close()
 
 
+@pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
+def test_a_client_batch_marked_log_append_time_is_refused(tmp_path: Path, timestamp_type: str) -> None:
+    """Only the broker sets LogAppendTime: a producer's batch carrying it gets INVALID_TIMESTAMP on
+    both append paths (writable single batch, read-only input) and on either topic type, while a
+    follower copies such a batch (its leader stamped it) as it is."""
+    log = open_log(tmp_path / "t-0", small_config(message_timestamp_type=timestamp_type))
+    marked = bytearray(make_batch(2))
+    b.set_log_append_time(marked, 0, BASE_TS + 7)
+    for data in (marked, bytes(marked), bytes(make_batch(1)) + bytes(marked)):
+        with pytest.raises(KafkaError) as e:
+            log.append(data, leader_epoch=0, now_ms=BASE_TS)
+        assert e.value.code == ErrorCode.INVALID_TIMESTAMP, data
+    assert log.log_end_offset == 0 and log.size_bytes == 0
+    follower = open_log(tmp_path / "f-0", small_config())
+    assert follower.append_as_follower(bytes(marked)).last_offset == 1
+    assert b.parse_header(follower.read_bytes(0, 1 << 20)).timestamp_type == b.TIMESTAMP_LOG_APPEND_TIME
+    log.close()
+    follower.close()
+
+
 def test_log_append_time(log_dir: Path) -> None:
     log = open_log(log_dir, small_config(message_timestamp_type="LogAppendTime"))
     info = log.append(make_batch(3, ts=5), leader_epoch=0, now_ms=BASE_TS + 99)
