@@ -19,10 +19,12 @@ from rill.api.context import BrokerServices
 from rill.api.dispatcher import RequestDispatcher
 from rill.api.init_producer_id import ProducerIdManager
 from rill.config import BrokerConfig, topic_config_defaults
+from rill.config.broker_config import effective_broker_value, per_ip_overrides
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
 from rill.metadata.embedded import EmbeddedMetadataStore
 from rill.metadata.store import BrokerInfo
+from rill.network.connection_quotas import ConnectionQuotas
 from rill.network.server import SocketServer
 from rill.replica.replica_manager import ReplicaManager
 
@@ -41,6 +43,7 @@ class Broker:
         self.metadata: EmbeddedMetadataStore | None = None
         self.services: BrokerServices | None = None
         self._bound: tuple[str, int] | None = None
+        self._connection_limits: tuple[Any, ...] | None = None
 
     @property
     def bound_address(self) -> tuple[str, int]:
@@ -79,6 +82,7 @@ class Broker:
             idle_timeout_ms=int(config.get("connections.max.idle.ms")),
             send_buffer_bytes=int(config.get("socket.send.buffer.bytes")),
             receive_buffer_bytes=int(config.get("socket.receive.buffer.bytes")),
+            quotas=ConnectionQuotas(*self._connection_quota_values({})),
         )
         bound_host, bound_port = await self._server.start()
         self._bound = (bound_host, bound_port)
@@ -96,6 +100,8 @@ class Broker:
             self.node_id, self.log_manager, self.metadata, self._effective_topic_configs
         )
         self.replica_manager.sync_with_metadata()
+        self._apply_connection_quotas()  # dynamic values kept from an earlier run
+        self.metadata.add_listener(self._apply_connection_quotas)
         self.services = BrokerServices(
             node_id=self.node_id,
             config=config,
@@ -117,6 +123,26 @@ class Broker:
             adv_host,
             adv_port,
         )
+
+    def _connection_quota_values(self, dynamic: Any) -> tuple[int, int, dict[str, int]]:
+        """``max.connections``, ``max.connections.per.ip`` and its overrides (resolved to addresses)."""
+        values = [effective_broker_value(self.config, name, dynamic) for name in _CONNECTION_LIMITS]
+        overrides = per_ip_overrides(values[2] or "")
+        return int(values[0]), int(values[1]), overrides
+
+    def _apply_connection_quotas(self) -> None:
+        """Follow the dynamic connection limits (called on every metadata change; acts on a change)."""
+        if self.metadata is None or self._server is None:
+            return
+        dynamic = self.metadata.broker_configs()
+        raw = tuple(dynamic.get(name) for name in _CONNECTION_LIMITS)
+        if raw == self._connection_limits:
+            return
+        self._connection_limits = raw
+        try:
+            self._server.update_quotas(*self._connection_quota_values(dynamic))
+        except ValueError as e:
+            log.warning("connection limits unchanged: %s", e)
 
     def _maybe_start_group_coordinator(self) -> Any:
         try:
@@ -143,6 +169,9 @@ class Broker:
         if self._metrics_stop is not None:
             self._metrics_stop()
         log.info("Broker %d stopped", self.node_id)
+
+
+_CONNECTION_LIMITS = ("max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides")
 
 
 class _LateHandler:

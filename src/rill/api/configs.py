@@ -14,6 +14,7 @@ from rill.config import (
     validate_broker_dynamic_configs,
     validate_topic_configs,
 )
+from rill.config.broker_config import PER_IP_ZERO_PROBLEM, effective_broker_value, per_ip_overrides
 from rill.errors import ErrorCode, KafkaError
 from rill.protocol import ApiKey
 
@@ -97,6 +98,7 @@ def _apply(ctx: RequestContext, rtype: int, name: str, new: Mapping[str, str], v
     elif rtype == BROKER:
         _check_broker_name(ctx, name)
         validate_broker_dynamic_configs(dict(new))
+        _check_connection_limits(ctx, new)
         if not validate_only:
             services.metadata.set_broker_configs(new)
             log.info("Broker dynamic configs set to %s by %s", dict(new), ctx.client)
@@ -104,6 +106,18 @@ def _apply(ctx: RequestContext, rtype: int, name: str, new: Mapping[str, str], v
         raise KafkaError(ErrorCode.INVALID_REQUEST, "broker logger configs are not supported")
     else:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
+
+
+def _check_connection_limits(ctx: RequestContext, dynamic: Mapping[str, str]) -> None:
+    """What Kafka checks across the connection limits: the overrides' hosts resolve, and a zero
+    per-address limit comes with overrides."""
+    overrides = effective_broker_value(ctx.services.config, "max.connections.per.ip.overrides", dynamic)
+    try:
+        resolved = per_ip_overrides(overrides or "")
+    except ValueError as e:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid max.connections.per.ip.overrides: {e}") from None
+    if effective_broker_value(ctx.services.config, "max.connections.per.ip", dynamic) == 0 and not resolved:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, PER_IP_ZERO_PROBLEM)
 
 
 def _current(ctx: RequestContext, rtype: int, name: str) -> dict[str, str]:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from rill.config.config_def import LONG_MAX, ConfigError, ConfigKey, ConfigSource, ConfigType
-from rill.config.definitions import BROKER_CONFIGS, TOPIC_CONFIGS, TOPIC_SYNONYMS
+from rill.config.definitions import BROKER_CONFIGS, TOPIC_CONFIGS, TOPIC_SYNONYMS, split_per_ip_overrides
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,28 @@ def _protocol_map(value: str) -> dict[str, str]:
             raise ValueError(f"{item!r} is not NAME:PROTOCOL")
         out[name.strip().upper()] = protocol.strip().upper()
     return out
+
+
+def per_ip_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` as ``{IP address: limit}``: host names are resolved
+    once, here (as Kafka does when the config is set). ValueError names a bad entry or a host
+    that does not resolve."""
+    out: dict[str, int] = {}
+    for host, limit in split_per_ip_overrides(text).items():
+        try:
+            address = str(ipaddress.ip_address(host))
+        except ValueError:
+            try:
+                address = socket.gethostbyname(host)
+            except OSError as e:
+                raise ValueError(f"cannot resolve host {host!r}: {e}") from None
+        out[address] = limit
+    return out
+
+
+PER_IP_ZERO_PROBLEM = (
+    "max.connections.per.ip can be 0 only when max.connections.per.ip.overrides names the addresses allowed in"
+)
 
 
 @dataclass(frozen=True)
@@ -116,6 +140,8 @@ class BrokerConfig:
         advertised = endpoints.get("advertised.listeners", listeners)
         if values["log.dirs"] is None and not values["log.dir"]:
             raise ConfigError("Invalid value for configuration log.dir: a data directory is needed")
+        if values["max.connections.per.ip"] == 0 and not values["max.connections.per.ip.overrides"]:
+            raise ConfigError(PER_IP_ZERO_PROBLEM)
         if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
         return cls(originals, values, tuple(unknown), listeners, advertised)

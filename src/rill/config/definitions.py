@@ -34,6 +34,30 @@ TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("compact", "delete")
 _nonneg = at_least(0)
 
+
+def split_per_ip_overrides(text: str) -> dict[str, int]:
+    """``host:count,host:count`` (``max.connections.per.ip.overrides``) to ``{host: count}``;
+    ValueError names a bad entry."""
+    out: dict[str, int] = {}
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        host, sep, count = entry.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host or not count.strip().isdigit():
+            raise ValueError(f"entry {entry!r} is not host:count")
+        out[host] = int(count)
+    return out
+
+
+def _per_ip_overrides(value: str) -> str | None:
+    try:
+        split_per_ip_overrides(value)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 # ---------------------------------------------------------------------------------------------- topic configs
 TOPIC_CONFIGS = ConfigDef()
 for _name, _kind, _default, _validator, _doc in [
@@ -225,6 +249,17 @@ for _args, _opts in [
     (("connections.max.idle.ms", LONG, 600000, "Close connections idle this long.", None, MEDIUM), {}),
     (("max.connections", INT, INT_MAX, "Most connections accepted.", _nonneg, MEDIUM), _dyn),
     (("max.connections.per.ip", INT, INT_MAX, "Most connections per client address.", _nonneg, MEDIUM), _dyn),
+    (
+        (
+            "max.connections.per.ip.overrides",
+            S,
+            "",
+            "Per-address limits, host:count,... (over max.connections.per.ip).",
+            _per_ip_overrides,
+            MEDIUM,
+        ),
+        _dyn,
+    ),
     (("queued.max.requests", INT, 500, "Requests read ahead before reading pauses.", at_least(1), HIGH), {}),
     (
         (

@@ -101,6 +101,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._queued_bytes = 0
         self._worker: asyncio.Task[None] | None = None
         self._reading_paused = False
+        self._held = False
         self._stopping = False
         self._write_paused = False
         self._drain_waiter: asyncio.Future[None] | None = None
@@ -143,6 +144,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._wake_writers()
         self._release_watch_fd()
         self._server.connection_lost(self)
+
+    def hold(self) -> None:
+        """Handle no request until ``release`` (the broker is at ``max.connections``).
+
+        Reading pauses here; uvloop restarts reading once ``connection_made`` returns, so frames
+        that still arrive are queued, unhandled, and reading pauses again at the first one.
+        """
+        if self.transport is not None and not self._held:
+            self._held = True
+            self._pause_reading()
+
+    def release(self) -> None:
+        """Start handling a held connection (a slot is free); nothing for any other."""
+        if self._held and self.transport is not None and not self.closed:
+            self._held = False
+            self.last_active = self._loop.time()
+            if self._queue and self._worker is None:
+                self._worker = self._loop.create_task(self._process())
+            self._maybe_resume_reading()
 
     @property
     def busy(self) -> bool:
@@ -252,6 +272,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self._queue.append((frame, buf))
         self._queued_bytes += len(frame)
+        if self._held:
+            if self.transport is not None:
+                self.transport.pause_reading()
+            return
         if self._worker is None:
             self._worker = self._loop.create_task(self._process())
         if len(self._queue) >= MAX_QUEUED_FRAMES or self._queued_bytes >= MAX_QUEUED_BYTES:

@@ -3,22 +3,26 @@
 The server owns no protocol knowledge. It binds one asyncio server per listener (port 0 picks a
 free port, see ``bound_addresses``), keeps the set of live connections, closes connections idle
 for longer than ``connections.max.idle.ms`` with one periodic sweep (no timer per connection, so
-thousands of idle connections cost a few kilobytes each), and stops gracefully: stop accepting,
-let queued requests finish within a bounded wait, then close every connection.
+thousands of idle connections cost a few kilobytes each), applies Kafka's connection quotas
+(``connection_quotas``: a client address at ``max.connections.per.ip`` is refused, a broker at
+``max.connections`` holds new connections unread until one closes), and stops gracefully: stop
+accepting, let queued requests finish within a bounded wait, then close every connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import logging
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from rill.network.connection import KafkaConnection, ReadBuffer
+from rill.network.connection_quotas import INT_MAX, ConnectionQuotas
 from rill.network.handler import RequestHandler
 from rill.network.memory_pool import MemoryPool
 
@@ -64,6 +68,7 @@ class SocketServer:
         backlog: int = 1024,
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
+        quotas: ConnectionQuotas | None = None,
     ) -> None:
         """Listen on ``host:port`` as ``listener_name``, or on every address in ``listeners`` when given.
 
@@ -71,7 +76,8 @@ class SocketServer:
         ``connections.max.idle.ms`` (0 or less: never close idle connections),
         ``send_buffer_bytes`` and ``receive_buffer_bytes`` its ``socket.send.buffer.bytes`` and
         ``socket.receive.buffer.bytes`` (SO_SNDBUF and SO_RCVBUF of every accepted connection; -1
-        leaves them to the OS, which on Linux then sizes them to the traffic).
+        leaves them to the OS, which on Linux then sizes them to the traffic); ``quotas`` the
+        connection limits (none by default; ``update_quotas`` changes them while running).
         """
         self.handler = handler
         self.max_request_bytes = max_request_bytes
@@ -84,6 +90,9 @@ class SocketServer:
         self._servers: list[asyncio.AbstractServer] = []
         self._bound: dict[str, tuple[str, int]] = {}
         self._connections: set[KafkaConnection] = set()
+        self.quotas = quotas if quotas is not None else ConnectionQuotas()
+        # Connections taken in while the broker is at max.connections, unread, oldest first.
+        self._held: collections.OrderedDict[KafkaConnection, None] = collections.OrderedDict()
         self._index = itertools.count()
         self._sweeper: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -109,6 +118,11 @@ class SocketServer:
     @property
     def connection_count(self) -> int:
         return len(self._connections)
+
+    @property
+    def held_count(self) -> int:
+        """Connections waiting for a slot under ``max.connections``."""
+        return len(self._held)
 
     async def start(self) -> tuple[str, int]:
         """Bind every listener; returns the first one's bound (host, port)."""
@@ -164,11 +178,11 @@ class SocketServer:
                 task.cancel()
             if pending:
                 log.warning("%d connection(s) unfinished after %.1fs; closing them", len(pending), timeout)
-        for conn in list(self._connections):
+        for conn in [*self._connections, *self._held]:
             conn.abort()
         # Give the loop a turn so transports run connection_lost.
         for _ in range(3):
-            if not self._connections:
+            if not self._connections and not self._held:
                 break
             await asyncio.sleep(0)
 
@@ -183,16 +197,65 @@ class SocketServer:
     # ------------------------------------------------------- connection registry
 
     def connection_opened(self, conn: KafkaConnection) -> None:
+        """A new connection: admitted, held until a slot frees (``max.connections``), or refused
+        (``max.connections.per.ip``)."""
+        if self.quotas.slot_available() and not self._held:
+            self._admit(conn)
+        elif len(self._held) >= self._backlog:
+            log.info("refusing connection %s: %d already wait for a slot", conn.info.connection_id, len(self._held))
+            conn.abort()
+        else:
+            conn.hold()
+            self._held[conn] = None
+            if len(self._held) == 1:
+                log.info("max.connections (%d) reached; new connections wait", self.quotas.max_connections)
+
+    def _admit(self, conn: KafkaConnection) -> None:
+        host = conn.info.client_host
+        if not self.quotas.try_inc(host):
+            log.info(
+                "refusing connection %s: %s has %d connections, its max.connections.per.ip is %d",
+                conn.info.connection_id, host, self.quotas.count(host), self.quotas.limit_for(host),
+            )
+            conn.abort()
+            return
         self._connections.add(conn)
+        conn.release()
         log.debug("connection %s opened", conn.info.connection_id)
 
+    def _admit_held(self) -> None:
+        while self._held and self.quotas.slot_available():
+            conn, _ = self._held.popitem(last=False)
+            if not conn.closed:
+                self._admit(conn)
+
     def connection_lost(self, conn: KafkaConnection) -> None:
+        if conn not in self._connections:
+            self._held.pop(conn, None)  # held or refused: never counted
+            return
         self._connections.discard(conn)
+        self.quotas.dec(conn.info.client_host)
         log.debug("connection %s closed", conn.info.connection_id)
         try:
             self.handler.connection_closed(conn.info)
         except Exception:
             log.exception("connection_closed handler failed for %s", conn.info)
+        self._admit_held()
+
+    def update_quotas(self, max_connections: int = INT_MAX, max_per_ip: int = INT_MAX,
+                      per_ip_overrides: Mapping[str, int] | None = None) -> None:
+        """New connection limits (dynamic broker configs). Held connections are taken in while
+        slots are free; above a lowered ``max_connections`` the connections idle the longest are
+        closed (connections already open are not checked against a lowered per-address limit,
+        as in Kafka)."""
+        self.quotas.update(max_connections, max_per_ip, per_ip_overrides or {})
+        excess = self.quotas.excess
+        if excess:
+            idle_first = sorted(self._connections, key=lambda c: c.last_active)
+            log.info("max.connections lowered to %d: closing %d idle connections", max_connections, excess)
+            for conn in idle_first[:excess]:
+                conn.close()
+        self._admit_held()
 
     async def _sweep_idle(self) -> None:
         idle_s = self.idle_timeout_ms / 1000.0

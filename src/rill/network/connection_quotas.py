@@ -1,0 +1,83 @@
+"""Kafka's connection quotas: ``max.connections`` for the whole broker and ``max.connections.per.ip``
+(with ``max.connections.per.ip.overrides``) for each client address.
+
+As in Kafka, the two limits act differently. A client address at its limit has the new connection
+closed at once. A broker at ``max.connections`` stops taking connections in: the socket server
+holds each new one unread, in arrival order, until an open connection closes (Kafka's acceptor
+waits for a slot, leaving connections in the listen backlog; a held connection looks the same to
+its client). Lowering ``max.connections`` below the open count closes the connections idle the
+longest until the count fits.
+
+This module only counts; the socket server decides what to do with the answers.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+
+INT_MAX = 2**31 - 1
+
+
+class ConnectionQuotas:
+    """Open connections in total and per client address, against the configured limits."""
+
+    def __init__(
+        self, max_connections: int = INT_MAX, max_per_ip: int = INT_MAX, per_ip_overrides: Mapping[str, int] = {}
+    ) -> None:
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.per_ip_overrides: dict[str, int] = {}
+        self.total = 0
+        self._counts: dict[str, int] = {}
+        self.update(max_connections, max_per_ip, per_ip_overrides)
+
+    def update(self, max_connections: int, max_per_ip: int, per_ip_overrides: Mapping[str, int]) -> None:
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.per_ip_overrides = {_normalized(k): v for k, v in per_ip_overrides.items()}
+
+    def slot_available(self) -> bool:
+        return self.total < self.max_connections
+
+    @property
+    def excess(self) -> int:
+        """How many open connections are above ``max_connections`` (after it was lowered)."""
+        return max(0, self.total - self.max_connections)
+
+    def limit_for(self, host: str) -> int:
+        return self.per_ip_overrides.get(_normalized(host), self.max_per_ip)
+
+    def count(self, host: str) -> int:
+        return self._counts.get(_normalized(host), 0)
+
+    def try_inc(self, host: str) -> bool:
+        """Count a new connection from ``host``; False (and nothing counted) when the address is at
+        its limit."""
+        key = _normalized(host)
+        count = self._counts.get(key, 0)
+        if count >= self.per_ip_overrides.get(key, self.max_per_ip):
+            return False
+        self._counts[key] = count + 1
+        self.total += 1
+        return True
+
+    def dec(self, host: str) -> None:
+        key = _normalized(host)
+        count = self._counts.get(key, 0)
+        if count <= 1:
+            self._counts.pop(key, None)
+        else:
+            self._counts[key] = count - 1
+        self.total = max(0, self.total - 1)
+
+
+def _normalized(host: str) -> str:
+    """One spelling per address (an IPv4-mapped IPv6 peer counts as its IPv4 address)."""
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return str(ip)
