@@ -106,8 +106,9 @@ def _compress(codec: int, raw: Buffer) -> bytes:
     return compression.compress(codec, raw) if codec else bytes(raw)
 
 
-def recompress_batch(batch: Buffer, codec: int) -> bytes:
-    """The same batch (offsets, timestamps, producer fields, records) compressed with ``codec``.
+def recompress_batch(batch: Buffer, codec: int, level: int | None = None) -> bytes:
+    """The same batch (offsets, timestamps, producer fields, records) compressed with ``codec`` at
+    ``level`` (None: the codec's default).
 
     Record bytes are carried over untouched, only the records section is re-encoded and the CRC
     recomputed. A batch already using ``codec`` is returned as is; control batches are never recompressed.
@@ -121,7 +122,7 @@ def recompress_batch(batch: Buffer, codec: int) -> bytes:
         return bytes(view[:size])
     raw = compression.decompress(current, view[HEADER_SIZE:size])
     return _pack(
-        _compress(codec, raw),
+        compression.compress(codec, raw, level),
         base_offset=h.base_offset,
         partition_leader_epoch=h.partition_leader_epoch,
         attributes=(attributes & ~COMPRESSION_MASK) | (codec & COMPRESSION_MASK),

@@ -40,7 +40,9 @@ _XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK = 32 * 1024
 _INT32 = struct.Struct(">i")
 
-_zstd_compressor = zstandard.ZstdCompressor(level=3)
+ZSTD_DEFAULT_LEVEL = 3
+LZ4_DEFAULT_LEVEL = 9  # Kafka's default: its fast compressor; any other level takes LZ4 HC at that level
+_zstd_compressors = {ZSTD_DEFAULT_LEVEL: zstandard.ZstdCompressor(level=ZSTD_DEFAULT_LEVEL)}
 _zstd_decompressor = zstandard.ZstdDecompressor()
 
 
@@ -48,8 +50,8 @@ def _corrupt(codec: int, e: Exception) -> KafkaError:
     return KafkaError(ErrorCode.CORRUPT_MESSAGE, f"cannot decompress {CODEC_NAMES.get(codec, codec)}: {e}")
 
 
-def _gzip_compress(data: Buffer) -> bytes:
-    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+def _gzip_compress(data: Buffer, level: int | None = None) -> bytes:
+    c = zlib.compressobj(-1 if level is None else level, zlib.DEFLATED, 31)  # -1: zlib's default, 6
     return c.compress(data) + c.flush()
 
 
@@ -66,7 +68,7 @@ def _gzip_decompress(data: Buffer) -> bytes:
     return b"".join(out)
 
 
-def _snappy_compress(data: Buffer) -> bytes:
+def _snappy_compress(data: Buffer, level: int | None = None) -> bytes:  # snappy has no levels
     out = bytearray(_XERIAL_HEADER)
     view = memoryview(data)
     for i in range(0, len(view), _XERIAL_BLOCK):
@@ -94,10 +96,11 @@ def _snappy_decompress(data: Buffer) -> bytes:
     return bytes(out)
 
 
-def _lz4_compress(data: Buffer) -> bytes:
+def _lz4_compress(data: Buffer, level: int | None = None) -> bytes:
     return bytes(
         lz4.frame.compress(
             data,
+            compression_level=0 if level is None or level == LZ4_DEFAULT_LEVEL else level,
             block_size=lz4.frame.BLOCKSIZE_MAX64KB,
             block_linked=False,
             content_checksum=False,
@@ -110,8 +113,12 @@ def _lz4_decompress(data: Buffer) -> bytes:
     return bytes(lz4.frame.decompress(data))
 
 
-def _zstd_compress(data: Buffer) -> bytes:
-    return bytes(_zstd_compressor.compress(data))
+def _zstd_compress(data: Buffer, level: int | None = None) -> bytes:
+    key = ZSTD_DEFAULT_LEVEL if level is None else level
+    compressor = _zstd_compressors.get(key)
+    if compressor is None:
+        compressor = _zstd_compressors[key] = zstandard.ZstdCompressor(level=key)
+    return bytes(compressor.compress(data))
 
 
 def _zstd_decompress(data: Buffer) -> bytes:
@@ -120,7 +127,7 @@ def _zstd_decompress(data: Buffer) -> bytes:
     return bytes(out)
 
 
-_COMPRESS: dict[int, Callable[[Buffer], bytes]] = {
+_COMPRESS: dict[int, Callable[[Buffer, int | None], bytes]] = {
     GZIP: _gzip_compress,
     SNAPPY: _snappy_compress,
     LZ4: _lz4_compress,
@@ -134,13 +141,15 @@ _DECOMPRESS: dict[int, Callable[[Buffer], bytes]] = {
 }
 
 
-def compress(codec: int, data: Buffer) -> bytes:
+def compress(codec: int, data: Buffer, level: int | None = None) -> bytes:
+    """``data`` compressed with ``codec`` at ``level`` (Kafka's ``compression.<codec>.level``;
+    None: the codec's default as Kafka sets it)."""
     if codec == NONE:
         return bytes(data)
     fn = _COMPRESS.get(codec)
     if fn is None:
         raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {codec}")
-    return fn(data)
+    return fn(data, level)
 
 
 def decompress(codec: int, data: Buffer) -> bytes:

@@ -8,6 +8,7 @@ advance as their fetch positions are reported. Consumers read only below it.
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError
@@ -28,6 +29,16 @@ COMPRESSION_CODECS: dict[str, int] = {
 }
 
 
+class TopicCompression(NamedTuple):
+    """A topic's ``compression.type`` and, for gzip, lz4 and zstd, its ``compression.<type>.level``."""
+
+    type: str = "producer"
+    level: int | None = None
+
+
+PRODUCER_COMPRESSION = TopicCompression()  # keep what each producer sent
+
+
 class Partition:
     def __init__(
         self,
@@ -35,14 +46,14 @@ class Partition:
         log: Log,
         state: PartitionState,
         node_id: int,
-        compression_type: str = "producer",
+        compression: TopicCompression = PRODUCER_COMPRESSION,
         min_insync_replicas: int = 1,
     ) -> None:
         self.tp = tp
         self.log = log
         self.node_id = node_id
         self.state = state
-        self.compression_type = compression_type
+        self.compression = compression
         self.min_insync_replicas = min_insync_replicas
 
     # -- leadership ----------------------------------------------------------------------------------
@@ -67,9 +78,9 @@ class Partition:
         if current_leader_epoch > self.leader_epoch:
             raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
-    def update_config(self, config: LogConfig, compression_type: str, min_insync_replicas: int) -> None:
+    def update_config(self, config: LogConfig, compression: TopicCompression, min_insync_replicas: int) -> None:
         self.log.config = config
-        self.compression_type = compression_type
+        self.compression = compression
         self.min_insync_replicas = min_insync_replicas
 
     # -- offsets ---------------------------------------------------------------------------------------
@@ -115,7 +126,7 @@ class Partition:
         return info
 
     def _maybe_recompress(self, records: memoryview) -> memoryview | bytes:
-        codec = COMPRESSION_CODECS.get(self.compression_type)
+        codec = COMPRESSION_CODECS.get(self.compression.type)
         if codec is None:  # "producer": keep what the producer sent, untouched
             return records
         out: list[bytes] = []
@@ -123,7 +134,7 @@ class Partition:
         for pos, header in iter_batches(records):
             batch = records[pos : pos + header.size]
             if header.compression != codec and not header.is_control:
-                out.append(recompress_batch(batch, codec))
+                out.append(recompress_batch(batch, codec, self.compression.level))
                 changed = True
             else:
                 out.append(bytes(batch))

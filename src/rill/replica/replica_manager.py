@@ -17,7 +17,7 @@ from rill.log.log import Log, LogAppendInfo
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
 from rill.metadata.store import MetadataStore, PartitionState, TopicState
-from rill.replica.partition import Partition
+from rill.replica.partition import Partition, TopicCompression
 from rill.replica.purgatory import DelayedOperationPurgatory
 
 log = logging.getLogger(__name__)
@@ -56,12 +56,14 @@ class ReplicaManager:
 
     # -- following the metadata --------------------------------------------------------------------------
 
-    def _configs_for(self, topic: TopicState) -> tuple[LogConfig, str, int]:
+    def _configs_for(self, topic: TopicState) -> tuple[LogConfig, TopicCompression, int]:
         merged = dict(self._effective_configs(topic.configs))
         config = LogConfig.from_topic_configs(merged, LogConfig())
+        compression_type = merged.get("compression.type", "producer")
+        level = merged.get(f"compression.{compression_type}.level")  # gzip, lz4 and zstd have levels
         return (
             config,
-            merged.get("compression.type", "producer"),
+            TopicCompression(compression_type, None if level is None else int(level)),
             int(merged.get("min.insync.replicas", "1")),
         )
 
@@ -69,7 +71,7 @@ class ReplicaManager:
         """Create, update and delete local partitions so they match the metadata store."""
         topics = self.metadata.topics()
         wanted: set[TopicPartition] = set()
-        new: list[tuple[TopicPartition, PartitionState, uuid.UUID | None, LogConfig, str, int]] = []
+        new: list[tuple[TopicPartition, PartitionState, uuid.UUID | None, LogConfig, TopicCompression, int]] = []
         for topic in topics.values():
             config, compression, min_isr = self._configs_for(topic)
             for state in topic.partitions:

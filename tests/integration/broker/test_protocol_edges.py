@@ -184,6 +184,27 @@ def test_log_append_time_and_recompression(wire: Wire) -> None:
     assert [r.value for r in decode_batch_records(stored)] == [r.value for r in _records(50)]
 
 
+def test_recompression_uses_the_topic_compression_level(wire: Wire) -> None:
+    """compression.zstd.level (and its kin) set the level the broker recompresses at."""
+    words = [f"w{i * 7919 % 1000:03d}" for i in range(600)]
+    records = [
+        Record(0, 1_700_000_000_000 + i, None, " ".join(words[(i * 13 + j) % 600] for j in range(300)).encode(), [])
+        for i in range(40)
+    ]
+    sizes = {}
+    for topic, level in (("zstd-default", None), ("zstd-fast", "1"), ("zstd-19", "19")):
+        configs = {"compression.type": "zstd"}
+        if level is not None:
+            configs["compression.zstd.level"] = level
+        _create(wire, topic, configs)
+        assert _produce(wire, topic, build_batch(records))["error_code"] == 0
+        stored = bytes(_fetch(wire, topic, 0)["records"])
+        assert parse_header(stored).compression == 4
+        assert [r.value for r in decode_batch_records(stored)] == [r.value for r in records]
+        sizes[topic] = len(stored)
+    assert sizes["zstd-19"] < sizes["zstd-default"] < sizes["zstd-fast"], sizes
+
+
 def test_fetch_long_poll_is_woken_by_an_append(rill_broker, wire: Wire) -> None:
     _create(wire, "poll")
     started = time.monotonic()
