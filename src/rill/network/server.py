@@ -202,7 +202,7 @@ class SocketServer:
         if self.quotas.slot_available() and not self._held:
             self._admit(conn)
         elif len(self._held) >= self._backlog:
-            log.info("refusing connection %s: %d already wait for a slot", conn.info.connection_id, len(self._held))
+            log.info("refusing connection %s: %d wait for a slot already", conn.info.connection_id, len(self._held))
             conn.abort()
         else:
             conn.hold()
@@ -242,16 +242,20 @@ class SocketServer:
             log.exception("connection_closed handler failed for %s", conn.info)
         self._admit_held()
 
-    def update_quotas(self, max_connections: int = INT_MAX, max_per_ip: int = INT_MAX,
-                      per_ip_overrides: Mapping[str, int] | None = None) -> None:
+    def update_quotas(
+        self,
+        max_connections: int = INT_MAX,
+        max_per_ip: int = INT_MAX,
+        per_ip_overrides: Mapping[str, int] | None = None,
+    ) -> None:
         """New connection limits (dynamic broker configs). Held connections are taken in while
         slots are free; above a lowered ``max_connections`` the connections idle the longest are
-        closed (connections already open are not checked against a lowered per-address limit,
-        as in Kafka)."""
+        closed, those without a request in progress first. Connections already open are not
+        checked against a lowered per-address limit, as in Kafka."""
         self.quotas.update(max_connections, max_per_ip, per_ip_overrides or {})
         excess = self.quotas.excess
         if excess:
-            idle_first = sorted(self._connections, key=lambda c: c.last_active)
+            idle_first = sorted(self._connections, key=lambda c: (c.busy, c.last_active))
             log.info("max.connections lowered to %d: closing %d idle connections", max_connections, excess)
             for conn in idle_first[:excess]:
                 conn.close()

@@ -16,6 +16,7 @@ import pytest
 
 from rill.common import FileRegion
 from rill.network import SocketServer
+from rill.network.connection_quotas import ConnectionQuotas
 
 from .conftest import Listener, ToyHandler, frame, read_frame, wait_for
 
@@ -238,6 +239,36 @@ def test_idle_connections_are_closed(run_server: Runner) -> None:
         await wait_for(lambda: server.connection_count == 0)
 
     run_server(body, idle_timeout_ms=250)
+
+
+def test_connection_limits_hold_and_refuse(run_server: Runner) -> None:
+    """max.connections 2: a third connection is held unread, a fourth beyond the wait list (here
+    ``backlog`` 1) closed; per address 3 with room in total: the fourth from one address closed."""
+
+    async def body(server: SocketServer, handler: ToyHandler) -> None:
+        first, second = await connect(server), await connect(server)
+        for r, w in (first, second):
+            w.write(frame(b"echo:in"))
+            assert await read_frame(r) == b"in"
+        held_r, held_w = await connect(server)
+        held_w.write(frame(b"echo:held"))
+        await wait_for(lambda: server.held_count == 1)
+        over_r, _ = await connect(server)
+        assert await is_closed(over_r)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(read_frame(held_r), 0.3)
+        first[1].close()
+        assert await read_frame(held_r) == b"held"
+        assert server.connection_count == 2 and server.held_count == 0
+        server.update_quotas(max_connections=10, max_per_ip=3)
+        third_r, third_w = await connect(server)
+        third_w.write(frame(b"echo:3"))
+        assert await read_frame(third_r) == b"3"
+        refused_r, _ = await connect(server)
+        assert await is_closed(refused_r)
+        assert server.quotas.count("127.0.0.1") == 3
+
+    run_server(body, quotas=ConnectionQuotas(max_connections=2), backlog=1)
 
 
 def test_socket_buffer_sizes_apply_to_accepted_connections(run_server: Runner) -> None:
