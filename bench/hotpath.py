@@ -1,12 +1,12 @@
 """Produce and consume throughput of one broker process, quick to repeat while tuning the hot path.
 
 `python bench/hotpath.py [--sizes 1k,10k] [--brokers rill,tansu] [--rounds N] [--profile DIR] [--quick]
-[--baseline-src DIR] [--base-override KEY=VALUE]`
+[--baseline-src DIR] [--base-override KEY=VALUE] [--compression CODEC]`
 
 For each size: a fresh one-partition topic, a producer process (confluent-kafka, acks=1, linger.ms=5,
-no compression) producing for `--seconds`, then a consumer process reading everything back from offset 0
-(records already in page cache). Rill and Tansu are started once each and measured alternately (A/B/A/B),
-and the medians are printed with their ratio. `--profile DIR` records the Rill broker with py-spy
+`--compression`, none by default) producing for `--seconds`, then a consumer process reading everything
+back from offset 0 (records already in page cache). Rill and Tansu are started once each and measured
+alternately (A/B/A/B), and the medians are printed with their ratio. `--profile DIR` records the Rill broker with py-spy
 (collapsed stacks, one file per size and direction) and prints its top frames.
 """
 
@@ -38,7 +38,8 @@ def _mbps(res: dict[str, float]) -> float:
 
 
 def one_round(target: Target, size: int, seconds: float, profile: Path | None,
-              label: str, consumer_conf: dict[str, str]) -> tuple[float, float, float, float]:
+              label: str, consumer_conf: dict[str, str],
+              compression: str = "none") -> tuple[float, float, float, float]:
     """(produce MB/s, consume MB/s, broker CPU us per MB produced, per MB consumed)."""
     topic = topic_name("hotpath")
     create_topic(target, topic, 1)
@@ -48,7 +49,8 @@ def one_round(target: Target, size: int, seconds: float, profile: Path | None,
     cpu0 = cpu_seconds(pid)
     with maybe_profile(spy, profile / f"{label}-produce.txt" if profile else None):
         prod = run_worker("produce", {"bootstrap": target.bootstrap, "topic": topic, "size": size, "acks": "1",
-                                      "seconds": seconds, "flush_timeout": 60}, seconds + 90)
+                                      "compression": compression, "seconds": seconds, "flush_timeout": 60},
+                          seconds + 90)
     check_errors(prod, "produce")
     cpu1 = cpu_seconds(pid)
     with maybe_profile(spy, profile / f"{label}-consume.txt" if profile else None):
@@ -78,6 +80,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--baseline-src", type=Path,
                     help="also run a broker 'base' from this source tree (e.g. a git worktree of an older commit)")
     ap.add_argument("--quick", action="store_true", help="one round of 2 s per size")
+    ap.add_argument("--compression", default="none", help="the producer's compression.type (none, lz4, zstd, ...)")
     ap.add_argument("--consumer-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="librdkafka setting for the consumer, e.g. fetch.queue.backoff.ms=10 (repeatable)")
     ap.add_argument("--base-override", action="append", default=[], metavar="KEY=VALUE",
@@ -112,7 +115,7 @@ def main(argv: list[str]) -> int:
                 for t in targets:
                     prof = args.profile if rnd == 0 else None
                     try:
-                        p, c, cp, cc = one_round(t, size, args.seconds, prof, label, consumer_conf)
+                        p, c, cp, cc = one_round(t, size, args.seconds, prof, label, consumer_conf, args.compression)
                     except RunFailed as e:
                         print(f"{t.name} {label}: failed: {e}", flush=True)
                         continue

@@ -72,7 +72,7 @@ async def run(profile: bool) -> None:
                      ("Produce v10, 100 x 10 KiB (1 MiB)", produce_frame(100, 10240), 300)]
             prof = cProfile.Profile() if profile else None
             for name, frame, n in cases:
-                view = memoryview(frame)
+                view = memoryview(bytearray(frame))  # request buffers are writable, as the network makes them
 
                 async def once(view: memoryview = view) -> Any:
                     return await dispatcher.handle(CONN, view)

@@ -7,7 +7,8 @@ Bytes on the wire (both directions), per Kafka's framing:
 
 Reading. Every connection of a server reads into one shared scratch buffer (the event loop hands
 us bytes for one connection at a time), so an idle connection holds no read buffer at all.
-Complete small frames are copied out of the scratch buffer into their own ``bytes``; a frame
+Complete small frames are copied out of the scratch buffer into their own ``bytearray`` (writable,
+so the log can stamp a produced batch's header in place, as it does for large frames); a frame
 larger than ``DIRECT_READ_BYTES`` borrows a buffer from the server's ``MemoryPool`` that the socket
 reads straight into, so the records of a big Produce are copied once, by the kernel, into memory
 that was touched before; the buffer goes back to the pool once the request has been answered and
@@ -236,8 +237,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._after_large = True
                     self._enqueue(frame, buf)
                 else:
+                    # A writable copy: the log patches a produced batch's header in place and
+                    # writes it as it came (no copied headers, no second buffer to write).
                     self._after_large = False
-                    self._enqueue(memoryview(view[start:pos].tobytes()), None)
+                    self._enqueue(memoryview(bytearray(view[start:pos])), None)
                 continue
             if size > DIRECT_READ_BYTES:
                 frame, buf = self._pool.acquire(size)
