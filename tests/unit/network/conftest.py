@@ -41,10 +41,12 @@ class ToyHandler:
         self.regions: list[FileRegion] = []
         self.closed: list[ConnectionInfo] = []
         self.seen: list[bytes] = []
+        self.writable: list[bool] = []  # per frame: could the handler patch it in place
 
     async def handle(self, conn: ConnectionInfo, data: memoryview) -> Sequence[ResponseChunk] | None:
         payload = bytes(data)
         self.seen.append(payload)
+        self.writable.append(not data.readonly)
         if payload.startswith(b"echo:"):
             return [frame(payload[5:])]
         if payload.startswith(b"sleep:"):

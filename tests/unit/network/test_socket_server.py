@@ -45,6 +45,7 @@ def test_echo_and_connection_info(run_server: Runner) -> None:
         assert await read_frame(reader) == b"hello"
         assert await read_frame(reader) == b"abcdef"
         assert await read_frame(reader) == b""
+        assert handler.writable == [True, True, True]  # the log stamps produced batches in place
         assert server.connection_count == 1
         writer.close()
         await wait_for(lambda: len(handler.closed) == 1)
