@@ -10,9 +10,10 @@ from rill.protocol import decode_response, encode_request
 
 
 class Wire:
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, source: str | None = None) -> None:
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        source_address = (source, 0) if source is not None else None
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout, source_address=source_address)
         self._corr = 0
 
     def send_raw(self, data: bytes) -> None:

@@ -4,12 +4,12 @@ follow dynamic broker configs set by a real admin client."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from tests.integration.broker._wire import Wire
 
 from rill.config import ConfigError
 from rill.config.broker_config import BrokerConfig, per_ip_overrides
@@ -19,20 +19,18 @@ from rill.testing import broker
 pytestmark = pytest.mark.timeout(90)
 
 
-class Client:
+class Client(Wire):
     """A raw connection from a chosen loopback address, calling ApiVersions."""
 
     def __init__(self, port: int, source: str = "127.0.0.1") -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
-        self._corr = 0
+        super().__init__(f"127.0.0.1:{port}", timeout=5, source=source)
 
     def send_api_versions(self) -> None:
         self._corr += 1
-        self.sock.sendall(encode_request(ApiKey.API_VERSIONS, 0, self._corr, "limits-test", {}))
+        self.send_raw(encode_request(ApiKey.API_VERSIONS, 0, self._corr, "limits-test", {}))
 
     def read_api_versions(self) -> int:
-        size = int.from_bytes(self._exact(4), "big")
-        corr, resp = decode_response(ApiKey.API_VERSIONS, 0, self._exact(size))
+        corr, resp = decode_response(ApiKey.API_VERSIONS, 0, self.read_frame())
         assert corr == self._corr
         return int(resp["error_code"])
 
@@ -43,18 +41,6 @@ class Client:
             return self.read_api_versions() == 0
         except (ConnectionError, OSError):
             return False
-
-    def _exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            buf += chunk
-        return bytes(buf)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> None:
