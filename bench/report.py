@@ -46,7 +46,7 @@ class Row:
     def ratio(self) -> float | None:
         """Rill against Tansu, oriented so that > 1 means Rill is better."""
         r, t = self.rill.median(), self.tansu.median()
-        if r is None or t is None or r <= 0 or t <= 0:
+        if not self.metric.compared or r is None or t is None or r <= 0 or t <= 0:
             return None
         return r / t if self.metric.higher_is_better else t / r
 

@@ -70,6 +70,7 @@ def produce(params: Params) -> Result:
     p.list_topics(topic, timeout=10)
     print("READY", flush=True)
     t0 = time.monotonic()
+    cpu0 = time.process_time()
     deadline = t0 + float(params["seconds"])
     if partitions:
         sent = _produce_round_robin(p, topic, values, partitions, limit_msgs, deadline)
@@ -79,7 +80,13 @@ def produce(params: Params) -> Result:
     elapsed = time.monotonic() - t0
     acked = sent - unacked - len(errors)
     return {"messages": acked, "bytes": acked * size, "seconds": elapsed, "sent": sent,
-            "unacked": unacked, "errors": errors[:5]}
+            "unacked": unacked, "client_cores": _cores(cpu0, elapsed), "errors": errors[:5]}
+
+
+def _cores(cpu0: float, elapsed: float) -> float:
+    """CPU time of this client process (librdkafka's threads included) since ``cpu0``, per second of
+    ``elapsed``: 1.0 is one core kept busy, the most a client mostly serialized on its own thread gets."""
+    return (time.process_time() - cpu0) / elapsed if elapsed > 0 else 0.0
 
 
 def _produce_round_robin(p: Producer, topic: str, values: list[bytes], partitions: int, limit: int,
@@ -150,11 +157,13 @@ def consume(params: Params) -> Result:
     got = 0
     errors: list[str] = []
     start: float | None = None
+    cpu0 = 0.0
     deadline = time.monotonic() + float(params["seconds"])
     while start is None and time.monotonic() < deadline:
         first = c.consume(1, 0.05)
         if first:
             start = time.monotonic()
+            cpu0 = time.process_time()
             if first[0].error() is not None:
                 errors.append(str(first[0].error()))
             else:
@@ -166,11 +175,12 @@ def consume(params: Params) -> Result:
             else:
                 got += 1
     end = time.monotonic()
+    cores = _cores(cpu0, end - start) if start is not None else 0.0
     c.close()
     if got < expected:
         errors.append(f"only {got} of {expected} records within {params['seconds']}s")
     return {"messages": got, "bytes": got * int(params["size"]),
-            "seconds": end - start if start is not None else 0.0, "errors": errors[:5]}
+            "seconds": end - start if start is not None else 0.0, "client_cores": cores, "errors": errors[:5]}
 
 
 def latency_consumer(params: Params) -> Result:

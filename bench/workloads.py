@@ -41,6 +41,7 @@ class Metric:
     unit: str
     higher_is_better: bool = True
     limit: str | None = None
+    compared: bool = True  # False: a figure for context (no ratio, not "better" either way)
 
 
 Figures = dict[str, float | str]  # a str is why that one figure is missing from an otherwise good run
@@ -81,7 +82,7 @@ def _produce(size: int, acks: str, compression: str) -> Runner:
                              s.produce_seconds + 90)
             check_errors(res, "produce")
             return {"mbps": _throughput(res), "msgs": res["messages"] / res["seconds"],
-                    "cpu_us_per_mb": cpu.per_mb(res["bytes"])}
+                    "cpu_us_per_mb": cpu.per_mb(res["bytes"]), "client_cores": res["client_cores"]}
         finally:
             maybe_delete_topic(target, topic)
     return run
@@ -114,7 +115,7 @@ def _consume(size: int) -> Runner:
                                          "messages": count, "seconds": 60}, 90)
             check_errors(res, "consume")
             return {"mbps": _throughput(res), "msgs": res["messages"] / res["seconds"],
-                    "cpu_us_per_mb": cpu.per_mb(res["bytes"])}
+                    "cpu_us_per_mb": cpu.per_mb(res["bytes"]), "client_cores": res["client_cores"]}
         finally:
             maybe_delete_topic(target, topic)
     return run
@@ -261,9 +262,11 @@ def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _cpu_metric(label: str) -> Metric:
-    # Where the client bounds the throughput (100 B records), this row is what tells the brokers apart.
-    return Metric("cpu_us_per_mb", f"{label}: broker CPU", "us per MB", higher_is_better=False)
+def _cpu_metrics(label: str) -> tuple[Metric, Metric]:
+    # Where the client bounds the throughput (100 B records), the broker's CPU is what tells the brokers
+    # apart, and the client's shows the bound: near 1 core, the client process is what limits the row.
+    return (Metric("cpu_us_per_mb", f"{label}: broker CPU", "us per MB", higher_is_better=False),
+            Metric("client_cores", f"{label}: client CPU", "cores", compared=False))
 
 
 def catalogue(restart_bytes: int = 1 << 30) -> list[Workload]:
@@ -273,12 +276,12 @@ def catalogue(restart_bytes: int = 1 << 30) -> list[Workload]:
             for comp in COMPRESSIONS:
                 label = f"produce {sname} {aname.replace('acks', 'acks=')} {comp}"
                 out.append(Workload(f"produce-{sname}-{aname}-{comp}",
-                                    (Metric("mbps", label, "MB/s", limit="produce"), _cpu_metric(label)),
+                                    (Metric("mbps", label, "MB/s", limit="produce"), *_cpu_metrics(label)),
                                     _produce(size, acks, comp), in_quick=comp == "none" or acks == "1"))
     for sname, size in SIZES.items():
         label = f"consume {sname}"
         out.append(Workload(f"consume-{sname}",
-                            (Metric("mbps", label, "MB/s", limit="consume"), _cpu_metric(label)),
+                            (Metric("mbps", label, "MB/s", limit="consume"), *_cpu_metrics(label)),
                             _consume(size)))
     for rate in (10_000, 50_000):
         tag = f"{rate // 1000}k"

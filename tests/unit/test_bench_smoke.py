@@ -72,6 +72,10 @@ def test_limit_fractions_and_ratios_point_the_right_way() -> None:
     assert row.ratio() == pytest.approx(2.0)  # lower is better: Tansu 4 ms / Rill 2 ms
     row.rill.na = "rill did not start: x"
     assert row.ratio() is None
+    context = Row("w", Metric("client_cores", "client CPU", "cores", compared=False))
+    context.rill.runs.append(0.9)
+    context.tansu.runs.append(0.5)
+    assert context.ratio() is None  # a figure for context is not compared
     assert row.rill.cell() == "n/a (rill did not start: x)"
 
 
@@ -106,14 +110,17 @@ def test_tiny_run_against_tansu_reports_rill_as_na_when_it_cannot_start(tmp_path
     assert out.returncode == 0, out.stderr
     assert "| produce 1k acks=1 none | MB/s | n/a (rill did not start: exited with code 3" in out.stdout
     data = json.loads(result_path.read_text())
-    row, cpu = data["rows"]
-    assert (row["metric"], cpu["metric"]) == ("mbps", "cpu_us_per_mb")
+    row, cpu, client = data["rows"]
+    assert (row["metric"], cpu["metric"], client["metric"]) == ("mbps", "cpu_us_per_mb", "client_cores")
     assert row["rill"]["na"].startswith("rill did not start") and cpu["rill"]["na"] == row["rill"]["na"]
     assert len(row["tansu"]["runs"]) == 3  # default: three A/B rounds, median reported
     assert row["tansu"]["median"] > 0
     # the broker's CPU per MB moved, read from /proc for each run
     assert len(cpu["tansu"]["runs"]) == 3 and cpu["tansu"]["median"] > 0 and not cpu["higher_is_better"]
     assert "| produce 1k acks=1 none: broker CPU | us per MB (lower is better) | n/a (rill did not start" in out.stdout
+    # the client process's own CPU, in cores, for context: no ratio
+    assert len(client["tansu"]["runs"]) == 3 and 0 < client["tansu"]["median"] < 4 and client["ratio"] is None
+    assert "| produce 1k acks=1 none: client CPU | cores | n/a (rill did not start" in out.stdout
     assert not list((tmp_path / "work").glob("**/*.bin"))
     # The broker the suite started is gone: its log shows it ran, and nothing listens on its port any more.
     log = (tmp_path / "work" / "tansu.log").read_text()
