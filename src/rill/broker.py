@@ -83,6 +83,7 @@ class Broker:
             send_buffer_bytes=int(config.get("socket.send.buffer.bytes")),
             receive_buffer_bytes=int(config.get("socket.receive.buffer.bytes")),
             quotas=ConnectionQuotas(*self._connection_quota_values({})),
+            max_queued_requests=int(config.get("queued.max.requests")),
         )
         bound_host, bound_port = await self._server.start()
         self._bound = (bound_host, bound_port)

@@ -21,8 +21,11 @@ streams big Produce requests each one is read straight into its own buffer, inst
 Processing. Like Kafka, which mutes a channel while one of its requests is being handled, frames
 of one connection are handled strictly one after another by a single worker task, and each
 response is written completely before the next request is handled. Frames read ahead are queued;
-reading pauses when the queue grows past ``MAX_QUEUED_FRAMES`` / ``MAX_QUEUED_BYTES`` or the
-transport's write buffer is full (a client that does not read its responses stops being read).
+reading pauses when the queue grows past ``MAX_QUEUED_FRAMES`` / ``MAX_QUEUED_BYTES``, when the
+frames queued on all connections together reach the server's ``max_queued_requests`` (Kafka's
+``queued.max.requests``; reading resumes once they are down to half), or when the transport's write
+buffer is full (a client that does not read its responses stops being read). Like the per-connection
+bounds, the broker-wide one is checked per frame, so the frames of one read may pass it.
 
 Writing. ``bytes`` chunks go through the transport; the responses to requests that were read
 together (pipelined) are gathered into one write, flushed when the worker yields or the queue
@@ -137,8 +140,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.closed:
             return
         self.closed = True
-        self._queue.clear()
-        self._queued_bytes = 0
+        self._drop_queue()
         self._direct = None
         self._direct_buf = None
         self._partial = b""
@@ -161,6 +163,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._held and self.transport is not None and not self.closed:
             self._held = False
             self.last_active = self._loop.time()
+            self._server.queued_requests += len(self._queue)
             if self._queue and self._worker is None:
                 self._worker = self._loop.create_task(self._process())
             self._maybe_resume_reading()
@@ -275,19 +278,35 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self._queue.append((frame, buf))
         self._queued_bytes += len(frame)
-        if self._held:
+        if self._held:  # not counted in the server's queue until taken in (it waits for a slot)
             if self.transport is not None:
                 self.transport.pause_reading()
             return
+        server = self._server
+        server.queued_requests += 1
         if self._worker is None:
             self._worker = self._loop.create_task(self._process())
         if len(self._queue) >= MAX_QUEUED_FRAMES or self._queued_bytes >= MAX_QUEUED_BYTES:
             self._pause_reading()
+        elif server.queued_requests >= server.max_queued_requests:
+            self._pause_reading()
+            server.wait_for_queue_room(self)
+
+    def _drop_queue(self) -> None:
+        """Forget the frames not handled yet (the connection is closing)."""
+        if not self._held:
+            self._server.queued_requests -= len(self._queue)
+        self._queue.clear()
+        self._queued_bytes = 0
 
     def _pause_reading(self) -> None:
         if not self._reading_paused and self.transport is not None and not self.closed:
             self._reading_paused = True
             self.transport.pause_reading()
+
+    def resume_after_queue_wait(self) -> None:
+        """The server's queues are down again: read on, unless something else still holds reading."""
+        self._maybe_resume_reading()
 
     def _maybe_resume_reading(self) -> None:
         if (
@@ -299,24 +318,32 @@ class KafkaConnection(asyncio.BufferedProtocol):
             and self._queued_bytes < MAX_QUEUED_BYTES // 2
             and self.transport is not None
         ):
+            server = self._server
+            if server.queued_requests >= server.max_queued_requests:
+                server.wait_for_queue_room(self)  # resumed by the server once the queues are down
+                return
             self._reading_paused = False
             self.transport.resume_reading()
 
     # --------------------------------------------------------------- processing
 
     async def _process(self) -> None:
-        handler = self._server.handler
+        server = self._server
+        handler = server.handler
         queue = self._queue
         try:
             while queue and not self.closed:
                 frame, buf = queue.popleft()
                 self._queued_bytes -= len(frame)
+                server.queued_requests -= 1
                 self._maybe_resume_reading()
+                if server.queue_waiters and server.queued_requests <= server.max_queued_requests // 2:
+                    server.resume_queue_waiters()
                 try:
                     response = await handler.handle(self.info, frame)
                 except Exception:
                     log.exception("closing connection from %s: request handler failed", self.info)
-                    self._queue.clear()
+                    self._drop_queue()
                     self.close()  # responses already due still go out first
                     return
                 del frame

@@ -30,6 +30,7 @@ log = logging.getLogger("rill.network")
 
 DEFAULT_MAX_REQUEST_BYTES = 104857600
 DEFAULT_MAX_IDLE_MS = 600000
+DEFAULT_MAX_QUEUED_REQUESTS = 500
 
 
 class ListenerAddress(Protocol):
@@ -69,6 +70,7 @@ class SocketServer:
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
         quotas: ConnectionQuotas | None = None,
+        max_queued_requests: int = DEFAULT_MAX_QUEUED_REQUESTS,
     ) -> None:
         """Listen on ``host:port`` as ``listener_name``, or on every address in ``listeners`` when given.
 
@@ -77,7 +79,9 @@ class SocketServer:
         ``send_buffer_bytes`` and ``receive_buffer_bytes`` its ``socket.send.buffer.bytes`` and
         ``socket.receive.buffer.bytes`` (SO_SNDBUF and SO_RCVBUF of every accepted connection; -1
         leaves them to the OS, which on Linux then sizes them to the traffic); ``quotas`` the
-        connection limits (none by default; ``update_quotas`` changes them while running).
+        connection limits (none by default; ``update_quotas`` changes them while running);
+        ``max_queued_requests`` Kafka's ``queued.max.requests``, the frames read ahead on all
+        connections together before reading pauses.
         """
         self.handler = handler
         self.max_request_bytes = max_request_bytes
@@ -91,6 +95,9 @@ class SocketServer:
         self._bound: dict[str, tuple[str, int]] = {}
         self._connections: set[KafkaConnection] = set()
         self.quotas = quotas if quotas is not None else ConnectionQuotas()
+        self.max_queued_requests = max_queued_requests
+        self.queued_requests = 0  # frames read and not yet handled, on all connections
+        self.queue_waiters: set[KafkaConnection] = set()  # paused until queued_requests is down to half
         # Connections taken in while the broker is at max.connections, unread, oldest first.
         self._held: collections.OrderedDict[KafkaConnection, None] = collections.OrderedDict()
         self._index = itertools.count()
@@ -229,7 +236,19 @@ class SocketServer:
             if not conn.closed:
                 self._admit(conn)
 
+    def wait_for_queue_room(self, conn: KafkaConnection) -> None:
+        """``conn`` stopped reading because ``max_queued_requests`` frames are queued."""
+        if not self.queue_waiters:
+            log.debug("%d requests queued (queued.max.requests): reading pauses", self.queued_requests)
+        self.queue_waiters.add(conn)
+
+    def resume_queue_waiters(self) -> None:
+        waiters, self.queue_waiters = self.queue_waiters, set()
+        for conn in waiters:
+            conn.resume_after_queue_wait()
+
     def connection_lost(self, conn: KafkaConnection) -> None:
+        self.queue_waiters.discard(conn)
         if conn not in self._connections:
             self._held.pop(conn, None)  # held or refused: never counted
             return

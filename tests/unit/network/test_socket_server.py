@@ -272,6 +272,34 @@ def test_connection_limits_hold_and_refuse(run_server: Runner) -> None:
     run_server(body, quotas=ConnectionQuotas(max_connections=2), backlog=1)
 
 
+def test_queued_max_requests_pauses_reading_on_every_connection(run_server: Runner) -> None:
+    """queued.max.requests 2: while one connection holds three requests in its queue, another
+    connection's next request is not read; both go on once the queues are down to half."""
+
+    async def body(server: SocketServer, handler: ToyHandler) -> None:
+        a_r, a_w = await connect(server)
+        a_w.write(b"".join(frame(f"sleep:0.3:a{i}".encode()) for i in range(4)))
+        await wait_for(lambda: server.queued_requests == 3)  # a0 in the handler, a1-a3 queued
+        b_r, b_w = await connect(server)
+        b_w.write(frame(b"echo:b1"))
+        assert await read_frame(b_r) == b"b1"  # read and answered, but reading then paused
+        assert any(c.info.client_port == b_w.get_extra_info("sockname")[1] for c in server.queue_waiters)
+        b_w.write(frame(b"echo:b2"))
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(read_frame(b_r), 0.25)
+        assert await read_frame(b_r) == b"b2"  # read once a2 left the queue (one queued, limit 2)
+        assert [await read_frame(a_r) for _ in range(4)] == [b"a0", b"a1", b"a2", b"a3"]
+        assert server.queued_requests == 0 and not server.queue_waiters
+        # Frames queued on a connection that closes leave the count with it.
+        _, c_w = await connect(server)
+        c_w.write(b"".join(frame(b"sleep:0.2:c") for _ in range(3)))
+        await wait_for(lambda: server.queued_requests == 2)
+        c_w.transport.abort()
+        await wait_for(lambda: server.queued_requests == 0)
+
+    run_server(body, max_queued_requests=2)
+
+
 def test_socket_buffer_sizes_apply_to_accepted_connections(run_server: Runner) -> None:
     async def body(server: SocketServer, handler: ToyHandler) -> None:
         reader, writer = await connect(server)
