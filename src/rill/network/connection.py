@@ -319,8 +319,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             and self.transport is not None
         ):
             server = self._server
-            if server.queued_requests >= server.max_queued_requests:
-                server.wait_for_queue_room(self)  # resumed by the server once the queues are down
+            if server.queued_requests > server.max_queued_requests // 2 and (
+                server.queued_requests >= server.max_queued_requests or self in server.queue_waiters
+            ):
+                server.wait_for_queue_room(self)  # resumed by the server once the queues are down to half
                 return
             self._reading_paused = False
             self.transport.resume_reading()
