@@ -22,12 +22,13 @@ INT_MAX = 2**31 - 1
 class ConnectionQuotas:
     """Open connections in total and per client address, against the configured limits."""
 
+    max_connections: int
+    max_per_ip: int
+    per_ip_overrides: dict[str, int]
+
     def __init__(
         self, max_connections: int = INT_MAX, max_per_ip: int = INT_MAX, per_ip_overrides: Mapping[str, int] = {}
     ) -> None:
-        self.max_connections = max_connections
-        self.max_per_ip = max_per_ip
-        self.per_ip_overrides: dict[str, int] = {}
         self.total = 0
         self._counts: dict[str, int] = {}
         self.update(max_connections, max_per_ip, per_ip_overrides)

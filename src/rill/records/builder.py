@@ -103,7 +103,8 @@ def build_batch(
 
 
 def _compress(codec: int, raw: Buffer) -> bytes:
-    return compression.compress(codec, raw) if codec else bytes(raw)
+    # build_batch's ``compression`` argument hides the module there
+    return compression.compress(codec, raw)
 
 
 def recompress_batch(batch: Buffer, codec: int, level: int | None = None) -> bytes:
