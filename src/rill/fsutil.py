@@ -28,7 +28,13 @@ def write_atomically(path: Path, data: bytes, sync: bool = True) -> None:
 
 def fsync_dir(dir: Path) -> None:
     """fsync a directory, making the names created or renamed in it durable."""
-    fd = os.open(dir, os.O_RDONLY)
+    fsync_path(dir)
+
+
+def fsync_path(path: Path) -> None:
+    """fsync a file or directory by name (a file written earlier without fsync; raises
+    FileNotFoundError when it is gone)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

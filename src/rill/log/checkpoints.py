@@ -20,8 +20,10 @@ Partition metadata (per partition: ``partition.metadata``)::
     version: 0
     topic_id: <the topic id as 22 characters of URL-safe base64 without padding>
 
-Every write goes to ``<name>.tmp``, is fsynced, renamed over the old file, and the directory
-is fsynced, so a crash leaves either the old or the new content.
+Every write goes to ``<name>.tmp`` and is renamed over the old file, so a crash of the process
+leaves either the old or the new content. The per-log-dir checkpoints are fsynced (file, then
+directory) before the rename counts; the two per-partition files are written without fsync and
+made durable by the log's next flush (``Log.flush_segments``), before its recovery point moves.
 """
 
 from __future__ import annotations

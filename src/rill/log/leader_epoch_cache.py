@@ -31,6 +31,8 @@ class LeaderEpochFileCache:
             self._epochs = []
         # the last epoch or UNDEFINED_EPOCH; an attribute, as every append reads it (_flush updates it)
         self.latest_epoch = _last_epoch(self._epochs)
+        # checkpoint writes so far: they are not fsynced here; the log's next flush makes them durable
+        self.writes = 0
 
     @property
     def entries(self) -> list[tuple[int, int]]:
@@ -93,6 +95,8 @@ class LeaderEpochFileCache:
         self._flush()
 
     def _flush(self) -> None:
-        """Every change ends here: refresh ``latest_epoch``, then write the checkpoint."""
+        """Every change ends here: refresh ``latest_epoch``, then write the checkpoint (without
+        fsync: ``Log.flush_segments`` syncs it before the recovery point moves)."""
         self.latest_epoch = _last_epoch(self._epochs)
         write_epoch_checkpoint(self.path, self._epochs, sync=False)
+        self.writes += 1

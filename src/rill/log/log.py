@@ -6,12 +6,16 @@ snapshots (rill.log.producer_state), ``leader-epoch-checkpoint`` and ``partition
 
 Invariants: segment base offsets strictly increase; ``log_start_offset`` <= every readable
 offset < ``log_end_offset``; ``recovery_point`` <= ``log_end_offset`` and everything below it
-has been fsynced. All methods run on the owning event loop, except ``flush_segments`` (and
-``flush``), which a worker thread may run while the loop appends.
+has been fsynced, and so have the names in the directory (segment files, checkpoints) and the
+directory's own entry: files are created and checkpoints written without fsync, and the next
+flush syncs them before the recovery point moves, as the segments' bytes are. All methods run on
+the owning event loop, except ``flush_segments`` (and ``flush``), which a worker thread may run
+while the loop appends.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -22,6 +26,7 @@ from pathlib import Path
 
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError
+from rill.fsutil import fsync_path
 from rill.log.checkpoints import (
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
@@ -90,7 +95,16 @@ class Log:
         self._dir = dir
         self._config = config
         now = _now_ms() if now_ms is None else now_ms
-        dir.mkdir(parents=True, exist_ok=True)
+        # Names made in the directory (and the directory's own entry, when it is new) since the
+        # last flush: flush_segments fsyncs them, so creating a partition costs no fsync.
+        self._dir_changes = 0
+        self._dir_synced = 0
+        try:
+            dir.mkdir(parents=True)
+            self._parent_unsynced = True
+            self._dir_changes += 1
+        except FileExistsError:
+            self._parent_unsynced = False
         self._topic_id = self._init_topic_id(topic_id)
         result = load_segments(
             dir, config, recovery_point=recovery_point, had_clean_shutdown=had_clean_shutdown, now_ms=now
@@ -135,7 +149,8 @@ class Log:
             )
         result = topic_id or stored or uuid.uuid4()
         if stored != result:
-            write_partition_metadata(path, result)
+            write_partition_metadata(path, result, sync=False)
+            self._dir_changes += 1
         return result
 
     @property
@@ -428,6 +443,7 @@ class Log:
         return segment
 
     def _new_segment(self, base: int, now_ms: int, active: bool) -> LogSegment:
+        self._dir_changes += 1
         for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             path = self._dir / segment_file_name(base, suffix)
             if path.exists():
@@ -595,7 +611,22 @@ class Log:
         for seg in list(self._segments):
             if seg.base_offset < target or seg is self._segments[-1]:
                 seg.flush()
+        changes = self._dir_changes + self.leader_epoch_cache.writes
+        if changes != self._dir_synced:
+            self._sync_names()
+            self._dir_synced = changes
         return target
+
+    def _sync_names(self) -> None:
+        """fsync the checkpoint files written without it, the directory (names of new segment
+        files and renamed checkpoints) and, once after creating it, the log dir holding it."""
+        dir = self._dir
+        for path in (dir / PARTITION_METADATA, dir / LEADER_EPOCH_CHECKPOINT, dir):
+            with contextlib.suppress(FileNotFoundError):  # a checkpoint not written yet; a deleted log
+                fsync_path(path)
+        if self._parent_unsynced:
+            fsync_path(dir.parent)
+            self._parent_unsynced = False
 
     def mark_flushed(self, upto: int, now_ms: int | None = None) -> None:
         """Advance the recovery point after ``flush_segments`` (on the loop)."""

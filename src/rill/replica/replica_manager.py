@@ -88,7 +88,7 @@ class ReplicaManager:
         if new:
             epochs = {tp: state.leader_epoch for tp, state, *_ in new}
 
-            def start_epoch(plog: Log) -> None:  # in a creating thread: the checkpoint write is an fsync
+            def start_epoch(plog: Log) -> None:  # in a creating thread: the checkpoint is a new file
                 plog.leader_epoch_cache.assign(epochs[plog.topic_partition], plog.log_end_offset)
 
             logs = self.log_manager.get_or_create_logs([(tp, tid, cfg) for tp, _, tid, cfg, _, _ in new], start_epoch)

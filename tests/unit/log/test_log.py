@@ -46,6 +46,52 @@ def test_layout_and_offsets(log_dir: Path) -> None:
     log.close()
 
 
+
+def test_names_made_durable_by_the_next_flush(log_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Creating a log fsyncs nothing (a 1,000-partition topic is 5,000 new files); the first flush
+    syncs the checkpoint files, the directory and its entry in the log dir, a later one only what
+    changed since (the directory after a roll, the epoch checkpoint after a new epoch)."""
+    from rill.log import log as log_module
+
+    synced: list[str] = []
+    real = log_module.fsync_path
+
+    def spy(path: Path) -> None:
+        real(path)
+        synced.append(path.name)
+
+    fsyncs = [0]
+    real_fsync = os.fsync
+
+    def count(fd: int) -> None:
+        real_fsync(fd)
+        fsyncs[0] += 1
+
+    monkeypatch.setattr(log_module, "fsync_path", spy)
+    monkeypatch.setattr(os, "fsync", count)
+    log = open_log(log_dir, topic_id=uuid.uuid4())
+    log.leader_epoch_cache.assign(0, 0)
+    assert fsyncs[0] == 0 and synced == []
+    log.append(make_batch(3), leader_epoch=0, now_ms=BASE_TS)
+    log.flush()
+    assert synced == ["partition.metadata", "leader-epoch-checkpoint", "orders-0", log_dir.parent.name]
+    synced.clear()
+    log.append(make_batch(3, tag=1), leader_epoch=0, now_ms=BASE_TS)
+    log.flush()
+    assert synced == []  # only segment bytes changed
+    log.roll()
+    log.flush()
+    assert synced == ["partition.metadata", "leader-epoch-checkpoint", "orders-0"]
+    synced.clear()
+    log.append(make_batch(1, tag=2), leader_epoch=1, now_ms=BASE_TS)
+    log.flush()
+    assert synced == ["partition.metadata", "leader-epoch-checkpoint", "orders-0"]
+    assert read_epoch_checkpoint(log_dir / "leader-epoch-checkpoint") == [(0, 0), (1, 6)]
+    log.close()
+    reopened = open_log(log_dir)
+    assert [r.offset for r in all_records(reopened)] == list(range(7))
+    reopened.close()
+
 def test_read_semantics(log_dir: Path) -> None:
     log = open_log(log_dir, small_config(segment_bytes=10_000_000))
     sizes = []
