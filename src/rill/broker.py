@@ -20,6 +20,7 @@ from rill.api.dispatcher import RequestDispatcher
 from rill.api.init_producer_id import ProducerIdManager
 from rill.config import BrokerConfig, topic_config_defaults
 from rill.config.broker_config import effective_broker_value, per_ip_overrides
+from rill.fsutil import raise_open_files_limit
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
 from rill.metadata.embedded import EmbeddedMetadataStore
@@ -59,6 +60,9 @@ class Broker:
 
     async def start(self) -> None:
         config = self.config
+        before, after = raise_open_files_limit()
+        if after != before:
+            log.info("Raised the open files limit from %d to %d", before, after)
         log_dirs = [Path(d) for d in config.log_dirs]
         defaults = LogConfig.from_topic_configs(topic_config_defaults(config, {}), LogConfig())
         self.log_manager = LogManager(log_dirs, defaults, broker_config=config)

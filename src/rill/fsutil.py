@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import resource
 from pathlib import Path
+
+_NR_OPEN = Path("/proc/sys/fs/nr_open")  # the kernel's ceiling on a process's descriptors
 
 
 def write_atomically(path: Path, data: bytes, sync: bool = True) -> None:
@@ -39,3 +42,23 @@ def fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def raise_open_files_limit() -> tuple[int, int]:
+    """Raise this process's soft limit on open files to its hard limit, as the JVM does for Kafka:
+    every segment holds descriptors (the log, two indexes and their maps), so a few hundred
+    partitions exceed the common default soft limit of 1,024. Returns (before, after)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard
+    if hard == resource.RLIM_INFINITY:
+        try:
+            target = int(_NR_OPEN.read_text())
+        except (OSError, ValueError):
+            target = 1 << 20
+    if soft == resource.RLIM_INFINITY or soft >= target:
+        return soft, soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (OSError, ValueError):
+        return soft, soft
+    return soft, target

@@ -3,6 +3,7 @@ DeleteRecords."""
 
 from __future__ import annotations
 
+import resource
 import threading
 import time
 import uuid
@@ -122,6 +123,34 @@ def test_thousand_partitions(rill_broker) -> None:
     c.close()
     assert seen == {i: f"v{i}".encode() for i in range(1000)}
 
+
+
+def test_many_partitions_under_the_common_open_files_limit(tmp_path) -> None:
+    """Every segment holds a few descriptors, so 400 partitions need more than the soft limit of 1,024
+    that many machines start processes with; the broker raises its soft limit to the hard one, as
+    the JVM does for Kafka, instead of failing the topic's creation with EMFILE."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 4096:
+        pytest.fail(f"this test needs a hard limit on open files of at least 4096, not {hard}")
+    b = rill.testing.TestBroker({}, subprocess=True, data_dir=tmp_path)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+    try:
+        b.start()  # the broker process inherits the low soft limit
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("wide", 400, 1)])["wide"].result(60)
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 20})
+        errors: list = []
+        for i in range(400):
+            p.produce("wide", f"v{i}".encode(), partition=i, on_delivery=lambda err, _m: errors.append(err))
+        assert p.flush(60) == 0
+        assert len(errors) == 400 and not any(errors)
+        assert [m.value() for m in _consume(b.bootstrap_servers, "wide", 399, 0, 1)] == [b"v399"]
+        assert "Raised the open files limit from 1024 to" in (tmp_path / "broker.log").read_text()
+    finally:
+        b.close()
 
 def test_list_offsets_by_timestamp_and_delete_records(rill_broker) -> None:
     bootstrap = rill_broker.bootstrap_servers

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import logging
+import resource
 import shutil
 import time
 import uuid
@@ -222,8 +224,14 @@ class LogManager:
             try:
                 plog = result()
             except OSError as e:
+                hint = ""
+                if e.errno == errno.EMFILE:
+                    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+                    hint = f" (this process may open {limit} files; raise `ulimit -n`)"
                 errors.append(
-                    KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create the log of {tp} in {log_dir}: {e}")
+                    KafkaError(
+                        ErrorCode.KAFKA_STORAGE_ERROR, f"cannot create the log of {tp} in {log_dir}: {e}{hint}"
+                    )
                 )
                 continue
             self._register(tp, plog, log_dir)
