@@ -10,7 +10,8 @@ an uncached page of a mapped file costs milliseconds here). A thousand partition
 a few megabytes instead of 2 x 10 MiB each.
 Unused slots are zero. When the segment rolls or the log closes, the file is trimmed to its
 entries, so a trimmed file's length is exactly ``entries * entry_size``. On open, trailing
-all-zero slots are treated as unused (no valid entry is all zero, see the subclasses).
+all-zero slots are treated as unused (no valid entry is all zero, see the subclasses); only the
+blocks before the file's first hole are searched, as no entry lies in a hole.
 """
 
 from __future__ import annotations
@@ -26,6 +27,17 @@ RESERVE_CHUNK = 16 * 1024
 
 class IndexFullError(Exception):
     pass
+
+
+def _data_end(fd: int, length: int) -> int:
+    """Where the file's first hole starts (its length when it has none). Entries are only written
+    into reserved blocks, which grow from the start, so none lies beyond; and reading a hole
+    through the map costs a page fault and a zeroed page each (tens of milliseconds for an
+    untrimmed index after a crash, were the search to probe them)."""
+    try:
+        return min(os.lseek(fd, 0, os.SEEK_HOLE), length)
+    except OSError:  # a file system without SEEK_HOLE
+        return length
 
 
 class AbstractIndex:
@@ -45,7 +57,7 @@ class AbstractIndex:
                 length -= length % self.entry_size
                 os.ftruncate(self._fd, length)
             self._map(length)
-            self._entries = self._count_used(length // self.entry_size)
+            self._entries = self._count_used(_data_end(self._fd, length) // self.entry_size)
             self._reserved = self._entries * self.entry_size
             if writable:
                 self.resize(self._max_entries * self.entry_size)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import resource
 from pathlib import Path
+
+import pytest
 
 from rill.log.offset_index import OffsetIndex
 from rill.log.time_index import TimeIndex
@@ -43,3 +47,30 @@ def test_time_index_last_entry_follows_appends_and_truncation(tmp_path: Path) ->
     idx.maybe_append(1500, 7)
     assert idx.last_entry() == (1500, 7) and idx.entries == 2
     idx.close()
+
+
+@pytest.mark.parametrize("kind", [OffsetIndex, TimeIndex])
+def test_an_untrimmed_index_reopens_without_reading_its_holes(tmp_path: Path, kind: type) -> None:
+    """After a crash the active segment's index is still preallocated (10 MiB, sparse past the blocks
+    reserved for its entries). Reopening finds the entries inside the reserved blocks: probing the
+    holes through the map cost a page fault each (and the zeroed pages read ahead around it): a
+    restart after SIGKILL with 1,000 partitions took over 30 s, 1.5 s without."""
+    path = tmp_path / "0.index"
+    idx = kind(path, 0, 10 * 1024 * 1024, True)
+    count = 3000  # past the first reserved chunk
+    for i in range(1, count + 1):
+        if kind is OffsetIndex:
+            idx.append(i, i * 100)
+        else:
+            idx.maybe_append(1_000 + i, i)
+    assert path.stat().st_size >= 10 * 1024 * 1024 - idx.entry_size
+    idx._mm.close()  # the process dies: no trim
+    os.close(idx._fd)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    again = kind(path, 0, 10 * 1024 * 1024, True)
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    assert again.entries == count
+    # 1 fault here (the first page); probing the holes took 6 (offset index) and 11 (time index),
+    # each fault mapping a freshly zeroed page cache page and its read-ahead neighbours
+    assert faults <= 3, f"{faults} page faults to reopen the index"
+    again.close()
