@@ -608,11 +608,13 @@ class Log:
         """fsync every segment holding offsets below ``upto`` (default: the log end); blocking,
         safe in a worker thread. Returns the offset now durable; pass it to ``mark_flushed``."""
         target = self._leo if upto is None else upto
-        for seg in list(self._segments):
-            if seg.base_offset < target or seg is self._segments[-1]:
-                seg.flush()
+        if target > self._recovery_point:  # below the recovery point everything is durable already
+            for seg in list(self._segments):
+                if seg.base_offset < target or seg is self._segments[-1]:
+                    seg.flush()
+        # An empty log has nothing a lost name could lose: it is made again as it was.
         changes = self._dir_changes + self.leader_epoch_cache.writes
-        if changes != self._dir_synced:
+        if changes != self._dir_synced and self._leo > 0:
             self._sync_names()
             self._dir_synced = changes
         return target
@@ -646,7 +648,8 @@ class Log:
         if clean and self._segments:
             try:
                 self._active.on_become_inactive()
-                self.producer_state.take_snapshot(self._leo, sync=True)
+                if self._leo != max(self.producer_state.last_snapshot_offset, 0):  # Kafka's rule: a new offset
+                    self.producer_state.take_snapshot(self._leo, sync=True)
             except OSError as e:
                 log.warning("%s: clean close incomplete: %s", self._tp, e)
         for seg in self._segments:

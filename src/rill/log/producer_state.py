@@ -119,6 +119,7 @@ class ProducerStateManager:
         self.dir = dir
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0  # the state covers every batch below this offset
+        self.last_snapshot_offset = -1  # the newest snapshot written or loaded; -1 when none is known
 
     # ---- validation on the append path --------------------------------------------------------
 
@@ -227,6 +228,7 @@ class ProducerStateManager:
         finally:
             os.close(fd)
         os.replace(tmp, path)
+        self.last_snapshot_offset = offset
         return path
 
     def load_latest_snapshot(self, upto: int) -> int:
@@ -236,6 +238,7 @@ class ProducerStateManager:
         """
         self.producers = {}
         self.map_end_offset = 0
+        self.last_snapshot_offset = -1
         for offset in reversed(snapshot_offsets(self.dir)):
             path = self.dir / snapshot_file_name(offset)
             if offset > upto:
@@ -249,7 +252,7 @@ class ProducerStateManager:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
                 continue
-            self.map_end_offset = offset
+            self.map_end_offset = self.last_snapshot_offset = offset
             return offset
         return 0
 
@@ -261,6 +264,8 @@ class ProducerStateManager:
                     (self.dir / snapshot_file_name(o)).unlink()
 
     def delete_snapshots_above(self, offset: int) -> None:
+        if self.last_snapshot_offset > offset:
+            self.last_snapshot_offset = -1
         for o in snapshot_offsets(self.dir):
             if o > offset:
                 with contextlib.suppress(FileNotFoundError):

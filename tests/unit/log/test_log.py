@@ -47,50 +47,86 @@ def test_layout_and_offsets(log_dir: Path) -> None:
 
 
 
+class FsyncSpy:
+    """Counts ``os.fsync`` calls and names what ``Log`` syncs by path; both still reach the disk."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from rill.log import log as log_module
+
+        self.names: list[str] = []
+        self.calls = 0
+        real_path, real_fsync = log_module.fsync_path, os.fsync
+
+        def sync_path(path: Path) -> None:
+            real_path(path)
+            self.names.append(path.name)
+
+        def fsync(fd: int) -> None:
+            real_fsync(fd)
+            self.calls += 1
+
+        monkeypatch.setattr(log_module, "fsync_path", sync_path)
+        monkeypatch.setattr(os, "fsync", fsync)
+
+
 def test_names_made_durable_by_the_next_flush(log_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Creating a log fsyncs nothing (a 1,000-partition topic is 5,000 new files); the first flush
     syncs the checkpoint files, the directory and its entry in the log dir, a later one only what
     changed since (the directory after a roll, the epoch checkpoint after a new epoch)."""
-    from rill.log import log as log_module
-
-    synced: list[str] = []
-    real = log_module.fsync_path
-
-    def spy(path: Path) -> None:
-        real(path)
-        synced.append(path.name)
-
-    fsyncs = [0]
-    real_fsync = os.fsync
-
-    def count(fd: int) -> None:
-        real_fsync(fd)
-        fsyncs[0] += 1
-
-    monkeypatch.setattr(log_module, "fsync_path", spy)
-    monkeypatch.setattr(os, "fsync", count)
+    spy = FsyncSpy(monkeypatch)
     log = open_log(log_dir, topic_id=uuid.uuid4())
     log.leader_epoch_cache.assign(0, 0)
-    assert fsyncs[0] == 0 and synced == []
+    assert spy.calls == 0 and spy.names == []
     log.append(make_batch(3), leader_epoch=0, now_ms=BASE_TS)
     log.flush()
-    assert synced == ["partition.metadata", "leader-epoch-checkpoint", "orders-0", log_dir.parent.name]
-    synced.clear()
+    assert spy.names == ["partition.metadata", "leader-epoch-checkpoint", "orders-0", log_dir.parent.name]
+    spy.names.clear()
     log.append(make_batch(3, tag=1), leader_epoch=0, now_ms=BASE_TS)
     log.flush()
-    assert synced == []  # only segment bytes changed
+    assert spy.names == []  # only segment bytes changed
     log.roll()
     log.flush()
-    assert synced == ["partition.metadata", "leader-epoch-checkpoint", "orders-0"]
-    synced.clear()
+    assert spy.names == ["partition.metadata", "leader-epoch-checkpoint", "orders-0"]
+    spy.names.clear()
     log.append(make_batch(1, tag=2), leader_epoch=1, now_ms=BASE_TS)
     log.flush()
-    assert synced == ["partition.metadata", "leader-epoch-checkpoint", "orders-0"]
+    assert spy.names == ["partition.metadata", "leader-epoch-checkpoint", "orders-0"]
     assert read_epoch_checkpoint(log_dir / "leader-epoch-checkpoint") == [(0, 0), (1, 6)]
     log.close()
     reopened = open_log(log_dir)
     assert [r.offset for r in all_records(reopened)] == list(range(7))
     reopened.close()
+
+
+def test_idle_logs_flush_and_close_without_fsync(log_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a broker's shutdown does to each partition: an empty log, or one with nothing new since
+    its last flush and snapshot, costs no fsync (as in Kafka: no flush at or below the recovery point,
+    no producer snapshot at an offset already snapshotted)."""
+    spy = FsyncSpy(monkeypatch)
+    log = open_log(log_dir, topic_id=uuid.uuid4())
+    log.leader_epoch_cache.assign(0, 0)
+    log.flush()
+    log.close()
+    assert spy.calls == 0
+    log = open_log(log_dir, had_clean_shutdown=True)
+    log.append(make_batch(3), leader_epoch=0, now_ms=BASE_TS)
+    log.flush()
+    assert spy.calls > 0
+    spy.calls = 0
+    log.flush()
+    assert spy.calls == 0
+    log.close()  # the producer snapshot at the new log end: one fsync
+    assert spy.calls == 1
+    assert (log_dir / "00000000000000000003.snapshot").exists()
+    spy.calls = 0
+    log = open_log(log_dir, had_clean_shutdown=True, recovery_point=3)
+    log.flush()
+    log.close()
+    assert spy.calls == 0
+    log = open_log(log_dir, had_clean_shutdown=True, recovery_point=3)
+    assert [r.offset for r in all_records(log)] == [0, 1, 2]
+    log.close()
+
 
 def test_read_semantics(log_dir: Path) -> None:
     log = open_log(log_dir, small_config(segment_bytes=10_000_000))
