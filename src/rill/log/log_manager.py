@@ -179,10 +179,9 @@ class LogManager:
     def get_or_create_logs(
         self,
         wanted: Sequence[tuple[TopicPartition, uuid.UUID | None, LogConfig]],
-        prepare: Callable[[Log], None] | None = None,
     ) -> list[Log]:
         """The logs of ``wanted``, in order; missing ones are created (each in the online log dir
-        holding the fewest logs) and passed to ``prepare`` (blocking: file creation, no fsync).
+        holding the fewest logs; blocking: file creation, no fsync).
         Raises KafkaError (KAFKA_STORAGE_ERROR) after registering the logs that could be created."""
         online = [d for d in self.log_dirs if d not in self.offline_dirs]
         counts = {d: 0 for d in online}
@@ -208,8 +207,6 @@ class LogManager:
         for tp, (log_dir, topic_id, config) in placed.items():
             try:
                 plog = Log(log_dir / str(tp), config, topic_id=topic_id, had_clean_shutdown=True)
-                if prepare is not None:
-                    prepare(plog)
             except OSError as e:
                 hint = ""
                 if e.errno == errno.EMFILE:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from rill.common import FileRegion, TopicPartition
 from rill.errors import ErrorCode, KafkaError
-from rill.log.log import Log, LogAppendInfo
+from rill.log.log import LogAppendInfo
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
 from rill.metadata.store import MetadataStore, PartitionState, TopicState
@@ -86,12 +86,7 @@ class ReplicaManager:
                     partition.update_state(state)
                     partition.update_config(config, compression, min_isr)
         if new:
-            epochs = {tp: state.leader_epoch for tp, state, *_ in new}
-
-            def start_epoch(plog: Log) -> None:  # in a creating thread: the checkpoint is a new file
-                plog.leader_epoch_cache.assign(epochs[plog.topic_partition], plog.log_end_offset)
-
-            logs = self.log_manager.get_or_create_logs([(tp, tid, cfg) for tp, _, tid, cfg, _, _ in new], start_epoch)
+            logs = self.log_manager.get_or_create_logs([(tp, tid, cfg) for tp, _, tid, cfg, _, _ in new])
             for plog, (tp, state, _, _, compression, min_isr) in zip(logs, new, strict=True):
                 partition = Partition(tp, plog, state, self.node_id, compression, min_isr)
                 self._partitions[tp] = partition

@@ -111,17 +111,15 @@ def test_background_flush_retention_and_delayed_delete(tmp_path: Path) -> None:
     m.shutdown()
 
 
-def test_get_or_create_logs_creates_in_parallel_spreads_and_reports_failures(tmp_path: Path) -> None:
+def test_get_or_create_logs_spreads_and_reports_failures(tmp_path: Path) -> None:
     dirs = [tmp_path / "a", tmp_path / "b"]
     m = LogManager(dirs, small_config())
     m.startup()
     first = m.get_or_create_log(TopicPartition("orders", 0), uuid.uuid4(), small_config())
-    prepared: list[TopicPartition] = []
     wanted = [(TopicPartition("orders", p), uuid.uuid4(), small_config()) for p in range(40)]
-    logs = m.get_or_create_logs(wanted, lambda lg: prepared.append(lg.topic_partition))
+    logs = m.get_or_create_logs(wanted)
     assert [lg.topic_partition for lg in logs] == [tp for tp, _, _ in wanted]
-    assert logs[0] is first and TopicPartition("orders", 0) not in prepared  # existing logs are not prepared again
-    assert sorted(prepared, key=lambda tp: tp.partition) == [tp for tp, _, _ in wanted[1:]]
+    assert logs[0] is first  # an existing log is returned, not made again
     per_dir = [sum(1 for lg in logs if lg.dir.parent == d) for d in dirs]
     assert per_dir == [20, 20]
     assert all((lg.dir / "00000000000000000000.log").exists() for lg in logs)
