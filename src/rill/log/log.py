@@ -268,9 +268,17 @@ class Log:
         self._leo = last_offset + 1
         if pending is not None:
             self.producer_state.record(pending, header, first_offset, max_ts)
-        return self._appended(
-            pending, leader_epoch, first_offset, last_offset, count, append_time, len(view), max_ts,
-            last_offset if max_ts >= 0 else -1,
+            self.producer_state.commit(pending, last_offset + 1)
+        # ``_appended`` written out: this is the path of nearly every produce request.
+        if leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        unflushed = self._unflushed_messages = self._unflushed_messages + count
+        if unflushed >= config.flush_messages and self.on_flush_needed is not None:
+            self.on_flush_needed(self)
+        return _new_tuple(
+            LogAppendInfo,
+            (first_offset, last_offset, append_time, self._log_start_offset, count, len(view), False, max_ts,
+             last_offset if max_ts >= 0 else -1),
         )
 
     def _append_batches(self, view: memoryview, leader_epoch: int, now_ms: int | None) -> LogAppendInfo:
