@@ -24,6 +24,10 @@ Result = dict[str, Any]
 _WORDS = ("event", "stream", "log", "offset", "partition", "consumer", "producer", "broker", "record",
           "topic", "segment", "index", "leader", "replica", "commit", "batch", "key", "value", "timestamp")
 LATENCY_HEADER = struct.Struct(">qq")  # send time (CLOCK_MONOTONIC ns), sequence number
+CONSUME_CALL_BYTES = 8 * 1024 * 1024
+"""The consume worker takes at most this many bytes of records per ``consume()`` call (and at most 10,000
+records). 10,000 records of 10 KiB are 100 MB, more than librdkafka's 64 MiB prefetch queue: such a call
+waited for fetches, then built 100 MB of Python objects while the full queue held the fetcher back."""
 
 
 def payloads(size: int, count: int = 64, seed: int = 7) -> list[bytes]:
@@ -151,6 +155,7 @@ def consume(params: Params) -> Result:
     """
     topic = params["topic"]
     expected = int(params["messages"])
+    per_call = min(10000, max(1, CONSUME_CALL_BYTES // int(params["size"])))
     c = _consumer(params)
     c.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(int(params.get("partitions", 1)))])
     print("READY", flush=True)
@@ -169,7 +174,7 @@ def consume(params: Params) -> Result:
             else:
                 got += 1
     while got < expected and time.monotonic() < deadline:
-        for m in c.consume(10000, 0.2):
+        for m in c.consume(per_call, 0.2):
             if m.error() is not None:
                 errors.append(str(m.error()))
             else:
