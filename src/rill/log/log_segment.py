@@ -289,13 +289,7 @@ class LogSegment:
         self.size = start + size
         if self.rolling_based_timestamp is None:
             self.rolling_based_timestamp = max_ts
-        # ``_index_batch`` written out: nearly every produce request appends through here.
-        if max_ts > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self._add_index_entries(last_offset, start)
-        self.bytes_since_last_index_entry += size
-        self.next_offset = last_offset + 1
+        self._index_batch(start, last_offset, max_ts, size)
 
     def _cut_back(self, size: int) -> None:
         """After a failed write: drop whatever part of it reached the file."""
