@@ -209,6 +209,34 @@ def test_timestamp_bounds_refuse_records_from_the_future(rill_broker) -> None:
     assert entries["message.timestamp.after.max.ms"].value == "60000"
 
 
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_a_compacted_topic_refuses_records_without_a_key(rill_broker, compression: str) -> None:
+    bootstrap = rill_broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = f"compacted-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[topic].result(10)
+    reports: list[tuple[int | None, bytes]] = []
+
+    def on_delivery(err, msg) -> None:
+        reports.append((err.code() if err is not None else None, msg.value()))
+
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 0,
+            "retries": 0,
+            "compression.type": compression,
+            "on_delivery": on_delivery,
+        }
+    )
+    p.produce(topic, b"keyed", key=b"k1", partition=0)
+    p.flush(10)
+    p.produce(topic, b"no key", partition=0)
+    p.flush(10)
+    assert reports == [(None, b"keyed"), (KafkaError.INVALID_RECORD, b"no key")]
+    assert [(m.key(), m.value()) for m in _consume(bootstrap, topic, 0, 0, 1)] == [(b"k1", b"keyed")]
+
+
 @pytest.mark.parametrize("kill", [False, True], ids=["clean", "sigkill"])
 def test_acknowledged_records_survive_a_restart(tmp_path, kill: bool) -> None:
     n = 5_000

@@ -43,13 +43,13 @@ from rill.log.log_retention import SegmentPredicate, below_start_offset, deletab
 from rill.log.log_segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_file_name
 from rill.log.log_validator import (
     assign_offsets,
-    check_create_times,
     check_single_batch,
     stamp_prefix,
     validate_batches,
+    validate_records,
 )
 from rill.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
-from rill.records.batch import BatchHeader, Buffer, set_log_append_time
+from rill.records.batch import BatchHeader, Buffer, set_log_append_time, set_max_timestamp
 
 __all__ = ["FetchDataInfo", "Log", "LogAppendInfo", "parse_topic_partition"]
 
@@ -288,8 +288,13 @@ class Log:
         if not batches:
             return LogAppendInfo(-1, -1, -1, self._log_start_offset, 0, 0, False, -1)
         now = _now_ms() if now_ms is None else now_ms
-        if config.create_time_bounds is not None:
-            check_create_times(view, batches, config.create_time_bounds, now)
+        for i, (pos, h) in enumerate(batches):
+            records_max = validate_records(view, pos, h, i, config, now)
+            if records_max != h.max_timestamp and not config.log_append_time:
+                # As Kafka does, the header's maxTimestamp is made the records' largest.
+                if view.readonly:
+                    view = memoryview(bytearray(view))
+                batches[i] = (pos, h._replace(max_timestamp=records_max, crc=set_max_timestamp(view, pos, records_max)))
         pending: dict[int, ProducerStateEntry] | None = None
         count = 0
         max_ts = -1

@@ -42,6 +42,8 @@ class LogConfig:
     """The largest batch the single-batch append path takes (the smaller of ``max.message.bytes``
     and ``segment.bytes``); -1 when CreateTimes are bounded, whose record-by-record check only the
     general path makes."""
+    compacted: bool = dataclasses.field(init=False, repr=False, compare=False)
+    """``compact`` is among the cleanup policies: every record appended needs a key."""
 
     def __post_init__(self) -> None:
         log_append_time = self.message_timestamp_type == "LogAppendTime"
@@ -57,6 +59,7 @@ class LogConfig:
         object.__setattr__(self, "create_time_bounds", (before, after) if checked else None)
         fast_max = -1 if checked else min(self.max_message_bytes, self.segment_bytes)
         object.__setattr__(self, "single_batch_max_bytes", fast_max)
+        object.__setattr__(self, "compacted", "compact" in self.cleanup_policy.split(","))
 
     @property
     def delete_enabled(self) -> bool:

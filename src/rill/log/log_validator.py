@@ -4,6 +4,7 @@ batch level)."""
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -25,7 +26,9 @@ from rill.records.batch import (
     set_log_append_time,
     set_log_append_time_split,
 )
+from rill.records.compression import decompress_chunks
 from rill.records.record import decode_batch_records
+from rill.records.scan import check_batch, record_size, scan_records
 
 _MAX_COMPRESSION = 4  # zstd
 _NOT_FROM_CLIENTS = CONTROL_MASK | TIMESTAMP_TYPE_MASK  # control batches; LogAppendTime is the broker's to set
@@ -39,47 +42,200 @@ every batch it appends (all outside the CRC)."""
 
 def check_single_batch(view: memoryview, config: LogConfig) -> tuple[int, ...] | None:
     """The header fields (``HEADER_STRUCT`` order) when ``view`` is exactly one batch from a client
-    that passes every check of ``validate_batches``; None otherwise (that function then names the
-    error), and None whenever the log bounds CreateTimes (checked record by record on the other path:
-    ``LogConfig.single_batch_max_bytes`` is then -1).
-    The produce fast path: one unpack, one combined test, one CRC.
+    that passes every check of ``validate_batches`` and ``validate_records`` and needs no fix-up (its
+    maxTimestamp is its records' largest); None otherwise (those functions then name the error), and
+    None whenever the log bounds CreateTimes (``LogConfig.single_batch_max_bytes`` is then -1).
+    The produce fast path: one compiled pass over header, CRC and uncompressed records
+    (``rill.records.scan.check_batch``); a compressed batch's records are read only on a compacted
+    log, for their keys.
     """
-    size = len(view)
-    if size < BATCH_HEADER_SIZE:
+    fields = check_batch(view, config.single_batch_max_bytes, config.compacted)
+    if fields is None or not fields[5] & COMPRESSION_MASK or not config.compacted:
+        return fields
+    try:
+        summary = scan_batch_records(view, fields[5] & COMPRESSION_MASK, fields[12], config)
+    except KafkaError:
         return None
-    fields = _unpack_header(view, 0)
-    _, length, _, magic, crc, attributes, delta, _, _, _, _, _, count = fields
     if (
-        length + LOG_OVERHEAD != size
-        or magic != MAGIC_V2
-        or size > config.single_batch_max_bytes
-        or attributes & _NOT_FROM_CLIENTS
-        or attributes & COMPRESSION_MASK > _MAX_COMPRESSION
-        or count <= 0
-        or delta != count - 1
-        or crc32c(view[ATTRIBUTES_POS:]) != crc
+        summary.null_key >= 0
+        or summary.bad_offset >= 0
+        or summary.max_ts_delta is None
+        or fields[7] + summary.max_ts_delta != fields[8]
     ):
         return None
     return fields
 
 
+class RecordsSummary(NamedTuple):
+    """What the records of one batch hold that the append path checks (see ``rill.records.scan``)."""
+
+    min_ts_delta: int | None
+    max_ts_delta: int | None
+    null_key: int
+    bad_offset: int
+
+
+def scan_batch_records(view: memoryview, codec: int, count: int, config: LogConfig) -> RecordsSummary:
+    """Scan the ``count`` records of the batch ``view`` (decompressed piece by piece): INVALID_RECORD
+    when one is malformed, when there are fewer or more than ``count``, or when one decompressed
+    record is larger than ``max(64 MiB, max.message.bytes)``; CORRUPT_MESSAGE when the records do not
+    decompress."""
+    scan = _BatchScan(count)
+    body = view[BATCH_HEADER_SIZE:]
+    if codec == 0:
+        return scan.summary(scan.take(body))
+    # A compressed batch may hold far more than it takes on the wire, even on purpose (a
+    # decompression bomb): it is read in pieces of _SCAN_CHUNK and scanned where they lie; only a
+    # record that spans pieces is copied (``held``), and no more than ``cap`` bytes of it.
+    cap = max(_MAX_DECOMPRESSED_RECORD, config.max_message_bytes)
+    held = bytearray()
+    for piece in decompress_chunks(codec, body, _SCAN_CHUNK, cap):
+        rest = memoryview(piece)
+        if scan.next_record == count:
+            if rest:
+                raise KafkaError(ErrorCode.INVALID_RECORD, f"bytes remain after the batch's {count} records")
+            continue
+        if held:
+            need = record_size(held)
+            if not need:
+                # The record's length field itself was cut: it has at most 5 bytes, and a record at
+                # least 7, so 5 bytes never reach past the record.
+                take = min(len(rest), 5 - len(held))
+                held += rest[:take]
+                rest = rest[take:]
+                need = record_size(held)
+                if not need:
+                    if len(held) >= 5:
+                        scan.take(held)  # a length field of more than 5 bytes: names the error
+                    continue
+            if need > cap:
+                raise KafkaError(ErrorCode.INVALID_RECORD, f"record {scan.next_record} is larger than {cap} bytes")
+            take = max(0, need - len(held))
+            held += rest[:take]
+            rest = rest[take:]
+            if len(held) < need:
+                continue
+            scan.take(held)  # exactly the one record (or an error)
+            held = bytearray()
+        left = scan.take(rest)
+        if left:
+            held = bytearray(rest[len(rest) - left :])
+            if record_size(held) > cap:
+                raise KafkaError(ErrorCode.INVALID_RECORD, f"record {scan.next_record} is larger than {cap} bytes")
+    return scan.summary(len(held))
+
+
+_SCAN_CHUNK = 64 * 1024  # decompressed bytes scanned at a time: stays in the CPU's cache
+_MAX_DECOMPRESSED_RECORD = 64 * 1024 * 1024
+
+
+class _BatchScan:
+    """The records of one batch scanned so far, over ``take`` calls on consecutive pieces."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.next_record = 0
+        self.min_ts: int | None = None
+        self.max_ts: int | None = None
+        self.null_key = self.bad_offset = -1
+
+    def take(self, data: Buffer) -> int:
+        """Scan the whole records at the start of ``data``; returns the bytes left after them."""
+        try:
+            found = scan_records(data, self.count, self.next_record)
+        except ValueError as e:
+            raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
+        if found.min_ts_delta is not None and found.max_ts_delta is not None:
+            self.min_ts = found.min_ts_delta if self.min_ts is None else min(self.min_ts, found.min_ts_delta)
+            self.max_ts = found.max_ts_delta if self.max_ts is None else max(self.max_ts, found.max_ts_delta)
+        if self.null_key < 0:
+            self.null_key = found.null_key
+        if self.bad_offset < 0:
+            self.bad_offset = found.bad_offset
+        self.next_record = found.next_record
+        return len(data) - found.consumed
+
+    def summary(self, left: int) -> RecordsSummary:
+        """What the batch holds, once every piece was taken and ``left`` bytes were not read:
+        INVALID_RECORD unless exactly ``count`` records were read and nothing is left."""
+        if self.next_record < self.count:
+            raise KafkaError(
+                ErrorCode.INVALID_RECORD, f"the batch declares {self.count} records, it holds {self.next_record}"
+            )
+        if left:
+            raise KafkaError(ErrorCode.INVALID_RECORD, f"bytes remain after the batch's {self.count} records")
+        return RecordsSummary(self.min_ts, self.max_ts, self.null_key, self.bad_offset)
+
+
+def validate_records(
+    view: memoryview, pos: int, header: BatchHeader, index: int, config: LogConfig, now_ms: int
+) -> int:
+    """Kafka's record-level checks of one producer batch (at ``pos``, batch ``index`` of the
+    request, its header checked by ``validate_batches``); returns the largest record timestamp, which
+    the caller writes into the header's maxTimestamp when it differs, as Kafka does.
+
+    Uncompressed records are always read. Compressed ones are read only on a compacted log or one
+    that bounds CreateTimes (the design keeps a compressed batch compressed until a consumer reads
+    it; reading every one would cost the broker two to three times its CPU on such produce); the
+    header's maxTimestamp is then returned as it is.
+
+    INVALID_RECORD when a record is malformed, when the batch holds more or fewer records than it
+    declares, when a record lacks a key on a compacted topic, or when the records of a compressed
+    batch do not carry offset deltas 0, 1, 2, ... (Kafka rewrites such a batch, a relic of old
+    clients; Rill refuses it); INVALID_TIMESTAMP when a CreateTime lies outside
+    ``message.timestamp.before.max.ms`` / ``after.max.ms``; CORRUPT_MESSAGE when the records do
+    not decompress.
+    """
+    batch = view[pos : pos + header.batch_length + LOG_OVERHEAD]
+    codec = header.attributes & COMPRESSION_MASK
+    bounds = config.create_time_bounds
+    if codec and not config.compacted and bounds is None:
+        # As the design has it, a compressed batch stays compressed until a consumer reads it: its
+        # frame and checksum are checked, its records only when the topic needs what they hold.
+        return header.max_timestamp
+    try:
+        summary = scan_batch_records(batch, codec, header.records_count, config)
+    except KafkaError as e:
+        raise KafkaError(e.code, f"record batch at position {pos}: {e.message}") from None
+    if codec and summary.bad_offset >= 0:
+        raise KafkaError(
+            ErrorCode.INVALID_RECORD,
+            f"record {summary.bad_offset} of the compressed batch at position {pos} has an offset delta"
+            " other than its place in the batch",
+        )
+    if config.compacted and summary.null_key >= 0:
+        raise KafkaError(
+            ErrorCode.INVALID_RECORD,
+            f"record {summary.null_key} of the batch at position {pos} has no key; a compacted topic"
+            " (cleanup.policy=compact) takes only keyed records",
+        )
+    assert summary.min_ts_delta is not None and summary.max_ts_delta is not None  # records_count > 0
+    base = header.base_timestamp
+    if bounds is not None:
+        low, high = now_ms - bounds[0], now_ms + bounds[1]
+        if base + summary.min_ts_delta < low or base + summary.max_ts_delta > high:
+            # Some record may lie outside, or merely carry no timestamp (-1): decode to be sure.
+            check_create_times(view, pos, header, index, bounds, now_ms)
+    return base + summary.max_ts_delta
+
+
 def check_create_times(
-    view: memoryview, batches: list[tuple[int, BatchHeader]], bounds: tuple[int, int], now_ms: int
+    view: memoryview, pos: int, header: BatchHeader, index: int, bounds: tuple[int, int], now_ms: int
 ) -> None:
     """Kafka's bounds on producer timestamps (``message.timestamp.before.max.ms`` and
-    ``.after.max.ms``): INVALID_TIMESTAMP naming the first record whose CreateTime lies outside
-    ``[now - before, now + after]``. Records without a timestamp (-1) pass. Decodes every record,
-    so the append path calls it only when a bound is set."""
+    ``.after.max.ms``): INVALID_TIMESTAMP naming the first record of the batch at ``pos`` (batch
+    ``index`` of the request) whose CreateTime lies outside ``[now - before, now + after]``. Records
+    without a timestamp (-1) pass. Decodes every record, so ``validate_records`` calls it only when
+    the records' timestamp range crosses a bound."""
     low, high = now_ms - bounds[0], now_ms + bounds[1]
-    for index, (pos, h) in enumerate(batches):
-        end = pos + h.batch_length + LOG_OVERHEAD
-        for record in decode_batch_records(view[pos:end], verify_crc=False):
-            if record.timestamp != -1 and not low <= record.timestamp <= high:
-                raise KafkaError(
-                    ErrorCode.INVALID_TIMESTAMP,
-                    f"record {record.offset} of batch {index} has CreateTime {record.timestamp}, outside"
-                    f" [{low}, {high}] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
-                )
+    end = pos + header.batch_length + LOG_OVERHEAD
+    for record in decode_batch_records(view[pos:end], verify_crc=False):
+        if record.timestamp != -1 and not low <= record.timestamp <= high:
+            raise KafkaError(
+                ErrorCode.INVALID_TIMESTAMP,
+                f"record {record.offset} of batch {index} has CreateTime {record.timestamp}, outside"
+                f" [{low}, {high}] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
+            )
 
 
 def validate_batches(view: memoryview, config: LogConfig, *, from_client: bool) -> list[tuple[int, BatchHeader]]:

@@ -206,10 +206,17 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp: int) -
     """
     (attributes,) = _INT16.unpack_from(buf, pos + ATTRIBUTES_POS)
     _INT16.pack_into(buf, pos + ATTRIBUTES_POS, attributes | TIMESTAMP_TYPE_MASK)
+    set_max_timestamp(buf, pos, timestamp)
+
+
+def set_max_timestamp(buf: bytearray | memoryview, pos: int, timestamp: int) -> int:
+    """Write ``timestamp`` as the maxTimestamp of the batch at ``pos`` and rewrite its CRC, which is
+    returned. ``buf`` must hold the whole batch."""
     _INT64.pack_into(buf, pos + MAX_TIMESTAMP_POS, timestamp)
     (length,) = _INT32.unpack_from(buf, pos + LENGTH_POS)
-    crc = crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_POS : pos + length + LOG_OVERHEAD])
+    crc: int = crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_POS : pos + length + LOG_OVERHEAD])
     _UINT32.pack_into(buf, pos + CRC_POS, crc)
+    return crc
 
 
 def set_crc_from_parts(header_buf: bytearray, body: Buffer) -> None:

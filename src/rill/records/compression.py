@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import cramjam
 import lz4.frame
@@ -150,6 +150,98 @@ def compress(codec: int, data: Buffer, level: int | None = None) -> bytes:
     if fn is None:
         raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {codec}")
     return fn(data, level)
+
+
+def _snappy_chunks(data: Buffer, limit: int) -> Iterator[Buffer]:
+    view = memoryview(data)
+    if bytes(view[:8]) != XERIAL_MAGIC:
+        _check_snappy_length(view, limit)
+        yield memoryview(cramjam.snappy.decompress_raw(view))
+        return
+    pos = 16
+    while pos < len(view):
+        if pos + 4 > len(view):
+            raise ValueError("truncated xerial block length")
+        (n,) = _INT32.unpack_from(view, pos)
+        pos += 4
+        if n < 0 or pos + n > len(view):
+            raise ValueError("xerial block runs past the end")
+        block = view[pos : pos + n]
+        _check_snappy_length(block, limit)
+        yield memoryview(cramjam.snappy.decompress_raw(block))
+        pos += n
+
+
+def _check_snappy_length(block: memoryview, limit: int) -> None:
+    """A raw snappy block starts with its decompressed length (a varint of up to 5 bytes)."""
+    length = shift = 0
+    for byte in block[:5]:
+        length |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            break
+    if length > limit:
+        raise ValueError(f"a snappy block declares {length} bytes, more than the {limit} allowed")
+
+
+def _gzip_chunks(data: Buffer, chunk: int) -> Iterator[Buffer]:
+    rest: Buffer = data
+    while rest:
+        d = zlib.decompressobj(47)  # gzip or zlib header, auto-detected
+        tail: Buffer = rest
+        while not d.eof:
+            out = d.decompress(tail, chunk)
+            tail = d.unconsumed_tail
+            if out:
+                yield out
+            elif not tail:
+                raise ValueError("truncated gzip stream")
+        rest = d.unused_data
+
+
+def _lz4_chunks(data: Buffer, chunk: int) -> Iterator[Buffer]:
+    rest: Buffer = data
+    while rest:
+        d = lz4.frame.LZ4FrameDecompressor()
+        out = d.decompress(rest, max_length=chunk)
+        while True:
+            if out:
+                yield out
+            if d.eof:
+                break
+            if d.needs_input:
+                raise ValueError("truncated lz4 frame")
+            out = d.decompress(b"", max_length=chunk)
+        rest = d.unused_data
+
+
+def _zstd_chunks(data: Buffer, chunk: int) -> Iterator[Buffer]:
+    reader = _zstd_decompressor.stream_reader(data, read_across_frames=True)
+    while out := reader.read(chunk):
+        yield out
+
+
+def decompress_chunks(codec: int, data: Buffer, chunk: int, limit: int) -> Iterator[Buffer]:
+    """``decompress`` in pieces of at most ``chunk`` bytes (snappy: its blocks, none above ``limit``),
+    so that a batch can be read without being held decompressed whole. Malformed input raises
+    ``KafkaError(CORRUPT_MESSAGE)``, possibly after some pieces."""
+    try:
+        if codec == NONE:
+            yield data
+        elif codec == GZIP:
+            yield from _gzip_chunks(data, chunk)
+        elif codec == SNAPPY:
+            yield from _snappy_chunks(data, limit)
+        elif codec == LZ4:
+            yield from _lz4_chunks(data, chunk)
+        elif codec == ZSTD:
+            yield from _zstd_chunks(data, chunk)
+        else:
+            raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {codec}")
+    except KafkaError:
+        raise
+    except Exception as e:  # codec libraries raise assorted types on corrupt input
+        raise _corrupt(codec, e) from None
 
 
 def decompress(codec: int, data: Buffer) -> bytes:

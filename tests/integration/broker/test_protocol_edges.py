@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from crc32c import crc32c
 from tests.integration.broker._wire import Wire
 
 from rill.errors import ErrorCode
@@ -157,6 +158,21 @@ def test_corrupt_crc_is_refused_and_broker_goes_on(wire: Wire) -> None:
     assert garbage["error_code"] == ErrorCode.CORRUPT_MESSAGE
     assert _produce(wire, "crc", build_batch(_records(3)))["error_code"] == 0
     assert _fetch(wire, "crc", 0)["high_watermark"] == 3
+
+
+def test_malformed_records_behind_a_good_crc_are_refused(wire: Wire) -> None:
+    _create(wire, "records")
+    batch = bytearray(build_batch(_records(3)))
+    batch[61 + 4] = 0x7E  # record 0's key length: 63 bytes, past the end of its record
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    for version in (3, 9):
+        resp = _produce(wire, "records", bytes(batch), version=version)
+        assert resp["error_code"] == ErrorCode.INVALID_RECORD
+    assert "record 0: fields run past" in resp["error_message"]
+    assert _produce(wire, "records", build_batch(_records(3)))["error_code"] == 0
+    fetched = _fetch(wire, "records", 0)
+    assert fetched["high_watermark"] == 3
+    assert [r.value for r in decode_batch_records(fetched["records"])] == [b"v0", b"v1", b"v2"]
 
 
 def test_log_append_time_and_recompression(wire: Wire) -> None:

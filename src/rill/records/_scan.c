@@ -1,0 +1,362 @@
+/*
+ * rill.records._scan: the record-level checks of a v2 record batch, compiled.
+ *
+ * The pure-Python twin of every function here is in rill/records/scan.py, with the same
+ * arguments, results and error messages; the tests run both on the same inputs.
+ *
+ * A record, inside the (decompressed) records section of a batch; varints are zigzag LEB128,
+ * at most 5 bytes for a varint and 10 for a varlong:
+ *
+ *     length           varint    bytes of the record after this field (at least 6)
+ *     attributes       int8
+ *     timestampDelta   varlong   timestamp - batch baseTimestamp
+ *     offsetDelta      varint    offset - batch baseOffset
+ *     keyLength        varint    negative: null key
+ *     key              bytes
+ *     valueLength      varint    negative: null value
+ *     value            bytes
+ *     headersCount     varint    not negative
+ *     headers          keyLength varint (not negative), key, valueLength varint (negative: null), value
+ *
+ * The batch header (61 bytes, big-endian) is laid out in rill/records/batch.py.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+
+#define HEADER_SIZE 61
+#define LOG_OVERHEAD 12
+#define ATTRIBUTES_POS 21
+#define COMPRESSION_MASK 0x07
+#define TIMESTAMP_TYPE_MASK 0x08
+#define NOT_FROM_CLIENTS 0x28 /* control batch, LogAppendTime */
+#define MAX_COMPRESSION 4
+#define MIN_RECORD_BODY 6
+
+static PyObject *crc32c_fn; /* crc32c.crc32c */
+
+/* One scan over complete records, and what it found. */
+typedef struct {
+    Py_ssize_t consumed;   /* bytes of complete records read */
+    long long index;       /* records read so far, over all calls */
+    long long min_ts;      /* smallest timestamp delta seen (LLONG_MAX: none) */
+    long long max_ts;      /* largest (LLONG_MIN: none) */
+    long long null_key;    /* index of the first record with a null key, -1: none */
+    long long bad_offset;  /* index of the first record whose offset delta is not its index, -1: none */
+} scan_state;
+
+/* Error messages, shared with the Python twin word for word. */
+#define E_VARINT "record %lld: varint longer than %d bytes"
+#define E_LENGTH "record %lld: invalid record length %lld"
+#define E_OVERRUN "record %lld: fields run past the record's length %lld"
+#define E_HEADERS "record %lld: invalid number of headers %lld"
+#define E_HEADER_KEY "record %lld: invalid header key length %lld"
+#define E_SIZE "record %lld: fields end at byte %lld of the record, its length says %lld"
+
+static int
+fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    if (msg != NULL) {
+        PyErr_SetObject(PyExc_ValueError, msg);
+        Py_DECREF(msg);
+    }
+    return -1;
+}
+
+/* Read a zigzag varint of at most max_bytes (5: an int32, whose fifth byte's high bits are dropped
+ * as Kafka drops them; 10: an int64) from [*p, end). Returns 1 on success, 0 when the input ends
+ * inside it, -1 (exception set) when all max_bytes bytes have the continuation bit. */
+static inline int
+read_varint(const uint8_t **p, const uint8_t *end, int max_bytes, long long index, long long *out)
+{
+    const uint8_t *q = *p;
+    if (q < end && *q < 0x80) { /* the common one-byte case */
+        *out = (long long)(*q >> 1) ^ -(long long)(*q & 1);
+        *p = q + 1;
+        return 1;
+    }
+    uint64_t u = 0;
+    for (int shift = 0; shift < 7 * max_bytes; shift += 7) {
+        if (q >= end)
+            return 0;
+        uint8_t b = *q++;
+        u |= (uint64_t)(b & 0x7F) << shift;
+        if (b < 0x80) {
+            if (max_bytes == 5) {
+                uint32_t w = (uint32_t)u;
+                *out = (int32_t)((w >> 1) ^ (~(w & 1) + 1));
+            } else {
+                *out = (long long)((u >> 1) ^ (~(u & 1) + 1));
+            }
+            *p = q;
+            return 1;
+        }
+    }
+    fail(E_VARINT, index, max_bytes);
+    return -1;
+}
+
+/* A varint inside a record: running out of the record is an error there. */
+static inline int
+field_varint(const uint8_t **p, const uint8_t *rec_end, int max_bytes, long long index, long long length,
+             long long *out)
+{
+    int r = read_varint(p, rec_end, max_bytes, index, out);
+    if (r == 0)
+        fail(E_OVERRUN, index, length);
+    return r == 1 ? 0 : -1;
+}
+
+/* Scan complete records of buf[0:n] while st->index < count. Stops at the first record that is not
+ * whole in the buffer (st->consumed says where). Returns -1 with an exception set on a malformed
+ * record. */
+static int
+scan(const uint8_t *buf, Py_ssize_t n, long long count, scan_state *st)
+{
+    const uint8_t *p = buf, *end = buf + n;
+    while (st->index < count) {
+        const uint8_t *q = p;
+        long long length, v;
+        int r = read_varint(&q, end, 5, st->index, &length);
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        if (length < MIN_RECORD_BODY)
+            return fail(E_LENGTH, st->index, length);
+        if (length > end - q)
+            break;
+        const uint8_t *rec = q, *rec_end = q + length;
+        long long i = st->index;
+        q++; /* attributes */
+        if (field_varint(&q, rec_end, 10, i, length, &v) < 0)
+            return -1;
+        if (v < st->min_ts)
+            st->min_ts = v;
+        if (v > st->max_ts)
+            st->max_ts = v;
+        if (field_varint(&q, rec_end, 5, i, length, &v) < 0)
+            return -1;
+        if (v != i && st->bad_offset < 0)
+            st->bad_offset = i;
+        if (field_varint(&q, rec_end, 5, i, length, &v) < 0) /* key */
+            return -1;
+        if (v < 0) {
+            if (st->null_key < 0)
+                st->null_key = i;
+        } else if (v > rec_end - q) {
+            return fail(E_OVERRUN, i, length);
+        } else {
+            q += v;
+        }
+        if (field_varint(&q, rec_end, 5, i, length, &v) < 0) /* value */
+            return -1;
+        if (v >= 0) {
+            if (v > rec_end - q)
+                return fail(E_OVERRUN, i, length);
+            q += v;
+        }
+        long long headers;
+        if (field_varint(&q, rec_end, 5, i, length, &headers) < 0)
+            return -1;
+        if (headers < 0)
+            return fail(E_HEADERS, i, headers);
+        for (long long h = 0; h < headers; h++) {
+            if (field_varint(&q, rec_end, 5, i, length, &v) < 0)
+                return -1;
+            if (v < 0)
+                return fail(E_HEADER_KEY, i, v);
+            if (v > rec_end - q)
+                return fail(E_OVERRUN, i, length);
+            q += v;
+            if (field_varint(&q, rec_end, 5, i, length, &v) < 0)
+                return -1;
+            if (v >= 0) {
+                if (v > rec_end - q)
+                    return fail(E_OVERRUN, i, length);
+                q += v;
+            }
+        }
+        if (q != rec_end)
+            return fail(E_SIZE, i, (long long)(q - rec), length);
+        p = rec_end;
+        st->index++;
+    }
+    st->consumed = p - buf;
+    return 0;
+}
+
+static void
+scan_init(scan_state *st, long long index)
+{
+    st->consumed = 0;
+    st->index = index;
+    st->min_ts = LLONG_MAX;
+    st->max_ts = LLONG_MIN;
+    st->null_key = -1;
+    st->bad_offset = -1;
+}
+
+PyDoc_STRVAR(scan_records_doc,
+"scan_records(data, count, index) -> (consumed, index, min_ts_delta, max_ts_delta, null_key, bad_offset)\n\n"
+"Check the complete records at the start of ``data`` (a records section, decompressed), numbering\n"
+"them from ``index`` and stopping at record ``count`` or at the first record not whole in ``data``.\n"
+"Returns the bytes read, the next record's number, the smallest and largest timestamp delta\n"
+"(None when no record was read), the number of the first record with a null key and of the first\n"
+"whose offset delta is not its number (-1: none). Raises ValueError on a malformed record.");
+
+static PyObject *
+scan_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3)
+        return PyErr_Format(PyExc_TypeError, "scan_records takes 3 arguments, %zd given", nargs);
+    long long count = PyLong_AsLongLong(args[1]);
+    if (count == -1 && PyErr_Occurred())
+        return NULL;
+    long long index = PyLong_AsLongLong(args[2]);
+    if (index == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    scan_state st;
+    scan_init(&st, index);
+    int r = scan((const uint8_t *)view.buf, view.len, count, &st);
+    PyBuffer_Release(&view);
+    if (r < 0)
+        return NULL;
+    if (st.index == index)
+        return Py_BuildValue("(nLOOLL)", st.consumed, st.index, Py_None, Py_None, st.null_key, st.bad_offset);
+    return Py_BuildValue("(nLLLLL)", st.consumed, st.index, st.min_ts, st.max_ts, st.null_key, st.bad_offset);
+}
+
+static inline int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
+static inline int32_t be32(const uint8_t *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+static inline int64_t be64(const uint8_t *p) { return (int64_t)(((uint64_t)(uint32_t)be32(p) << 32) | (uint32_t)be32(p + 4)); }
+
+/* crc32c.crc32c over buf[ATTRIBUTES_POS:size] equals the header's CRC? -1 with an exception set
+ * when the call fails. */
+static int
+crc_matches(const uint8_t *buf, Py_ssize_t size, uint32_t crc)
+{
+    PyObject *mv = PyMemoryView_FromMemory((char *)buf + ATTRIBUTES_POS, size - ATTRIBUTES_POS, PyBUF_READ);
+    if (mv == NULL)
+        return -1;
+    PyObject *got = PyObject_CallOneArg(crc32c_fn, mv);
+    Py_DECREF(mv);
+    if (got == NULL)
+        return -1;
+    unsigned long value = PyLong_AsUnsignedLong(got);
+    Py_DECREF(got);
+    if (value == (unsigned long)-1 && PyErr_Occurred())
+        return -1;
+    return value == crc;
+}
+
+PyDoc_STRVAR(check_batch_doc,
+"check_batch(view, max_bytes, require_keys) -> tuple | None\n\n"
+"The 13 header fields (HEADER_STRUCT order) when ``view`` is exactly one producer batch that passes\n"
+"every batch check of the append path (length, magic 2, at most ``max_bytes``, no control or\n"
+"LogAppendTime flag, a known codec, records count and last offset delta consistent, CRC32C) and,\n"
+"when its records are not compressed, every record check: well formed, exactly ``recordsCount`` of\n"
+"them filling the batch, the header's maxTimestamp their largest (CreateTime), a key on each when\n"
+"``require_keys``. None otherwise: the general path then names the error.");
+
+static PyObject *
+check_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3)
+        return PyErr_Format(PyExc_TypeError, "check_batch takes 3 arguments, %zd given", nargs);
+    Py_ssize_t max_bytes = PyLong_AsSsize_t(args[1]);
+    if (max_bytes == -1 && PyErr_Occurred())
+        return NULL;
+    int require_keys = PyObject_IsTrue(args[2]);
+    if (require_keys < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *b = (const uint8_t *)view.buf;
+    Py_ssize_t size = view.len;
+    PyObject *result = NULL;
+    if (size < HEADER_SIZE)
+        goto no;
+    int64_t base_offset = be64(b);
+    int32_t length = be32(b + 8);
+    int32_t epoch = be32(b + 12);
+    int8_t magic = (int8_t)b[16];
+    uint32_t crc = (uint32_t)be32(b + 17);
+    int16_t attributes = be16(b + 21);
+    int32_t delta = be32(b + 23);
+    int64_t base_ts = be64(b + 27);
+    int64_t max_ts = be64(b + 35);
+    int64_t producer_id = be64(b + 43);
+    int16_t producer_epoch = be16(b + 51);
+    int32_t base_sequence = be32(b + 53);
+    int32_t count = be32(b + 57);
+    if ((Py_ssize_t)length + LOG_OVERHEAD != size || magic != 2 || size > max_bytes
+        || (attributes & NOT_FROM_CLIENTS) || (attributes & COMPRESSION_MASK) > MAX_COMPRESSION || count <= 0
+        || delta != count - 1)
+        goto no;
+    int crc_ok = crc_matches(b, size, crc);
+    if (crc_ok < 0)
+        goto done;
+    if (!crc_ok)
+        goto no;
+    if ((attributes & COMPRESSION_MASK) == 0) {
+        scan_state st;
+        scan_init(&st, 0);
+        if (scan(b + HEADER_SIZE, size - HEADER_SIZE, count, &st) < 0) {
+            PyErr_Clear(); /* the general path names the error */
+            goto no;
+        }
+        if (st.index != count || st.consumed != size - HEADER_SIZE)
+            goto no;
+        long long records_max;
+        if (__builtin_add_overflow((long long)base_ts, st.max_ts, &records_max) || records_max != max_ts
+            || (require_keys && st.null_key >= 0))
+            goto no;
+    }
+    result = Py_BuildValue("(LiibkhiLLLhii)", (long long)base_offset, length, epoch, (unsigned char)magic,
+                           (unsigned long)crc, attributes, delta, (long long)base_ts, (long long)max_ts,
+                           (long long)producer_id, producer_epoch, base_sequence, count);
+    goto done;
+no:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan_records", (PyCFunction)(void (*)(void))scan_records, METH_FASTCALL, scan_records_doc},
+    {"check_batch", (PyCFunction)(void (*)(void))check_batch, METH_FASTCALL, check_batch_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "rill.records._scan", "Record batch checks, compiled (twin: rill.records.scan).", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__scan(void)
+{
+    PyObject *crc_module = PyImport_ImportModule("crc32c");
+    if (crc_module == NULL)
+        return NULL;
+    crc32c_fn = PyObject_GetAttrString(crc_module, "crc32c");
+    Py_DECREF(crc_module);
+    if (crc32c_fn == NULL)
+        return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,6 @@
+from rill.records.scan import Buffer
+
+def scan_records(
+    data: Buffer, count: int, index: int, /
+) -> tuple[int, int, int | None, int | None, int, int]: ...
+def check_batch(view: Buffer, max_bytes: int, require_keys: bool, /) -> tuple[int, ...] | None: ...
