@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import resource
 from pathlib import Path
@@ -62,3 +63,32 @@ def raise_open_files_limit() -> tuple[int, int]:
     except (OSError, ValueError):
         return soft, soft
     return soft, target
+
+
+class FileLock:
+    """An exclusive ``flock`` on ``path`` (created when missing), as Kafka's FileLock: held from
+    ``try_lock`` until ``release``, or until the process dies."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def try_lock(self) -> bool:
+        """Take the lock; False when another open file (another process, or another ``FileLock`` of
+        this one) holds it."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except OSError:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops its lock
+            self._fd = None

@@ -200,6 +200,8 @@ class _ThreadRunner:
             with contextlib.suppress(Exception):
                 self._call(server.stop(timeout=0), 5.0)
         self._shutdown_loop()
+        if self.broker.log_manager is not None:
+            self.broker.log_manager.release_dir_locks()  # as the kernel does for a process that dies
 
     def _shutdown_loop(self) -> None:
         loop = self._loop

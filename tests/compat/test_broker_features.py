@@ -4,6 +4,8 @@ DeleteRecords."""
 from __future__ import annotations
 
 import resource
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -235,6 +237,27 @@ def test_a_compacted_topic_refuses_records_without_a_key(rill_broker, compressio
     p.flush(10)
     assert reports == [(None, b"keyed"), (KafkaError.INVALID_RECORD, b"no key")]
     assert [(m.key(), m.value()) for m in _consume(bootstrap, topic, 0, 0, 1)] == [(b"k1", b"keyed")]
+
+
+def test_a_second_broker_on_the_same_data_refuses_to_start(tmp_path) -> None:
+    topic = "shared"
+    with rill.testing.broker(subprocess=True, data_dir=tmp_path / "data") as b:
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 0})
+        for i in range(100):
+            p.produce(topic, f"before-{i}".encode(), partition=0)
+        assert p.flush(10) == 0
+        second = subprocess.run(
+            [sys.executable, "-m", "rill", "broker", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+             "--override", f"log.dirs={b.overrides['log.dirs']}"],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert second.returncode == 1
+        assert "another broker process is using the log dir" in second.stderr
+        for i in range(100):
+            p.produce(topic, f"after-{i}".encode(), partition=0)
+        assert p.flush(10) == 0
+        values = [m.value() for m in _consume(b.bootstrap_servers, topic, 0, 0, 200)]
+        assert values == [f"before-{i}".encode() for i in range(100)] + [f"after-{i}".encode() for i in range(100)]
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["clean", "sigkill"])

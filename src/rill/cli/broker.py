@@ -83,6 +83,7 @@ def main(argv: Sequence[str]) -> int:
 async def serve(config: BrokerConfig) -> int:
     """Start a broker, announce it, and stop it cleanly on SIGTERM/SIGINT."""
     from rill.broker import Broker
+    from rill.log.log_manager import LogDirInUseError
 
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
@@ -102,6 +103,9 @@ async def serve(config: BrokerConfig) -> int:
     except OSError as e:
         print(f"rill broker: cannot start: {e.strerror or e}", file=sys.stderr)
         await _quiet_stop(broker)
+        return 1
+    except LogDirInUseError as e:
+        print(f"rill broker: cannot start: {e}", file=sys.stderr)
         return 1
     host, port = broker.bound_address
     print(f"{READY_PREFIX}{host}:{port}", flush=True)

@@ -3,7 +3,10 @@
 Each log dir holds ``<topic>-<partition>`` directories, the three offset checkpoints (format in
 rill.log.checkpoints) and, between a clean shutdown and the next start, the marker file
 ``.kafka_cleanshutdown`` that lets the next start skip recovery. A deleted partition's directory
-is renamed ``<topic>-<partition>.<uuid hex>-delete`` and removed in the background.
+is renamed ``<topic>-<partition>.<uuid hex>-delete`` and removed in the background. While a broker
+runs it holds an exclusive ``flock`` on ``.lock`` in each log dir, as Kafka does: a second broker
+pointed at the same directory refuses to start instead of recovering (truncating) segments the
+first one is writing.
 
 Threading: ``startup`` and ``shutdown`` run before and after the event loop serves (a worker
 thread is fine); everything else runs on the loop, and ``run_background`` moves the blocking
@@ -26,6 +29,7 @@ from typing import Any
 
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError
+from rill.fsutil import FileLock
 from rill.log.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -40,7 +44,12 @@ from rill.log.log_segment import LogSegment
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
+
+
+class LogDirInUseError(RuntimeError):
+    """Another process (or another LogManager of this one) holds a log dir's lock."""
 
 
 def _now_ms() -> int:
@@ -91,6 +100,7 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
         self.offline_dirs: set[Path] = set()
+        self._dir_locks: list[FileLock] = []
         self._dirs_to_delete: list[Path] = []
         self._segments_to_delete: list[LogSegment] = []
         self._wake: asyncio.Event | None = None
@@ -99,16 +109,42 @@ class LogManager:
     # ---- startup ------------------------------------------------------------------------------
 
     def startup(self) -> None:
-        """Load every partition directory of every log dir; recover those not shut down cleanly."""
+        """Lock every log dir, then load every partition directory in them; recover those not shut
+        down cleanly. Raises LogDirInUseError, having loaded nothing, when a dir is locked."""
+        self._lock_dirs()
         for log_dir in self.log_dirs:
+            if log_dir in self.offline_dirs:
+                continue
             try:
                 self._load_dir(log_dir)
             except OSError as e:
                 log.error("Log dir %s is offline: %s", log_dir, e)
                 self.offline_dirs.add(log_dir)
 
+    def _lock_dirs(self) -> None:
+        for log_dir in self.log_dirs:
+            lock = FileLock(log_dir / LOCK_FILE)
+            try:
+                log_dir.mkdir(parents=True, exist_ok=True)
+                locked = lock.try_lock()
+            except OSError as e:
+                log.error("Log dir %s is offline: %s", log_dir, e)
+                self.offline_dirs.add(log_dir)
+                continue
+            if not locked:
+                self.release_dir_locks()
+                raise LogDirInUseError(
+                    f"cannot lock {lock.path}: another broker process is using the log dir {log_dir}"
+                )
+            self._dir_locks.append(lock)
+
+    def release_dir_locks(self) -> None:
+        """Drop the log dirs' locks (``shutdown`` does; so does the kernel when the process dies)."""
+        for lock in self._dir_locks:
+            lock.release()
+        self._dir_locks.clear()
+
     def _load_dir(self, log_dir: Path) -> None:
-        log_dir.mkdir(parents=True, exist_ok=True)
         marker = log_dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         recovery_points = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
@@ -385,3 +421,4 @@ class LogManager:
                 log.error("Cannot write the clean shutdown marker in %s: %s", d, e)
         self._logs.clear()
         self._log_dir_of.clear()
+        self.release_dir_locks()

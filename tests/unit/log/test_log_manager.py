@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from logtest_util import BASE_TS, all_records, make_batch, small_config
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError
 from rill.log.checkpoints import read_offset_checkpoint
-from rill.log.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from rill.log.log_manager import CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogDirInUseError, LogManager
 
 pytestmark = pytest.mark.timeout(60)
 TP = TopicPartition("orders", 0)
@@ -53,6 +55,7 @@ def test_unclean_start_recovers_from_recovery_point(tmp_path: Path) -> None:
     lg.flush(upto=20)
     m.checkpoint_recovery_points()
     lg.close(clean=False)  # crash: no marker
+    m.release_dir_locks()  # and the kernel drops a dead process's locks
     m = LogManager([tmp_path], small_config(segment_bytes=500))
     m.startup()
     lg2 = m.get_log(TP)
@@ -134,4 +137,48 @@ def test_get_or_create_logs_spreads_and_reports_failures(tmp_path: Path) -> None
     assert e.value.code == ErrorCode.KAFKA_STORAGE_ERROR and "broken-" in e.value.message
     assert all(m.get_log(TopicPartition("fine", p)) is not None for p in range(4))
     assert m.get_log(TopicPartition("broken", 0)) is None
+    m.shutdown()
+
+
+def test_a_log_dir_in_use_is_not_opened_a_second_time(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    first = LogManager(dirs, small_config())
+    first.startup()
+    first.get_or_create_log(TP, uuid.uuid4(), small_config()).append(make_batch(3), leader_epoch=0)
+    second = LogManager([tmp_path / "c", dirs[1]], small_config())
+    with pytest.raises(LogDirInUseError, match="another broker process is using the log dir"):
+        second.startup()
+    assert second.get_log(TP) is None and not second._dir_locks  # loaded nothing, holds nothing
+    third = LogManager([tmp_path / "c"], small_config())
+    third.startup()  # the lock on c was given back when the second one gave up
+    third.shutdown()
+    first.shutdown()
+    second = LogManager(dirs, small_config())
+    second.startup()  # free once the first one has shut down
+    lg = second.get_log(TP)
+    assert lg is not None and len(all_records(lg)) == 3
+    second.shutdown()
+
+
+def test_the_lock_holds_against_another_process(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; f = open(sys.argv[1], 'w'); fcntl.flock(f, fcntl.LOCK_EX);"
+            " print('locked', flush=True); time.sleep(60)",
+            str(tmp_path / LOCK_FILE),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        with pytest.raises(LogDirInUseError):
+            LogManager([tmp_path], small_config()).startup()
+    finally:
+        holder.kill()
+        holder.wait()
+    m = LogManager([tmp_path], small_config())
+    m.startup()  # the kernel dropped the lock with the process
     m.shutdown()
