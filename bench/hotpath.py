@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
     sizes = [(s, SIZES[s]) for s in args.sizes.split(",")]
     consumer_conf = dict(item.split("=", 1) for item in args.consumer_conf)
     names = args.brokers.split(",")
-    if args.baseline_src:
+    if args.baseline_src and "base" not in names:
         names.insert(1, "base")
     work = Path(tempfile.mkdtemp(prefix="rill-hotpath-"))
     targets: list[Target] = []
