@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import crc32c
 
+from rill.errors import ErrorCode, KafkaError
 from rill.records import compression
 from rill.records.batch import (
     COMPRESSION_MASK,
@@ -107,12 +108,14 @@ def _compress(codec: int, raw: Buffer) -> bytes:
     return compression.compress(codec, raw)
 
 
-def recompress_batch(batch: Buffer, codec: int, level: int | None = None) -> bytes:
+def recompress_batch(batch: Buffer, codec: int, level: int | None = None, limit: int | None = None) -> bytes:
     """The same batch (offsets, timestamps, producer fields, records) compressed with ``codec`` at
     ``level`` (None: the codec's default).
 
     Record bytes are carried over untouched, only the records section is re-encoded and the CRC
-    recomputed. A batch already using ``codec`` is returned as is; control batches are never recompressed.
+    recomputed, so the caller checks the CRC first. A batch already using ``codec`` is returned as
+    is; control batches are never recompressed. With ``limit``, a batch whose records decompress to
+    more than ``limit`` bytes raises ``KafkaError(MESSAGE_TOO_LARGE)`` before more is held.
     """
     view = memoryview(batch)
     h = parse_header(view)
@@ -121,7 +124,19 @@ def recompress_batch(batch: Buffer, codec: int, level: int | None = None) -> byt
     current = attributes & COMPRESSION_MASK
     if current == codec or attributes & CONTROL_MASK:
         return bytes(view[:size])
-    raw = compression.decompress(current, view[HEADER_SIZE:size])
+    if limit is None:
+        raw: Buffer = compression.decompress(current, view[HEADER_SIZE:size])
+    else:
+        held = bytearray()
+        for piece in compression.decompress_chunks(current, view[HEADER_SIZE:size], 1 << 20, limit):
+            held += piece
+            if len(held) > limit:
+                raise KafkaError(
+                    ErrorCode.MESSAGE_TOO_LARGE,
+                    f"the records of a batch recompressed for the topic's compression.type take more than {limit}"
+                    " bytes decompressed",
+                )
+        raw = held
     return _pack(
         compression.compress(codec, raw, level),
         base_offset=h.base_offset,

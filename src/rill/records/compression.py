@@ -42,6 +42,10 @@ _INT32 = struct.Struct(">i")
 
 ZSTD_DEFAULT_LEVEL = 3
 LZ4_DEFAULT_LEVEL = 9  # Kafka's default: its fast compressor; any other level takes LZ4 HC at that level
+DECOMPRESSED_LIMIT = 64 * 1024 * 1024
+"""The broker decompresses at most this much of one producer batch (of one record when it scans
+records, of the whole batch when it recompresses), or ``max.message.bytes`` when that is larger:
+past it the batch is refused, so that a decompression bomb costs bounded memory."""
 _zstd_compressors = {ZSTD_DEFAULT_LEVEL: zstandard.ZstdCompressor(level=ZSTD_DEFAULT_LEVEL)}
 _zstd_decompressor = zstandard.ZstdDecompressor()
 

@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+import zstandard
 from crc32c import crc32c
 from tests.integration.broker._wire import Wire
 
@@ -198,6 +199,42 @@ def test_log_append_time_and_recompression(wire: Wire) -> None:
     stored = bytes(_fetch(wire, "zstd-topic", 0)["records"])
     assert parse_header(stored).compression == 4
     assert [r.value for r in decode_batch_records(stored)] == [r.value for r in _records(50)]
+
+
+def test_recompression_never_launders_a_corrupt_batch(wire: Wire) -> None:
+    """The checksum is checked before the broker recompresses for the topic's compression.type;
+    recompressing first would stamp a fresh, valid CRC on corrupt data."""
+    _create(wire, "recompressed", {"compression.type": "lz4"})
+    for codec in (0, 4):  # plain, and zstd: both are rewritten as lz4 when good
+        batch = bytearray(build_batch(_records(3), compression=codec))
+        batch[-1] ^= 0xFF
+        assert _produce(wire, "recompressed", bytes(batch))["error_code"] == ErrorCode.CORRUPT_MESSAGE
+    assert _produce(wire, "recompressed", build_batch(_records(3), compression=4))["error_code"] == 0
+    stored = bytes(_fetch(wire, "recompressed", 0)["records"])
+    assert parse_header(stored).compression == 3
+    assert [r.value for r in decode_batch_records(stored)] == [b"v0", b"v1", b"v2"]
+
+
+def test_recompression_refuses_a_decompression_bomb(rill_broker, wire: Wire) -> None:
+    """A small zstd batch whose records would decompress to 100 MiB, sent to a topic that
+    recompresses to lz4: refused past 64 MiB (the floor of what the broker decompresses), and the
+    broker goes on."""
+    _create(wire, "bomb", {"compression.type": "lz4"})
+    cctx = zstandard.ZstdCompressor(level=1).compressobj()
+    body = bytearray()
+    zeros = bytes(1 << 20)
+    for _ in range(100):
+        body += cctx.compress(zeros)
+    body += cctx.flush()
+    batch = bytearray(build_batch(_records(1)))[:61] + body
+    struct.pack_into(">i", batch, 8, len(batch) - 12)  # batchLength
+    struct.pack_into(">h", batch, 21, 4)  # zstd
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    assert len(batch) < 1 << 20
+    resp = _produce(wire, "bomb", bytes(batch))
+    assert resp["error_code"] == ErrorCode.MESSAGE_TOO_LARGE, resp
+    assert "compression.type" in resp["error_message"]
+    assert _produce(wire, "bomb", build_batch(_records(3)))["error_code"] == 0
 
 
 def test_recompression_uses_the_topic_compression_level(wire: Wire) -> None:
