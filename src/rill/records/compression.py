@@ -83,21 +83,7 @@ def _snappy_compress(data: Buffer, level: int | None = None) -> bytes:  # snappy
 
 
 def _snappy_decompress(data: Buffer) -> bytes:
-    view = memoryview(data)
-    if bytes(view[:8]) != XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(view))
-    out = bytearray()
-    pos = 16
-    while pos < len(view):
-        if pos + 4 > len(view):
-            raise ValueError("truncated xerial block length")
-        (n,) = _INT32.unpack_from(view, pos)
-        pos += 4
-        if n < 0 or pos + n > len(view):
-            raise ValueError("xerial block runs past the end")
-        out += cramjam.snappy.decompress_raw(view[pos : pos + n])
-        pos += n
-    return bytes(out)
+    return b"".join(_snappy_chunks(data, 1 << 62))
 
 
 def _lz4_compress(data: Buffer, level: int | None = None) -> bytes:
