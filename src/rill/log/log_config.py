@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rill.errors import ErrorCode, KafkaError
+from rill.records.compression import DECOMPRESSED_LIMIT
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -44,6 +45,9 @@ class LogConfig:
     general path makes."""
     compacted: bool = dataclasses.field(init=False, repr=False, compare=False)
     """``compact`` is among the cleanup policies: every record appended needs a key."""
+    max_decompressed_bytes: int = dataclasses.field(init=False, repr=False, compare=False)
+    """The most the broker decompresses of one producer batch (``compression.DECOMPRESSED_LIMIT``,
+    or ``max.message.bytes`` when larger)."""
 
     def __post_init__(self) -> None:
         log_append_time = self.message_timestamp_type == "LogAppendTime"
@@ -60,6 +64,7 @@ class LogConfig:
         fast_max = -1 if checked else min(self.max_message_bytes, self.segment_bytes)
         object.__setattr__(self, "single_batch_max_bytes", fast_max)
         object.__setattr__(self, "compacted", "compact" in self.cleanup_policy.split(","))
+        object.__setattr__(self, "max_decompressed_bytes", max(DECOMPRESSED_LIMIT, self.max_message_bytes))
 
     @property
     def delete_enabled(self) -> bool:

@@ -26,7 +26,7 @@ from rill.records.batch import (
     set_log_append_time,
     set_log_append_time_split,
 )
-from rill.records.compression import DECOMPRESSED_LIMIT, decompress_chunks
+from rill.records.compression import decompress_chunks
 from rill.records.record import decode_batch_records
 from rill.records.scan import check_batch, record_size, scan_records
 
@@ -78,7 +78,7 @@ class RecordsSummary(NamedTuple):
 def scan_batch_records(view: memoryview, codec: int, count: int, config: LogConfig) -> RecordsSummary:
     """Scan the ``count`` records of the batch ``view`` (decompressed piece by piece): INVALID_RECORD
     when one is malformed, when there are fewer or more than ``count``, or when one decompressed
-    record is larger than ``max(64 MiB, max.message.bytes)``; CORRUPT_MESSAGE when the records do not
+    record is larger than ``LogConfig.max_decompressed_bytes``; CORRUPT_MESSAGE when the records do not
     decompress."""
     scan = _BatchScan(count)
     body = view[BATCH_HEADER_SIZE:]
@@ -87,7 +87,7 @@ def scan_batch_records(view: memoryview, codec: int, count: int, config: LogConf
     # A compressed batch may hold far more than it takes on the wire, even on purpose (a
     # decompression bomb): it is read in pieces of _SCAN_CHUNK and scanned where they lie; only a
     # record that spans pieces is copied (``held``), and no more than ``cap`` bytes of it.
-    cap = max(DECOMPRESSED_LIMIT, config.max_message_bytes)
+    cap = config.max_decompressed_bytes
     held = bytearray()
     for piece in decompress_chunks(codec, body, _SCAN_CHUNK, cap):
         rest = memoryview(piece)

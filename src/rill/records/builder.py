@@ -108,14 +108,16 @@ def _compress(codec: int, raw: Buffer) -> bytes:
     return compression.compress(codec, raw)
 
 
-def recompress_batch(batch: Buffer, codec: int, level: int | None = None, limit: int | None = None) -> bytes:
+def recompress_batch(
+    batch: Buffer, codec: int, level: int | None = None, limit: int = compression.DECOMPRESSED_LIMIT
+) -> bytes:
     """The same batch (offsets, timestamps, producer fields, records) compressed with ``codec`` at
     ``level`` (None: the codec's default).
 
     Record bytes are carried over untouched, only the records section is re-encoded and the CRC
     recomputed, so the caller checks the CRC first. A batch already using ``codec`` is returned as
-    is; control batches are never recompressed. With ``limit``, a batch whose records decompress to
-    more than ``limit`` bytes raises ``KafkaError(MESSAGE_TOO_LARGE)`` before more is held.
+    is; control batches are never recompressed. A batch whose records decompress to more than
+    ``limit`` bytes raises ``KafkaError(MESSAGE_TOO_LARGE)`` before more is held.
     """
     view = memoryview(batch)
     h = parse_header(view)
@@ -124,19 +126,15 @@ def recompress_batch(batch: Buffer, codec: int, level: int | None = None, limit:
     current = attributes & COMPRESSION_MASK
     if current == codec or attributes & CONTROL_MASK:
         return bytes(view[:size])
-    if limit is None:
-        raw: Buffer = compression.decompress(current, view[HEADER_SIZE:size])
-    else:
-        held = bytearray()
-        for piece in compression.decompress_chunks(current, view[HEADER_SIZE:size], 1 << 20, limit):
-            held += piece
-            if len(held) > limit:
-                raise KafkaError(
-                    ErrorCode.MESSAGE_TOO_LARGE,
-                    f"the records of a batch recompressed for the topic's compression.type take more than {limit}"
-                    " bytes decompressed",
-                )
-        raw = held
+    raw = bytearray()
+    for piece in compression.decompress_chunks(current, view[HEADER_SIZE:size], 1 << 20, limit):
+        raw += piece
+        if len(raw) > limit:
+            raise KafkaError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"the records of a batch recompressed for the topic's compression.type take more than {limit}"
+                " bytes decompressed",
+            )
     return _pack(
         compression.compress(codec, raw, level),
         base_offset=h.base_offset,

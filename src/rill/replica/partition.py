@@ -17,7 +17,6 @@ from rill.log.log_config import LogConfig
 from rill.metadata.store import PartitionState
 from rill.records.batch import crc_ok, iter_batches
 from rill.records.builder import recompress_batch
-from rill.records.compression import DECOMPRESSED_LIMIT
 
 # Kafka's compression.type values and the batch attribute codec ids they name.
 COMPRESSION_CODECS: dict[str, int] = {
@@ -132,12 +131,12 @@ class Partition:
             return records
         out: list[bytes] = []
         changed = False
-        limit = max(DECOMPRESSED_LIMIT, self.log.config.max_message_bytes)
         for pos, header in iter_batches(records):
             batch = records[pos : pos + header.size]
             # A batch failing its checksum goes on untouched, for Log.append to refuse: recompressed,
             # its corrupt records would get a valid CRC.
             if header.compression != codec and not header.is_control and crc_ok(records, pos, header):
+                limit = self.log.config.max_decompressed_bytes
                 out.append(recompress_batch(batch, codec, self.compression.level, limit))
                 changed = True
             else:
