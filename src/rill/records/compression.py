@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import struct
+import sys
 import zlib
 from collections.abc import Callable, Iterator
 
@@ -60,16 +61,7 @@ def _gzip_compress(data: Buffer, level: int | None = None) -> bytes:
 
 
 def _gzip_decompress(data: Buffer) -> bytes:
-    out = []
-    rest = bytes(data)
-    while rest:
-        d = zlib.decompressobj(47)  # gzip or zlib header, auto-detected
-        out.append(d.decompress(rest))
-        out.append(d.flush())
-        if not d.eof:
-            raise ValueError("truncated gzip stream")
-        rest = d.unused_data
-    return b"".join(out)
+    return b"".join(_gzip_chunks(data, 0))  # 0: no bound on a piece
 
 
 def _snappy_compress(data: Buffer, level: int | None = None) -> bytes:  # snappy has no levels
@@ -83,7 +75,7 @@ def _snappy_compress(data: Buffer, level: int | None = None) -> bytes:  # snappy
 
 
 def _snappy_decompress(data: Buffer) -> bytes:
-    return b"".join(_snappy_chunks(data, 1 << 62))
+    return b"".join(_snappy_chunks(data, sys.maxsize))
 
 
 def _lz4_compress(data: Buffer, level: int | None = None) -> bytes:
