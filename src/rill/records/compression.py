@@ -176,7 +176,7 @@ def _gzip_chunks(data: Buffer, chunk: int) -> Iterator[Buffer]:
             tail = d.unconsumed_tail
             if out:
                 yield out
-            elif not tail:
+            elif not tail and not d.eof:
                 raise ValueError("truncated gzip stream")
         rest = d.unused_data
 

@@ -36,6 +36,13 @@ def test_several_gzip_members_and_zstd_frames_are_read_across() -> None:
     assert b"".join(bytes(p) for p in decompress_chunks(ZSTD, frames, 4, 1 << 20)) == b"one two"
 
 
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: compression.CODEC_NAMES[c])
+def test_empty_content_decompresses_to_nothing(codec: int) -> None:
+    packed = compress(codec, b"")
+    assert decompress(codec, packed) == b""
+    assert b"".join(bytes(p) for p in decompress_chunks(codec, packed, 1024, 1 << 20)) == b""
+
+
 def test_uncompressed_data_is_one_piece() -> None:
     assert list(decompress_chunks(NONE, b"abc", 1, 1)) == [b"abc"]
 
