@@ -19,7 +19,6 @@ from rill.records.batch import (
     LOG_OVERHEAD,
     MAGIC_POS,
     MAGIC_V2,
-    TIMESTAMP_TYPE_MASK,
     BatchHeader,
     Buffer,
     CorruptRecordError,
@@ -28,10 +27,8 @@ from rill.records.batch import (
 )
 from rill.records.compression import decompress_chunks
 from rill.records.record import decode_batch_records
-from rill.records.scan import check_batch, record_size, scan_records
+from rill.records.scan import MAX_CODEC, NOT_FROM_CLIENTS, check_batch, record_size, scan_records
 
-_MAX_COMPRESSION = 4  # zstd
-_NOT_FROM_CLIENTS = CONTROL_MASK | TIMESTAMP_TYPE_MASK  # control batches; LogAppendTime is the broker's to set
 _unpack_header = HEADER_STRUCT.unpack_from
 _new_tuple = tuple.__new__
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch at position 0 of a batch
@@ -267,14 +264,14 @@ def validate_batches(view: memoryview, config: LogConfig, *, from_client: bool) 
             or pos + size > end
             or size > max_message_bytes
             or crc32c(view[pos + ATTRIBUTES_POS : pos + size]) != header.crc
-            or header.attributes & COMPRESSION_MASK > _MAX_COMPRESSION
+            or header.attributes & COMPRESSION_MASK > MAX_CODEC
             or header.last_offset_delta < 0
             or (
                 from_client
                 and (
                     header.records_count <= 0
                     or header.last_offset_delta != header.records_count - 1
-                    or header.attributes & _NOT_FROM_CLIENTS
+                    or header.attributes & NOT_FROM_CLIENTS
                 )
             )
         ):
@@ -313,7 +310,7 @@ def _reject(view: memoryview, pos: int, end: int, header: BatchHeader, max_messa
     if crc32c(view[pos + ATTRIBUTES_POS : pos + size]) != header.crc:
         raise CorruptRecordError(f"record batch at position {pos} fails its CRC32C check")
     attributes = header.attributes
-    if attributes & COMPRESSION_MASK > _MAX_COMPRESSION:
+    if attributes & COMPRESSION_MASK > MAX_CODEC:
         raise CorruptRecordError(
             f"record batch at position {pos} has unknown compression {attributes & COMPRESSION_MASK}"
         )

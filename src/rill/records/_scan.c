@@ -30,7 +30,6 @@
 #define LOG_OVERHEAD 12
 #define ATTRIBUTES_POS 21
 #define COMPRESSION_MASK 0x07
-#define TIMESTAMP_TYPE_MASK 0x08
 #define NOT_FROM_CLIENTS 0x28 /* control batch, LogAppendTime */
 #define MAX_COMPRESSION 4
 #define MIN_RECORD_BODY 6

@@ -21,14 +21,25 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from rill.records.batch import ATTRIBUTES_POS, BATCH_HEADER_SIZE, HEADER_STRUCT, LOG_OVERHEAD, MAGIC_V2
+from rill.records.batch import (
+    ATTRIBUTES_POS,
+    BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    TIMESTAMP_TYPE_MASK,
+)
+from rill.records.compression import ZSTD
 
 Buffer = bytes | bytearray | memoryview
 
+NOT_FROM_CLIENTS = CONTROL_MASK | TIMESTAMP_TYPE_MASK
+"""Attribute bits a producer may not set: control batches, LogAppendTime (the broker's to set)."""
+MAX_CODEC = ZSTD
+"""The highest compression id in attributes bits 0-2."""
 _MIN_RECORD_BODY = 6
-_COMPRESSION_MASK = 0x07
-_NOT_FROM_CLIENTS = 0x28  # control batch, LogAppendTime
-_MAX_COMPRESSION = 4
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -166,14 +177,14 @@ def py_check_batch(view: Buffer, max_bytes: int, require_keys: bool) -> tuple[in
         length + LOG_OVERHEAD != size
         or magic != MAGIC_V2
         or size > max_bytes
-        or attributes & _NOT_FROM_CLIENTS
-        or attributes & _COMPRESSION_MASK > _MAX_COMPRESSION
+        or attributes & NOT_FROM_CLIENTS
+        or attributes & COMPRESSION_MASK > MAX_CODEC
         or count <= 0
         or delta != count - 1
         or crc32c(memoryview(view)[ATTRIBUTES_POS:]) != crc
     ):
         return None
-    if not attributes & _COMPRESSION_MASK:
+    if not attributes & COMPRESSION_MASK:
         try:
             found = py_scan_records(memoryview(view)[BATCH_HEADER_SIZE:], count, 0)
         except ValueError:
@@ -181,8 +192,7 @@ def py_check_batch(view: Buffer, max_bytes: int, require_keys: bool) -> tuple[in
         if found.next_record != count or found.consumed != size - BATCH_HEADER_SIZE:
             return None
         assert found.max_ts_delta is not None  # count > 0 records were read
-        records_max = base_ts + found.max_ts_delta
-        if not _INT64_MIN <= records_max <= _INT64_MAX or records_max != max_ts:
+        if base_ts + found.max_ts_delta != max_ts:
             return None
         if require_keys and found.null_key >= 0:
             return None
