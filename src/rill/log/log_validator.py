@@ -26,9 +26,9 @@ from rill.records.batch import (
     set_log_append_time_split,
 )
 from rill.records.compression import decompress_chunks
-from rill.records.record import decode_batch_records
 from rill.records.scan import MAX_CODEC, NOT_FROM_CLIENTS, check_batch, record_size, scan_records
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _unpack_header = HEADER_STRUCT.unpack_from
 _new_tuple = tuple.__new__
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch at position 0 of a batch
@@ -70,14 +70,19 @@ class RecordsSummary(NamedTuple):
     max_ts_delta: int | None
     null_key: int
     bad_offset: int
+    bad_time: int
+    bad_time_delta: int
 
 
-def scan_batch_records(view: memoryview, codec: int, count: int, config: LogConfig) -> RecordsSummary:
+def scan_batch_records(
+    view: memoryview, codec: int, count: int, config: LogConfig, time_bounds: tuple[int, int, int] | None = None
+) -> RecordsSummary:
     """Scan the ``count`` records of the batch ``view`` (decompressed piece by piece): INVALID_RECORD
     when one is malformed, when there are fewer or more than ``count``, or when one decompressed
     record is larger than ``LogConfig.max_decompressed_bytes``; CORRUPT_MESSAGE when the records do not
-    decompress."""
-    scan = _BatchScan(count)
+    decompress. ``time_bounds`` (the batch's base timestamp, the lowest and the highest allowed) asks
+    for the first record whose timestamp lies outside (``RecordsSummary.bad_time``)."""
+    scan = _BatchScan(count, time_bounds)
     body = view[BATCH_HEADER_SIZE:]
     if codec == 0:
         return scan.summary(scan.take(body))
@@ -128,17 +133,19 @@ _SCAN_CHUNK = 256 * 1024  # decompressed bytes scanned at a time: fits the CPU's
 class _BatchScan:
     """The records of one batch scanned so far, over ``take`` calls on consecutive pieces."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, time_bounds: tuple[int, int, int] | None) -> None:
         self.count = count
+        self.bounds = time_bounds or ()
         self.next_record = 0
         self.min_ts: int | None = None
         self.max_ts: int | None = None
-        self.null_key = self.bad_offset = -1
+        self.null_key = self.bad_offset = self.bad_time = -1
+        self.bad_time_delta = 0
 
     def take(self, data: Buffer) -> int:
         """Scan the whole records at the start of ``data``; returns the bytes left after them."""
         try:
-            found = scan_records(data, self.count, self.next_record)
+            found = scan_records(data, self.count, self.next_record, *self.bounds)
         except ValueError as e:
             raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
         if found.min_ts_delta is not None and found.max_ts_delta is not None:
@@ -148,6 +155,8 @@ class _BatchScan:
             self.null_key = found.null_key
         if self.bad_offset < 0:
             self.bad_offset = found.bad_offset
+        if self.bad_time < 0:
+            self.bad_time, self.bad_time_delta = found.bad_time, found.bad_time_delta
         self.next_record = found.next_record
         return len(data) - found.consumed
 
@@ -160,7 +169,9 @@ class _BatchScan:
             )
         if left:
             raise KafkaError(ErrorCode.INVALID_RECORD, f"bytes remain after the batch's {self.count} records")
-        return RecordsSummary(self.min_ts, self.max_ts, self.null_key, self.bad_offset)
+        return RecordsSummary(
+            self.min_ts, self.max_ts, self.null_key, self.bad_offset, self.bad_time, self.bad_time_delta
+        )
 
 
 def validate_records(
@@ -189,8 +200,14 @@ def validate_records(
         # As the design has it, a compressed batch stays compressed until a consumer reads it: its
         # frame and checksum are checked, its records only when the topic needs what they hold.
         return header.max_timestamp
+    base = header.base_timestamp
+    low = high = 0
+    if bounds is not None:
+        low, high = max(_INT64_MIN, now_ms - bounds[0]), min(_INT64_MAX, now_ms + bounds[1])
     try:
-        summary = scan_batch_records(batch, codec, header.records_count, config)
+        summary = scan_batch_records(
+            batch, codec, header.records_count, config, None if bounds is None else (base, low, high)
+        )
     except KafkaError as e:
         raise KafkaError(e.code, f"record batch at position {pos}: {e.message}") from None
     if codec and summary.bad_offset >= 0:
@@ -205,33 +222,14 @@ def validate_records(
             f"record {summary.null_key} of the batch at position {pos} has no key; a compacted topic"
             " (cleanup.policy=compact) takes only keyed records",
         )
-    assert summary.min_ts_delta is not None and summary.max_ts_delta is not None  # records_count > 0
-    base = header.base_timestamp
-    if bounds is not None:
-        low, high = now_ms - bounds[0], now_ms + bounds[1]
-        if base + summary.min_ts_delta < low or base + summary.max_ts_delta > high:
-            # Some record may lie outside, or merely carry no timestamp (-1): decode to be sure.
-            check_create_times(view, pos, header, index, bounds, now_ms)
+    if summary.bad_time >= 0:
+        raise KafkaError(
+            ErrorCode.INVALID_TIMESTAMP,
+            f"record {summary.bad_time} of batch {index} has CreateTime {base + summary.bad_time_delta}, outside"
+            f" [{low}, {high}] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
+        )
+    assert summary.max_ts_delta is not None  # records_count > 0
     return base + summary.max_ts_delta
-
-
-def check_create_times(
-    view: memoryview, pos: int, header: BatchHeader, index: int, bounds: tuple[int, int], now_ms: int
-) -> None:
-    """Kafka's bounds on producer timestamps (``message.timestamp.before.max.ms`` and
-    ``.after.max.ms``): INVALID_TIMESTAMP naming the first record of the batch at ``pos`` (batch
-    ``index`` of the request) whose CreateTime lies outside ``[now - before, now + after]``. Records
-    without a timestamp (-1) pass. Decodes every record, so ``validate_records`` calls it only when
-    the records' timestamp range crosses a bound."""
-    low, high = now_ms - bounds[0], now_ms + bounds[1]
-    end = pos + header.batch_length + LOG_OVERHEAD
-    for record in decode_batch_records(view[pos:end], verify_crc=False):
-        if record.timestamp != -1 and not low <= record.timestamp <= high:
-            raise KafkaError(
-                ErrorCode.INVALID_TIMESTAMP,
-                f"record {record.offset} of batch {index} has CreateTime {record.timestamp}, outside"
-                f" [{low}, {high}] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
-            )
 
 
 def validate_batches(view: memoryview, config: LogConfig, *, from_client: bool) -> list[tuple[int, BatchHeader]]:

@@ -44,6 +44,10 @@ typedef struct {
     long long max_ts;      /* largest (LLONG_MIN: none) */
     long long null_key;    /* index of the first record with a null key, -1: none */
     long long bad_offset;  /* index of the first record whose offset delta is not its index, -1: none */
+    int check_time;        /* look for a CreateTime outside [low, high]? */
+    long long base_ts, low, high;
+    long long bad_time;       /* index of the first record whose timestamp lies outside, -1: none */
+    long long bad_time_delta; /* its timestamp delta */
 } scan_state;
 
 /* Error messages, shared with the Python twin word for word. */
@@ -140,6 +144,14 @@ scan(const uint8_t *buf, Py_ssize_t n, long long count, scan_state *st)
             st->min_ts = v;
         if (v > st->max_ts)
             st->max_ts = v;
+        if (st->check_time && st->bad_time < 0) {
+            /* base + delta is the record's timestamp; -1 (none) passes; past int64 is outside */
+            long long ts;
+            if (__builtin_add_overflow(st->base_ts, v, &ts) || (ts != -1 && (ts < st->low || ts > st->high))) {
+                st->bad_time = i;
+                st->bad_time_delta = v;
+            }
+        }
         if (field_varint(&q, rec_end, 5, i, length, &v) < 0)
             return -1;
         if (v != i && st->bad_offset < 0)
@@ -200,39 +212,56 @@ scan_init(scan_state *st, long long index)
     st->max_ts = LLONG_MIN;
     st->null_key = -1;
     st->bad_offset = -1;
+    st->check_time = 0;
+    st->base_ts = st->low = st->high = 0;
+    st->bad_time = -1;
+    st->bad_time_delta = 0;
 }
 
 PyDoc_STRVAR(scan_records_doc,
-"scan_records(data, count, index) -> (consumed, index, min_ts_delta, max_ts_delta, null_key, bad_offset)\n\n"
+"scan_records(data, count, index[, base_ts, low, high])\n"
+"    -> (consumed, index, min_ts_delta, max_ts_delta, null_key, bad_offset, bad_time, bad_time_delta)\n\n"
 "Check the complete records at the start of ``data`` (a records section, decompressed), numbering\n"
 "them from ``index`` and stopping at record ``count`` or at the first record not whole in ``data``.\n"
 "Returns the bytes read, the next record's number, the smallest and largest timestamp delta\n"
 "(None when no record was read), the number of the first record with a null key and of the first\n"
-"whose offset delta is not its number (-1: none). Raises ValueError on a malformed record.");
+"whose offset delta is not its number (-1: none). Given the batch's ``base_ts`` and the bounds\n"
+"``low`` and ``high``, also the number of the first record whose timestamp (base_ts + delta; -1\n"
+"passes, a sum past int64 does not) lies outside [low, high], and its delta (-1 and 0: none).\n"
+"Raises ValueError on a malformed record.");
 
 static PyObject *
 scan_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3)
-        return PyErr_Format(PyExc_TypeError, "scan_records takes 3 arguments, %zd given", nargs);
-    long long count = PyLong_AsLongLong(args[1]);
-    if (count == -1 && PyErr_Occurred())
-        return NULL;
-    long long index = PyLong_AsLongLong(args[2]);
-    if (index == -1 && PyErr_Occurred())
-        return NULL;
+    if (nargs != 3 && nargs != 6)
+        return PyErr_Format(PyExc_TypeError, "scan_records takes 3 or 6 arguments, %zd given", nargs);
+    long long ints[5]; /* count, index, base_ts, low, high */
+    for (Py_ssize_t a = 1; a < nargs; a++) {
+        ints[a - 1] = PyLong_AsLongLong(args[a]);
+        if (ints[a - 1] == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    long long count = ints[0], index = ints[1];
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
         return NULL;
     scan_state st;
     scan_init(&st, index);
+    if (nargs == 6) {
+        st.check_time = 1;
+        st.base_ts = ints[2];
+        st.low = ints[3];
+        st.high = ints[4];
+    }
     int r = scan((const uint8_t *)view.buf, view.len, count, &st);
     PyBuffer_Release(&view);
     if (r < 0)
         return NULL;
     if (st.index == index)
-        return Py_BuildValue("(nLOOLL)", st.consumed, st.index, Py_None, Py_None, st.null_key, st.bad_offset);
-    return Py_BuildValue("(nLLLLL)", st.consumed, st.index, st.min_ts, st.max_ts, st.null_key, st.bad_offset);
+        return Py_BuildValue("(nLOOLLLL)", st.consumed, st.index, Py_None, Py_None, st.null_key, st.bad_offset,
+                             st.bad_time, st.bad_time_delta);
+    return Py_BuildValue("(nLLLLLLL)", st.consumed, st.index, st.min_ts, st.max_ts, st.null_key, st.bad_offset,
+                         st.bad_time, st.bad_time_delta);
 }
 
 static inline int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }

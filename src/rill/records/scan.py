@@ -17,7 +17,7 @@ means null (Kafka reads every negative length as null).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from crc32c import crc32c
 
@@ -57,6 +57,10 @@ class ScanResult(NamedTuple):
     """number of the first record read with a null key; -1 when none"""
     bad_offset: int
     """number of the first record read whose offset delta is not its number; -1 when none"""
+    bad_time: int
+    """given bounds, number of the first record read whose timestamp lies outside them; -1 when none"""
+    bad_time_delta: int
+    """that record's timestamp delta; 0 when none"""
 
 
 class _Incomplete(Exception):
@@ -85,15 +89,24 @@ def _field(b: Buffer, p: int, rec_end: int, max_bytes: int, index: int, length: 
         raise ValueError(f"record {index}: fields run past the record's length {length}") from None
 
 
-def py_scan_records(data: Buffer, count: int, index: int) -> ScanResult:
+def py_scan_records(data: Buffer, count: int, index: int, *bounds: int) -> ScanResult:
     """The pure-Python ``scan_records``: check the complete records at the start of ``data`` (a
     records section, decompressed), numbering them from ``index``, stopping at record ``count`` or
-    at the first record not whole in ``data``. Raises ValueError on a malformed record."""
+    at the first record not whole in ``data``. Raises ValueError on a malformed record.
+
+    ``bounds``, when given, are the batch's base timestamp and the lowest and highest timestamp
+    allowed: the result then names the first record whose timestamp (base + delta) lies outside.
+    A timestamp of -1 (none) passes; one past the int64 range does not."""
     b = memoryview(data).cast("B") if not isinstance(data, bytes | bytearray) else data
     end = len(b)
     p = 0
     start = index
     min_ts, max_ts, null_key, bad_offset = _INT64_MAX, _INT64_MIN, -1, -1
+    bad_time, bad_time_delta = -1, 0
+    if len(bounds) not in (0, 3):
+        raise TypeError(f"scan_records takes 3 or 6 arguments, {3 + len(bounds)} given")
+    if bounds:
+        base_ts, low, high = bounds
     while index < count:
         try:
             length, q = _varint(b, p, end, 5, index)
@@ -108,6 +121,10 @@ def py_scan_records(data: Buffer, count: int, index: int) -> ScanResult:
         ts, q = _field(b, q, rec_end, 10, index, length)
         min_ts = min(min_ts, ts)
         max_ts = max(max_ts, ts)
+        if bounds and bad_time < 0:
+            t = base_ts + ts
+            if t != -1 and not (low <= t <= high and _INT64_MIN <= t <= _INT64_MAX):
+                bad_time, bad_time_delta = index, ts
         delta, q = _field(b, q, rec_end, 5, index, length)
         if delta != index and bad_offset < 0:
             bad_offset = index
@@ -146,8 +163,8 @@ def py_scan_records(data: Buffer, count: int, index: int) -> ScanResult:
         p = rec_end
         index += 1
     if index == start:
-        return ScanResult(p, index, None, None, null_key, bad_offset)
-    return ScanResult(p, index, min_ts, max_ts, null_key, bad_offset)
+        return ScanResult(p, index, None, None, null_key, bad_offset, bad_time, bad_time_delta)
+    return ScanResult(p, index, min_ts, max_ts, null_key, bad_offset, bad_time, bad_time_delta)
 
 
 def record_size(data: Buffer) -> int:
@@ -199,7 +216,11 @@ def py_check_batch(view: Buffer, max_bytes: int, require_keys: bool) -> tuple[in
     return fields
 
 
-scan_records: Callable[[Buffer, int, int], ScanResult]
+class _ScanRecords(Protocol):
+    def __call__(self, data: Buffer, count: int, index: int, *bounds: int) -> ScanResult: ...
+
+
+scan_records: _ScanRecords
 """``py_scan_records``, compiled when the extension is built."""
 check_batch: Callable[[Buffer, int, bool], tuple[int, ...] | None]
 """``py_check_batch``, compiled when the extension is built."""
@@ -212,7 +233,7 @@ except ImportError:  # built without a compiler: the twins do the same, slower
 else:
     ACCELERATED = True
 
-    def scan_records(data: Buffer, count: int, index: int) -> ScanResult:
-        return ScanResult._make(_scan.scan_records(data, count, index))
+    def scan_records(data: Buffer, count: int, index: int, *bounds: int) -> ScanResult:
+        return ScanResult._make(_scan.scan_records(data, count, index, *bounds))
 
     check_batch = _scan.check_batch

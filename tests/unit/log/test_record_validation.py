@@ -224,3 +224,31 @@ def test_a_decompressed_record_above_the_cap_is_refused(tmp_path: Path) -> None:
     assert refused(tmp_path, bytes(batch), ErrorCode.INVALID_RECORD, config).endswith(
         f"record 0 is larger than {64 << 20} bytes"
     )
+
+
+def test_a_late_timestamp_in_a_huge_compressed_batch_is_found_without_inflating_it(tmp_path: Path) -> None:
+    # 64 well-formed records of 4 MiB each (256 MiB decompressed, a few KiB on the wire); only the
+    # last one's CreateTime lies outside the topic's bounds. The record is named from the scan of the
+    # pieces, without decoding the batch whole.
+    value = 4 << 20
+    parts: list[bytes | tuple[int, int]] = []
+    for i in range(64):
+        head = bytearray(b"\x00")  # attributes
+        for field in (7_200_000 if i == 63 else 0, i, -1, value):  # ts delta, offset delta, null key, value length
+            write_varint(head, field)
+        size = bytearray()
+        write_varint(size, len(head) + value + 1)
+        parts += [bytes(size + head), (value, 1 << 20), b"\x00"]  # ..., the value, no headers
+    batch = bytearray(batch_of(b"", 64))[:61] + _zstd_stream(*parts)
+    struct.pack_into(">h", batch, 21, ZSTD)
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    config = small_config(segment_bytes=1 << 30, max_message_bytes=1 << 20, message_timestamp_after_max_ms=3_600_000)
+    tracemalloc.start()
+    try:
+        message = refused(tmp_path, bytes(batch), ErrorCode.INVALID_TIMESTAMP, config)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert f"record 63 of batch 0 has CreateTime {BASE_TS + 7_200_000}" in message
+    assert peak < 32 << 20, peak

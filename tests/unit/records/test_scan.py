@@ -20,8 +20,8 @@ pytestmark = pytest.mark.timeout(120)
 BASE_TS = 1_700_000_000_000
 
 
-def c_scan(data: bytes, count: int, index: int) -> scan.ScanResult:
-    return scan.ScanResult._make(_scan.scan_records(data, count, index))
+def c_scan(data: bytes, count: int, index: int, *bounds: int) -> scan.ScanResult:
+    return scan.ScanResult._make(_scan.scan_records(data, count, index, *bounds))
 
 
 def outcome(fn, *args):  # type: ignore[no-untyped-def]
@@ -32,9 +32,9 @@ def outcome(fn, *args):  # type: ignore[no-untyped-def]
         return ("error", str(e))
 
 
-def both_scans(data: bytes, count: int, index: int = 0):  # type: ignore[no-untyped-def]
-    c = outcome(c_scan, data, count, index)
-    py = outcome(scan.py_scan_records, data, count, index)
+def both_scans(data: bytes, count: int, index: int = 0, *bounds: int):  # type: ignore[no-untyped-def]
+    c = outcome(c_scan, data, count, index, *bounds)
+    py = outcome(scan.py_scan_records, data, count, index, *bounds)
     assert c == py
     return c
 
@@ -70,9 +70,45 @@ def test_well_formed_records_are_read_whole(records: list[Record]) -> None:
     base = records[0].timestamp
     deltas = [r.timestamp - base for r in records]
     nulls = [i for i, r in enumerate(records) if r.key is None]
-    assert found == (len(body), len(records), min(deltas), max(deltas), nulls[0] if nulls else -1, -1)
+    assert found == (len(body), len(records), min(deltas), max(deltas), nulls[0] if nulls else -1, -1, -1, 0)
     assert both_checks(batch) == HEADER_STRUCT.unpack_from(batch)
     assert (both_checks(batch, require_keys=True) is None) == bool(nulls)
+
+
+INT64 = st.integers(-(2**63), 2**63 - 1)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(record_st, min_size=1, max_size=20), st.data())
+def test_the_first_timestamp_outside_the_bounds_is_named(records: list[Record], data: st.DataObject) -> None:
+    body = build_batch(records)[BATCH_HEADER_SIZE:]
+    deltas = [r.timestamp - records[0].timestamp for r in records]
+    # The base the caller passes, and bounds drawn around the records' own timestamps or at the ends
+    # of the int64 range (a base + delta past int64 is outside; -1, no timestamp, always passes).
+    base = data.draw(st.one_of(st.just(records[0].timestamp), st.just(-1 - deltas[-1]), INT64))
+    near = st.sampled_from([base + d + k for d in deltas for k in (-1, 0, 1)])
+    low, high = sorted((data.draw(st.one_of(near, INT64)), data.draw(st.one_of(near, INT64))))
+    low, high = max(low, -(2**63)), min(high, 2**63 - 1)
+    outside = [
+        i
+        for i, d in enumerate(deltas)
+        if base + d != -1 and not (low <= base + d <= high and -(2**63) <= base + d < 2**63)
+    ]
+    found = both_scans(body, len(records), 0, base, low, high)
+    assert (found.bad_time, found.bad_time_delta) == ((outside[0], deltas[outside[0]]) if outside else (-1, 0))
+    # Scanned in two calls, the second numbering from where the first stopped, the same record is named.
+    cut = data.draw(st.integers(0, len(body)))
+    first = both_scans(body[:cut], len(records), 0, base, low, high)
+    second = both_scans(body[first.consumed :], len(records), first.next_record, base, low, high)
+    named = first if first.bad_time >= 0 else second
+    assert (named.bad_time, named.bad_time_delta) == (found.bad_time, found.bad_time_delta)
+
+
+def test_scan_records_takes_no_bounds_or_all_three() -> None:
+    body = build_batch([Record(0, BASE_TS, b"k", b"v", [])])[BATCH_HEADER_SIZE:]
+    for fn in (_scan.scan_records, scan.py_scan_records):
+        with pytest.raises(TypeError, match="takes 3 or 6 arguments, 4 given"):
+            fn(body, 1, 0, BASE_TS)
 
 
 @settings(max_examples=300, deadline=None)
@@ -102,6 +138,7 @@ def test_both_scanners_agree_on_damaged_records(records: list[Record], data: st.
             del body[at : at + data.draw(st.integers(1, 6))]
     count = data.draw(st.sampled_from([len(records), len(records) + 1, max(1, len(records) - 1), 2**31 - 1]))
     both_scans(bytes(body), count)
+    both_scans(bytes(body), count, 0, BASE_TS, BASE_TS - 2**39, BASE_TS + 2**39)
     # The same damage behind a valid header and CRC, so that the batch checks reach the records.
     batch = bytearray(build_batch(records)[:BATCH_HEADER_SIZE]) + body
     struct.pack_into(">i", batch, 8, len(batch) - 12)
@@ -144,25 +181,25 @@ def test_malformed_records_are_named(data: bytes, count: int, message: str) -> N
 
 def test_negative_lengths_other_than_minus_one_mean_null_as_in_kafka() -> None:
     data = record(0, 0, 0, -7, -3, 1, 0, -9)
-    assert both_scans(data, 1) == (len(data), 1, 0, 0, 0, -1)
+    assert both_scans(data, 1) == (len(data), 1, 0, 0, 0, -1, -1, 0)
 
 
 def test_a_fifth_varint_byte_keeps_only_the_bits_of_an_int32() -> None:
     length = bytes([0x8C, 0x80, 0x80, 0x80, 0x10])  # zigzag 12 (6) plus bit 32, which an int32 drops
     data = length + record(0, 0, 0, -1, -1, 0)[1:]  # the 6 bytes of a record's fields
     found = both_scans(data, 1)
-    assert found == (len(data), 1, 0, 0, 0, -1)
+    assert found == (len(data), 1, 0, 0, 0, -1, -1, 0)
 
 
 def test_offset_deltas_and_timestamps_are_reported() -> None:
     data = record(0, 10, 0, 0, -1, 0) + record(0, -4, 7, 0, -1, 0)
-    assert both_scans(data, 2) == (len(data), 2, -4, 10, -1, 1)
+    assert both_scans(data, 2) == (len(data), 2, -4, 10, -1, 1, -1, 0)
 
 
 def test_nothing_read_reports_no_timestamps() -> None:
-    assert both_scans(b"", 3) == (0, 0, None, None, -1, -1)
-    assert both_scans(b"\x80", 3) == (0, 0, None, None, -1, -1)  # the length varint is cut off
-    assert both_scans(GOOD, 0) == (0, 0, None, None, -1, -1)
+    assert both_scans(b"", 3) == (0, 0, None, None, -1, -1, -1, 0)
+    assert both_scans(b"\x80", 3) == (0, 0, None, None, -1, -1, -1, 0)  # the length varint is cut off
+    assert both_scans(GOOD, 0) == (0, 0, None, None, -1, -1, -1, 0)
 
 
 def test_check_batch_refuses_what_the_general_path_must_name() -> None:
