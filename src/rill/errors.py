@@ -196,3 +196,13 @@ class KafkaError(Exception):
     @property
     def retriable(self) -> bool:
         return self.code.retriable
+
+
+class RecordValidationError(KafkaError):
+    """A batch refused because of some of its records (Kafka's RecordValidationException).
+    ``record_errors`` names them, ``(index of the record in its batch, message)``, for the
+    RecordErrors of a Produce response (v8+)."""
+
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(code, message)
+        self.record_errors = record_errors

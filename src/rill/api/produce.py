@@ -8,7 +8,7 @@ from rill.api._topics import resolve_topic_name
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import TopicPartition
-from rill.errors import ErrorCode, KafkaError
+from rill.errors import ErrorCode, KafkaError, RecordValidationError
 from rill.protocol import ApiKey
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,10 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
                     metrics.on_error("PRODUCE", e.code)
                 if e.message != e.code.name:
                     result["error_message"] = e.message
+                if isinstance(e, RecordValidationError):
+                    result["record_errors"] = [
+                        {"batch_index": i, "batch_index_error_message": why} for i, why in e.record_errors
+                    ]
                 level = logging.DEBUG if e.code.retriable else logging.INFO
                 log.log(
                     level,

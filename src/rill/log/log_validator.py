@@ -4,11 +4,11 @@ batch level)."""
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 from crc32c import crc32c
 
-from rill.errors import ErrorCode, KafkaError
+from rill.errors import ErrorCode, KafkaError, RecordValidationError
 from rill.log.log_config import LogConfig
 from rill.records.batch import (
     ATTRIBUTES_POS,
@@ -211,25 +211,35 @@ def validate_records(
     except KafkaError as e:
         raise KafkaError(e.code, f"record batch at position {pos}: {e.message}") from None
     if codec and summary.bad_offset >= 0:
-        raise KafkaError(
+        _refuse_record(
             ErrorCode.INVALID_RECORD,
-            f"record {summary.bad_offset} of the compressed batch at position {pos} has an offset delta"
-            " other than its place in the batch",
+            index,
+            summary.bad_offset,
+            "an offset delta other than its place in the compressed batch",
         )
     if config.compacted and summary.null_key >= 0:
-        raise KafkaError(
+        _refuse_record(
             ErrorCode.INVALID_RECORD,
-            f"record {summary.null_key} of the batch at position {pos} has no key; a compacted topic"
-            " (cleanup.policy=compact) takes only keyed records",
+            index,
+            summary.null_key,
+            "no key; a compacted topic (cleanup.policy=compact) takes only keyed records",
         )
     if summary.bad_time >= 0:
-        raise KafkaError(
+        _refuse_record(
             ErrorCode.INVALID_TIMESTAMP,
-            f"record {summary.bad_time} of batch {index} has CreateTime {base + summary.bad_time_delta}, outside"
-            f" [{low}, {high}] (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
+            index,
+            summary.bad_time,
+            f"CreateTime {base + summary.bad_time_delta} is outside [{low}, {high}]"
+            " (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
         )
     assert summary.max_ts_delta is not None  # records_count > 0
     return base + summary.max_ts_delta
+
+
+def _refuse_record(code: ErrorCode, batch: int, record: int, why: str) -> NoReturn:
+    """Refuse batch number ``batch`` of the request for its record number ``record``, which the
+    error's ``record_errors`` names as Kafka's RecordErrors do: by its index in the batch."""
+    raise RecordValidationError(code, f"record {record} of batch {batch}: {why}", [(record, why)])
 
 
 def validate_batches(view: memoryview, config: LogConfig, *, from_client: bool) -> list[tuple[int, BatchHeader]]:

@@ -176,6 +176,31 @@ def test_malformed_records_behind_a_good_crc_are_refused(wire: Wire) -> None:
     assert [r.value for r in decode_batch_records(fetched["records"])] == [b"v0", b"v1", b"v2"]
 
 
+def test_a_refused_record_is_named_in_record_errors(wire: Wire) -> None:
+    """A batch refused for one of its records names it in the Produce response's RecordErrors (v8+),
+    by its index in the batch, as Kafka does (KIP-467); older versions carry only the error code."""
+    _create(wire, "named-compact", {"cleanup.policy": "compact"})
+    records = _records(3)
+    records[1] = Record(0, records[1].timestamp, None, b"no key", [])
+    resp = _produce(wire, "named-compact", build_batch(records))
+    assert resp["error_code"] == ErrorCode.INVALID_RECORD
+    assert [e["batch_index"] for e in resp["record_errors"]] == [1]
+    assert "no key" in resp["record_errors"][0]["batch_index_error_message"]
+    assert "record 1 of batch 0" in resp["error_message"]
+    assert _produce(wire, "named-compact", build_batch(records), version=7)["error_code"] == ErrorCode.INVALID_RECORD
+
+    _create(wire, "named-bounded", {"message.timestamp.after.max.ms": "60000"})
+    now = int(time.time() * 1000)
+    late = [Record(0, now + i * 3_600_000, None, b"v", []) for i in range(3)]  # records 1 and 2 are too new
+    resp = _produce(wire, "named-bounded", build_batch(late, compression=4))
+    assert resp["error_code"] == ErrorCode.INVALID_TIMESTAMP
+    assert [e["batch_index"] for e in resp["record_errors"]] == [1]
+    assert f"CreateTime {now + 3_600_000}" in resp["record_errors"][0]["batch_index_error_message"]
+    # A batch that is taken names no record; nothing of the refused batches was written.
+    assert _produce(wire, "named-bounded", build_batch(late[:1]))["record_errors"] == []
+    assert [r.offset for r in decode_batch_records(bytes(_fetch(wire, "named-bounded", 0)["records"]))] == [0]
+
+
 def test_log_append_time_and_recompression(wire: Wire) -> None:
     _create(wire, "lat", {"message.timestamp.type": "LogAppendTime"})
     before = int(time.time() * 1000)

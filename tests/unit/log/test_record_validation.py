@@ -133,7 +133,7 @@ def test_compressed_records_must_carry_offset_deltas_in_order(tmp_path: Path) ->
         encode_record(raw, delta, i, b"k", b"v")
     zstd = batch_of(bytes(raw), 3, codec=ZSTD, max_ts=BASE_TS + 2)
     message = refused(tmp_path / "zstd", zstd, ErrorCode.INVALID_RECORD, reading(ZSTD))
-    assert "record 1 of the compressed batch at position 0 has an offset delta" in message
+    assert "record 1 of batch 0: an offset delta other than its place" in message
     # Uncompressed, Kafka takes the deltas as they are (consumers add them to the base offset); so does Rill.
     log = open_log(tmp_path / "plain-0", small_config())
     assert log.append(batch_of(bytes(raw), 3, max_ts=BASE_TS + 2), leader_epoch=0, now_ms=BASE_TS).last_offset == 2
@@ -146,7 +146,7 @@ def test_a_compacted_topic_takes_only_keyed_records(tmp_path: Path, policy: str,
     config = small_config(cleanup_policy=policy)
     keyless = [Record(0, BASE_TS, b"k0", b"a"), Record(0, BASE_TS, None, b"b")]
     message = refused(tmp_path, build_batch(keyless, compression=codec), ErrorCode.INVALID_RECORD, config)
-    assert "record 1 of the batch at position 0 has no key" in message
+    assert "record 1 of batch 0: no key" in message
     log = open_log(tmp_path / "keyed-0", config)
     assert log.append(make_batch(3, compression=codec), leader_epoch=0, now_ms=BASE_TS).last_offset == 2
     log.close()
@@ -250,5 +250,5 @@ def test_a_late_timestamp_in_a_huge_compressed_batch_is_found_without_inflating_
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert f"record 63 of batch 0 has CreateTime {BASE_TS + 7_200_000}" in message
+    assert f"record 63 of batch 0: CreateTime {BASE_TS + 7_200_000}" in message
     assert peak < 32 << 20, peak

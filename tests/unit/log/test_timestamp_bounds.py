@@ -40,7 +40,7 @@ def test_records_outside_the_bounds_are_refused(tmp_path: Path, compression: int
     too_old = make_batch(2, ts=NOW - HOUR - 1, compression=compression)
     assert f"outside [{NOW - HOUR}, {NOW + 60_000}]" in _rejected(tmp_path / "old-0", config, too_old)
     too_new = make_batch(2, ts=NOW + 60_001, compression=compression)
-    assert f"record 0 of batch 0 has CreateTime {NOW + 60_001}" in _rejected(tmp_path / "new-0", config, too_new)
+    assert f"record 0 of batch 0: CreateTime {NOW + 60_001}" in _rejected(tmp_path / "new-0", config, too_new)
 
 
 def test_every_record_is_checked_not_only_the_batch_header(tmp_path: Path) -> None:
