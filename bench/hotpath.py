@@ -39,7 +39,8 @@ def _mbps(res: dict[str, float]) -> float:
 
 def one_round(target: Target, size: int, seconds: float, profile: Path | None,
               label: str, consumer_conf: dict[str, str],
-              compression: str = "none") -> tuple[float, float, float, float]:
+              compression: str = "none",
+              producer_conf: dict[str, str] | None = None) -> tuple[float, float, float, float]:
     """(produce MB/s, consume MB/s, broker CPU us per MB produced, per MB consumed)."""
     topic = topic_name("hotpath")
     create_topic(target, topic, 1)
@@ -49,7 +50,8 @@ def one_round(target: Target, size: int, seconds: float, profile: Path | None,
     cpu0 = cpu_seconds(pid)
     with maybe_profile(spy, profile / f"{label}-produce.txt" if profile else None):
         prod = run_worker("produce", {"bootstrap": target.bootstrap, "topic": topic, "size": size, "acks": "1",
-                                      "compression": compression, "seconds": seconds, "flush_timeout": 60},
+                                      "compression": compression, "seconds": seconds, "flush_timeout": 60,
+                                      "producer_conf": producer_conf or {}},
                           seconds + 90)
     check_errors(prod, "produce")
     cpu1 = cpu_seconds(pid)
@@ -83,6 +85,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--compression", default="none", help="the producer's compression.type (none, lz4, zstd, ...)")
     ap.add_argument("--consumer-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="librdkafka setting for the consumer, e.g. fetch.queue.backoff.ms=10 (repeatable)")
+    ap.add_argument("--producer-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="librdkafka setting for the producer, e.g. enable.idempotence=true (repeatable)")
     ap.add_argument("--base-override", action="append", default=[], metavar="KEY=VALUE",
                     help="broker setting for the 'base' broker only, e.g. socket.send.buffer.bytes=102400")
     args = ap.parse_args(argv)
@@ -91,6 +95,7 @@ def main(argv: list[str]) -> int:
         args.rounds, args.seconds = 1, 2.0
     sizes = [(s, SIZES[s]) for s in args.sizes.split(",")]
     consumer_conf = dict(item.split("=", 1) for item in args.consumer_conf)
+    producer_conf = dict(item.split("=", 1) for item in args.producer_conf)
     names = args.brokers.split(",")
     if args.baseline_src and "base" not in names:
         names.insert(1, "base")
@@ -115,7 +120,8 @@ def main(argv: list[str]) -> int:
                 for t in targets:
                     prof = args.profile if rnd == 0 else None
                     try:
-                        p, c, cp, cc = one_round(t, size, args.seconds, prof, label, consumer_conf, args.compression)
+                        p, c, cp, cc = one_round(t, size, args.seconds, prof, label, consumer_conf, args.compression,
+                                                   producer_conf)
                     except RunFailed as e:
                         print(f"{t.name} {label}: failed: {e}", flush=True)
                         continue

@@ -243,11 +243,10 @@ class Log:
         if fields is None:
             return self._append_batches(view, leader_epoch, now_ms)
         length, delta, max_ts, producer_id, count = fields[1], fields[6], fields[8], fields[9], fields[12]
-        pending: dict[int, ProducerStateEntry] | None = None
+        header: BatchHeader | None = None
         if producer_id >= 0:
             header = _new_tuple(BatchHeader, fields)
-            pending = {}
-            dup = self.producer_state.prepare(header, pending)
+            dup = self.producer_state.check_one(header)
             if dup is not None:
                 return self._duplicate_info(dup)
         now = _now_ms() if now_ms is None else now_ms
@@ -266,9 +265,8 @@ class Log:
         except OSError as e:
             raise self._storage_error(e) from e
         self._leo = last_offset + 1
-        if pending is not None:
-            self.producer_state.record(pending, header, first_offset, max_ts)
-            self.producer_state.commit(pending, last_offset + 1)
+        if header is not None:
+            self.producer_state.append_one(header, first_offset, max_ts)
         # ``_appended`` written out: this is the path of nearly every produce request.
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)

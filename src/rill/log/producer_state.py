@@ -36,11 +36,12 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import crc32c
 
 from rill.errors import ErrorCode, KafkaError
-from rill.records.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, increment_sequence
+from rill.records.batch import CONTROL_MASK, NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, increment_sequence
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +49,12 @@ SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 NUM_BATCHES_TO_RETAIN = 5
 _HEAD = struct.Struct(">hIi")
+_new_tuple = tuple.__new__
 _ENTRY = struct.Struct(">qhiqiqiq")
 assert _ENTRY.size == 46
 
 
-@dataclass(frozen=True, slots=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
     first_seq: int
     last_seq: int
     first_offset: int
@@ -137,32 +138,41 @@ class ProducerStateManager:
                     return duplicate
             updated = current.copy() if current is not None else ProducerStateEntry(pid)
             pending[pid] = updated
-        epoch = header.producer_epoch
-        if epoch < updated.producer_epoch:
-            raise KafkaError(
-                ErrorCode.INVALID_PRODUCER_EPOCH,
-                f"producer {pid} epoch {epoch} is older than the current epoch {updated.producer_epoch}",
-            )
-        if header.is_control:
-            return None
-        first_seq = header.base_sequence
-        if epoch != updated.producer_epoch:
-            if first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH:
-                raise KafkaError(
-                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"producer {pid}: first sequence of new epoch {epoch} is {first_seq}, expected 0",
-                )
-        else:
-            last_seq = updated.last_seq
-            if (last_seq == NO_SEQUENCE and first_seq != 0 and updated.producer_epoch != NO_PRODUCER_EPOCH) or (
-                last_seq != NO_SEQUENCE and not _in_sequence(last_seq, first_seq)
-            ):
-                raise KafkaError(
-                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow {last_seq}",
-                )
+        _check_sequence(updated, header)
         _apply(updated, header, -1, -1)  # offsets are filled in by ``record``
         return None
+
+    def check_one(self, header: BatchHeader) -> BatchMetadata | None:
+        """``prepare`` for an append of this one batch: nothing is copied, and the state changes
+        only in ``append_one`` once the batch is written."""
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            return None  # a producer the log does not know starts at any sequence (``_check_sequence``)
+        batches = entry.batches
+        if (
+            batches
+            and header.producer_epoch == entry.producer_epoch
+            and _in_sequence(batches[-1].last_seq, header.base_sequence)
+        ):
+            # The usual case: the next batch in sequence, which no retained batch can match (their
+            # sequences lie at or below the last one).
+            return None
+        duplicate = entry.find_duplicate(header)
+        if duplicate is not None:
+            return duplicate
+        _check_sequence(entry, header)
+        return None
+
+    def append_one(self, header: BatchHeader, first_offset: int, ts: int) -> None:
+        """Apply the batch passed by ``check_one``, written at ``first_offset``."""
+        pid = header.producer_id
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerStateEntry(pid)
+        _apply(entry, header, first_offset, ts)
+        end = first_offset + header.last_offset_delta + 1
+        if end > self.map_end_offset:
+            self.map_end_offset = end
 
     @staticmethod
     def record(pending: dict[int, ProducerStateEntry], header: BatchHeader, first_offset: int, ts: int) -> None:
@@ -277,19 +287,48 @@ class ProducerStateManager:
         self.delete_snapshots_above(-1)
 
 
+def _check_sequence(entry: ProducerStateEntry, header: BatchHeader) -> None:
+    """The epoch and sequence rules of the module doc for ``header`` after the batches of ``entry``."""
+    pid = header.producer_id
+    epoch = header.producer_epoch
+    if epoch < entry.producer_epoch:
+        raise KafkaError(
+            ErrorCode.INVALID_PRODUCER_EPOCH,
+            f"producer {pid} epoch {epoch} is older than the current epoch {entry.producer_epoch}",
+        )
+    if header.is_control:
+        return
+    first_seq = header.base_sequence
+    if epoch != entry.producer_epoch:
+        if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+            raise KafkaError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"producer {pid}: first sequence of new epoch {epoch} is {first_seq}, expected 0",
+            )
+    else:
+        last_seq = entry.last_seq
+        if (last_seq == NO_SEQUENCE and first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH) or (
+            last_seq != NO_SEQUENCE and not _in_sequence(last_seq, first_seq)
+        ):
+            raise KafkaError(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"producer {pid} epoch {epoch}: sequence {first_seq} does not follow {last_seq}",
+            )
+
+
 def _apply(entry: ProducerStateEntry, header: BatchHeader, first_offset: int, ts: int) -> None:
     if header.producer_epoch != entry.producer_epoch:
         entry.producer_epoch = header.producer_epoch
         entry.batches.clear()
-    if header.is_control or header.base_sequence == NO_SEQUENCE:
+    first_seq = header.base_sequence
+    if header.attributes & CONTROL_MASK or first_seq == NO_SEQUENCE:
         return
+    delta = header.last_offset_delta
+    # BatchMetadata(...) without the call of its generated __new__ (this runs on every append)
     entry.batches.append(
-        BatchMetadata(
-            header.base_sequence,
-            header.last_sequence,
-            first_offset,
-            first_offset + header.last_offset_delta,
-            ts,
+        _new_tuple(
+            BatchMetadata,
+            (first_seq, increment_sequence(first_seq, delta), first_offset, first_offset + delta, ts),
         )
     )
 

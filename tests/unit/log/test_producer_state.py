@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from logtest_util import make_batch, open_log, small_config
 
 from rill.errors import ErrorCode, KafkaError
-from rill.log.producer_state import read_snapshot, snapshot_offsets
+from rill.log.producer_state import ProducerStateEntry, ProducerStateManager, read_snapshot, snapshot_offsets
+from rill.records.batch import parse_header
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("append_input_kind")]
 
@@ -98,3 +101,47 @@ def test_truncation_rewinds_producer_state(tmp_path: Path) -> None:
     log.truncate_to(6)
     assert log.append(pb(6), leader_epoch=0).first_offset == 6
     log.close()
+
+
+_ops = st.lists(
+    st.tuples(
+        st.sampled_from([7, 8]),  # producer id
+        st.integers(0, 2),  # epoch
+        st.one_of(st.integers(0, 40), st.just(2**31 - 2)),  # first sequence
+        st.integers(1, 4),  # records
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ops)
+def test_the_single_batch_path_decides_as_the_general_one(ops: list[tuple[int, int, int, int]]) -> None:
+    """``check_one``/``append_one`` (one batch in an append, the produce fast path) give the outcome
+    and the state of ``prepare``/``record``/``commit`` (any number of batches) on any sequence."""
+    single, general = ProducerStateManager(Path("unused")), ProducerStateManager(Path("unused"))
+    offset = 0
+    for pid, epoch, seq, n in ops:
+        header = parse_header(pb(seq, n, epoch, pid))
+        outcomes = []
+        try:
+            dup = single.check_one(header)
+            if dup is None:
+                single.append_one(header, offset, 5)
+            outcomes.append(dup)
+        except KafkaError as e:
+            outcomes.append(e.code)
+        pending: dict[int, ProducerStateEntry] = {}
+        try:
+            dup = general.prepare(header, pending)
+            if dup is None:
+                general.record(pending, header, offset, 5)
+                general.commit(pending, offset + n)
+            outcomes.append(dup)
+        except KafkaError as e:
+            outcomes.append(e.code)
+        assert outcomes[0] == outcomes[1], (pid, epoch, seq, n)
+        if outcomes[0] is None:
+            offset += n
+        assert single.producers == general.producers
+        assert single.map_end_offset == general.map_end_offset
