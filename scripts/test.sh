@@ -16,14 +16,18 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 [ -e /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 command -v java >/dev/null 2>&1 || missing+=(default-jdk-headless)
 "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
+# The record scanner's C extension (and its sanitizer test) needs a compiler and the Python headers.
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+"$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    || missing+=(python3-dev)
 if [ ${#missing[@]} -gt 0 ]; then
     step "apt-get install ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq || die "apt-get update"
-    apt-get install -y -qq --no-install-recommends kcat zookeeper default-jdk-headless python3-venv \
-        >/dev/null || die "apt-get install"
+    apt-get install -y -qq --no-install-recommends kcat zookeeper default-jdk-headless python3-venv gcc \
+        python3-dev >/dev/null || die "apt-get install"
 else
-    step "system packages present (kcat, zookeeper, java)"
+    step "system packages present (kcat, zookeeper, java, gcc, Python headers)"
 fi
 
 if [ ! -x .venv/bin/python ]; then
