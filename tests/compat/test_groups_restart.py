@@ -70,3 +70,42 @@ def test_offsets_and_static_members_survive_restart(kill: bool) -> None:
         assert assignment_of(consumer) == assigned
         assert sorted(resumed) == sorted(seen[50:] + fresh)  # exactly the records past the commits
         consumer.close()
+
+
+@pytest.mark.timeout(120)
+def test_deleting_a_topic_removes_the_offsets_groups_committed_for_it() -> None:
+    """As in Kafka, a deleted topic's committed offsets go with it (tombstoned, so a restart does not bring
+    them back): a topic created again under the same name starts with no committed offsets, and a group
+    whose only offsets were the deleted topic's is gone."""
+    with rill.testing.broker(BROKER_CONFIGS, subprocess=True) as b:
+        bs = b.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bs})
+        create_topic(bs, "x", 2)
+        create_topic(bs, "y", 1)
+        both = [ck.TopicPartition("x", 0, 5), ck.TopicPartition("x", 1, 6), ck.TopicPartition("y", 0, 7)]
+        for group, offsets in (("g-both", both), ("g-only-x", both[:2])):
+            consumer = ck.Consumer(consumer_config(bs, group))
+            consumer.commit(offsets=offsets, asynchronous=False)
+            consumer.close()
+
+        def committed(group: str) -> list[tuple[str, int, int]]:
+            request = [ck.ConsumerGroupTopicPartitions(group)]
+            result = admin.list_consumer_group_offsets(request)[group].result(15)
+            return sorted((tp.topic, tp.partition, tp.offset) for tp in result.topic_partitions)
+
+        assert committed("g-both") == [("x", 0, 5), ("x", 1, 6), ("y", 0, 7)]
+        admin.delete_topics(["x"], operation_timeout=10)["x"].result(15)
+        assert committed("g-both") == [("y", 0, 7)]
+        groups = {g.group_id for g in admin.list_consumer_groups().result(15).valid}
+        assert "g-both" in groups and "g-only-x" not in groups
+        create_topic(bs, "x", 2)
+        consumer = ck.Consumer(consumer_config(bs, "g-both"))
+        assert [tp.offset for tp in consumer.committed([ck.TopicPartition("x", 0)], timeout=15)] == [
+            ck.OFFSET_INVALID
+        ]
+        consumer.close()
+
+        b.restart(kill=True)
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        assert committed("g-both") == [("y", 0, 7)]
+        assert "g-only-x" not in {g.group_id for g in admin.list_consumer_groups().result(15).valid}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from typing import Any
 
 from rill.coordinator.group.group_membership import (
@@ -51,6 +52,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin):
         manager = GroupMetadataManager(services.config, services.metadata, services.replica_manager)
         coordinator = cls(services.config, manager)
         coordinator.startup()
+        services.metadata.add_listener(coordinator.on_metadata_change)
         return coordinator
 
     def __init__(self, config: Any, manager: GroupMetadataManager) -> None:
@@ -71,6 +73,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin):
         self._rebalance_started: dict[str, float] = {}
         self.last_rebalance_ms: dict[str, float] = {}
         self._expiry_timer: asyncio.TimerHandle | None = None
+        self._topic_ids: dict[str, uuid.UUID] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
@@ -82,6 +85,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin):
         return self._loop
 
     def startup(self) -> None:
+        self._topic_ids = {name: t.topic_id for name, t in self.manager.metadata.topics().items()}
         self.groups = self.manager.load_all()
         for group in self.groups.values():
             for member in group.all_members():

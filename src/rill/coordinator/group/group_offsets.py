@@ -1,5 +1,6 @@
 """The group coordinator's offset and administration side: OffsetCommit, OffsetFetch, ListGroups,
-DescribeGroups, DeleteGroups, OffsetDelete, and the expiry of offsets kept by empty groups.
+DescribeGroups, DeleteGroups, OffsetDelete, the expiry of offsets kept by empty groups, and the removal of
+the offsets of deleted topics.
 
 A commit is checked against the group's generation and members the way Kafka checks it: members commit with
 their member id and current generation (any state but CompletingRebalance); a consumer that uses no group
@@ -12,7 +13,8 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rill.common import TopicPartition
@@ -89,6 +91,7 @@ class GroupOffsetsMixin:
     offsets_retention_ms: int
     retention_check_interval_ms: int
     _expiry_timer: asyncio.TimerHandle | None
+    _topic_ids: dict[str, uuid.UUID]  # the topics as of the last metadata change (``on_metadata_change``)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -299,22 +302,44 @@ class GroupOffsetsMixin:
     def cleanup_group_metadata(self, now_ms: int) -> int:
         """Expire the offsets of empty groups past ``offsets.retention.minutes``; drop groups left with
         nothing. Returns how many offsets expired."""
+        retention = self.offsets_retention_ms
+        return self._remove_offsets(lambda group: group.expired_offsets(now_ms, retention), now_ms, "Expired")
+
+    # -- deleted topics ----------------------------------------------------------------------------------
+
+    def on_metadata_change(self) -> None:
+        """Kafka's onPartitionsDeleted: once a topic is deleted (or deleted and created again, under a new
+        topic id), the offsets every group committed for it are removed and tombstoned, so that a consumer
+        of a topic created later under the same name does not start from them."""
+        topics = {name: t.topic_id for name, t in self.manager.metadata.topics().items()}
+        known, self._topic_ids = self._topic_ids, topics
+        if not self.active:
+            return
+        deleted = {name for name, topic_id in known.items() if topics.get(name) != topic_id}
+        if deleted:
+            self._remove_offsets(lambda g: [tp for tp in g.offsets if tp.topic in deleted], _now_ms(), "Removed")
+
+    def _remove_offsets(
+        self, select: Callable[[GroupMetadata], list[TopicPartition]], now_ms: int, verb: str
+    ) -> int:
+        """Remove the offsets ``select`` picks in each group (tombstones first), and drop a group left empty
+        with none; returns how many were removed."""
         total = 0
         for group_id, group in list(self.groups.items()):
-            expired = group.expired_offsets(now_ms, self.offsets_retention_ms)
-            dead = group.is_in(GroupState.EMPTY) and not group.pending_members and len(expired) == len(group.offsets)
-            if not expired and not dead:
+            removed = select(group)
+            dead = group.is_in(GroupState.EMPTY) and not group.pending_members and len(removed) == len(group.offsets)
+            if not removed and not dead:
                 continue
             try:
-                self.manager.write_tombstones(group_id, expired, group=dead and group.generation_id > 0)
+                self.manager.write_tombstones(group_id, removed, group=dead and group.generation_id > 0)
             except KafkaError as e:
-                log.warning("Failed to expire offsets of group %s: %s", group_id, e.message)
+                log.warning("Failed to remove offsets of group %s: %s", group_id, e.message)
                 continue
-            for tp in expired:
+            for tp in removed:
                 del group.offsets[tp]
-            total += len(expired)
-            if expired:
-                log.info("Expired %d offset(s) of group %s", len(expired), group_id)
+            total += len(removed)
+            if removed:
+                log.info("%s %d offset(s) of group %s", verb, len(removed), group_id)
             if dead:
                 group.transition_to(GroupState.DEAD, now_ms)
                 self._cancel_group_timers(group_id)
