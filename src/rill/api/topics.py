@@ -22,6 +22,20 @@ def _error(body: Body, e: KafkaError) -> Body:
     return body
 
 
+def _duplicates(keys: list[object]) -> set[object]:
+    """The keys (topic names or ids) a request names more than once. As in Kafka, such a topic is left
+    alone and answered once, with INVALID_REQUEST (``_duplicate``)."""
+    seen: set[object] = set()
+    repeated: set[object] = set()
+    for key in keys:
+        (repeated if key in seen else seen).add(key)
+    return repeated
+
+
+def _duplicate(body: Body, what: str = "name") -> Body:
+    return _error(body, KafkaError(ErrorCode.INVALID_REQUEST, f"Duplicate topic {what}."))
+
+
 @handler(ApiKey.CREATE_TOPICS, 0, 7)
 async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
     services = ctx.services
@@ -29,14 +43,15 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
     config = services.config
     validate_only = request.get("validate_only", False)
     results: list[Body] = []
-    seen: set[str] = set()
+    duplicates = _duplicates([t["name"] for t in request["topics"]])
+    for name in duplicates:
+        results.append(_duplicate({"name": name, "topic_id": ZERO_UUID}))
     for t in request["topics"]:
         name = t["name"]
+        if name in duplicates:
+            continue
         out: Body = {"name": name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None}
         try:
-            if name in seen:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Duplicate topic name {name!r} in the request.")
-            seen.add(name)
             problem = topic_name_problem(name)
             if problem:
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
@@ -120,7 +135,15 @@ async def handle_delete_topics(ctx: RequestContext, request: Body) -> Body:
     else:
         wanted = [(n, ZERO_UUID) for n in request["topic_names"]]
     results: list[Body] = []
+    duplicates = _duplicates([name if name is not None else topic_id for name, topic_id in wanted])
+    for key in duplicates:
+        if isinstance(key, uuid.UUID):
+            results.append(_duplicate({"name": None, "topic_id": key}, "id"))
+        else:
+            results.append(_duplicate({"name": key, "topic_id": ZERO_UUID}))
     for name, topic_id in wanted:
+        if (name if name is not None else topic_id) in duplicates:
+            continue
         out: Body = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
         try:
             if name is None:
@@ -149,8 +172,13 @@ async def handle_delete_topics(ctx: RequestContext, request: Body) -> Body:
 async def handle_create_partitions(ctx: RequestContext, request: Body) -> Body:
     store = ctx.services.metadata
     results: list[Body] = []
+    duplicates = _duplicates([t["name"] for t in request["topics"]])
+    for name in duplicates:
+        results.append(_duplicate({"name": name}))
     for t in request["topics"]:
         name = t["name"]
+        if name in duplicates:
+            continue
         out: Body = {"name": name, "error_code": 0, "error_message": None}
         try:
             topic = store.topic(name)

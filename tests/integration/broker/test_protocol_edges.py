@@ -400,3 +400,37 @@ def test_config_validation_and_synonyms(wire: Wire) -> None:
     assert entries["cleanup.policy"]["config_source"] == 5  # default
     synonyms = [s["name"] for s in entries["retention.ms"]["synonyms"]]
     assert synonyms[0] == "retention.ms" and "log.retention.hours" in synonyms
+
+
+def test_a_topic_named_twice_in_one_admin_request_is_refused_once(wire: Wire) -> None:
+    """As Kafka's controller does: a topic a CreateTopics, DeleteTopics or CreatePartitions request names
+    more than once is left alone and answered once, with INVALID_REQUEST; the other topics go ahead (a
+    second answer for one name breaks clients: librdkafka fails the whole response)."""
+
+    def new(name: str) -> dict:
+        return {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+
+    body = {"topics": [new("twice"), new("once"), new("twice")], "timeout_ms": 5000, "validate_only": False}
+    got = wire.call(ApiKey.CREATE_TOPICS, 5, body)["topics"]
+    assert sorted((t["name"], t["error_code"]) for t in got) == [
+        ("once", 0),
+        ("twice", ErrorCode.INVALID_REQUEST),
+    ]
+    assert next(t for t in got if t["name"] == "twice")["error_message"] == "Duplicate topic name."
+    def partitions() -> dict[str, int]:
+        body = {"topics": None, "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False}
+        return {t["name"]: len(t["partitions"]) for t in wire.call(ApiKey.METADATA, 9, body)["topics"]}
+
+    assert "twice" not in partitions() and partitions()["once"] == 1
+
+    body = {"topics": [{"name": "once", "count": 3}, {"name": "once", "count": 4}], "timeout_ms": 5000,
+            "validate_only": False}
+    got = wire.call(ApiKey.CREATE_PARTITIONS, 2, body)["results"]
+    assert [(r["name"], r["error_code"]) for r in got] == [("once", ErrorCode.INVALID_REQUEST)]
+    assert partitions()["once"] == 1
+
+    got = wire.call(ApiKey.DELETE_TOPICS, 5, {"topic_names": ["once", "once"], "timeout_ms": 5000})["responses"]
+    assert [(r["name"], r["error_code"]) for r in got] == [("once", ErrorCode.INVALID_REQUEST)]
+    got = wire.call(ApiKey.DELETE_TOPICS, 5, {"topic_names": ["once"], "timeout_ms": 5000})["responses"]
+    assert [(r["name"], r["error_code"]) for r in got] == [("once", 0)]  # the refused delete left it there
