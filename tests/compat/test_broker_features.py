@@ -274,3 +274,33 @@ def test_acknowledged_records_survive_a_restart(tmp_path, kill: bool) -> None:
         c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "durable-check"})
         assert c.get_watermark_offsets(TopicPartition("durable", 0), timeout=10) == (0, n)
         c.close()
+
+
+def test_authorized_operations_are_every_supported_operation_without_an_authorizer(rill_broker) -> None:
+    """Asked for, the AuthorizedOperations of DescribeCluster, Metadata (topics) and DescribeGroups list what
+    Kafka lists when no authorizer is configured: every operation the resource type supports."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation
+
+    bootstrap = rill_broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = f"ops-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(10)
+    assert set(cluster.authorized_operations) == {
+        AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER, AclOperation.DESCRIBE,
+    }
+    described = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[topic].result(10)
+    assert set(described.authorized_operations) == {
+        AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE, AclOperation.DELETE,
+        AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS,
+    }
+    group = f"ops-{uuid.uuid4().hex[:8]}"
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    c.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    c.close()
+    g = admin.describe_consumer_groups([group], include_authorized_operations=True)[group].result(10)
+    assert set(g.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE}
+    # Not asked for: omitted, as before.
+    assert admin.describe_cluster().result(10).authorized_operations is None

@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 
+from rill.api._authorized import authorized_operations
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.errors import ErrorCode
 from rill.protocol import ApiKey
-
-CLUSTER_AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
 @handler(ApiKey.DESCRIBE_CLUSTER, 0, 2)
@@ -33,7 +32,9 @@ async def handle_describe_cluster(ctx: RequestContext, request: Body) -> Body:
         "brokers": [
             {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in store.brokers()
         ],
-        "cluster_authorized_operations": CLUSTER_AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": authorized_operations(
+            "cluster", request.get("include_cluster_authorized_operations", False)
+        ),
     }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from rill.api._authorized import authorized_operations
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.errors import ErrorCode
@@ -231,6 +232,9 @@ async def handle_describe_groups(ctx: RequestContext, request: Body) -> Body:
             {
                 "error_code": error,
                 "error_message": message,
+                "authorized_operations": authorized_operations(
+                    "group", error == ErrorCode.NO_ERROR and request.get("include_authorized_operations", False)
+                ),
                 "group_id": group_id,
                 "group_state": summary.state,
                 "protocol_type": summary.protocol_type,

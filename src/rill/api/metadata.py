@@ -6,6 +6,7 @@ import logging
 import uuid
 from typing import Any
 
+from rill.api._authorized import authorized_operations
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.errors import ErrorCode, KafkaError
@@ -102,6 +103,9 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
                         continue
             if topic is not None:
                 topics.append(topic_body(topic, version))
+    if request.get("include_topic_authorized_operations", False):
+        for t in topics:
+            t["topic_authorized_operations"] = authorized_operations("topic", True)
     brokers = [
         {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in store.brokers()
     ]
@@ -111,4 +115,7 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
         "cluster_id": store.cluster_id,
         "controller_id": store.controller_id,
         "topics": topics,
+        "cluster_authorized_operations": authorized_operations(
+            "cluster", request.get("include_cluster_authorized_operations", False)
+        ),
     }
