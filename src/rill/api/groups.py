@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 CLASSIC_GROUP_TYPE = "classic"
+TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this broker yet"
 
 
 def coordinator_of(ctx: RequestContext) -> Any:
@@ -36,7 +37,9 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, 
     """(error, message, node id, host, port) for one coordinator key."""
     coordinator = coordinator_of(ctx)
     if key_type == TRANSACTION_KEY_TYPE:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported yet", -1, "", -1
+        # Not retriable, unlike COORDINATOR_NOT_AVAILABLE, which clients retry until their own timeout: the one
+        # code every client (librdkafka, Java, kafka-python, aiokafka) takes as final for this lookup.
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_UNSUPPORTED, -1, "", -1
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
     if coordinator is None or not coordinator.active:
