@@ -17,6 +17,7 @@ from rill.api.context import BrokerServices, RequestContext
 from rill.api.registry import load_handlers, supported_versions
 from rill.common import FileRegion
 from rill.errors import ErrorCode
+from rill.network.handler import CloseConnection
 from rill.protocol import (
     ApiKey,
     ProtocolDecodeError,
@@ -31,7 +32,7 @@ if TYPE_CHECKING:  # the network layer calls us; we only name its connection typ
 log = logging.getLogger(__name__)
 
 
-class ConnectionClosingError(Exception):
+class ConnectionClosingError(CloseConnection):
     """Raised to make the network layer close the connection (Kafka's reaction to such requests)."""
 
 

@@ -44,17 +44,38 @@ import collections
 import logging
 import os
 import struct
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
 from rill.common import FileRegion
-from rill.network.handler import ConnectionInfo, ResponseChunk
+from rill.network.handler import CloseConnection, ConnectionInfo, ResponseChunk
 from rill.network.memory_pool import MemoryPool
 
 if TYPE_CHECKING:
     from rill.network.server import SocketServer
 
 log = logging.getLogger("rill.network")
+
+class CloseLog:
+    """Connections closed on a handler's ``CloseConnection``: one INFO line at most every ``interval_s`` (a
+    client that reconnects and repeats its request would otherwise fill the log), the others at DEBUG."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self.last = -interval_s
+        self.quiet = 0
+
+    def __call__(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self.last < self.interval_s:
+            self.quiet += 1
+            log.debug("%s", message)
+            return
+        more = f" ({self.quiet} more such closes since the last line, at DEBUG)" if self.quiet else ""
+        self.last, self.quiet = now, 0
+        log.info("%s%s", message, more)
+
 
 DIRECT_READ_BYTES = 64 * 1024
 """Frames larger than this are read straight into a buffer of their own."""
@@ -343,8 +364,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     server.resume_queue_waiters()
                 try:
                     response = await handler.handle(self.info, frame)
-                except Exception:
-                    log.exception("closing connection from %s: request handler failed", self.info)
+                except Exception as e:
+                    if isinstance(e, CloseConnection):
+                        server.close_log(f"closing connection from {self.info}: {e}")
+                    else:
+                        log.exception("closing connection from %s: request handler failed", self.info)
                     self._drop_queue()
                     self.close()  # responses already due still go out first
                     return

@@ -35,6 +35,12 @@ class ConnectionInfo:
         return f"{self.client_host}:{self.client_port} ({self.listener_name})"
 
 
+class CloseConnection(Exception):
+    """Raised by a handler to close the connection the way the protocol asks for (a request the broker does
+    not answer, such as an unsupported API version): the network layer logs the message in one line, without
+    a traceback, since a misconfigured client may repeat it hundreds of times a second."""
+
+
 class RequestHandler(Protocol):
     """Answers request frames; one request per connection is handled at a time, in arrival order."""
 

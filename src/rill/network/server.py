@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from rill.network.connection import KafkaConnection, ReadBuffer
+from rill.network.connection import CloseLog, KafkaConnection, ReadBuffer
 from rill.network.connection_quotas import INT_MAX, ConnectionQuotas
 from rill.network.handler import RequestHandler
 from rill.network.memory_pool import MemoryPool
@@ -97,6 +97,7 @@ class SocketServer:
         self.quotas = quotas if quotas is not None else ConnectionQuotas()
         self.max_queued_requests = max_queued_requests
         self.queued_requests = 0  # frames read and not yet handled, on all connections
+        self.close_log = CloseLog(10.0)  # connections closed on a handler's CloseConnection
         self.queue_waiters: set[KafkaConnection] = set()  # paused until queued_requests is down to half
         # Connections taken in while the broker is at max.connections, unread, oldest first.
         self._held: collections.OrderedDict[KafkaConnection, None] = collections.OrderedDict()

@@ -102,6 +102,28 @@ def test_unknown_api_closes_only_that_connection(rill_broker, wire: Wire) -> Non
     other.close()
 
 
+def test_a_client_repeating_an_unsupported_version_gets_closed_without_flooding_the_log(
+    rill_broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client stuck on an old Fetch version (kafka-python told api_version=0.10.2 sends v3) reconnects and
+    repeats it as fast as it can. Each connection is closed, as Kafka closes it; the log gets one line, not a
+    traceback per connection."""
+    frame = struct.pack(">hhi", ApiKey.FETCH, 3, 1) + struct.pack(">h", -1) + bytes(20)
+    with caplog.at_level("DEBUG", logger="rill.network"):
+        for _ in range(50):
+            w = Wire(rill_broker.bootstrap_servers)
+            w.send_raw(struct.pack(">i", len(frame)) + frame)
+            assert w.is_closed_by_peer()
+            w.close()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and sum("FETCH v3" in r.getMessage() for r in caplog.records) < 50:
+            time.sleep(0.05)
+    closes = [r for r in caplog.records if "FETCH v3; supported v4" in r.getMessage()]
+    assert len(closes) == 50
+    assert [r.levelname for r in closes].count("INFO") == 1
+    assert all(r.exc_info is None and r.levelname in ("INFO", "DEBUG") for r in closes)
+
+
 def test_acks_zero_sends_no_response_and_order_is_kept(wire: Wire) -> None:
     _create(wire, "acks0")
     batch = build_batch(_records(3))
