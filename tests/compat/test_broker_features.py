@@ -342,3 +342,23 @@ def test_a_transactional_producer_fails_at_once_with_a_clear_error(rill_broker) 
 
     asyncio.run(aio())
     assert time.monotonic() - start < 10  # all three, where the retriable error took each client's full timeout
+
+
+def test_a_join_group_held_for_the_rebalance_is_not_logged_as_slow(caplog) -> None:
+    """JoinGroup waits on purpose (here the new group's initial rebalance delay, 1.5 s), like a Fetch waits
+    for data: the broker does not warn "Slow request" for it."""
+    with rill.testing.broker({"group.initial.rebalance.delay.ms": "1500"}) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("held", 1, 1)])["held"].result(10)
+        c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "held-group",
+                      "session.timeout.ms": 6000})
+        assigned: list[object] = []
+        with caplog.at_level("WARNING", logger="rill.api.dispatcher"):
+            start = time.monotonic()
+            c.subscribe(["held"], on_assign=lambda _c, parts: assigned.extend(parts))
+            while not assigned and time.monotonic() - start < 30:
+                c.poll(0.2)
+            waited = time.monotonic() - start
+        c.close()
+    assert assigned and waited > 1.5  # the JoinGroup was held past the dispatcher's 1 s threshold
+    assert not [r for r in caplog.records if "Slow request" in r.getMessage()]

@@ -31,6 +31,9 @@ if TYPE_CHECKING:  # the network layer calls us; we only name its connection typ
 
 log = logging.getLogger(__name__)
 
+_WAITS_BY_DESIGN = frozenset({ApiKey.FETCH, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP})
+"""Requests a handler parks on purpose (up to max.wait.ms, or until a rebalance completes): never "slow"."""
+
 
 class ConnectionClosingError(CloseConnection):
     """Raised to make the network layer close the connection (Kafka's reaction to such requests)."""
@@ -76,7 +79,7 @@ class RequestDispatcher:
         if metrics is not None:
             code = response.get("error_code", 0) if response else 0
             metrics.on_request(name, elapsed, int(code))
-        if elapsed * 1000 > self.slow_request_ms and api_key != ApiKey.FETCH:
+        if elapsed * 1000 > self.slow_request_ms and api_key not in _WAITS_BY_DESIGN:
             log.warning("Slow request: %s v%d from %s took %.0f ms", name, version, ctx.client, elapsed * 1000)
         if response is None:
             return None
