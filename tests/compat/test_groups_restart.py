@@ -109,3 +109,23 @@ def test_deleting_a_topic_removes_the_offsets_groups_committed_for_it() -> None:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         assert committed("g-both") == [("y", 0, 7)]
         assert "g-only-x" not in {g.group_id for g in admin.list_consumer_groups().result(15).valid}
+
+
+@pytest.mark.timeout(120)
+def test_groups_use_the_partitions_a_hand_made_offsets_topic_has() -> None:
+    """``__consumer_offsets`` created by hand, with fewer partitions than ``offsets.topic.num.partitions``:
+    as in Kafka, groups map onto the partitions the topic has, so every group can commit, and the offsets are
+    read back after a restart."""
+    with rill.testing.broker(BROKER_CONFIGS, subprocess=True) as b:
+        create_topic(b.bootstrap_servers, "__consumer_offsets", 1)
+        create_topic(b.bootstrap_servers, "data", 1)
+        groups = [f"g{i}" for i in range(8)]  # over the 5 partitions the config asks for, most map past 0
+        for i, group in enumerate(groups):
+            consumer = ck.Consumer(consumer_config(b.bootstrap_servers, group))
+            consumer.commit(offsets=[ck.TopicPartition("data", 0, i + 1)], asynchronous=False)
+            consumer.close()
+        b.restart(kill=True)
+        for i, group in enumerate(groups):
+            consumer = ck.Consumer(consumer_config(b.bootstrap_servers, group))
+            assert consumer.committed([ck.TopicPartition("data", 0)], timeout=15)[0].offset == i + 1
+            consumer.close()

@@ -198,14 +198,18 @@ class GroupMetadataManager:
 
     def __init__(self, config: object, metadata: MetadataStore, replica_manager: ReplicaManager) -> None:
         get = config.get  # type: ignore[attr-defined]
-        self.num_partitions = int(get("offsets.topic.num.partitions"))
+        self.configured_partitions = int(get("offsets.topic.num.partitions"))
         self.replication_factor = int(get("offsets.topic.replication.factor"))
         self.segment_bytes = int(get("offsets.topic.segment.bytes"))
         self.metadata = metadata
         self.replica_manager = replica_manager
-        topic = metadata.topic(OFFSETS_TOPIC)
-        if topic is not None:  # the topic's partition count wins over a changed config
-            self.num_partitions = len(topic.partitions)
+
+    @property
+    def num_partitions(self) -> int:
+        """The partitions of ``__consumer_offsets``: those the topic has once it exists (created by the
+        coordinator, or by hand with another count), which win over ``offsets.topic.num.partitions``."""
+        topic = self.metadata.topic(OFFSETS_TOPIC)
+        return len(topic.partitions) if topic is not None and topic.partitions else self.configured_partitions
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
