@@ -10,7 +10,7 @@ from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.config import describe_topic_configs, validate_topic_configs
 from rill.errors import ErrorCode, KafkaError
-from rill.metadata.store import INTERNAL_TOPICS, topic_name_problem
+from rill.metadata.store import INTERNAL_TOPICS, topic_collision, topic_name_problem
 from rill.protocol import ApiKey
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,9 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
             if store.topic(name) is not None:
                 raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            problem = topic_collision(name, store.topics())
+            if problem:  # also checked by the store; here for validate_only
+                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
             configs = {c["name"]: c["value"] for c in t.get("configs", []) if c["value"] is not None}
             validate_topic_configs(configs)
             assignments = {a["partition_index"]: list(a["broker_ids"]) for a in t.get("assignments", [])}

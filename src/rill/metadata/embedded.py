@@ -26,6 +26,7 @@ from rill.metadata.store import (
     MetadataListener,
     PartitionState,
     TopicState,
+    topic_collision,
     topic_name_problem,
 )
 
@@ -175,6 +176,9 @@ class EmbeddedMetadataStore:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
         if name in self._topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        collision = topic_collision(name, self._topics)
+        if collision:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, collision)
         if assignments:
             if sorted(assignments) != list(range(len(assignments))):
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partition ids must be 0..N-1")

@@ -8,7 +8,7 @@ brokers plug in behind the same protocol.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -35,6 +35,17 @@ def topic_name_problem(name: str) -> str | None:
             f"topic name {name!r} contains illegal characters {''.join(bad)!r} (allowed: a-z A-Z 0-9 . _ -)"
         )
     return None
+
+
+def topic_collision(name: str, existing: Iterable[str]) -> str | None:
+    """Why ``name`` may not be created beside the ``existing`` topics: one of them differs from it only in
+    '.' against '_' (the two read the same in metric names), which Kafka refuses; None when none does. The
+    least such name is given, so that the message does not depend on the order of ``existing``."""
+    if "." not in name and "_" not in name:
+        return None
+    key = name.replace(".", "_")
+    other = min((t for t in existing if t != name and t.replace(".", "_") == key), default=None)
+    return None if other is None else f"Topic '{name}' collides with existing topic: {other}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -456,3 +456,28 @@ def test_a_topic_named_twice_in_one_admin_request_is_refused_once(wire: Wire) ->
     assert [(r["name"], r["error_code"]) for r in got] == [("once", ErrorCode.INVALID_REQUEST)]
     got = wire.call(ApiKey.DELETE_TOPICS, 5, {"topic_names": ["once"], "timeout_ms": 5000})["responses"]
     assert [(r["name"], r["error_code"]) for r in got] == [("once", 0)]  # the refused delete left it there
+
+
+def test_names_that_differ_only_in_dot_and_underscore_collide(wire: Wire) -> None:
+    """Kafka refuses a topic whose name reads like an existing one's once '.' and '_' are made the same
+    (metric names do that): INVALID_TOPIC_EXCEPTION, in CreateTopics (validate_only too, and within one
+    request) and in auto-creation through Metadata."""
+
+    def new(name: str) -> dict:
+        return {"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+
+    def create(*names: str, validate_only: bool = False) -> list[tuple[str, int, str | None]]:
+        body = {"topics": [new(n) for n in names], "timeout_ms": 5000, "validate_only": validate_only}
+        got = wire.call(ApiKey.CREATE_TOPICS, 5, body)["topics"]
+        return [(t["name"], t["error_code"], t["error_message"]) for t in got]
+
+    assert create("metrics.cpu")[0][1] == 0
+    message = "Topic 'metrics_cpu' collides with existing topic: metrics.cpu"
+    assert create("metrics_cpu", validate_only=True) == [("metrics_cpu", ErrorCode.INVALID_TOPIC_EXCEPTION, message)]
+    assert [(n, c) for n, c, _ in create("a.b", "a_b", "a-b")] == [
+        ("a.b", 0), ("a_b", ErrorCode.INVALID_TOPIC_EXCEPTION), ("a-b", 0)
+    ]
+    body = {"topics": [{"name": "metrics_cpu"}], "allow_auto_topic_creation": True,
+            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+    (topic,) = wire.call(ApiKey.METADATA, 9, body)["topics"]
+    assert topic["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION
