@@ -311,3 +311,19 @@ def test_cluster_id() -> None:
     cid = ensure_cluster_id()
     assert len(cid) == 22 and cid != ensure_cluster_id()
     assert ensure_cluster_id("abc") == "abc"
+
+
+@pytest.mark.parametrize(
+    ("props", "expected"),
+    [
+        ({}, ("0", ConfigSource.DEFAULT_CONFIG)),
+        ({"node.id": "3"}, ("3", ConfigSource.STATIC_BROKER_CONFIG)),
+        ({"broker.id": "4"}, ("4", ConfigSource.STATIC_BROKER_CONFIG)),
+    ],
+)
+def test_node_id_and_broker_id_describe_as_one_value(props: dict[str, str], expected: tuple[str, object]) -> None:
+    # Kafka copies whichever of the two was set into the other; DescribeConfigs shows the same id under both.
+    entries = {e.name: e for e in describe_broker_configs(BrokerConfig.from_properties(props))}
+    for name in ("node.id", "broker.id"):
+        assert (entries[name].value, entries[name].source) == expected
+        assert [(s.name, s.value, s.source) for s in entries[name].synonyms] == [(name, *expected)]

@@ -139,7 +139,15 @@ def describe_broker_configs(
     """Every broker config with its value, source (dynamic, static, default) and synonyms."""
     entries: list[ConfigEntry] = []
     dyn, dyn_default = dynamic or {}, dynamic_default or {}
+    given_id = "node.id" in broker.originals or "broker.id" in broker.originals
     for name, key in sorted(BROKER_CONFIGS.keys.items()):
+        if name in ("node.id", "broker.id"):
+            # One value under two names: Kafka copies whichever was set into the other.
+            node_id = str(broker.node_id)
+            id_source = ConfigSource.STATIC_BROKER_CONFIG if given_id else ConfigSource.DEFAULT_CONFIG
+            entries.append(ConfigEntry(name, node_id, id_source, not key.dynamic, False, key.type,
+                                       (ConfigSynonym(name, node_id, id_source),), key.doc))  # fmt: skip
+            continue
         sensitive = key.type is ConfigType.PASSWORD
         group = BROKER_SYNONYMS.get(name, (name,))
         synonyms = _broker_synonyms(broker, dyn, dyn_default, group, sensitive)
@@ -149,7 +157,7 @@ def describe_broker_configs(
             value, source = synonyms[0].value, synonyms[0].source
         else:
             value, source = key.to_string(broker.values.get(name)), ConfigSource.DEFAULT_CONFIG
-            if name in ("node.id", "broker.id", "cluster.id"):
+            if name == "cluster.id":
                 source = ConfigSource.STATIC_BROKER_CONFIG if value is not None else source
         entries.append(ConfigEntry(name, None if sensitive else value, source, not key.dynamic, sensitive,
                                    key.type, tuple(synonyms), key.doc))  # fmt: skip
