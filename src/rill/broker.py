@@ -24,7 +24,7 @@ from rill.fsutil import raise_open_files_limit
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
 from rill.metadata.embedded import EmbeddedMetadataStore
-from rill.metadata.store import BrokerInfo
+from rill.metadata.store import BrokerInfo, dynamic_broker_configs
 from rill.network.connection_quotas import ConnectionQuotas
 from rill.network.server import SocketServer
 from rill.replica.replica_manager import ReplicaManager
@@ -54,7 +54,7 @@ class Broker:
 
     def _effective_topic_configs(self, overrides: Any) -> dict[str, str]:
         assert self.metadata is not None
-        merged = topic_config_defaults(self.config, self.metadata.broker_configs())
+        merged = topic_config_defaults(self.config, dynamic_broker_configs(self.metadata))
         merged.update(overrides)
         return merged
 
@@ -139,7 +139,7 @@ class Broker:
         """Follow the dynamic connection limits (called on every metadata change; acts on a change)."""
         if self.metadata is None or self._server is None:
             return
-        dynamic = self.metadata.broker_configs()
+        dynamic = dynamic_broker_configs(self.metadata)
         raw = tuple(dynamic.get(name) for name in _CONNECTION_LIMITS)
         if raw == self._connection_limits:
             return

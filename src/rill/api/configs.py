@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Mapping
 
 from rill.api.context import RequestContext
@@ -36,14 +37,22 @@ def _check_broker_name(ctx: RequestContext, name: str) -> None:
 
 def _entries(ctx: RequestContext, rtype: int, name: str) -> list[ConfigEntry]:
     services = ctx.services
+    store = services.metadata
     if rtype == TOPIC:
-        topic = services.metadata.topic(name)
+        topic = store.topic(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        return describe_topic_configs(services.config, topic.configs, services.metadata.broker_configs())
+        return describe_topic_configs(
+            services.config, topic.configs, store.broker_configs(), store.default_broker_configs()
+        )
     if rtype == BROKER:
         _check_broker_name(ctx, name)
-        return describe_broker_configs(services.config, services.metadata.broker_configs())
+        defaults = store.default_broker_configs()
+        if name == "":
+            # The cluster-wide default resource holds only the dynamic defaults that are set, as in Kafka.
+            entries = describe_broker_configs(services.config, {}, defaults)
+            return [e for e in entries if e.name in defaults]
+        return describe_broker_configs(services.config, store.broker_configs(), defaults)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
 
 
@@ -98,10 +107,17 @@ def _apply(ctx: RequestContext, rtype: int, name: str, new: Mapping[str, str], v
     elif rtype == BROKER:
         _check_broker_name(ctx, name)
         validate_broker_dynamic_configs(dict(new))
-        _check_connection_limits(ctx, new)
-        if not validate_only:
-            services.metadata.set_broker_configs(new)
-            log.info("Broker dynamic configs set to %s by %s", dict(new), ctx.client)
+        store = services.metadata
+        if name == "":  # the cluster-wide defaults, below each broker's own
+            _check_connection_limits(ctx, {**new, **store.broker_configs()})
+            if not validate_only:
+                store.set_default_broker_configs(new)
+                log.info("Cluster-wide dynamic broker defaults set to %s by %s", dict(new), ctx.client)
+        else:
+            _check_connection_limits(ctx, {**store.default_broker_configs(), **new})
+            if not validate_only:
+                store.set_broker_configs(new)
+                log.info("Broker dynamic configs set to %s by %s", dict(new), ctx.client)
     elif rtype == BROKER_LOGGER:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "broker logger configs are not supported")
     else:
@@ -127,18 +143,37 @@ def _current(ctx: RequestContext, rtype: int, name: str) -> dict[str, str]:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
         return dict(topic.configs)
     if rtype == BROKER:
-        return dict(ctx.services.metadata.broker_configs())
+        store = ctx.services.metadata
+        return dict(store.default_broker_configs() if name == "" else store.broker_configs())
     return {}
+
+
+def _unique_resources(request: Body, responses: list[Body]) -> list[Body]:
+    """The resources an Alter(Incremental)Configs request names once; each one it names more than once is
+    answered once with INVALID_REQUEST and left alone, as Kafka does."""
+    counts = Counter((r["resource_type"], r["resource_name"]) for r in request["resources"])
+    for (rtype, name), n in counts.items():
+        if n > 1:
+            responses.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": "Duplicate resource.",
+                              "resource_type": rtype, "resource_name": name})  # fmt: skip
+    return [r for r in request["resources"] if counts[(r["resource_type"], r["resource_name"])] == 1]
+
+
+def _check_unique_keys(configs: list[Body]) -> None:
+    repeated = sorted(k for k, n in Counter(c["name"] for c in configs).items() if n > 1)
+    if repeated:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys : {','.join(repeated)}")
 
 
 @handler(ApiKey.ALTER_CONFIGS, 0, 2)
 async def handle_alter_configs(ctx: RequestContext, request: Body) -> Body:
     validate_only = request.get("validate_only", False)
     responses: list[Body] = []
-    for r in request["resources"]:
+    for r in _unique_resources(request, responses):
         rtype, name = r["resource_type"], r["resource_name"]
         out: Body = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name}
         try:
+            _check_unique_keys(r["configs"])
             # AlterConfigs replaces the resource's whole set of dynamic configs.
             new = {c["name"]: c["value"] for c in r["configs"] if c["value"] is not None}
             _apply(ctx, rtype, name, new, validate_only)
@@ -152,10 +187,11 @@ async def handle_alter_configs(ctx: RequestContext, request: Body) -> Body:
 async def handle_incremental_alter_configs(ctx: RequestContext, request: Body) -> Body:
     validate_only = request.get("validate_only", False)
     responses: list[Body] = []
-    for r in request["resources"]:
+    for r in _unique_resources(request, responses):
         rtype, name = r["resource_type"], r["resource_name"]
         out: Body = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name}
         try:
+            _check_unique_keys(r["configs"])
             current = _current(ctx, rtype, name)
             defaults = (
                 {e.name: e.value for e in _entries(ctx, rtype, name)} if rtype in (TOPIC, BROKER) else {}

@@ -58,6 +58,7 @@ class EmbeddedMetadataStore:
         self._topics: dict[str, TopicState] = {}
         self._by_id: dict[uuid.UUID, TopicState] = {}
         self._broker_configs: dict[str, str] = {}
+        self._default_broker_configs: dict[str, str] = {}
         self._next_producer_id = 0
         data_dir.mkdir(parents=True, exist_ok=True)
         self._cluster_id = self._load_meta_properties(cluster_id)
@@ -105,6 +106,7 @@ class EmbeddedMetadataStore:
             )
             self._put(TopicState(name, uuid.UUID(t["id"]), parts, dict(t.get("configs", {}))))
         self._broker_configs = dict(data.get("broker_configs", {}))
+        self._default_broker_configs = dict(data.get("default_broker_configs", {}))
         self._next_producer_id = int(data.get("next_producer_id", 0))
 
     def _save(self) -> None:
@@ -118,6 +120,7 @@ class EmbeddedMetadataStore:
         snapshot = {
             "topics": topics,
             "broker_configs": self._broker_configs,
+            "default_broker_configs": self._default_broker_configs,
             "next_producer_id": self._next_producer_id,
         }
         write_atomically(self._dir / SNAPSHOT_FILE, json.dumps(snapshot, indent=1, sort_keys=True).encode())
@@ -237,6 +240,13 @@ class EmbeddedMetadataStore:
 
     def set_broker_configs(self, configs: Mapping[str, str]) -> None:
         self._broker_configs = dict(configs)
+        self._changed()
+
+    def default_broker_configs(self) -> Mapping[str, str]:
+        return self._default_broker_configs
+
+    def set_default_broker_configs(self, configs: Mapping[str, str]) -> None:
+        self._default_broker_configs = dict(configs)
         self._changed()
 
     def allocate_producer_ids(self, count: int) -> int:

@@ -48,6 +48,13 @@ def topic_collision(name: str, existing: Iterable[str]) -> str | None:
     return None if other is None else f"Topic '{name}' collides with existing topic: {other}"
 
 
+def dynamic_broker_configs(store: MetadataStore) -> dict[str, str]:
+    """The dynamic configs in force on this broker: its own over the cluster-wide defaults."""
+    merged = dict(store.default_broker_configs())
+    merged.update(store.broker_configs())
+    return merged
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     node_id: int
@@ -117,9 +124,17 @@ class MetadataStore(Protocol):
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
 
-    def broker_configs(self) -> Mapping[str, str]: ...
+    def broker_configs(self) -> Mapping[str, str]:
+        """This broker's dynamic configs (resource ``<node id>``)."""
+        ...
 
     def set_broker_configs(self, configs: Mapping[str, str]) -> None: ...
+
+    def default_broker_configs(self) -> Mapping[str, str]:
+        """The cluster-wide dynamic defaults (resource ``""``), below every broker's own."""
+        ...
+
+    def set_default_broker_configs(self, configs: Mapping[str, str]) -> None: ...
 
     def allocate_producer_ids(self, count: int) -> int:
         """Reserve ``count`` producer ids durably; returns the first."""

@@ -481,3 +481,71 @@ def test_names_that_differ_only_in_dot_and_underscore_collide(wire: Wire) -> Non
             "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
     (topic,) = wire.call(ApiKey.METADATA, 9, body)["topics"]
     assert topic["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def _alter(wire: Wire, rtype: int, name: str, *ops: tuple[str, int, str | None]) -> list[tuple[int, str | None]]:
+    body = {
+        "resources": [
+            {"resource_type": rtype, "resource_name": name,
+             "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops]}
+        ],
+        "validate_only": False,
+    }  # fmt: skip
+    got = wire.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)["responses"]
+    return [(r["error_code"], r["error_message"]) for r in got]
+
+
+def _described(wire: Wire, rtype: int, name: str, key: str | None = None) -> dict[str, tuple]:
+    body = {
+        "resources": [{"resource_type": rtype, "resource_name": name, "configuration_keys": [key] if key else None}],
+        "include_synonyms": True,
+        "include_documentation": False,
+    }
+    (result,) = wire.call(ApiKey.DESCRIBE_CONFIGS, 4, body)["results"]
+    assert result["error_code"] == 0, result
+    return {
+        c["name"]: (c["value"], c["config_source"], [(s["name"], s["value"], s["source"]) for s in c["synonyms"]])
+        for c in result["configs"]
+    }
+
+
+def test_cluster_wide_broker_defaults_are_a_layer_below_the_brokers_own(wire: Wire) -> None:
+    """Dynamic broker configs on resource "" are the cluster-wide defaults (DYNAMIC_DEFAULT_BROKER_CONFIG),
+    under each broker's own (DYNAMIC_BROKER_CONFIG, resource "<id>"): deleting a broker's own value falls
+    back to the default, not to the static config; describing "" lists only the defaults that are set."""
+    broker, topic_type, set_, delete = 4, 2, 0, 1
+    dynamic, dynamic_default, default = 2, 3, 5
+    assert _described(wire, broker, "") == {}
+    assert _alter(wire, broker, "", ("log.retention.ms", set_, "123456")) == [(0, None)]
+    (only,) = _described(wire, broker, "").items()
+    assert only[0] == "log.retention.ms" and only[1][:2] == ("123456", dynamic_default)
+    assert only[1][2][0] == ("log.retention.ms", "123456", dynamic_default)  # then the defaults of its synonyms
+    assert _described(wire, broker, "0", "log.retention.ms")["log.retention.ms"][:2] == ("123456", dynamic_default)
+    assert _alter(wire, broker, "0", ("log.retention.ms", set_, "999")) == [(0, None)]
+    value, source, synonyms = _described(wire, broker, "0", "log.retention.ms")["log.retention.ms"]
+    assert (value, source) == ("999", dynamic)
+    assert synonyms[:2] == [("log.retention.ms", "999", dynamic), ("log.retention.ms", "123456", dynamic_default)]
+    _create(wire, "layered")
+    assert _described(wire, topic_type, "layered", "retention.ms")["retention.ms"][:2] == ("999", dynamic)
+    assert _alter(wire, broker, "0", ("log.retention.ms", delete, None)) == [(0, None)]
+    assert _described(wire, broker, "0", "log.retention.ms")["log.retention.ms"][:2] == ("123456", dynamic_default)
+    assert _described(wire, topic_type, "layered", "retention.ms")["retention.ms"][:2] == ("123456", dynamic_default)
+    assert _alter(wire, broker, "", ("log.retention.ms", delete, None)) == [(0, None)]
+    assert _described(wire, broker, "0", "log.retention.ms")["log.retention.ms"][1] == default
+
+
+def test_a_resource_or_config_named_twice_in_one_alter_is_refused(wire: Wire) -> None:
+    _create(wire, "twice-configured")
+    topic_type, set_ = 2, 0
+    assert _alter(wire, topic_type, "twice-configured", ("retention.ms", set_, "5"), ("retention.ms", set_, "6")) == [
+        (ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys : retention.ms")
+    ]
+    resource = {"resource_type": topic_type, "resource_name": "twice-configured",
+                "configs": [{"name": "retention.ms", "config_operation": set_, "value": "7"}]}  # fmt: skip
+    body = {"resources": [resource, resource], "validate_only": False}
+    got = wire.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)["responses"]
+    assert [(r["resource_name"], r["error_code"], r["error_message"]) for r in got] == [
+        ("twice-configured", ErrorCode.INVALID_REQUEST, "Duplicate resource.")
+    ]
+    # Neither request changed the topic: its retention.ms is still the default, not an override.
+    assert _described(wire, topic_type, "twice-configured", "retention.ms")["retention.ms"][:2] == ("604800000", 5)

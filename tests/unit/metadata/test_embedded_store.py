@@ -6,7 +6,7 @@ import pytest
 
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.embedded import EmbeddedMetadataStore
-from rill.metadata.store import BrokerInfo, topic_name_problem
+from rill.metadata.store import BrokerInfo, dynamic_broker_configs, topic_name_problem
 
 
 def _store(path: Path, node_id: int = 1) -> EmbeddedMetadataStore:
@@ -18,6 +18,7 @@ def test_topics_configs_and_producer_ids_survive_reopen(tmp_path: Path) -> None:
     t = s.create_topic("orders", 3, 1, {"retention.ms": "1000"})
     s.create_partitions("orders", 5)
     s.set_broker_configs({"log.retention.ms": "5000"})
+    s.set_default_broker_configs({"log.retention.ms": "7000", "num.io.threads": "4"})
     first = s.allocate_producer_ids(1000)
     s2 = _store(tmp_path)
     assert s2.cluster_id == s.cluster_id
@@ -28,6 +29,8 @@ def test_topics_configs_and_producer_ids_survive_reopen(tmp_path: Path) -> None:
     assert reopened.configs == {"retention.ms": "1000"}
     assert s2.topic_by_id(t.topic_id) == reopened
     assert s2.broker_configs() == {"log.retention.ms": "5000"}
+    assert s2.default_broker_configs() == {"log.retention.ms": "7000", "num.io.threads": "4"}
+    assert dynamic_broker_configs(s2) == {"log.retention.ms": "5000", "num.io.threads": "4"}
     assert s2.allocate_producer_ids(10) == first + 1000
 
 
