@@ -193,10 +193,10 @@ async def handle_create_partitions(ctx: RequestContext, request: Body) -> Body:
                     ErrorCode.INVALID_PARTITIONS,
                     f"Topic currently has {len(topic.partitions)} partitions, {count} would not be an increase.",
                 )
-            if t.get("assignments"):
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "manual assignments are not supported")
-            if not request.get("validate_only", False):
-                store.create_partitions(name, count)
+            assignments = [list(a["broker_ids"]) for a in t.get("assignments") or []] or None
+            validate_only = request.get("validate_only", False)
+            store.create_partitions(name, count, assignments, validate_only=validate_only)
+            if not validate_only:
                 log.info("Topic %s now has %d partitions (for %s)", name, count, ctx.client)
         except KafkaError as e:
             _error(out, e)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +160,24 @@ class EmbeddedMetadataStore:
         reps = tuple(replicas) if replicas else (self._node_id,)
         return PartitionState(partition=index, leader=reps[0], leader_epoch=0, replicas=reps, isr=reps)
 
+    def _check_new_assignments(self, topic: TopicState, total: int, assignments: Sequence[list[int]]) -> None:
+        """Kafka's checks of a CreatePartitions assignment: one replica list per new partition, each as long as
+        the topic's replication factor, of distinct live brokers."""
+        added = total - len(topic.partitions)
+        if len(assignments) != added:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Increasing the number of partitions by {added} but {len(assignments)} assignments provided.",
+            )
+        for replicas in assignments:
+            self._check_replicas(replicas)
+            if len(replicas) != topic.replication_factor:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment {replicas} does not have the topic's replication factor"
+                    f" {topic.replication_factor}.",
+                )
+
     def _check_replicas(self, replicas: list[int]) -> None:
         known = {b.node_id for b in self.brokers()}
         unknown = [r for r in replicas if r not in known]
@@ -213,7 +231,9 @@ class EmbeddedMetadataStore:
         self._changed()
         return topic
 
-    def create_partitions(self, name: str, total: int) -> TopicState:
+    def create_partitions(
+        self, name: str, total: int, assignments: Sequence[list[int]] | None = None, *, validate_only: bool = False
+    ) -> TopicState:
         topic = self._topics.get(name)
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
@@ -223,7 +243,14 @@ class EmbeddedMetadataStore:
                 ErrorCode.INVALID_PARTITIONS,
                 f"Topic currently has {current} partitions, {total} would not be an increase.",
             )
-        added = tuple(self._new_partition(i, None) for i in range(current, total))
+        if assignments:
+            self._check_new_assignments(topic, total, assignments)
+        if validate_only:
+            return topic
+        added = tuple(
+            self._new_partition(i, list(assignments[i - current]) if assignments else None)
+            for i in range(current, total)
+        )
         self._put(TopicState(topic.name, topic.topic_id, topic.partitions + added, topic.configs))
         self._changed()
         return self._topics[name]

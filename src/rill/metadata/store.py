@@ -8,7 +8,7 @@ brokers plug in behind the same protocol.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -120,7 +120,12 @@ class MetadataStore(Protocol):
 
     def delete_topic(self, name: str) -> TopicState: ...
 
-    def create_partitions(self, name: str, total: int) -> TopicState: ...
+    def create_partitions(
+        self, name: str, total: int, assignments: Sequence[list[int]] | None = None, *, validate_only: bool = False
+    ) -> TopicState:
+        """Grow ``name`` to ``total`` partitions (``assignments``: the replicas of each new one), or only check
+        that it could be done."""
+        ...
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
 

@@ -549,3 +549,27 @@ def test_a_resource_or_config_named_twice_in_one_alter_is_refused(wire: Wire) ->
     ]
     # Neither request changed the topic: its retention.ms is still the default, not an override.
     assert _described(wire, topic_type, "twice-configured", "retention.ms")["retention.ms"][:2] == ("604800000", 5)
+
+
+def test_create_partitions_takes_a_valid_manual_assignment(wire: Wire) -> None:
+    """CreatePartitions with replica assignments, as Kafka checks them: one list per new partition, of the
+    topic's replication factor, of distinct known brokers (validate_only checks the same and changes nothing)."""
+    _create(wire, "assigned")
+
+    def grow(count: int, assignments: list[list[int]], validate_only: bool = False) -> tuple[int, str | None]:
+        body = {"topics": [{"name": "assigned", "count": count,
+                            "assignments": [{"broker_ids": a} for a in assignments]}],
+                "timeout_ms": 5000, "validate_only": validate_only}  # fmt: skip
+        (r,) = wire.call(ApiKey.CREATE_PARTITIONS, 2, body)["results"]
+        return r["error_code"], r["error_message"]
+
+    bad = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert grow(3, [[0]])[0] == bad  # two new partitions, one list
+    assert grow(2, [[7]])[0] == bad  # no broker 7
+    assert grow(2, [[0, 0]])[0] == bad  # twice the same broker
+    assert grow(2, [[0]], validate_only=True) == (0, None)
+    assert grow(3, [[0], [0]]) == (0, None)
+    body = {"topics": [{"name": "assigned"}], "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+    (topic,) = wire.call(ApiKey.METADATA, 9, body)["topics"]
+    assert [(p["partition_index"], p["replica_nodes"]) for p in topic["partitions"]] == [(0, [0]), (1, [0]), (2, [0])]
