@@ -10,12 +10,15 @@ from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.config import (
     ConfigEntry,
+    ConfigSource,
+    ConfigType,
     describe_broker_configs,
     describe_topic_configs,
     validate_broker_dynamic_configs,
     validate_topic_configs,
 )
 from rill.config.broker_config import PER_IP_ZERO_PROBLEM, effective_broker_value, per_ip_overrides
+from rill.config.logger_levels import apply_change, check_change, current_levels
 from rill.errors import ErrorCode, KafkaError
 from rill.protocol import ApiKey
 
@@ -53,7 +56,41 @@ def _entries(ctx: RequestContext, rtype: int, name: str) -> list[ConfigEntry]:
             entries = describe_broker_configs(services.config, {}, defaults)
             return [e for e in entries if e.name in defaults]
         return describe_broker_configs(services.config, store.broker_configs(), defaults)
+    if rtype == BROKER_LOGGER:
+        _check_logger_resource(ctx, name)
+        source, string = ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, ConfigType.STRING
+        return [ConfigEntry(n, level, source, False, False, string, (), "") for n, level in current_levels().items()]
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
+
+
+def _check_logger_resource(ctx: RequestContext, name: str) -> None:
+    if name != str(ctx.services.node_id):
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST, f"unknown broker {name!r}; this broker is {ctx.services.node_id}"
+        )
+
+
+def _alter_logger_levels(ctx: RequestContext, name: str, configs: list[Body], validate_only: bool) -> None:
+    """IncrementalAlterConfigs on BROKER_LOGGER: every change is checked before any is made."""
+    _check_logger_resource(ctx, name)
+    changes: list[tuple[str, str | None]] = []
+    for c in configs:
+        key, op, value = c["name"], c["config_operation"], c["value"]
+        if op == SET:
+            if value is None:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"null value for {key}")
+            changes.append((key, value))
+        elif op == DELETE:
+            changes.append((key, None))
+        else:
+            what = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}.get(op, str(op))
+            problem = f"{what} operation is not allowed for the BROKER_LOGGER resource"
+            raise KafkaError(ErrorCode.INVALID_REQUEST, problem)
+        check_change(*changes[-1])
+    if not validate_only:
+        for key, level in changes:
+            apply_change(key, level)
+        log.info("Logger levels changed by %s: %s", ctx.client, dict(changes))
 
 
 @handler(ApiKey.DESCRIBE_CONFIGS, 0, 4)
@@ -119,7 +156,9 @@ def _apply(ctx: RequestContext, rtype: int, name: str, new: Mapping[str, str], v
                 store.set_broker_configs(new)
                 log.info("Broker dynamic configs set to %s by %s", dict(new), ctx.client)
     elif rtype == BROKER_LOGGER:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, "broker logger configs are not supported")
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST, "AlterConfigs is deprecated and does not support the resource type BROKER_LOGGER"
+        )
     else:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
 
@@ -192,6 +231,10 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Body) -
         out: Body = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name}
         try:
             _check_unique_keys(r["configs"])
+            if rtype == BROKER_LOGGER:
+                _alter_logger_levels(ctx, name, r["configs"], validate_only)
+                responses.append(out)
+                continue
             current = _current(ctx, rtype, name)
             defaults = (
                 {e.name: e.value for e in _entries(ctx, rtype, name)} if rtype in (TOPIC, BROKER) else {}

@@ -573,3 +573,37 @@ def test_create_partitions_takes_a_valid_manual_assignment(wire: Wire) -> None:
             "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
     (topic,) = wire.call(ApiKey.METADATA, 9, body)["topics"]
     assert [(p["partition_index"], p["replica_nodes"]) for p in topic["partitions"]] == [(0, [0]), (1, [0]), (2, [0])]
+
+
+def test_logger_levels_are_read_and_changed_through_the_broker_logger_resource(wire: Wire) -> None:
+    """Kafka's BROKER_LOGGER resource (what ``kafka-configs --entity-type broker-loggers`` uses): every logger
+    with its level, changed at run time with IncrementalAlterConfigs SET and DELETE; bad levels, unknown
+    loggers, removing the root level and APPEND are refused, and a refused request changes nothing."""
+    import logging
+
+    broker_logger, set_, delete, append = 8, 0, 1, 2
+    network = logging.getLogger("rill.network")
+    before = network.level
+    try:
+        levels = _described(wire, broker_logger, "0")
+        assert "root" in levels and "rill.network" in levels
+        assert all(source == 6 for _, source, _ in levels.values())  # DYNAMIC_BROKER_LOGGER_CONFIG
+        assert _alter(wire, broker_logger, "0", ("rill.network", set_, "TRACE")) == [(0, None)]
+        assert network.level == 5 and _described(wire, broker_logger, "0")["rill.network"][0] == "TRACE"
+        refused = [
+            _alter(wire, broker_logger, "0", ("rill.network", set_, "WARN"), ("rill.network.nope", set_, "INFO")),
+            _alter(wire, broker_logger, "0", ("rill.network", set_, "LOUD")),
+            _alter(wire, broker_logger, "0", ("root", delete, None)),
+            _alter(wire, broker_logger, "0", ("rill.network", append, "INFO")),
+            _alter(wire, broker_logger, "", ("rill.network", set_, "INFO")),
+        ]
+        assert [code for ((code, _),) in refused] == [
+            ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_CONFIG, ErrorCode.INVALID_REQUEST,
+            ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST,
+        ]  # fmt: skip
+        assert refused[0][0][1] == "Logger rill.network.nope does not exist!"
+        assert network.level == 5  # the first change of the refused request was not made either
+        assert _alter(wire, broker_logger, "0", ("rill.network", delete, None)) == [(0, None)]
+        assert network.level == logging.NOTSET
+    finally:
+        network.setLevel(before)
