@@ -31,8 +31,9 @@ BROKER_LOGGER = 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _check_broker_name(ctx: RequestContext, name: str) -> None:
-    if name not in ("", str(ctx.services.node_id)):
+def _check_broker_name(ctx: RequestContext, name: str, *, default_allowed: bool = True) -> None:
+    """``name`` is this broker's id, or ``""`` (the cluster-wide default) where ``default_allowed``."""
+    if name != str(ctx.services.node_id) and not (default_allowed and name == ""):
         raise KafkaError(
             ErrorCode.INVALID_REQUEST, f"unknown broker {name!r}; this broker is {ctx.services.node_id}"
         )
@@ -57,22 +58,15 @@ def _entries(ctx: RequestContext, rtype: int, name: str) -> list[ConfigEntry]:
             return [e for e in entries if e.name in defaults]
         return describe_broker_configs(services.config, store.broker_configs(), defaults)
     if rtype == BROKER_LOGGER:
-        _check_logger_resource(ctx, name)
+        _check_broker_name(ctx, name, default_allowed=False)
         source, string = ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, ConfigType.STRING
         return [ConfigEntry(n, level, source, False, False, string, (), "") for n, level in current_levels().items()]
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
 
 
-def _check_logger_resource(ctx: RequestContext, name: str) -> None:
-    if name != str(ctx.services.node_id):
-        raise KafkaError(
-            ErrorCode.INVALID_REQUEST, f"unknown broker {name!r}; this broker is {ctx.services.node_id}"
-        )
-
-
 def _alter_logger_levels(ctx: RequestContext, name: str, configs: list[Body], validate_only: bool) -> None:
     """IncrementalAlterConfigs on BROKER_LOGGER: every change is checked before any is made."""
-    _check_logger_resource(ctx, name)
+    _check_broker_name(ctx, name, default_allowed=False)
     changes: list[tuple[str, str | None]] = []
     for c in configs:
         key, op, value = c["name"], c["config_operation"], c["value"]
