@@ -72,7 +72,8 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
             name: str | None = entry.get("name")
             topic_id: Any = entry.get("topic_id")
             topic = None
-            if name is None and topic_id is not None and topic_id != ZERO_UUID:
+            if not name and topic_id is not None and topic_id != ZERO_UUID:
+                # By id: the Java client sends the name as "" rather than null beside an id.
                 topic = store.topic_by_id(topic_id)
                 if topic is None:
                     topics.append(

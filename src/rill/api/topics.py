@@ -91,7 +91,7 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
                         f"{len(store.brokers())} broker(s) are registered.",
                     )
             if validate_only:
-                topic_id = ZERO_UUID
+                topic_id = uuid.uuid4()  # as Kafka's controller answers: the id the topic would have had
                 n = len(assignments) if assignments else num_partitions
                 rf = len(next(iter(assignments.values()))) if assignments else replication_factor
             else:

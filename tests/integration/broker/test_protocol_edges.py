@@ -607,3 +607,26 @@ def test_logger_levels_are_read_and_changed_through_the_broker_logger_resource(w
         assert network.level == logging.NOTSET
     finally:
         network.setLevel(before)
+
+
+def test_metadata_by_topic_id_with_an_empty_name(wire: Wire) -> None:
+    """The Java client asks for topics by id with the name "" rather than null (describeTopics of a
+    TopicCollection of ids); the broker looks those up by id, as Kafka does. CreateTopics with validate_only
+    answers the id the topic would have had, as Kafka's controller does, not the zero id."""
+    import uuid
+
+    _create(wire, "by-id")
+    body = {"topics": [{"name": "by-id"}], "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}  # fmt: skip
+    topic_id = wire.call(ApiKey.METADATA, 12, body)["topics"][0]["topic_id"]
+    unknown = uuid.uuid4()
+    body["topics"] = [{"name": "", "topic_id": topic_id}, {"name": "", "topic_id": unknown}]
+    got = wire.call(ApiKey.METADATA, 12, body)["topics"]
+    assert [(t["name"], t["topic_id"], t["error_code"]) for t in got] == [
+        ("by-id", topic_id, 0),
+        (None, unknown, ErrorCode.UNKNOWN_TOPIC_ID),
+    ]
+    new = {"name": "would-be", "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+    body = {"topics": [new], "timeout_ms": 5000, "validate_only": True}
+    (result,) = wire.call(ApiKey.CREATE_TOPICS, 7, body)["topics"]
+    assert result["error_code"] == 0 and result["topic_id"] != uuid.UUID(int=0)
