@@ -122,7 +122,8 @@ def read_all_confluent(bootstrap: str, topic: str, n: int) -> list[ck.Message]:
 
 @pytest.mark.timeout(120)
 def test_admin_client(rill_broker, java_check: Runner) -> None:
-    """Create with configs, describe, describe and alter configs, list offsets, delete records, grow, delete."""
+    """Create with configs, describe (by name and by id), describe and alter configs, list offsets, delete records,
+    grow, delete."""
     out = java_check(rill_broker.bootstrap_servers, "admin", "java-admin")
     ts = [BASE_TS + 297, BASE_TS + 298, BASE_TS + 299]
     assert out == [
@@ -130,6 +131,7 @@ def test_admin_client(rill_broker, java_check: Runner) -> None:
         "created java-admin partitions=3 replicationFactor=1 topicId=true",
         "create again: TopicExistsException",
         "describe java-admin internal=false p0:replicas=1,isr=1 p1:replicas=1,isr=1 p2:replicas=1,isr=1",
+        "describe by id: java-admin partitions=3",
         "config retention.ms=3600000 source=DYNAMIC_TOPIC_CONFIG",
         "config cleanup.policy=delete source=DYNAMIC_TOPIC_CONFIG",
         "config max.message.bytes=2000000 source=DYNAMIC_TOPIC_CONFIG",

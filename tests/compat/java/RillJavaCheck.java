@@ -62,8 +62,10 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.KafkaFuture;
+import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
@@ -231,6 +233,10 @@ public final class RillJavaCheck {
             }
             out("describe " + d.name() + " internal=" + d.isInternal() + parts);
             check(d.topicId().equals(created.topicId(topic).get()), "describe gave another topic id");
+            Uuid id = d.topicId();
+            TopicDescription byId = admin.describeTopics(TopicCollection.ofTopicIds(List.of(id)))
+                    .allTopicIds().get().get(id);
+            out("describe by id: " + byId.name() + " partitions=" + byId.partitions().size());
 
             ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic);
             Config cfg = admin.describeConfigs(List.of(res)).all().get().get(res);
