@@ -116,6 +116,13 @@ def load_segments(
                 continue
             if not needs_recovery:
                 log.warning("Rebuilding the indexes of %s (missing or inconsistent)", segment.log_path)
+            else:
+                log.info(
+                    "Recovering unflushed segment %s (recovery point %d)%s",
+                    segment.log_path,
+                    recovery_point,
+                    "" if indexes_present else "; its missing indexes are rebuilt",
+                )
             recovered += 1
             truncated = segment.recover()
             if not active:

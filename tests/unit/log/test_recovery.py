@@ -262,3 +262,23 @@ def test_sigkill_mid_write_loses_no_flushed_record(tmp_path: Path, delay: float)
         assert r.value == bytes([(batch_no % 251 + i) % 256]) * 20_000
     assert [r.offset for r in records] == list(range(log.log_end_offset))
     log.close()
+
+
+def test_recovery_names_each_segment_it_recovers(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """As Kafka logs "Recovering unflushed segment ...": an unclean start says which segments it re-reads, and
+    that their missing indexes are rebuilt; a clean start says nothing of the kind."""
+    d = tmp_path / "t-0"
+    cfg = small_config(segment_bytes=800)
+    filled_log(d, 30, cfg)
+    segments = sorted(d.glob("*.log"))
+    assert len(segments) > 2
+    segments[-1].with_suffix(".index").unlink()
+    with caplog.at_level("INFO", logger="rill.log.log_loader"):
+        open_log(d, cfg, had_clean_shutdown=False, recovery_point=0).close()
+    lines = [r.getMessage() for r in caplog.records if "Recovering unflushed segment" in r.getMessage()]
+    assert len(lines) == len(segments)
+    assert lines[-1].endswith("; its missing indexes are rebuilt") and segments[-1].name in lines[-1]
+    caplog.clear()
+    with caplog.at_level("INFO", logger="rill.log.log_loader"):
+        open_log(d, cfg, had_clean_shutdown=True).close()
+    assert not [r for r in caplog.records if "Recovering" in r.getMessage()]
