@@ -180,34 +180,57 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _reset(args: argparse.Namespace) -> int:
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 
     admin = admin_client(args)
     md = fetch_metadata(admin, args.timeout)
     if args.topic not in md.topics or md.topics[args.topic].error is not None:
         raise CliError(f"topic '{args.topic}' does not exist")
+    # As kafka-consumer-groups.sh: only a group without members (or a new one) can be reset.
+    future = admin.describe_consumer_groups([args.group], request_timeout=args.timeout)[args.group]
+    try:
+        state = _state_name(wait_future(future, args.timeout, f"describe group {args.group}").state)
+    except CliError:
+        raise
+    except Exception as e:
+        raise CliError(f"cannot describe group {args.group}: {describe_kafka_exception(e)}") from None
+    if state not in ("Empty", "Dead", "Unknown"):
+        raise CliError(
+            f"Assignments can only be reset if the group '{args.group}' is inactive, but the current state is {state}."
+        )
     parts = sorted(md.topics[args.topic].partitions)
-    if args.to_offset is not None:
-        targets = {p: args.to_offset for p in parts}
-    else:
-        from confluent_kafka import Consumer
-
-        consumer = Consumer(client_config(args, {"group.id": "rill-groups-cli", "enable.auto.commit": False}))
-        try:
-            targets = {}
-            for p in parts:
-                low, high = consumer.get_watermark_offsets(TopicPartition(args.topic, p), timeout=args.timeout)
-                targets[p] = low if args.to_earliest else high
-        finally:
-            consumer.close()
+    consumer = Consumer(client_config(args, {"group.id": "rill-groups-cli", "enable.auto.commit": False}))
+    try:
+        marks = {p: consumer.get_watermark_offsets(TopicPartition(args.topic, p), timeout=args.timeout) for p in parts}
+    finally:
+        consumer.close()
+    targets: dict[int, int] = {}
+    for p, (low, high) in marks.items():
+        if args.to_offset is None:
+            targets[p] = low if args.to_earliest else high
+        elif args.to_offset > high:  # kafka-consumer-groups.sh keeps the offset inside the log, saying so
+            print(f"New offset ({args.to_offset}) is higher than latest offset for topic partition "
+                  f"{args.topic}-{p}. Value will be set to {high}", file=sys.stderr)  # fmt: skip
+            targets[p] = high
+        elif args.to_offset < low:
+            print(f"New offset ({args.to_offset}) is lower than earliest offset for topic partition "
+                  f"{args.topic}-{p}. Value will be set to {low}", file=sys.stderr)  # fmt: skip
+            targets[p] = low
+        else:
+            targets[p] = args.to_offset
     request = ConsumerGroupTopicPartitions(args.group, [TopicPartition(args.topic, p, o) for p, o in targets.items()])
     future = admin.alter_consumer_group_offsets([request], request_timeout=args.timeout)[args.group]
     try:
-        wait_future(future, args.timeout, f"reset the offsets of group {args.group}")
+        result = wait_future(future, args.timeout, f"reset the offsets of group {args.group}")
     except CliError:
         raise
     except Exception as e:
         raise CliError(f"cannot reset group {args.group}: {describe_kafka_exception(e)}") from None
+    failed = [tp for tp in result.topic_partitions if tp.error is not None]
+    if failed:
+        tp = failed[0]
+        problem = f"{tp.topic}-{tp.partition}: {tp.error.name()}: {tp.error.str()}"
+        raise CliError(f"cannot reset group {args.group}: {problem}")
     print_table(Table(("TOPIC", "PARTITION", "NEW-OFFSET"), [(args.topic, p, o) for p, o in targets.items()]))
     return 0
 
