@@ -10,7 +10,7 @@ from typing import Any
 from rill.api._authorized import authorized_operations
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
-from rill.errors import ErrorCode
+from rill.errors import ErrorCode, KafkaError
 from rill.protocol import ApiKey
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,10 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, 
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
     if coordinator is None or not coordinator.active:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-    coordinator.manager.maybe_create_offsets_topic()
+    try:
+        coordinator.manager.maybe_create_offsets_topic()
+    except KafkaError as e:  # e.g. no disk space for it: retriable, as Kafka answers until the topic exists
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create __consumer_offsets: {e.message}", -1, "", -1
     node_id = ctx.services.node_id
     for broker in ctx.services.metadata.brokers():
         if broker.node_id == node_id:

@@ -11,6 +11,7 @@ State lives in the first log directory:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import uuid
@@ -63,6 +64,7 @@ class EmbeddedMetadataStore:
         data_dir.mkdir(parents=True, exist_ok=True)
         self._cluster_id = self._load_meta_properties(cluster_id)
         self._load_snapshot()
+        self._saved = self._state()
 
     # -- persistence -------------------------------------------------------------------------------
 
@@ -129,8 +131,29 @@ class EmbeddedMetadataStore:
         self._topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic
 
+    def _state(self) -> tuple[Any, ...]:
+        return (dict(self._topics), dict(self._by_id), dict(self._broker_configs),
+                dict(self._default_broker_configs), self._next_producer_id)  # fmt: skip
+
+    def _commit(self) -> None:
+        """Write the snapshot of the state as just changed. When it cannot be written (a full disk) the
+        change is undone and KAFKA_STORAGE_ERROR raised: what the broker answers and what it finds after a
+        restart stay the same."""
+        try:
+            self._save()
+        except OSError as e:
+            (self._topics, self._by_id, self._broker_configs, self._default_broker_configs,
+             self._next_producer_id) = self._saved  # fmt: skip
+            self._saved = self._state()
+            with contextlib.suppress(OSError):
+                (self._dir / (SNAPSHOT_FILE + ".tmp")).unlink()
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot write the cluster metadata in {self._dir}: {e}"
+            ) from e
+        self._saved = self._state()
+
     def _changed(self) -> None:
-        self._save()
+        self._commit()
         for listener in list(self._listeners):
             listener()
 
@@ -279,7 +302,7 @@ class EmbeddedMetadataStore:
     def allocate_producer_ids(self, count: int) -> int:
         first = self._next_producer_id
         self._next_producer_id += count
-        self._save()
+        self._commit()
         return first
 
     def add_listener(self, listener: MetadataListener) -> None:

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -158,19 +157,6 @@ def test_enospc_simulated_at_the_write_seam(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(os, "pwritev", real)
     assert log.append(make_batch(3, tag=1), leader_epoch=0).first_offset == 3
     log.close()
-
-
-@pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)], capture_output=True)
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.decode().strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 def test_enospc_on_a_real_full_tmpfs(tmpfs: Path) -> None:

@@ -75,3 +75,30 @@ def test_listeners_hear_changes(tmp_path: Path) -> None:
 )
 def test_topic_names(name: str, ok: bool) -> None:
     assert (topic_name_problem(name) is None) == ok
+
+
+def test_a_change_that_cannot_be_written_is_undone(tmpfs: Path) -> None:
+    """On a full disk the metadata snapshot cannot be written: the change is refused with KAFKA_STORAGE_ERROR
+    and undone, so that what the broker answers and what it finds after a restart agree."""
+    s = _store(tmpfs)
+    s.create_topic("kept", 1, 1, {})
+    filler = tmpfs / "filler"
+    with open(filler, "wb") as f, pytest.raises(OSError):
+        while True:
+            f.write(bytes(64 * 1024))
+            f.flush()
+    for change in (
+        lambda: s.create_topic("lost", 1, 1, {"retention.ms": "1" * 200_000}),
+        lambda: s.delete_topic("kept"),
+        lambda: s.allocate_producer_ids(1000),
+    ):
+        with pytest.raises(KafkaError) as e:
+            change()
+        assert e.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert set(s.topics()) == {"kept"} and s.topic_by_id(s.topics()["kept"].topic_id) is not None
+    filler.unlink()
+    first = s.allocate_producer_ids(10)
+    s.create_topic("later", 1, 1, {})
+    reopened = _store(tmpfs)
+    assert set(reopened.topics()) == {"kept", "later"}
+    assert reopened.allocate_producer_ids(1) == first + 10
