@@ -630,3 +630,26 @@ def test_metadata_by_topic_id_with_an_empty_name(wire: Wire) -> None:
     body = {"topics": [new], "timeout_ms": 5000, "validate_only": True}
     (result,) = wire.call(ApiKey.CREATE_TOPICS, 7, body)["topics"]
     assert result["error_code"] == 0 and result["topic_id"] != uuid.UUID(int=0)
+
+
+def test_a_full_disk_refuses_the_offsets_topic_cleanly(tmpfs) -> None:
+    """With no space left for ``__consumer_offsets`` (here, its metadata), FindCoordinator answers the retriable
+    COORDINATOR_NOT_AVAILABLE with the reason, on a connection that stays open, instead of a handler failure
+    that closed it; the refused topic is not left half made."""
+    import rill.testing
+
+    with rill.testing.broker(data_dir=tmpfs / "data") as b:
+        w = Wire(b.bootstrap_servers)
+        filler = tmpfs / "filler"
+        with open(filler, "wb", buffering=0) as f, pytest.raises(OSError):
+            while True:
+                f.write(bytes(64 * 1024))
+        resp = w.call(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+        assert resp["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert "cannot create __consumer_offsets" in resp["error_message"]
+        body = {"topics": None, "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False}  # fmt: skip
+        assert [t["name"] for t in w.call(ApiKey.METADATA, 9, body)["topics"]] == []
+        filler.unlink()
+        assert w.call(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})["error_code"] == 0
+        w.close()

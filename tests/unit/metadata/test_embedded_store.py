@@ -83,10 +83,9 @@ def test_a_change_that_cannot_be_written_is_undone(tmpfs: Path) -> None:
     s = _store(tmpfs)
     s.create_topic("kept", 1, 1, {})
     filler = tmpfs / "filler"
-    with open(filler, "wb") as f, pytest.raises(OSError):
+    with open(filler, "wb", buffering=0) as f, pytest.raises(OSError):
         while True:
             f.write(bytes(64 * 1024))
-            f.flush()
     for change in (
         lambda: s.create_topic("lost", 1, 1, {"retention.ms": "1" * 200_000}),
         lambda: s.delete_topic("kept"),

@@ -1,4 +1,4 @@
-"""Fixtures shared by the unit tests."""
+"""Fixtures shared by the tests."""
 
 from __future__ import annotations
 
