@@ -181,13 +181,10 @@ class LogManager:
                 log.warning("%s: recovery truncated %d bytes", tp, plog.truncated_bytes)
         if clean:
             marker.unlink()
-        log.info(
-            "Loaded %d logs from %s in %.3f s (%s shutdown)",
-            sum(1 for d in self._log_dir_of.values() if d == log_dir),
-            log_dir,
-            time.monotonic() - started,
-            "clean" if clean else "unclean",
-        )
+        loaded = sum(1 for d in self._log_dir_of.values() if d == log_dir)
+        # A log dir with no logs (a first start) has nothing to recover: no shutdown to speak of.
+        how = "clean shutdown" if clean else "unclean shutdown" if loaded else "no logs yet"
+        log.info("Loaded %d logs from %s in %.3f s (%s)", loaded, log_dir, time.monotonic() - started, how)
 
     def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
         try:

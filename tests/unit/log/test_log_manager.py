@@ -182,3 +182,12 @@ def test_the_lock_holds_against_another_process(tmp_path: Path) -> None:
     m = LogManager([tmp_path], small_config())
     m.startup()  # the kernel dropped the lock with the process
     m.shutdown()
+
+
+def test_a_first_start_is_not_called_an_unclean_shutdown(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="rill.log.log_manager"):
+        manager = LogManager([tmp_path / "new"], small_config())
+        manager.startup()
+        manager.shutdown()
+    loaded = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Loaded 0 logs")]
+    assert len(loaded) == 1 and loaded[0].endswith("(no logs yet)")
