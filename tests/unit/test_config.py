@@ -327,3 +327,11 @@ def test_node_id_and_broker_id_describe_as_one_value(props: dict[str, str], expe
     for name in ("node.id", "broker.id"):
         assert (entries[name].value, entries[name].source) == expected
         assert [(s.name, s.value, s.source) for s in entries[name].synonyms] == [(name, *expected)]
+
+
+@pytest.mark.parametrize("name", ["log.dirs", "log.dir"])
+@pytest.mark.parametrize("value", ["", " , "])
+def test_an_empty_log_dir_setting_is_a_config_error(name: str, value: str) -> None:
+    # It used to pass validation and fail later with "list index out of range".
+    with pytest.raises(ConfigError, match=f"configuration {name}: no directory given"):
+        BrokerConfig.from_properties({name: value})

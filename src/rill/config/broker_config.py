@@ -117,6 +117,10 @@ class BrokerConfig:
         elif broker_id >= 0 and broker_id != node_id:
             raise ConfigError(f"node.id ({node_id}) and broker.id ({broker_id}) must match when both are set")
         values["broker.id"] = values["node.id"]
+        for name in ("log.dirs", "log.dir"):
+            raw = values[name]
+            if raw is not None and not [d for d in str(raw).split(",") if d.strip()]:
+                raise ConfigError(f"Invalid value {raw!r} for configuration {name}: no directory given")
         try:
             pmap = _protocol_map(values["listener.security.protocol.map"])
         except ValueError as e:
