@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from rill.cli._common import (
+    EXIT_INTERRUPTED,
     CliError,
     add_connection_options,
     client_config,
@@ -176,6 +177,7 @@ class _Session:
         self.start = start
         self.assigned: set[tuple[str, int]] = set()
         self.at_end: set[tuple[str, int]] = set()
+        self.count = 0  # records written out (kept here, so that an interrupted loop still has it)
 
     def on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         if isinstance(self.start, int) or self.args.timestamp is not None:
@@ -241,10 +243,9 @@ def _consume_loop(session: _Session, render: Renderer, out: IO[bytes]) -> int:
     limit = args.count
     idle_limit = None if args.timeout_ms is None else args.timeout_ms / 1000.0
     last_activity = time.monotonic()
-    count = 0
     at_end = session.at_end
     while True:
-        wanted = BATCH if limit is None else max(1, min(BATCH, limit - count))
+        wanted = BATCH if limit is None else max(1, min(BATCH, limit - session.count))
         batch = consumer.consume(num_messages=wanted, timeout=0.2)
         chunks = []
         for msg in batch:
@@ -263,15 +264,15 @@ def _consume_loop(session: _Session, render: Renderer, out: IO[bytes]) -> int:
         if chunks:
             out.write(b"".join(chunks))
             out.flush()
-            count += len(chunks)
-            if limit is not None and count >= limit:
-                return count
+            session.count += len(chunks)
+            if limit is not None and session.count >= limit:
+                return session.count
         if batch:
             last_activity = time.monotonic()
         if args.exit_at_end and session.all_at_end():
-            return count
+            return session.count
         if idle_limit is not None and time.monotonic() - last_activity >= idle_limit:
-            return count
+            return session.count
 
 
 def _body(argv: list[str]) -> int:
@@ -308,6 +309,8 @@ def _body(argv: list[str]) -> int:
     except Exception as e:
         raise CliError(f"invalid consumer config: {describe_kafka_exception(e)}") from None
     count = 0
+    session: _Session | None = None
+    interrupted = False
     try:
         partitions = _topic_partitions(consumer, args.topic, args.partition, args.timeout)
         session = _Session(consumer, args, start)
@@ -321,13 +324,14 @@ def _body(argv: list[str]) -> int:
         if args.count != 0:
             count = _consume_loop(session, render, sys.stdout.buffer)
     except KeyboardInterrupt:
-        pass
+        interrupted = True  # as kafka-console-consumer: the total so far, then the interrupt's exit code
+        count = session.count if session is not None else 0
     finally:
         sys.stdout.flush()
         consumer.close()
     if not args.quiet:
         sys.stderr.write(f"Processed a total of {count} messages\n")
-    return 0
+    return EXIT_INTERRUPTED if interrupted else 0
 
 
 def _parse_props(items: list[str] | None) -> list[tuple[str, str]]:

@@ -75,6 +75,31 @@ def test_default_output_is_values_and_total_goes_to_stderr(cli_broker: CliBroker
     assert quiet.stderr == b""
 
 
+def test_an_interrupted_consumer_reports_what_it_printed(cli_broker: CliBroker) -> None:
+    """Ctrl-C on a running ``rill consume``: the total of the records it printed (it said 0), and exit 130."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    topic = _topic(cli_broker)
+    assert run_cli("produce", topic, *_bs(cli_broker), stdin=b"a\nb\nc\n").returncode == 0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rill.cli.consume", topic, "--from-beginning", *_bs(cli_broker)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        got = [proc.stdout.readline() for _ in range(3)]
+        assert got == [b"a\n", b"b\n", b"c\n"]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert err.decode().strip().endswith("Processed a total of 3 messages")
+
+
 def test_key_separator_file_and_partition(cli_broker: CliBroker, tmp_path: pytest.TempPathFactory) -> None:
     topic = _topic(cli_broker, partitions=3)
     path = tmp_path / "input.txt"  # type: ignore[operator]
