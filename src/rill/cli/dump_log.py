@@ -30,11 +30,13 @@ def _base_offset(path: Path) -> int:
 
 
 def dump_log_file(path: Path, out: TextIO, *, print_records: bool) -> bool:
-    """Print every batch; returns False when the file ends in bytes that are not a valid batch."""
+    """Print every batch; returns False when a batch fails its CRC or the file ends in bytes that are not a
+    batch."""
     out.write(f"Dumping {path}\n")
     size = path.stat().st_size
     if size == 0:
         return True
+    all_valid = True
     with open(path, "rb") as f, mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as mm:
         view = memoryview(mm)
         try:
@@ -44,25 +46,29 @@ def dump_log_file(path: Path, out: TextIO, *, print_records: bool) -> bool:
                 if h.magic != MAGIC_V2 or h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD or pos + h.size > size:
                     break
                 valid = crc_ok(view, pos, h)
+                all_valid = all_valid and valid
                 ts_type = "LogAppendTime" if h.timestamp_type else "CreateTime"
                 out.write(
                     f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count} "
                     f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} "
                     f"producerId: {h.producer_id} producerEpoch: {h.producer_epoch} "
-                    f"partitionLeaderEpoch: {h.partition_leader_epoch} isTransactional: {h.is_transactional} "
-                    f"isControl: {h.is_control} position: {pos} {ts_type}: {h.max_timestamp} size: {h.size} "
+                    f"partitionLeaderEpoch: {h.partition_leader_epoch} "
+                    f"isTransactional: {str(h.is_transactional).lower()} isControl: {str(h.is_control).lower()} "
+                    f"position: {pos} {ts_type}: {h.max_timestamp} size: {h.size} "
                     f"magic: {h.magic} compresscodec: {CODECS.get(h.compression, h.compression)} "
                     f"crc: {h.crc} isvalid: {str(valid).lower()}\n"
                 )
                 if print_records and valid:
                     _print_records(bytes(view[pos : pos + h.size]), out)
+                elif print_records:
+                    out.write("| records not printed: the batch fails its CRC\n")
                 pos += h.size
         finally:
             view.release()
     if pos != size:
         out.write(f"Found {size - pos} invalid bytes at position {pos} (a torn or damaged tail)\n")
         return False
-    return True
+    return all_valid
 
 
 def _print_records(batch: bytes, out: TextIO) -> None:
@@ -71,10 +77,12 @@ def _print_records(batch: bytes, out: TextIO) -> None:
     try:
         for r in decode_batch_records(batch, verify_crc=False):
             key = r.key.decode("utf-8", "replace") if r.key is not None else None
+            payload = r.value.decode("utf-8", "replace") if r.value is not None else None
+            key_size = len(r.key) if r.key is not None else -1
             value_size = len(r.value) if r.value is not None else -1
             out.write(
-                f"| offset: {r.offset} CreateTime: {r.timestamp} keySize: {len(r.key or b'')} "
-                f"valueSize: {value_size} headerKeys: {[k for k, _ in r.headers]} key: {key}\n"
+                f"| offset: {r.offset} CreateTime: {r.timestamp} keySize: {key_size} valueSize: {value_size} "
+                f"headerKeys: {[k for k, _ in r.headers]} key: {key} payload: {payload}\n"
             )
     except KafkaError as e:
         out.write(f"| cannot decode records: {e}\n")

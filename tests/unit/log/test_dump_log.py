@@ -33,3 +33,24 @@ def test_dump_log_prints_batches_indexes_and_snapshots(
     assert main([str(seg)]) == 1
     assert "Found 70 invalid bytes" in capsys.readouterr().out
     assert main([str(tmp_path / "missing.log")]) == 1
+
+
+def test_a_batch_that_fails_its_crc_fails_the_dump(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """As the module says: exit 1 for a damaged file, a flipped byte inside a batch included (it exited 0,
+    printing ``isvalid: false``); records print as Kafka's tool prints them (null key size -1, the payload)."""
+    d = tmp_path / "t-0"
+    log = open_log(d, small_config())
+    log.append(make_batch(2, tag=0), leader_epoch=0)
+    log.append(make_batch(2, tag=1), leader_epoch=0)
+    log.close()
+    seg = next(d.glob("*.log"))
+    assert main([str(seg), "--print-data-log"]) == 0
+    out = capsys.readouterr().out
+    assert "isTransactional: false isControl: false" in out and "payload: " in out
+    data = bytearray(seg.read_bytes())
+    data[-3] ^= 0xFF  # inside the second batch's last record
+    seg.write_bytes(bytes(data))
+    assert main([str(seg), "--print-data-log"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("isvalid: true") == 1 and out.count("isvalid: false") == 1
+    assert "| records not printed: the batch fails its CRC" in out
