@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rill.network")
 
+
 class CloseLog:
     """Connections closed on a handler's ``CloseConnection``: one INFO line at most every ``interval_s`` (a
     client that reconnects and repeats its request would otherwise fill the log), the others at DEBUG."""
