@@ -9,9 +9,10 @@
 For brokers, ``--entity-name`` defaults to the broker's id when the cluster has one broker. (Kafka's
 ``--entity-default``, the cluster-wide default, is not offered: librdkafka cannot name that resource.)
 
-``describe`` lists the overrides (configs not at their default) unless ``--all`` is given; every row
-shows where its value comes from: ``default``, ``static`` (broker config file), or ``dynamic-topic`` /
-``dynamic-broker`` / ``dynamic-default-broker`` (set at run time). ``alter`` uses IncrementalAlterConfigs
+``describe`` lists what was set at run time for the entity, as kafka-configs does (a topic's own configs,
+a broker's dynamic ones), unless ``--all`` is given; every row shows where its value comes from:
+``default``, ``static`` (broker config file), or ``dynamic-topic`` / ``dynamic-broker`` /
+``dynamic-default-broker`` (set at run time). ``alter`` uses IncrementalAlterConfigs
 (set / delete one key at a time), so configs not named stay as they are.
 """
 
@@ -135,6 +136,14 @@ def overrides(rows: list[ConfigRow]) -> list[ConfigRow]:
     return [r for r in rows if r.source not in ("default", "unknown")]
 
 
+_DYNAMIC = {"topics": ("dynamic-topic",), "brokers": ("dynamic-broker", "dynamic-default-broker")}
+
+
+def dynamic_rows(entity_type: str, rows: list[ConfigRow]) -> list[ConfigRow]:
+    """The rows set at run time for an entity of ``entity_type``: what ``describe`` lists without ``--all``."""
+    return [r for r in rows if r.source in _DYNAMIC[entity_type]]
+
+
 def alter_configs(
     admin: Any,
     entity_type: str,
@@ -208,8 +217,12 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _entity_name(args: argparse.Namespace, admin: Any) -> str:
     if args.entity_name:
-        if args.entity_type == "brokers" and not args.entity_name.isdigit():
-            raise CliError(f"invalid broker id '{args.entity_name}': expected a number")
+        if args.entity_type == "brokers":
+            if not args.entity_name.isdigit():
+                raise CliError(f"invalid broker id '{args.entity_name}': expected a number")
+            known = sorted(fetch_metadata(admin, args.timeout).brokers)
+            if int(args.entity_name) not in known:
+                raise CliError(f"no broker with id {args.entity_name} (brokers: {', '.join(map(str, known))})")
         return str(args.entity_name)
     if args.entity_type == "topics":
         raise CliError("--entity-name is required for --entity-type topics")
@@ -225,7 +238,7 @@ def _describe(args: argparse.Namespace) -> int:
     if args.entity_type == "topics":
         require_topic(fetch_metadata(admin, args.timeout), name)
     rows = describe_config_rows(admin, args.entity_type, name, args.timeout)
-    shown = rows if args.all else overrides(rows)
+    shown = rows if args.all else dynamic_rows(args.entity_type, rows)
     label = f"topic {name}" if args.entity_type == "topics" else f"broker {name}"
     if args.json:
         print_json({"entity_type": args.entity_type, "entity_name": name, "configs": [r.as_json() for r in shown]})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from cli_helpers import CliBroker, assert_one_line_error, lines, new_topic_name, require_rill, run_cli
@@ -155,6 +156,9 @@ def test_broker_configs_show_sources(cli_broker: CliBroker) -> None:
     after = json.loads(run_cli("configs", "describe", "--entity-type", "brokers", "--json", *_bs(cli_broker)).stdout)
     overrides = {c["name"]: (c["value"], c["source"]) for c in after["configs"]}
     assert overrides.get("log.retention.ms") == ("7200000", "dynamic-broker")
+    # As kafka-configs: without --all, only what was set at run time (static rows used to be listed under the
+    # "Dynamic configs" header).
+    assert {source for _, source in overrides.values()} == {"dynamic-broker"}
     removed = run_cli(
         "configs", "alter", "--entity-type", "brokers", "--entity-name", broker_id,
         "--delete-config", "log.retention.ms", *_bs(cli_broker),
@@ -164,6 +168,11 @@ def test_broker_configs_show_sources(cli_broker: CliBroker) -> None:
     assert "log.retention.ms" not in {c["name"] for c in after["configs"]}
     proc = run_cli("configs", "alter", "--entity-type", "brokers", "--entity-name", "x", *_bs(cli_broker))
     assert_one_line_error(proc, "broker id", code=1)
+    # A broker id the cluster does not have is named at once (the describe used to wait out its timeout).
+    started = time.monotonic()
+    proc = run_cli("configs", "describe", "--entity-type", "brokers", "--entity-name", "57", *_bs(cli_broker))
+    assert_one_line_error(proc, "no broker with id 57", code=1)
+    assert time.monotonic() - started < 5
 
 
 def test_usage_errors_exit_2_with_one_line(cli_broker: CliBroker) -> None:
