@@ -262,9 +262,10 @@ def _consume_loop(session: _Session, render: Renderer, out: IO[bytes]) -> int:
                 at_end.discard((msg.topic(), msg.partition()))
             chunks.append(render(msg))
         if chunks:
+            # Counted before they are written: an interrupt right after the write must not lose them.
+            session.count += len(chunks)
             out.write(b"".join(chunks))
             out.flush()
-            session.count += len(chunks)
             if limit is not None and session.count >= limit:
                 return session.count
         if batch:
