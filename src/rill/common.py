@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,3 +30,12 @@ class FileRegion:
     fd: int
     position: int
     length: int
+
+
+def repeated(keys: Iterable[K]) -> set[K]:
+    """The keys that occur more than once (a request naming a topic, resource or config twice)."""
+    seen: set[K] = set()
+    twice: set[K] = set()
+    for key in keys:
+        (twice if key in seen else seen).add(key)
+    return twice

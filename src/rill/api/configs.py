@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Mapping
 
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
+from rill.common import repeated
 from rill.config import (
     ConfigEntry,
     ConfigSource,
@@ -184,18 +184,17 @@ def _current(ctx: RequestContext, rtype: int, name: str) -> dict[str, str]:
 def _unique_resources(request: Body, responses: list[Body]) -> list[Body]:
     """The resources an Alter(Incremental)Configs request names once; each one it names more than once is
     answered once with INVALID_REQUEST and left alone, as Kafka does."""
-    counts = Counter((r["resource_type"], r["resource_name"]) for r in request["resources"])
-    for (rtype, name), n in counts.items():
-        if n > 1:
-            responses.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": "Duplicate resource.",
-                              "resource_type": rtype, "resource_name": name})  # fmt: skip
-    return [r for r in request["resources"] if counts[(r["resource_type"], r["resource_name"])] == 1]
+    twice = repeated((r["resource_type"], r["resource_name"]) for r in request["resources"])
+    for rtype, name in twice:
+        responses.append({"error_code": ErrorCode.INVALID_REQUEST, "error_message": "Duplicate resource.",
+                          "resource_type": rtype, "resource_name": name})  # fmt: skip
+    return [r for r in request["resources"] if (r["resource_type"], r["resource_name"]) not in twice]
 
 
 def _check_unique_keys(configs: list[Body]) -> None:
-    repeated = sorted(k for k, n in Counter(c["name"] for c in configs).items() if n > 1)
-    if repeated:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys : {','.join(repeated)}")
+    twice = sorted(repeated(c["name"] for c in configs))
+    if twice:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys : {','.join(twice)}")
 
 
 @handler(ApiKey.ALTER_CONFIGS, 0, 2)

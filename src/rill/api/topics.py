@@ -8,6 +8,7 @@ import uuid
 from rill.api._topics import ZERO_UUID
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
+from rill.common import repeated
 from rill.config import describe_topic_configs, validate_topic_configs
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import INTERNAL_TOPICS, topic_collision, topic_name_problem
@@ -22,17 +23,8 @@ def _error(body: Body, e: KafkaError) -> Body:
     return body
 
 
-def _duplicates(keys: list[object]) -> set[object]:
-    """The keys (topic names or ids) a request names more than once. As in Kafka, such a topic is left
-    alone and answered once, with INVALID_REQUEST (``_duplicate``)."""
-    seen: set[object] = set()
-    repeated: set[object] = set()
-    for key in keys:
-        (repeated if key in seen else seen).add(key)
-    return repeated
-
-
 def _duplicate(body: Body, what: str = "name") -> Body:
+    """The answer, INVALID_REQUEST, for a topic a request names more than once (left alone, as in Kafka)."""
     return _error(body, KafkaError(ErrorCode.INVALID_REQUEST, f"Duplicate topic {what}."))
 
 
@@ -43,7 +35,7 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
     config = services.config
     validate_only = request.get("validate_only", False)
     results: list[Body] = []
-    duplicates = _duplicates([t["name"] for t in request["topics"]])
+    duplicates = repeated([t["name"] for t in request["topics"]])
     for name in duplicates:
         results.append(_duplicate({"name": name, "topic_id": ZERO_UUID}))
     for t in request["topics"]:
@@ -138,7 +130,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Body) -> Body:
     else:
         wanted = [(n, ZERO_UUID) for n in request["topic_names"]]
     results: list[Body] = []
-    duplicates = _duplicates([name if name is not None else topic_id for name, topic_id in wanted])
+    duplicates = repeated([name if name is not None else topic_id for name, topic_id in wanted])
     for key in duplicates:
         if isinstance(key, uuid.UUID):
             results.append(_duplicate({"name": None, "topic_id": key}, "id"))
@@ -175,7 +167,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Body) -> Body:
 async def handle_create_partitions(ctx: RequestContext, request: Body) -> Body:
     store = ctx.services.metadata
     results: list[Body] = []
-    duplicates = _duplicates([t["name"] for t in request["topics"]])
+    duplicates = repeated([t["name"] for t in request["topics"]])
     for name in duplicates:
         results.append(_duplicate({"name": name}))
     for t in request["topics"]:

@@ -237,7 +237,7 @@ def _topic_partitions(consumer: Any, topic: str, wanted: list[int] | None, timeo
     return ids
 
 
-def _consume_loop(session: _Session, render: Renderer, out: IO[bytes]) -> int:
+def _consume_loop(session: _Session, render: Renderer, out: IO[bytes]) -> None:
     args = session.args
     consumer = session.consumer
     limit = args.count
@@ -267,13 +267,13 @@ def _consume_loop(session: _Session, render: Renderer, out: IO[bytes]) -> int:
             out.write(b"".join(chunks))
             out.flush()
             if limit is not None and session.count >= limit:
-                return session.count
+                return
         if batch:
             last_activity = time.monotonic()
         if args.exit_at_end and session.all_at_end():
-            return session.count
+            return
         if idle_limit is not None and time.monotonic() - last_activity >= idle_limit:
-            return session.count
+            return
 
 
 def _body(argv: list[str]) -> int:
@@ -309,7 +309,6 @@ def _body(argv: list[str]) -> int:
         consumer = Consumer(conf)
     except Exception as e:
         raise CliError(f"invalid consumer config: {describe_kafka_exception(e)}") from None
-    count = 0
     session: _Session | None = None
     interrupted = False
     try:
@@ -323,15 +322,14 @@ def _body(argv: list[str]) -> int:
             consumer.assign(tps)
             session.assigned = {(args.topic, p) for p in partitions}
         if args.count != 0:
-            count = _consume_loop(session, render, sys.stdout.buffer)
+            _consume_loop(session, render, sys.stdout.buffer)
     except KeyboardInterrupt:
         interrupted = True  # as kafka-console-consumer: the total so far, then the interrupt's exit code
-        count = session.count if session is not None else 0
     finally:
         sys.stdout.flush()
         consumer.close()
     if not args.quiet:
-        sys.stderr.write(f"Processed a total of {count} messages\n")
+        sys.stderr.write(f"Processed a total of {session.count if session is not None else 0} messages\n")
     return EXIT_INTERRUPTED if interrupted else 0
 
 
