@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple, NoReturn
 
-from crc32c import crc32c
+from crc32c_rs import crc32c
 
 from rill.errors import ErrorCode, KafkaError, RecordValidationError
 from rill.log.log_config import LogConfig

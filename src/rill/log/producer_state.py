@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-import crc32c
+from crc32c_rs import crc32c
 
 from rill.errors import ErrorCode, KafkaError
 from rill.records.batch import CONTROL_MASK, NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, increment_sequence
@@ -226,7 +226,7 @@ class ProducerStateManager:
                 e.coordinator_epoch,
                 -1,
             )
-        crc = crc32c.crc32c(memoryview(body)[6:])
+        crc = crc32c(memoryview(body)[6:])
         struct.pack_into(">hI", body, 0, SNAPSHOT_VERSION, crc)
         path = self.dir / snapshot_file_name(offset)
         tmp = path.with_name(path.name + ".tmp")
@@ -338,7 +338,7 @@ def read_snapshot(path: Path) -> dict[int, ProducerStateEntry]:
     version, crc, count = _HEAD.unpack_from(data, 0)
     if version != SNAPSHOT_VERSION:
         raise ValueError(f"unsupported snapshot version {version}")
-    if crc32c.crc32c(memoryview(data)[6:]) != crc:
+    if crc32c(memoryview(data)[6:]) != crc:
         raise ValueError("snapshot CRC mismatch")
     if count < 0 or len(data) != _HEAD.size + count * _ENTRY.size:
         raise ValueError("snapshot length does not match its entry count")

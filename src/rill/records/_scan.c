@@ -34,7 +34,7 @@
 #define MAX_COMPRESSION 4
 #define MIN_RECORD_BODY 6
 
-static PyObject *crc32c_fn; /* crc32c.crc32c */
+static PyObject *crc32c_fn; /* crc32c_rs.crc32c */
 
 /* One scan over complete records, and what it found. */
 typedef struct {
@@ -271,7 +271,7 @@ static inline int32_t be32(const uint8_t *p)
 }
 static inline int64_t be64(const uint8_t *p) { return (int64_t)(((uint64_t)(uint32_t)be32(p) << 32) | (uint32_t)be32(p + 4)); }
 
-/* crc32c.crc32c over buf[ATTRIBUTES_POS:size] equals the header's CRC? -1 with an exception set
+/* crc32c_rs.crc32c over buf[ATTRIBUTES_POS:size] equals the header's CRC? -1 with an exception set
  * when the call fails. */
 static int
 crc_matches(const uint8_t *buf, Py_ssize_t size, uint32_t crc)
@@ -379,7 +379,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__scan(void)
 {
-    PyObject *crc_module = PyImport_ImportModule("crc32c");
+    PyObject *crc_module = PyImport_ImportModule("crc32c_rs");
     if (crc_module == NULL)
         return NULL;
     crc32c_fn = PyObject_GetAttrString(crc_module, "crc32c");

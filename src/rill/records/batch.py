@@ -31,7 +31,7 @@ import struct
 from collections.abc import Iterator
 from typing import NamedTuple
 
-import crc32c
+from crc32c_rs import crc32c
 
 from rill.errors import ErrorCode, KafkaError
 
@@ -184,7 +184,7 @@ def iter_batches(buf: Buffer) -> Iterator[tuple[int, BatchHeader]]:
 
 def compute_crc(buf: Buffer, pos: int, header: BatchHeader) -> int:
     view = memoryview(buf)[pos + ATTRIBUTES_POS : pos + header.size]
-    return int(crc32c.crc32c(view))
+    return int(crc32c(view))
 
 
 def crc_ok(buf: Buffer, pos: int, header: BatchHeader) -> bool:
@@ -214,21 +214,21 @@ def set_max_timestamp(buf: bytearray | memoryview, pos: int, timestamp: int) -> 
     returned. ``buf`` must hold the whole batch."""
     _INT64.pack_into(buf, pos + MAX_TIMESTAMP_POS, timestamp)
     (length,) = _INT32.unpack_from(buf, pos + LENGTH_POS)
-    crc: int = crc32c.crc32c(memoryview(buf)[pos + ATTRIBUTES_POS : pos + length + LOG_OVERHEAD])
+    crc: int = crc32c(memoryview(buf)[pos + ATTRIBUTES_POS : pos + length + LOG_OVERHEAD])
     _UINT32.pack_into(buf, pos + CRC_POS, crc)
     return crc
 
 
 def set_crc_from_parts(header_buf: bytearray, body: Buffer) -> None:
     """Rewrite the CRC of a batch split in two: its 61-byte ``header_buf`` and the ``body`` after it."""
-    crc = crc32c.crc32c(memoryview(header_buf)[ATTRIBUTES_POS:BATCH_HEADER_SIZE])
-    crc = crc32c.crc32c(body, crc)
+    crc = crc32c(memoryview(header_buf)[ATTRIBUTES_POS:BATCH_HEADER_SIZE])
+    crc = crc32c(body, crc)
     _UINT32.pack_into(header_buf, CRC_POS, crc)
 
 
 def crc_of_parts(header_buf: Buffer, body: Buffer) -> int:
-    crc = crc32c.crc32c(memoryview(header_buf)[ATTRIBUTES_POS:BATCH_HEADER_SIZE])
-    return int(crc32c.crc32c(body, crc))
+    crc = crc32c(memoryview(header_buf)[ATTRIBUTES_POS:BATCH_HEADER_SIZE])
+    return int(crc32c(body, crc))
 
 
 def set_log_append_time_split(header_buf: bytearray, body: Buffer, timestamp: int) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import crc32c
+from crc32c_rs import crc32c
 
 from rill.errors import ErrorCode, KafkaError
 from rill.records import compression
@@ -56,7 +56,7 @@ def _pack(
             count,
         )
     )
-    crc = crc32c.crc32c(body, crc32c.crc32c(memoryview(header)[CRC_START:]))
+    crc = crc32c(body, crc32c(memoryview(header)[CRC_START:]))
     header[17:21] = int(crc).to_bytes(4, "big")
     return bytes(header) + body
 

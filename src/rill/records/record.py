@@ -26,7 +26,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import crc32c
+from crc32c_rs import crc32c
 
 from rill.errors import ErrorCode, KafkaError
 from rill.records import compression
@@ -235,7 +235,7 @@ def decode_batch_records(batch: Buffer, *, verify_crc: bool = True) -> list[Reco
     check_framing(view, 0, h)
     size = h.size
     body = view[HEADER_SIZE:size]
-    if verify_crc and crc32c.crc32c(view[CRC_START:size]) != h.crc:
+    if verify_crc and crc32c(view[CRC_START:size]) != h.crc:
         raise corrupt("record batch CRC mismatch")
     if h.records_count < 0:
         raise corrupt(f"negative record count {h.records_count}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
-from crc32c import crc32c
+from crc32c_rs import crc32c
 
 from rill.records.batch import (
     ATTRIBUTES_POS,
