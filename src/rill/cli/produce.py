@@ -8,7 +8,9 @@ Each input line (without its ``\\n`` / ``\\r\\n``) is one record. With ``--parse
 a line is split at the first separator into key and value; a line without the separator is an error (the
 records read before it are still delivered). On a terminal a progress line with the rate is drawn on stderr
 for large inputs.
-The command exits non-zero if any record was not acknowledged.
+The command exits non-zero if any record was not acknowledged. When the broker stops answering while
+records are being sent, one warning line says so at once (as Kafka's console producer logs its WARN
+lines), and the records wait for it until ``message.timeout.ms``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +58,61 @@ class DeliveryTally:
                 self.first_error = f"{err.name()}: {err.str()}"
         else:
             self.delivered += 1
+
+
+class BrokerWatch:
+    """librdkafka's ``error_cb``: the first time no broker is reachable any more it is said on stderr at
+    once, instead of the command staying silent until its records time out."""
+
+    def __init__(self, stream: IO[str], bootstrap: str) -> None:
+        self._stream = stream
+        self._bootstrap = bootstrap
+        self.timeout_s = 0.0  # message.timeout.ms, in seconds
+        self.warned = False
+
+    def on_error(self, err: Any) -> None:
+        if self.warned or err.name() != "_ALL_BROKERS_DOWN":
+            return
+        self.warned = True
+        self._stream.write(
+            f"warning: lost the connection to the broker at {self._bootstrap} ({err.str()}); "
+            f"records not yet acknowledged wait for it for up to {self.timeout_s:g} s\n"
+        )
+        self._stream.flush()
+
+
+class Poller:
+    """Serves the producer's callbacks (delivery reports, errors). librdkafka reports only from inside
+    ``poll``, which the main thread calls between records; while it waits for input (which can stay silent
+    for as long as the writer likes) a thread of ours polls instead, so a lost broker is reported at once.
+    One lock keeps the callbacks to one thread at a time."""
+
+    IDLE_S = 0.2
+
+    def __init__(self, producer: Any) -> None:
+        self._producer = producer
+        self._lock = threading.Lock()
+        self._last = time.monotonic()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rill-produce-poll", daemon=True)
+        self._thread.start()
+
+    def poll(self, timeout_s: float) -> None:
+        with self._lock:
+            self._producer.poll(timeout_s)
+            self._last = time.monotonic()
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self.IDLE_S):
+            if time.monotonic() - self._last >= self.IDLE_S and self._lock.acquire(blocking=False):
+                try:
+                    self._producer.poll(0)
+                finally:
+                    self._lock.release()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join()
 
 
 class Progress:
@@ -180,7 +238,9 @@ def _open_input(args: argparse.Namespace) -> tuple[IO[bytes], int | None]:
     return f, os.fstat(f.fileno()).st_size
 
 
-def _produce_all(args: argparse.Namespace, producer: Any, stream: IO[bytes], progress: Progress | None) -> int:
+def _produce_all(
+    args: argparse.Namespace, producer: Any, poller: Poller, stream: IO[bytes], progress: Progress | None
+) -> int:
     separator: bytes | None = None
     if args.key_separator is not None:
         separator = args.key_separator.encode().decode("unicode_escape").encode()
@@ -209,9 +269,9 @@ def _produce_all(args: argparse.Namespace, producer: Any, stream: IO[bytes], pro
                 produce(topic, value, key, headers=headers, **extra)
                 break
             except BufferError:
-                producer.poll(0.05)
+                poller.poll(0.05)
         if count & 1023 == 0:
-            producer.poll(0)
+            poller.poll(0)
             if progress is not None:
                 progress.maybe_draw(count, nbytes)
     if progress is not None:
@@ -230,6 +290,7 @@ def _body(argv: list[str]) -> int:
         from confluent_kafka import Producer
 
         tally = DeliveryTally()
+        watch = BrokerWatch(sys.stderr, args.bootstrap_server)
         conf = client_config(
             args,
             {
@@ -240,9 +301,11 @@ def _body(argv: list[str]) -> int:
                 "queue.buffering.max.messages": 500_000,
                 "message.timeout.ms": max(5000, int(args.timeout * 1000) * 4),
                 "on_delivery": tally.on_delivery,
+                "error_cb": watch.on_error,
                 **extra_props,
             },
         )
+        watch.timeout_s = float(conf["message.timeout.ms"]) / 1000  # a --producer-property may set it
         try:
             producer = Producer(conf)
         except Exception as e:
@@ -252,11 +315,14 @@ def _body(argv: list[str]) -> int:
         progress = Progress(sys.stderr, size) if show_progress else None
         started = time.monotonic()
         error: CliError | None = None
+        poller = Poller(producer)
         try:
-            sent = _produce_all(args, producer, stream, progress)
+            sent = _produce_all(args, producer, poller, stream, progress)
         except CliError as e:
             error = e
             sent = tally.delivered
+        finally:
+            poller.stop()
         remaining = producer.flush(max(args.timeout * 4, 10.0))
     finally:
         if stream is not sys.stdin.buffer:

@@ -211,3 +211,47 @@ def test_unreachable_broker_is_one_line_and_bounded() -> None:
         proc = run_cli(command, *args, "--bootstrap-server", dead, "--timeout", "1", stdin=b"x\n")
         assert_one_line_error(proc, f"cannot reach broker at {dead}", code=1)
     assert time.monotonic() - started < 30
+
+
+def test_producer_says_at_once_when_the_broker_goes_away() -> None:
+    """The broker stops under a running ``rill produce``: a warning on stderr within seconds (it stayed
+    silent until its records timed out), then the unacknowledged record fails the command."""
+    import os
+    import select
+    import subprocess
+    import sys
+
+    from rill.testing import broker
+
+    with broker(num_partitions=1) as b:
+        topic = new_topic_name("gone")
+        assert run_cli("topics", "create", topic, "--bootstrap-server", b.bootstrap_servers).returncode == 0
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rill.cli.produce", topic, "--bootstrap-server", b.bootstrap_servers,
+             "--timeout", "1", "--linger-ms", "0"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )  # fmt: skip
+        try:
+            assert proc.stdin is not None and proc.stderr is not None
+            proc.stdin.write(b"before\n")
+            proc.stdin.flush()
+            deadline = time.monotonic() + 30
+            bs = ["--bootstrap-server", b.bootstrap_servers]
+            while lines(run_cli("consume", topic, "--from-beginning", "--exit-at-end", *bs)) != ["before"]:
+                assert time.monotonic() < deadline, "the first record never arrived"
+            b.stop()
+            proc.stdin.write(b"after\n")
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stderr], [], [], 15)
+            assert ready, "no warning within 15 s of the broker stopping"
+            warning = proc.stderr.readline().decode()
+            assert warning.startswith("warning: lost the connection to the broker at "), warning
+            proc.stdin.close()
+            proc.wait(timeout=60)
+            rest = proc.stderr.read().decode()
+        finally:
+            proc.kill()
+    assert proc.returncode == 1, rest
+    assert "1 of 2 record(s) failed" in rest, rest
+    assert "Traceback" not in rest, rest
