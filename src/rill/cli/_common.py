@@ -19,7 +19,7 @@ import logging
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, TextIO
 
@@ -234,6 +234,31 @@ def kafka_error_name(exc: BaseException) -> str:
     if err is not None and hasattr(err, "name"):
         return str(err.name())
     return ""
+
+
+def kafka_tool_form(argv: list[str], actions: Mapping[str, str], name_option: str | None = None) -> list[str]:
+    """Kafka's tools name the action with a flag and the object with an option (``kafka-topics.sh --create
+    --topic T --partitions 3``); that form becomes the subcommand form (``create T --partitions 3``). An
+    argv without one of ``actions`` comes back unchanged."""
+    given = [a for a in argv if a in actions]
+    if not given:
+        return argv
+    if len(given) > 1:
+        raise CliError(f"give one action, not {' and '.join(given)}", EXIT_USAGE)
+    rest: list[str] = []
+    names: list[str] = []
+    args = iter(a for a in argv if a != given[0])
+    for arg in args:
+        if name_option is not None and arg == name_option:
+            name = next(args, None)
+            if name is None:
+                raise CliError(f"{name_option} needs a value", EXIT_USAGE)
+            names.append(name)
+        elif name_option is not None and arg.startswith(name_option + "="):
+            names.append(arg.partition("=")[2])
+        else:
+            rest.append(arg)
+    return [actions[given[0]], *names, *rest]
 
 
 def run_subcommand(parser: argparse.ArgumentParser, argv: list[str]) -> int:

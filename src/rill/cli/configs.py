@@ -8,6 +8,7 @@
 
 For brokers, ``--entity-name`` defaults to the broker's id when the cluster has one broker. (Kafka's
 ``--entity-default``, the cluster-wide default, is not offered: librdkafka cannot name that resource.)
+Kafka's own form works too: ``rill configs --describe --entity-type topics --entity-name orders``, ``--alter``.
 
 ``describe`` lists what was set at run time for the entity, as kafka-configs does (a topic's own configs,
 a broker's dynamic ones), unless ``--all`` is given; every row shows where its value comes from:
@@ -32,6 +33,7 @@ from rill.cli._common import (
     client_config,
     describe_kafka_exception,
     ensure_reachable,
+    kafka_tool_form,
     new_parser,
     parse_config_list,
     print_json,
@@ -260,8 +262,12 @@ def _alter(args: argparse.Namespace) -> int:
     return 0
 
 
+KAFKA_ACTIONS = {"--describe": "describe", "--alter": "alter"}
+"""kafka-configs.sh's action flags, and the subcommand each one is."""
+
+
 def _body(argv: list[str]) -> int:
-    args = _build_parser().parse_args(argv)
+    args = _build_parser().parse_args(kafka_tool_form(argv, KAFKA_ACTIONS))
     if args.command == "describe":
         return _describe(args)
     return _alter(args)

@@ -5,6 +5,8 @@
     rill groups describe GROUP          members, assignments, committed offset, log end offset and lag
     rill groups delete GROUP
     rill groups reset GROUP --topic T (--to-earliest | --to-latest | --to-offset N)
+
+Kafka's own form works too for ``--list``, ``--describe --group G`` and ``--delete --group G``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from rill.cli._common import (
     add_subparsers,
     client_config,
     describe_kafka_exception,
+    kafka_tool_form,
     new_parser,
     print_json,
     print_table,
@@ -265,8 +268,13 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+KAFKA_ACTIONS = {"--list": "list", "--describe": "describe", "--delete": "delete"}
+"""kafka-consumer-groups.sh's action flags, and the subcommand each one is (its ``--reset-offsets`` is a dry
+run without ``--execute``, where ``rill groups reset`` applies at once, so it is not taken as ``reset``)."""
+
+
 def _body(argv: list[str]) -> int:
-    return run_subcommand(_build_parser(), argv)
+    return run_subcommand(_build_parser(), kafka_tool_form(argv, KAFKA_ACTIONS, "--group"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

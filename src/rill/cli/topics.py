@@ -6,7 +6,8 @@
     rill topics delete TOPIC [--if-exists]
     rill topics alter-config TOPIC [--add-config k=v[,k=v]] [--delete-config k[,k]]
 
-Partitions and replication factor left out take the broker's defaults (``num.partitions``,
+Kafka's own form works too: ``rill topics --create --topic T --partitions 3``, ``--list``, ``--describe``,
+``--delete``. Partitions and replication factor left out take the broker's defaults (``num.partitions``,
 ``default.replication.factor``).
 """
 
@@ -24,6 +25,7 @@ from rill.cli._common import (
     add_subparsers,
     describe_kafka_exception,
     kafka_error_name,
+    kafka_tool_form,
     new_parser,
     parse_config_list,
     print_json,
@@ -225,8 +227,12 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+KAFKA_ACTIONS = {"--list": "list", "--describe": "describe", "--create": "create", "--delete": "delete"}
+"""kafka-topics.sh's action flags, and the subcommand each one is."""
+
+
 def _body(argv: list[str]) -> int:
-    return run_subcommand(_build_parser(), argv)
+    return run_subcommand(_build_parser(), kafka_tool_form(argv, KAFKA_ACTIONS, "--topic"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -185,6 +185,27 @@ def test_usage_errors_exit_2_with_one_line(cli_broker: CliBroker) -> None:
     assert_one_line_error(proc, code=1)
 
 
+def test_kafka_tools_own_form(cli_broker: CliBroker) -> None:
+    """What a Kafka user types (``kafka-topics.sh --create --topic T``, ``kafka-configs.sh --describe``,
+    ``kafka-consumer-groups.sh --list``) does what the subcommand does; it used to be 'invalid choice'."""
+    topic = new_topic_name("kform")
+    created = run_cli("topics", "--create", "--topic", topic, "--partitions", "2", *_bs(cli_broker))
+    assert created.returncode == 0, created.stderr
+    assert lines(created) == [f"Created topic {topic}."]
+    assert topic in lines(run_cli("topics", *_bs(cli_broker), "--list"))
+    described = run_cli("topics", "--describe", f"--topic={topic}", *_bs(cli_broker))
+    assert described.returncode == 0, described.stderr
+    assert lines(described)[0].startswith(f"Topic: {topic}\tPartitionCount: 2")
+    configs = run_cli("configs", "--describe", "--entity-type", "topics", "--entity-name", topic, *_bs(cli_broker))
+    assert configs.returncode == 0, configs.stderr
+    assert run_cli("groups", "--list", *_bs(cli_broker)).returncode == 0
+    assert_one_line_error(run_cli("topics", "--list", "--create", *_bs(cli_broker)), "one action", code=2)
+    assert_one_line_error(run_cli("topics", "--delete", "--topic"), "--topic needs a value", code=2)
+    deleted = run_cli("topics", "--delete", "--topic", topic, *_bs(cli_broker))
+    assert deleted.returncode == 0, deleted.stderr
+    assert topic not in lines(run_cli("topics", "--list", *_bs(cli_broker)))
+
+
 def test_rill_front_routes_to_the_subcommands(cli_broker: CliBroker) -> None:
     import subprocess
     import sys
