@@ -66,7 +66,8 @@ def dump_log_file(path: Path, out: TextIO, *, print_records: bool) -> bool:
         finally:
             view.release()
     if pos != size:
-        out.write(f"Found {size - pos} invalid bytes at position {pos} (a torn or damaged tail)\n")
+        what = "a torn or damaged tail" if pos else "no record batch at the start: not a segment, or damaged throughout"
+        out.write(f"Found {size - pos} invalid bytes at position {pos} ({what})\n")
         return False
     return all_valid
 

@@ -32,6 +32,10 @@ def test_dump_log_prints_batches_indexes_and_snapshots(
         f.write(b"\x00" * 70)
     assert main([str(seg)]) == 1
     assert "Found 70 invalid bytes" in capsys.readouterr().out
+    junk = tmp_path / "00000000000000000000.log"
+    junk.write_bytes(b"not a segment at all, " * 4)
+    assert main([str(junk)]) == 1
+    assert "Found 88 invalid bytes at position 0 (no record batch at the start" in capsys.readouterr().out
     assert main([str(tmp_path / "missing.log")]) == 1
 
 
