@@ -48,6 +48,9 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, 
         coordinator.manager.maybe_create_offsets_topic()
     except KafkaError as e:  # e.g. no disk space for it: retriable, as Kafka answers until the topic exists
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create __consumer_offsets: {e.message}", -1, "", -1
+    unavailable = coordinator.manager.unavailable_reason(key)
+    if unavailable is not None:  # Kafka would have taken the partition offline: clients back off and ask again
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, unavailable, -1, "", -1
     node_id = ctx.services.node_id
     for broker in ctx.services.metadata.brokers():
         if broker.node_id == node_id:

@@ -51,6 +51,11 @@ GROUP_METADATA_VALUE_VERSION = 3
 
 _INT16 = struct.Struct(">h")
 _LOAD_CHUNK_BYTES = 1 << 20
+UNWRITABLE_BACKOFF_S = 2.0
+"""After a write to a ``__consumer_offsets`` partition fails for lack of storage (a full disk), its groups'
+coordinator is not offered (FindCoordinator answers COORDINATOR_NOT_AVAILABLE) for this long before the
+next write tries the disk again. Kafka takes such a partition offline, so clients back off and look for the
+coordinator again; without a pause, members rejoined and failed to store their assignment in a tight loop."""
 
 
 def java_string_hash(s: str) -> int:
@@ -203,6 +208,7 @@ class GroupMetadataManager:
         self.segment_bytes = int(get("offsets.topic.segment.bytes"))
         self.metadata = metadata
         self.replica_manager = replica_manager
+        self._unwritable: dict[int, tuple[float, str]] = {}  # partition -> (until, on monotonic time; why)
 
     @property
     def num_partitions(self) -> int:
@@ -241,7 +247,28 @@ class GroupMetadataManager:
         try:
             self.replica_manager.append_records(tp, memoryview(batch), -1)
         except KafkaError as e:
+            if e.code == ErrorCode.KAFKA_STORAGE_ERROR:
+                if tp.partition not in self._unwritable:
+                    log.warning(
+                        "%s cannot be written (%s): its groups' coordinator is unavailable, retried every %g s",
+                        tp,
+                        e.message,
+                        UNWRITABLE_BACKOFF_S,
+                    )
+                self._unwritable[tp.partition] = (time.monotonic() + UNWRITABLE_BACKOFF_S, e.message)
             raise KafkaError(_coordinator_error(e.code, offsets=offsets), e.message) from e
+        if self._unwritable.pop(tp.partition, None) is not None:
+            log.info("%s can be written again: its groups' coordinator is available", tp)
+
+    def unavailable_reason(self, group_id: str) -> str | None:
+        """Why the coordinator of ``group_id`` is not offered now (its partition failed a write for lack of
+        storage less than ``UNWRITABLE_BACKOFF_S`` ago), or None."""
+        if not self._unwritable:
+            return None
+        failed = self._unwritable.get(self.partition_for(group_id))
+        if failed is None or time.monotonic() >= failed[0]:
+            return None
+        return f"the group's partition of {OFFSETS_TOPIC} cannot be written: {failed[1]}"
 
     def store_group(self, group: GroupMetadata, assignment: Mapping[str, bytes]) -> None:
         now = _now_ms()
