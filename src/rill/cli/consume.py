@@ -13,12 +13,15 @@ committed offsets win and the start only applies where the group has none, as in
 ``--format`` takes kcat's tokens: ``%s`` value, ``%k`` key, ``%t`` topic, ``%p`` partition, ``%o`` offset,
 ``%T`` timestamp (ms), ``%h`` headers (``k=v,k=v``), ``%S``/``%K`` value/key length, ``%%``; escapes
 ``\\n`` ``\\t`` ``\\r`` ``\\\\``. The default prints the value and a newline. ``--json`` prints one JSON
-object a line.
+object a line: ``topic``, ``partition``, ``offset``, ``timestamp``, ``key``, ``value`` (text, or null) and
+``headers`` (name to text). Bytes that are not UTF-8 (Avro, say) are not mangled: such a key or value is given
+as ``key_base64`` / ``value_base64`` instead, and such header values under ``headers_base64``.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import sys
 import time
@@ -110,20 +113,36 @@ def _headers_text(msg: Any) -> str:
     return ",".join(k if v is None else f"{k}={v.decode('utf-8', 'replace')}" for k, v in headers)
 
 
-def _text(data: bytes | None) -> str | None:
-    return None if data is None else data.decode("utf-8", "replace")
+def _put(text: dict[str, Any], binary: dict[str, str], name: str, data: bytes | None) -> None:
+    """``text[name]`` is ``data`` as UTF-8 text (None for null); bytes that are not UTF-8 go, in base64,
+    to ``binary[name]`` instead."""
+    if data is None:
+        text[name] = None
+        return
+    try:
+        text[name] = data.decode("utf-8")
+    except UnicodeDecodeError:
+        binary[name] = base64.b64encode(data).decode("ascii")
 
 
 def render_json(msg: Any) -> bytes:
-    record = {
+    record: dict[str, Any] = {
         "topic": msg.topic(),
         "partition": msg.partition(),
         "offset": msg.offset(),
         "timestamp": _timestamp(msg),
-        "key": _text(msg.key()),
-        "value": _text(msg.value()),
-        "headers": {k: _text(v) for k, v in (msg.headers() or [])},
     }
+    binary: dict[str, str] = {}
+    _put(record, binary, "key", msg.key())
+    _put(record, binary, "value", msg.value())
+    record.update({f"{name}_base64": data for name, data in binary.items()})
+    headers: dict[str, Any] = {}
+    binary_headers: dict[str, str] = {}
+    for name, data in msg.headers() or []:
+        _put(headers, binary_headers, name, data)
+    record["headers"] = headers
+    if binary_headers:
+        record["headers_base64"] = binary_headers
     return json.dumps(record).encode() + b"\n"
 
 
