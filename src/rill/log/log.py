@@ -147,11 +147,25 @@ class Log:
                 ErrorCode.INCONSISTENT_TOPIC_ID,
                 f"{self._tp}: topic id {topic_id} does not match the stored {stored}",
             )
+        # Whether the id came from this log's own ``partition.metadata`` (or its creator): a log without
+        # one takes the id the metadata gives it (``adopt_topic_id``) instead of being set aside as stray.
+        self.topic_id_known = topic_id is not None or stored is not None
         result = topic_id or stored or uuid.uuid4()
         if stored != result:
-            write_partition_metadata(path, result, sync=False)
-            self._dir_changes += 1
+            self._write_topic_id(result)
         return result
+
+    def _write_topic_id(self, topic_id: uuid.UUID) -> None:
+        write_partition_metadata(self._dir / PARTITION_METADATA, topic_id, sync=False)
+        self._dir_changes += 1
+
+    def adopt_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Take ``topic_id`` from the metadata: only for a log whose own id was not known."""
+        if self.topic_id_known:
+            raise ValueError(f"{self._tp} already has the topic id {self._topic_id}")
+        self._write_topic_id(topic_id)
+        self._topic_id = topic_id
+        self.topic_id_known = True
 
     @property
     def topic(self) -> str:

@@ -3,7 +3,13 @@
 Each log dir holds ``<topic>-<partition>`` directories, the three offset checkpoints (format in
 rill.log.checkpoints) and, between a clean shutdown and the next start, the marker file
 ``.kafka_cleanshutdown`` that lets the next start skip recovery. A deleted partition's directory
-is renamed ``<topic>-<partition>.<uuid hex>-delete`` and removed in the background. While a broker
+is renamed ``<topic>-<partition>.<uuid hex>-delete`` and removed in the background; the recovery-point,
+log-start-offset and high-watermark checkpoints are written again at once, as Kafka's asyncDelete does, so a
+topic created again under the same name never starts from the old log's offsets (they are also written
+right after the logs are loaded, which drops entries of logs that are gone). A stray log (a partition
+the metadata does not have, or of another incarnation of its topic: left behind by a crash during a
+topic deletion) is renamed ``<topic>-<partition>.<uuid hex>-stray`` and kept, as Kafka keeps them, for
+an operator to look at; it is never loaded again. While a broker
 runs it holds an exclusive ``flock`` on ``.lock`` in each log dir, as Kafka does: a second broker
 pointed at the same directory refuses to start instead of recovering (truncating) segments the
 first one is writing.
@@ -23,7 +29,7 @@ import resource
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +52,7 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
+STRAY_DIR_SUFFIX = "-stray"
 
 
 class LogDirInUseError(RuntimeError):
@@ -118,8 +125,15 @@ class LogManager:
             try:
                 self._load_dir(log_dir)
             except OSError as e:
-                log.error("Log dir %s is offline: %s", log_dir, e)
+                hint = ""
+                if e.errno == errno.EMFILE:
+                    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+                    hint = f" (the hard limit on open files is {limit}; about five are needed per segment)"
+                log.error("Log dir %s is offline: %s%s", log_dir, e, hint)
                 self.offline_dirs.add(log_dir)
+        # Entries of logs that are gone (deleted before a crash let the checkpoints catch up) must not
+        # reach a log created later under the same name.
+        self._write_all_checkpoints(self.log_dirs)
 
     def _lock_dirs(self) -> None:
         for log_dir in self.log_dirs:
@@ -156,6 +170,9 @@ class LogManager:
                 continue
             if child.name.endswith(DELETE_DIR_SUFFIX):
                 self._dirs_to_delete.append(child)
+                continue
+            if child.name.endswith(STRAY_DIR_SUFFIX):
+                log.warning("Not loading stray log %s (kept for inspection; remove it when done)", child)
                 continue
             tp = parse_topic_partition(child.name)
             if tp is None:
@@ -222,6 +239,16 @@ class LogManager:
             if d in counts:
                 counts[d] += 1
         placed: dict[TopicPartition, tuple[Path, uuid.UUID | None, LogConfig]] = {}
+        stray: dict[TopicPartition, str] = {}
+        for tp, topic_id, _ in wanted:
+            existing = self._logs.get(tp)
+            if existing is not None and topic_id is not None and existing.topic_id != topic_id:
+                if existing.topic_id_known:  # left by an earlier topic of the same name
+                    stray[tp] = f"its topic id {existing.topic_id} is not the topic's {topic_id}"
+                else:
+                    existing.adopt_topic_id(topic_id)
+        if stray:
+            self.set_aside_stray(stray)
         for tp, topic_id, config in wanted:
             existing = self._logs.get(tp)
             if existing is not None:
@@ -258,22 +285,47 @@ class LogManager:
         return [self._logs[tp] for tp, _, _ in wanted]
 
     def delete_log(self, tp: TopicPartition) -> bool:
-        """Forget the log and rename its directory for background removal."""
-        plog = self._logs.pop(tp, None)
-        self._log_dir_of.pop(tp, None)
-        self._flush_requested.discard(tp)
-        if plog is None:
-            return False
-        plog.close(clean=False)
-        target = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
-        try:
-            plog.rename_dir(target)
-        except OSError as e:
-            log.error("Cannot rename %s for deletion: %s", plog.dir, e)
-            return True
-        self._dirs_to_delete.append(target)
-        self._maybe_wake()
-        return True
+        """``delete_logs`` of one log; False when there is none."""
+        return bool(self.delete_logs([tp]))
+
+    def delete_logs(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Forget the logs, rename their directories for background removal and write the checkpoints of
+        their log dirs again at once (blocking: a few small files). Returns the partitions that had a log."""
+        return self._set_aside(tps, DELETE_DIR_SUFFIX)
+
+    def set_aside_stray(self, why: Mapping[TopicPartition, str]) -> list[TopicPartition]:
+        """Set these logs aside as stray (renamed, kept, never loaded again), each for its reason."""
+        for tp, reason in why.items():
+            plog = self._logs.get(tp)
+            if plog is not None:
+                log.warning("%s is stray (%s): renaming %s with the suffix %s", tp, reason, plog.dir, STRAY_DIR_SUFFIX)
+        return self._set_aside(why, STRAY_DIR_SUFFIX)
+
+    def _set_aside(self, tps: Iterable[TopicPartition], suffix: str) -> list[TopicPartition]:
+        done: list[TopicPartition] = []
+        dirs: set[Path] = set()
+        for tp in tps:
+            plog = self._logs.pop(tp, None)
+            log_dir = self._log_dir_of.pop(tp, None)
+            self._flush_requested.discard(tp)
+            if plog is None:
+                continue
+            done.append(tp)
+            if log_dir is not None:
+                dirs.add(log_dir)
+            plog.close(clean=False)
+            target = plog.dir.with_name(f"{plog.dir.name}.{uuid.uuid4().hex}{suffix}")
+            try:
+                plog.rename_dir(target)
+            except OSError as e:
+                log.error("Cannot rename %s to %s: %s", plog.dir, target.name, e)
+                continue
+            if suffix == DELETE_DIR_SUFFIX:
+                self._dirs_to_delete.append(target)
+        if dirs:
+            self._write_all_checkpoints(sorted(dirs))
+            self._maybe_wake()
+        return done
 
     # ---- checkpoints --------------------------------------------------------------------------
 
@@ -292,6 +344,17 @@ class LogManager:
                 write_offset_checkpoint(d / name, entries)
             except OSError as e:
                 log.error("Cannot write %s in %s: %s", name, d, e)
+
+    def _write_all_checkpoints(self, dirs: Iterable[Path]) -> None:
+        """The three offset checkpoints of ``dirs`` (online ones), from the logs they hold now."""
+        wanted = set(dirs)
+        for name, value in (
+            (RECOVERY_POINT_CHECKPOINT, lambda x: x.recovery_point),
+            (LOG_START_OFFSET_CHECKPOINT, lambda x: x.log_start_offset),
+            (REPLICATION_OFFSET_CHECKPOINT, lambda x: x.high_watermark),
+        ):
+            offsets = {d: o for d, o in self._offsets_by_dir(value).items() if d in wanted}
+            self._write_checkpoints(name, offsets)
 
     def checkpoint_recovery_points(self) -> None:
         self._write_checkpoints(RECOVERY_POINT_CHECKPOINT, self._offsets_by_dir(lambda x: x.recovery_point))

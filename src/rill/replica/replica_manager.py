@@ -85,20 +85,42 @@ class ReplicaManager:
                 else:
                     partition.update_state(state)
                     partition.update_config(config, compression, min_isr)
+        failed: KafkaError | None = None
         if new:
-            logs = self.log_manager.get_or_create_logs([(tp, tid, cfg) for tp, _, tid, cfg, _, _ in new])
-            for plog, (tp, state, _, _, compression, min_isr) in zip(logs, new, strict=True):
+            try:
+                self.log_manager.get_or_create_logs([(tp, tid, cfg) for tp, _, tid, cfg, _, _ in new])
+            except KafkaError as e:  # the logs that could be made are hosted; the error is raised at the end
+                failed = e
+            for tp, state, _, _, compression, min_isr in new:
+                plog = self.log_manager.get_log(tp)
+                if plog is None:
+                    continue
                 partition = Partition(tp, plog, state, self.node_id, compression, min_isr)
                 self._partitions[tp] = partition
                 partition.log.leader_epoch_cache.assign(state.leader_epoch, plog.log_end_offset)
                 # A new leader's high watermark is the smallest log end offset in its ISR; the
                 # checkpointed value may be stale after a crash (here the ISR is this replica).
                 partition.maybe_increment_high_watermark()
-        for tp in [tp for tp in self._partitions if tp not in wanted]:
+        gone = [tp for tp in self._partitions if tp not in wanted]
+        for tp in gone:
             del self._partitions[tp]
-            self.log_manager.delete_log(tp)
+        if gone:
+            self.log_manager.delete_logs(gone)
+        for tp in gone:
             self.fetch_purgatory.check_and_complete(tp)
             log.info("Deleted partition %s", tp)
+        # A log no partition of the metadata claims was left by a topic deleted while the broker stopped
+        # (a crash before every directory was renamed): set aside, so that the topic created again under
+        # that name starts empty, as Kafka does with stray logs.
+        stray = {
+            plog.topic_partition: "no partition of the metadata is hosted in it"
+            for plog in self.log_manager.all_logs()
+            if plog.topic_partition not in wanted
+        }
+        if stray:
+            self.log_manager.set_aside_stray(stray)
+        if failed is not None:
+            raise failed
 
     # -- lookups -----------------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from logtest_util import BASE_TS, all_records, make_batch, small_config
 
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError
-from rill.log.checkpoints import read_offset_checkpoint
+from rill.log.checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from rill.log.log_manager import CLEAN_SHUTDOWN_FILE, LOCK_FILE, LogDirInUseError, LogManager
 
 pytestmark = pytest.mark.timeout(60)
@@ -77,6 +77,86 @@ def test_delete_log_renames_then_removes(tmp_path: Path) -> None:
     m.shutdown()
 
 
+def _crash(m: LogManager) -> None:
+    """What a SIGKILL leaves: no flush, no checkpoints, no marker; the kernel drops the locks."""
+    for lg in m.all_logs():
+        lg.close(clean=False)
+    m.release_dir_locks()
+
+
+def test_a_topic_created_again_does_not_take_the_deleted_logs_checkpoints(tmp_path: Path) -> None:
+    """Delete a log whose start offset and recovery point were checkpointed, create it again, append and
+    crash: the new log must start at 0 with every record (the stale log-start-offset entry moved its start
+    past its end: every acknowledged record was gone after the restart)."""
+    m = LogManager([tmp_path], small_config())
+    m.startup()
+    lg = m.get_or_create_log(TP, uuid.uuid4(), small_config())
+    for i in range(20):
+        lg.append(make_batch(2, tag=i), leader_epoch=0)
+    lg.high_watermark = 40
+    assert lg.maybe_increment_log_start_offset(30)
+    lg.flush()
+    m.checkpoint_log_start_offsets()
+    m.checkpoint_recovery_points()
+    assert read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint") == {TP: 30}
+    m.delete_log(TP)
+    # written again at once, without the deleted log, as Kafka's asyncDelete does
+    assert read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint") == {}
+    assert read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {}
+    again = m.get_or_create_log(TP, uuid.uuid4(), small_config())
+    for i in range(5):
+        again.append(make_batch(2, tag=100 + i), leader_epoch=0)
+    _crash(m)
+    m = LogManager([tmp_path], small_config())
+    m.startup()
+    lg2 = m.get_log(TP)
+    assert lg2 is not None and (lg2.log_start_offset, lg2.log_end_offset) == (0, 10)
+    assert [r.offset for r in all_records(lg2)] == list(range(10))
+    m.shutdown()
+
+
+def test_startup_drops_checkpoint_entries_of_logs_that_are_gone(tmp_path: Path) -> None:
+    m = LogManager([tmp_path], small_config())
+    m.startup()
+    m.get_or_create_log(TP, uuid.uuid4(), small_config()).append(make_batch(2), leader_epoch=0)
+    m.shutdown()
+    write_offset_checkpoint(tmp_path / "log-start-offset-checkpoint", {TP: 0, TopicPartition("gone", 3): 500})
+    m = LogManager([tmp_path], small_config())
+    m.startup()
+    assert read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint") == {TP: 0}
+    m.shutdown()
+
+
+def test_a_log_of_another_topic_id_is_set_aside_as_stray(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The metadata names the partition under a new topic id (the topic was deleted and created again while
+    a directory of the old one survived): the old log is renamed ``-stray`` and kept, never loaded again, and
+    a fresh log takes its place. A log with no stored id (no ``partition.metadata``) adopts the id instead."""
+    old_id, new_id = uuid.uuid4(), uuid.uuid4()
+    m = LogManager([tmp_path], small_config())
+    m.startup()
+    m.get_or_create_log(TP, old_id, small_config()).append(make_batch(3), leader_epoch=0)
+    adopted_tp = TopicPartition("orders", 1)
+    m.get_or_create_log(adopted_tp, None, small_config()).append(make_batch(2), leader_epoch=0)
+    m.shutdown()
+    (tmp_path / "orders-1" / "partition.metadata").unlink()
+
+    m = LogManager([tmp_path], small_config())
+    m.startup()
+    fresh, adopted = m.get_or_create_logs([(TP, new_id, small_config()), (adopted_tp, new_id, small_config())])
+    assert fresh.topic_id == new_id and fresh.log_end_offset == 0
+    assert adopted.topic_id == new_id and adopted.log_end_offset == 2
+    assert "orders-0 is stray" in caplog.text
+    stray = [p for p in tmp_path.iterdir() if p.name.endswith("-stray")]
+    assert len(stray) == 1 and stray[0].name.startswith("orders-0.")
+    assert (stray[0] / "00000000000000000000.log").stat().st_size > 0  # kept, for an operator to look at
+    m.shutdown()
+    m = LogManager([tmp_path], small_config())
+    m.startup()
+    assert {lg.topic_partition for lg in m.all_logs()} == {TP, adopted_tp}
+    assert m.get_log(TP) is not None and m.get_log(TP).topic_id == new_id  # type: ignore[union-attr]
+    m.shutdown()
+
+
 def test_background_flush_retention_and_delayed_delete(tmp_path: Path) -> None:
     cfg = small_config(segment_bytes=400, flush_messages=4, retention_ms=1000, file_delete_delay_ms=50)
     m = LogManager(
@@ -118,8 +198,9 @@ def test_get_or_create_logs_spreads_and_reports_failures(tmp_path: Path) -> None
     dirs = [tmp_path / "a", tmp_path / "b"]
     m = LogManager(dirs, small_config())
     m.startup()
-    first = m.get_or_create_log(TopicPartition("orders", 0), uuid.uuid4(), small_config())
-    wanted = [(TopicPartition("orders", p), uuid.uuid4(), small_config()) for p in range(40)]
+    orders_id = uuid.uuid4()
+    first = m.get_or_create_log(TopicPartition("orders", 0), orders_id, small_config())
+    wanted = [(TopicPartition("orders", p), orders_id, small_config()) for p in range(40)]
     logs = m.get_or_create_logs(wanted)
     assert [lg.topic_partition for lg in logs] == [tp for tp, _, _ in wanted]
     assert logs[0] is first  # an existing log is returned, not made again

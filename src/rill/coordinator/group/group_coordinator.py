@@ -91,6 +91,11 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin):
             for member in group.all_members():
                 self._schedule_heartbeat(group, member)
         self.active = True
+        # Offsets of a topic the metadata no longer has: it was deleted and the broker stopped before
+        # they were tombstoned (on_metadata_change does that while the broker runs). Kafka commits
+        # offsets of existing topics only, and removes them when it replays the deletion.
+        topics = self._topic_ids
+        self._remove_offsets(lambda g: [tp for tp in g.offsets if tp.topic not in topics], now_ms(), "Removed")
         self._schedule_expiry()
 
     async def shutdown(self) -> None:
