@@ -11,7 +11,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 import rill.testing
@@ -362,3 +362,50 @@ def test_a_join_group_held_for_the_rebalance_is_not_logged_as_slow(caplog) -> No
         c.close()
     assert assigned and waited > 1.5  # the JoinGroup was held past the dispatcher's 1 s threshold
     assert not [r for r in caplog.records if "Slow request" in r.getMessage()]
+
+
+def test_a_topic_whose_logs_cannot_all_be_made_is_taken_back(tmp_path) -> None:
+    """With too few file descriptors for a topic's logs, CreateTopics fails with KAFKA_STORAGE_ERROR and
+    leaves nothing behind: the topic stayed in the metadata, half its logs made, and the broker could not
+    start again ("Too many open files" while loading them)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data = tmp_path / "data"
+    limited = (
+        "import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (300, 300)); "
+        "sys.argv = ['rill', *sys.argv[1:]]; runpy.run_module('rill', run_name='__main__')"
+    )
+    args = [sys.executable, "-c", limited, "broker", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+            "--override", f"log.dirs={data}"]  # fmt: skip
+
+    def start() -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(b"rill broker ready on"):
+                return proc
+        proc.wait(10)
+        pytest.fail(f"the broker did not start again (exit {proc.returncode})")
+
+    proc = start()
+    try:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        with pytest.raises(KafkaException) as e:
+            admin.create_topics([NewTopic("wide", 200, 1)])["wide"].result(60)
+        assert e.value.args[0].name() == "KAFKA_STORAGE_ERROR" and "open" in e.value.args[0].str()
+        assert "wide" not in admin.list_topics(timeout=10).topics
+        assert not [d for d in data.iterdir() if d.name.startswith("wide-") and not d.name.endswith("-delete")]
+        admin.create_topics([NewTopic("narrow", 10, 1)])["narrow"].result(30)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    proc = start()
+    try:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        assert set(admin.list_topics(timeout=10).topics) == {"narrow"}
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -112,21 +112,26 @@ class Log:
         self.recovered_segments = result.recovered_segments
         self.truncated_bytes = result.truncated_bytes
         self._segments = result.segments
-        if not self._segments:
-            start = max(log_start_offset, 0)
-            self._segments = [self._new_segment(start, now, active=True)]
-        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
-        self._leo = self._active.next_offset
-        if self._log_start_offset > self._leo:
-            # DeleteRecords advanced the start past the end that survived; start afresh there
-            self._log_start_offset = self._leo
-        self._recovery_point = min(recovery_point, self._leo)
-        self._high_watermark = min(max(high_watermark, self._log_start_offset), self._leo)
-        self.leader_epoch_cache = LeaderEpochFileCache(dir / LEADER_EPOCH_CHECKPOINT)
-        self.leader_epoch_cache.truncate_from_end(self._leo)
-        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
-        self.producer_state = ProducerStateManager(dir)
-        self._rebuild_producer_state()
+        try:
+            if not self._segments:
+                start = max(log_start_offset, 0)
+                self._segments = [self._new_segment(start, now, active=True)]
+            self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+            self._leo = self._active.next_offset
+            if self._log_start_offset > self._leo:
+                # DeleteRecords advanced the start past the end that survived; start afresh there
+                self._log_start_offset = self._leo
+            self._recovery_point = min(recovery_point, self._leo)
+            self._high_watermark = min(max(high_watermark, self._log_start_offset), self._leo)
+            self.leader_epoch_cache = LeaderEpochFileCache(dir / LEADER_EPOCH_CHECKPOINT)
+            self.leader_epoch_cache.truncate_from_end(self._leo)
+            self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+            self.producer_state = ProducerStateManager(dir)
+            self._rebuild_producer_state()
+        except BaseException:  # a log that cannot be opened keeps no file open (e.g. out of descriptors)
+            for seg in self._segments:
+                seg.close()
+            raise
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._unflushed_messages = 0
         self.last_flush_ms = now

@@ -15,7 +15,7 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -152,8 +152,26 @@ class EmbeddedMetadataStore:
             ) from e
         self._saved = self._state()
 
-    def _changed(self) -> None:
+    def _changed(self, undo: Callable[[], None] | None = None) -> None:
+        """Commit the change and tell the listeners. With ``undo``: when a listener fails (the broker could
+        not make a new partition's log: no space, no file descriptors), the change is taken back, committed
+        and told again (the partitions made so far go), and the listener's error raised, so a refused
+        CreateTopics or CreatePartitions leaves nothing behind that a restart would trip over."""
         self._commit()
+        try:
+            self._notify()
+        except KafkaError:
+            if undo is None:
+                raise
+            undo()
+            try:
+                self._commit()
+                self._notify()
+            except KafkaError as e:
+                log.error("Could not take back a change the broker could not follow: %s", e.message)
+            raise
+
+    def _notify(self) -> None:
         for listener in list(self._listeners):
             listener()
 
@@ -243,8 +261,12 @@ class EmbeddedMetadataStore:
             parts = tuple(self._new_partition(i, None) for i in range(num_partitions))
         topic = TopicState(name, uuid.uuid4(), parts, dict(configs))
         self._put(topic)
-        self._changed()
+        self._changed(undo=lambda: self._remove(topic))
         return topic
+
+    def _remove(self, topic: TopicState) -> None:
+        self._topics.pop(topic.name, None)
+        self._by_id.pop(topic.topic_id, None)
 
     def delete_topic(self, name: str) -> TopicState:
         topic = self._topics.pop(name, None)
@@ -275,7 +297,7 @@ class EmbeddedMetadataStore:
             for i in range(current, total)
         )
         self._put(TopicState(topic.name, topic.topic_id, topic.partitions + added, topic.configs))
-        self._changed()
+        self._changed(undo=lambda: self._put(topic))
         return self._topics[name]
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:

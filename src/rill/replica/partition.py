@@ -147,6 +147,11 @@ class Partition:
         """DeleteRecords: advance the log start offset (-1 = the high watermark); returns the low watermark."""
         if not self.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if not self.log.config.delete_enabled:  # a compacted topic keeps the latest record of every key
+            raise KafkaError(
+                ErrorCode.POLICY_VIOLATION,
+                f"Records of partition {self.tp} can not be deleted due to the configured policy",
+            )
         target = self.high_watermark if offset == -1 else offset
         if target < 0 or target > self.high_watermark:
             raise KafkaError(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from rill.common import FileRegion, TopicPartition
 from rill.errors import ErrorCode, KafkaError
+from rill.log.checkpoints import LOG_START_OFFSET_CHECKPOINT
 from rill.log.log import LogAppendInfo
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
@@ -121,6 +122,10 @@ class ReplicaManager:
             self.log_manager.set_aside_stray(stray)
         if failed is not None:
             raise failed
+
+    async def persist_log_start_offsets(self) -> None:
+        """Write every log's start offset to its log dir's checkpoint now (after DeleteRecords)."""
+        await self.log_manager.write_checkpoints(LOG_START_OFFSET_CHECKPOINT)
 
     # -- lookups -----------------------------------------------------------------------------------------
 

@@ -115,6 +115,23 @@ def test_a_topic_created_again_does_not_take_the_deleted_logs_checkpoints(tmp_pa
     m.shutdown()
 
 
+def test_a_checkpoint_read_before_a_deletion_is_not_written_after_it(tmp_path: Path) -> None:
+    """The periodic write reads the values on the loop and writes them in a thread; a deletion in between
+    writes its own checkpoint at once. The older values must not land on top (they would bring the deleted
+    log's entry back for the next topic of that name)."""
+    m = LogManager([tmp_path], small_config())
+    m.startup()
+    lg = m.get_or_create_log(TP, uuid.uuid4(), small_config())
+    lg.append(make_batch(4), leader_epoch=0)
+    lg.high_watermark = 4
+    assert lg.maybe_increment_log_start_offset(2)
+    older = m._snapshot("log-start-offset-checkpoint")  # what the periodic write took before the deletion
+    m.delete_log(TP)
+    m._write_snapshot(older)  # its thread gets to write only now
+    assert read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint") == {}
+    m.shutdown()
+
+
 def test_startup_drops_checkpoint_entries_of_logs_that_are_gone(tmp_path: Path) -> None:
     m = LogManager([tmp_path], small_config())
     m.startup()
