@@ -470,6 +470,10 @@ class Log:
             self.producer_state.take_snapshot(base)
         except OSError as e:
             log.warning("%s: producer snapshot at %d failed: %s", self._tp, base, e)
+        if self.on_flush_needed is not None and base > self._recovery_point:
+            # As Kafka's roll schedules a flush of the segments before the new one: the recovery point
+            # moves on, so a crash re-reads at most the last segment or two, not all since the last flush.
+            self.on_flush_needed(self)
         return segment
 
     def _new_segment(self, base: int, now_ms: int, active: bool) -> LogSegment:

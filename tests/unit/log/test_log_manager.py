@@ -64,6 +64,30 @@ def test_unclean_start_recovers_from_recovery_point(tmp_path: Path) -> None:
     m.shutdown()
 
 
+def test_a_roll_flushes_the_segments_before_it(tmp_path: Path) -> None:
+    """Kafka flushes the segments below a new one when a log rolls, so the recovery point follows the log
+    and a crash re-reads only the last segments (it re-read every segment since the last flush)."""
+    config = small_config(segment_bytes=500)
+    m = LogManager([tmp_path], config)
+    m.startup()
+    lg = m.get_or_create_log(TP, None, config)
+    for i in range(30):
+        lg.append(make_batch(2, tag=i), leader_epoch=0)
+    assert lg.num_segments > 5 and lg.recovery_point == 0
+    asyncio.run(m.flush_dirty_logs(0))  # what the background loop runs when a roll asks for a flush
+    assert lg.recovery_point == 60
+    for i in range(3):
+        lg.append(make_batch(2, tag=100 + i), leader_epoch=0)
+    m.checkpoint_recovery_points()
+    _crash(m)
+    m = LogManager([tmp_path], config)
+    m.startup()
+    again = m.get_log(TP)
+    assert again is not None and again.log_end_offset == 66
+    assert again.recovered_segments <= 2 < again.num_segments
+    m.shutdown()
+
+
 def test_delete_log_renames_then_removes(tmp_path: Path) -> None:
     m = LogManager([tmp_path], small_config())
     m.startup()
