@@ -117,8 +117,11 @@ def test_loader_reruns_publish_every_record_exactly_once(
     assert len(_published_rows(out)) == 130  # pyarrow sees only the published batch
 
     produce_values(bootstrap, b, [b"b%d" % i for i in range(30, 40)], partitions=1)
-    m2 = run_load(spark, bootstrap, [a, b], out, say=lines.append, group_id="loader-test")
+    # A topic named twice is loaded once.
+    m2 = run_load(spark, bootstrap, [a, b, a], out, say=lines.append, group_id="loader-test")
     assert m2 is not None and m2.batch == 2
+    assert {(r.topic, r.partition): r.records for r in m2.ranges} == {(a, 0): 30, (a, 1): 30, (b, 0): 10}
+    assert len(m2.ranges) == 3
     assert run_load(spark, bootstrap, [a, b], out, say=lines.append) is None  # nothing new
 
     rows = _published_rows(out)

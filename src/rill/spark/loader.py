@@ -140,6 +140,7 @@ def run_load(
 
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
+    topics = list(dict.fromkeys(topics))  # a set: a topic named twice is loaded once
     with _exclusive(out):
         shutil.rmtree(out / STAGING_DIR, ignore_errors=True)
         previous = published_manifests(out)

@@ -67,6 +67,20 @@ def _int(options: Mapping[str, str], name: str) -> int | None:
         raise OptionError(f"option {name} must be an integer, got {raw!r}") from None
 
 
+def _topics(raw: str) -> tuple[str, ...]:
+    """``subscribe``: a set of topics (a topic named twice is read once), in the order given."""
+    return tuple(dict.fromkeys(t.strip() for t in raw.split(",") if t.strip()))
+
+
+def _assigned(raw: str) -> tuple[TopicPartition, ...]:
+    """``assign``: a set of topic-partitions (a partition named twice is read once), in the order given."""
+    try:
+        parsed = json.loads(raw)
+        return tuple(dict.fromkeys(TopicPartition(str(t), int(p)) for t, ps in parsed.items() for p in ps))
+    except (ValueError, AttributeError, TypeError):
+        raise OptionError(f'option assign must be JSON like {{"topic": [0, 1]}}, got {raw!r}') from None
+
+
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
     bootstrap_servers: str
@@ -100,13 +114,6 @@ class SourceOptions:
         given = [n for n, v in (("subscribe", subscribe), ("subscribePattern", pattern), ("assign", assign)) if v]
         if not for_write and len(given) != 1:
             raise OptionError("exactly one of subscribe, subscribePattern, assign must be given, got " + str(given))
-        assigned: tuple[TopicPartition, ...] | None = None
-        if assign:
-            try:
-                parsed = json.loads(assign)
-                assigned = tuple(TopicPartition(t, int(p)) for t, ps in parsed.items() for p in ps)
-            except (ValueError, AttributeError, TypeError):
-                raise OptionError(f'option assign must be JSON like {{"topic": [0, 1]}}, got {assign!r}') from None
         if pattern:
             try:
                 re.compile(pattern)
@@ -130,9 +137,9 @@ class SourceOptions:
             raise OptionError("option kafkaConsumer.pollTimeoutMs must be positive")
         return cls(
             bootstrap_servers=bootstrap,
-            subscribe=tuple(t.strip() for t in subscribe.split(",") if t.strip()) if subscribe else None,
+            subscribe=_topics(subscribe) if subscribe else None,
             subscribe_pattern=pattern,
-            assign=assigned,
+            assign=_assigned(assign) if assign else None,
             starting=options.get("startingoffsets"),
             ending=options.get("endingoffsets"),
             starting_timestamp=_int(options, "startingTimestamp"),
