@@ -88,7 +88,7 @@ def test_offset_ranges_filters_and_assign(spark: Any, bootstrap: str, new_topic:
 
     rows = (
         base().option("subscribe", topic)
-        .option("startingOffsets", json.dumps({topic: {"0": 10, "1": -2, "2": -1}}))
+        .option("startingOffsets", json.dumps({topic: {"0": 10, "1": -2, "2": 30}}))
         .option("endingOffsets", json.dumps({topic: {"0": 20, "1": 5, "2": -1}}))
         .load()
         .collect()

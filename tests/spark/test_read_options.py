@@ -1,4 +1,6 @@
-"""Batch read options as Spark's Kafka source takes them: subscriptions are sets."""
+"""Batch read options as Spark's Kafka source takes them: subscriptions are sets, the precedence of the
+timestamp options, ending offsets by timestamp, a deleted range with failOnDataLoss=false, and the options
+Spark refuses."""
 
 from __future__ import annotations
 
@@ -6,8 +8,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import confluent_kafka
+import confluent_kafka.admin
 import pytest
-from tests.spark.test_read import produce
+from tests.spark.test_read import BASE_TS, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 
@@ -29,3 +33,109 @@ def test_topics_and_partitions_named_twice_are_read_once(
         keys = sorted((r.partition, r.offset) for r in rows)
         assert keys == [(p, o) for p in (0, 1) for o in range(20)], options
 
+
+def _indexes(df: Any) -> list[int]:
+    """Which of ``produce``'s records a read returned (record i is stamped BASE_TS + i seconds)."""
+    rows = df.selectExpr(f"CAST((unix_millis(timestamp) - {BASE_TS}) / 1000 AS INT) AS i").collect()
+    return sorted(r.i for r in rows)
+
+
+def test_timestamp_options_precedence_and_ending_timestamps(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(partitions=2)
+    produce(bootstrap, topic, 20, partitions=2)  # record i: partition i % 2, BASE_TS + i s
+
+    def at(i: int) -> str:
+        return str(BASE_TS + i * 1000)
+
+    def per_partition(value: int | str) -> str:
+        return json.dumps({topic: {"0": int(value), "1": int(value)}})
+
+    def read(**options: str) -> list[int]:
+        return _indexes(_reader(spark, bootstrap, subscribe=topic, **options))
+
+    # Start: startingTimestamp > startingOffsetsByTimestamp > startingOffsets.
+    assert read(startingTimestamp=at(15), startingOffsetsByTimestamp=per_partition(at(5))) == list(range(15, 20))
+    assert read(startingTimestamp=at(15), startingOffsets=per_partition(2)) == list(range(15, 20))
+    assert read(startingOffsetsByTimestamp=per_partition(at(5)), startingOffsets=per_partition(8)) == list(
+        range(5, 20)
+    )
+    # End (exclusive): the first offset whose timestamp is >= the time, else the latest offset.
+    assert read(endingTimestamp=at(5)) == list(range(5))
+    assert read(endingTimestamp=at(99)) == list(range(20))
+    assert read(endingOffsetsByTimestamp=per_partition(at(8))) == list(range(8))
+    assert read(endingTimestamp=at(5), endingOffsetsByTimestamp=per_partition(at(8)), endingOffsets="latest") == list(
+        range(5)
+    )
+    assert read(endingOffsetsByTimestamp=per_partition(at(8)), endingOffsets=per_partition(2)) == list(range(8))
+    assert read(startingTimestamp=at(4), endingTimestamp=at(12)) == list(range(4, 12))
+
+
+def test_a_range_deleted_whole_is_data_loss(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic()
+    produce(bootstrap, topic, 100, partitions=1)
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.delete_records([confluent_kafka.TopicPartition(topic, 0, 50)]).values():
+        f.result(30)
+
+    def read(start: int, end: int, **options: str) -> Any:
+        return _reader(
+            spark,
+            bootstrap,
+            subscribe=topic,
+            startingOffsets=json.dumps({topic: {"0": start}}),
+            endingOffsets=json.dumps({topic: {"0": end}}),
+            **options,
+        )
+
+    with pytest.raises(Exception, match="the log starts at 50"):
+        read(10, 40).collect()
+    # failOnDataLoss=false: what is left of the range, which may be nothing.
+    assert read(10, 40, failOnDataLoss="false").count() == 0
+    assert sorted(r.offset for r in read(10, 60, failOnDataLoss="false").collect()) == list(range(50, 60))
+
+
+def test_options_spark_refuses_are_refused(spark: Any, bootstrap: str, new_topic: Callable[..., str]) -> None:
+    topic, other = new_topic(partitions=2), new_topic()
+    both = {"0": 0, "1": 0}
+    refused = [
+        ({"startingOffsets": json.dumps({topic: {"0": 0}})}, "startingOffsets must name exactly.*missing"),
+        ({"startingOffsets": json.dumps({topic: both, other: {"0": 0}})}, "startingOffsets .*not read by this source"),
+        ({"endingOffsets": json.dumps({topic: {"1": -1}})}, "endingOffsets must name exactly"),
+        ({"startingOffsetsByTimestamp": json.dumps({topic: {"0": 1}})}, "startingOffsetsByTimestamp must name"),
+        ({"startingOffsets": "latest"}, "startingOffsets cannot be latest for a batch query"),
+        ({"startingOffsets": json.dumps({topic: {"0": 0, "1": -1}})}, "cannot start at -1 \\(latest\\)"),
+        ({"endingOffsets": "earliest"}, "endingOffsets cannot be earliest for a batch query"),
+        ({"endingOffsets": json.dumps({topic: {"0": -2, "1": -1}})}, "cannot end at -2 \\(earliest\\)"),
+        ({"startingTimestamp": "-1"}, "startingTimestamp must be a timestamp"),
+        ({"endingTimestamp": "-5"}, "endingTimestamp must be a timestamp"),
+        ({"endingOffsetsByTimestamp": json.dumps({topic: {"0": -1, "1": 5}})}, "timestamp -1 .* is not valid"),
+        ({"maxRecordsPerPartition": "0"}, "maxRecordsPerPartition must be positive"),
+        ({"minPartitions": "-3"}, "minPartitions must be positive"),
+    ]
+    for options, message in refused:
+        with pytest.raises(Exception, match=message):
+            _reader(spark, bootstrap, subscribe=topic, **options).collect()
+    # A stream has no end.
+    query = (
+        spark.readStream.format("rill")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("endingOffsets", "latest")
+        .load()
+        .writeStream.format("memory")
+        .queryName("ending_offsets_on_a_stream")
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(120)
+    except Exception as e:
+        assert "endingOffsets is not valid in streaming queries" in str(e)
+    else:
+        raise AssertionError("a stream with endingOffsets ran")
+    finally:
+        query.stop()

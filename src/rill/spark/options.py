@@ -1,9 +1,9 @@
-"""Options of the ``rill`` data source (the names of Spark's Kafka source) and offset resolution.
+"""Options of the ``rill`` data source (the names of Spark's Kafka source), checked as Spark checks them.
 
 Offsets travel as Spark's Kafka source writes them: ``{"topic": {"0": 23, "1": -2}}`` where -2 means
-earliest and -1 latest. Everything symbolic is resolved to concrete offsets on the driver, before Spark
-pickles the reader, so every task reads a fixed range ``[start, until)`` and a retried task reads the same
-records again.
+earliest and -1 latest. ``rill.spark.offsets`` resolves everything symbolic to concrete offsets on the
+driver, before Spark pickles the reader, so every task reads a fixed range ``[start, until)`` and a retried
+task reads the same records again.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from rill.client.client import KafkaClient
 from rill.common import TopicPartition
-from rill.errors import ErrorCode, KafkaError
 
 EARLIEST = -2
 LATEST = -1
@@ -67,6 +66,20 @@ def _int(options: Mapping[str, str], name: str) -> int | None:
         raise OptionError(f"option {name} must be an integer, got {raw!r}") from None
 
 
+def _positive(options: Mapping[str, str], name: str) -> int | None:
+    value = _int(options, name)
+    if value is not None and value <= 0:
+        raise OptionError(f"option {name} must be positive, got {value}")
+    return value
+
+
+def _timestamp(options: Mapping[str, str], name: str) -> int | None:
+    value = _int(options, name)
+    if value is not None and value < 0:
+        raise OptionError(f"option {name} must be a timestamp in ms since the epoch (>= 0), got {value}")
+    return value
+
+
 def _topics(raw: str) -> tuple[str, ...]:
     """``subscribe``: a set of topics (a topic named twice is read once), in the order given."""
     return tuple(dict.fromkeys(t.strip() for t in raw.split(",") if t.strip()))
@@ -101,6 +114,8 @@ class SourceOptions:
     topic: str | None  # the default topic of the writer
     compression: int
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS  # how long a task waits for records it knows exist
+    ending_timestamp: int | None = None
+    ending_by_timestamp: str | None = None
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, for_write: bool = False) -> SourceOptions:
@@ -126,35 +141,75 @@ class SourceOptions:
         codecs = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
         if codec not in codecs:
             raise OptionError(f"option compression.type must be one of {sorted(codecs)}, got {codec!r}")
-        max_per_trigger = _int(options, "maxOffsetsPerTrigger")
-        if max_per_trigger is not None and max_per_trigger <= 0:
-            raise OptionError("option maxOffsetsPerTrigger must be positive")
-        min_partitions = _int(options, "minPartitions")
-        if min_partitions is not None and min_partitions <= 0:
-            raise OptionError("option minPartitions must be positive")
-        poll_timeout_ms = _int(options, "kafkaConsumer.pollTimeoutMs")
-        if poll_timeout_ms is not None and poll_timeout_ms <= 0:
-            raise OptionError("option kafkaConsumer.pollTimeoutMs must be positive")
-        return cls(
+        opts = cls(
             bootstrap_servers=bootstrap,
             subscribe=_topics(subscribe) if subscribe else None,
             subscribe_pattern=pattern,
             assign=_assigned(assign) if assign else None,
             starting=options.get("startingoffsets"),
             ending=options.get("endingoffsets"),
-            starting_timestamp=_int(options, "startingTimestamp"),
+            starting_timestamp=_timestamp(options, "startingTimestamp"),
             starting_by_timestamp=options.get("startingoffsetsbytimestamp"),
             by_timestamp_strategy=strategy,
-            max_offsets_per_trigger=max_per_trigger,
-            min_partitions=min_partitions,
-            max_records_per_partition=_int(options, "maxRecordsPerPartition") or DEFAULT_MAX_RECORDS_PER_PARTITION,
+            max_offsets_per_trigger=_positive(options, "maxOffsetsPerTrigger"),
+            min_partitions=_positive(options, "minPartitions"),
+            max_records_per_partition=_positive(options, "maxRecordsPerPartition")
+            or DEFAULT_MAX_RECORDS_PER_PARTITION,
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
             include_headers=_bool(options, "includeHeaders", False),
             push_filters=_bool(options, "pushFilters", False),
             topic=options.get("topic"),
             compression=codecs[codec],
-            poll_timeout_ms=poll_timeout_ms or DEFAULT_POLL_TIMEOUT_MS,
+            poll_timeout_ms=_positive(options, "kafkaConsumer.pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS,
+            ending_timestamp=_timestamp(options, "endingTimestamp"),
+            ending_by_timestamp=options.get("endingoffsetsbytimestamp"),
         )
+        if not for_write:
+            opts._check_offset_options()
+        return opts
+
+    def _check_offset_options(self) -> None:
+        """Malformed offsets and timestamps are refused when the source is made, not when it resolves them."""
+        for option, raw in (("startingOffsets", self.starting), ("endingOffsets", self.ending)):
+            if raw is not None and raw.strip().lower() not in ("earliest", "latest"):
+                for tp, o in parse_offsets_json(raw, option).items():
+                    if o < EARLIEST:
+                        raise OptionError(f"option {option}: offset {o} for {tp} is not valid (-2 earliest, -1 latest)")
+        for option, raw in (
+            ("startingOffsetsByTimestamp", self.starting_by_timestamp),
+            ("endingOffsetsByTimestamp", self.ending_by_timestamp),
+        ):
+            if raw is not None:
+                for tp, ts in parse_timestamps_json(raw, option).items():
+                    if ts < 0:
+                        raise OptionError(f"option {option}: timestamp {ts} for {tp} is not valid (must be >= 0)")
+
+    def check_batch(self) -> None:
+        """What Spark's Kafka source refuses in a batch query: starting at latest, ending at earliest."""
+        if self.starting_timestamp is None and self.starting_by_timestamp is None and self.starting is not None:
+            if self.starting.strip().lower() == "latest":
+                raise OptionError("option startingOffsets cannot be latest for a batch query")
+            if self.starting.strip().lower() != "earliest":
+                for tp, o in parse_offsets_json(self.starting, "startingOffsets").items():
+                    if o == LATEST:
+                        raise OptionError(f"option startingOffsets: {tp} cannot start at -1 (latest) in a batch query")
+        if self.ending_timestamp is None and self.ending_by_timestamp is None and self.ending is not None:
+            if self.ending.strip().lower() == "earliest":
+                raise OptionError("option endingOffsets cannot be earliest for a batch query")
+            if self.ending.strip().lower() != "latest":
+                for tp, o in parse_offsets_json(self.ending, "endingOffsets").items():
+                    if o == EARLIEST:
+                        raise OptionError(f"option endingOffsets: {tp} cannot end at -2 (earliest) in a batch query")
+
+    def check_stream(self) -> None:
+        """A stream has no end: Spark's Kafka source refuses ending offsets in streaming queries."""
+        for option, value in (
+            ("endingOffsets", self.ending),
+            ("endingOffsetsByTimestamp", self.ending_by_timestamp),
+            ("endingTimestamp", self.ending_timestamp),
+        ):
+            if value is not None:
+                raise OptionError(f"option {option} is not valid in streaming queries (a stream has no end)")
 
     def client(self, client_id: str = "rill-spark") -> KafkaClient:
         return KafkaClient(self.bootstrap_servers, client_id=client_id)
@@ -175,13 +230,26 @@ class SourceOptions:
         return out
 
 
+def _partition_map(raw: str) -> dict[TopicPartition, int]:
+    parsed = json.loads(raw)
+    return {TopicPartition(str(t), int(p)): int(o) for t, ps in parsed.items() for p, o in ps.items()}
+
+
 def parse_offsets_json(raw: str, option: str) -> dict[TopicPartition, int]:
     try:
-        parsed = json.loads(raw)
-        return {TopicPartition(t, int(p)): int(o) for t, ps in parsed.items() for p, o in ps.items()}
+        return _partition_map(raw)
     except (ValueError, AttributeError, TypeError):
         raise OptionError(
             f'option {option} must be earliest, latest or JSON like {{"topic": {{"0": 23}}}}, got {raw!r}'
+        ) from None
+
+
+def parse_timestamps_json(raw: str, option: str) -> dict[TopicPartition, int]:
+    try:
+        return _partition_map(raw)
+    except (ValueError, AttributeError, TypeError):
+        raise OptionError(
+            f'option {option} must be JSON like {{"topic": {{"0": 1700000000000}}}} (ms per partition), got {raw!r}'
         ) from None
 
 
@@ -194,64 +262,6 @@ def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str
 
 def offsets_from_json(obj: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
     return {TopicPartition(t, int(p)): int(o) for t, ps in obj.items() for p, o in ps.items()}
-
-
-def resolve_starting(
-    client: KafkaClient, opts: SourceOptions, tps: list[TopicPartition], *, default: str
-) -> dict[TopicPartition, int]:
-    """Concrete starting offsets: by timestamp if asked, else startingOffsets (``default`` when absent)."""
-    if opts.starting_by_timestamp is not None or opts.starting_timestamp is not None:
-        if opts.starting_by_timestamp is not None:
-            wanted = parse_offsets_json(opts.starting_by_timestamp, "startingOffsetsByTimestamp")
-        else:
-            assert opts.starting_timestamp is not None
-            wanted = dict.fromkeys(tps, opts.starting_timestamp)
-        found = client.list_offsets({tp: ts for tp, ts in wanted.items() if tp in set(tps)})
-        latest = client.latest_offsets(tps)
-        out: dict[TopicPartition, int] = {}
-        for tp in tps:
-            hit = found.get(tp)
-            if hit is None or hit.offset < 0:
-                if opts.by_timestamp_strategy == "error" and tp in wanted:
-                    raise KafkaError(
-                        ErrorCode.OFFSET_NOT_AVAILABLE,
-                        f"no offset of {tp} has a timestamp >= {wanted[tp]} "
-                        "(set startingOffsetsByTimestampStrategy=latest to start at the end instead)",
-                    )
-                out[tp] = latest[tp]
-            else:
-                out[tp] = hit.offset
-        return out
-    return resolve_spec(client, opts.starting or default, "startingOffsets", tps)
-
-
-def resolve_spec(client: KafkaClient, spec: str, option: str, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-    """``earliest`` / ``latest`` / JSON -> concrete offsets for ``tps`` (partitions missing from the JSON
-    take earliest for startingOffsets and latest for endingOffsets)."""
-    spec = spec.strip()
-    earliest = client.earliest_offsets(tps)
-    latest = client.latest_offsets(tps)
-    if spec.lower() == "earliest":
-        if option == "endingOffsets":
-            raise OptionError("endingOffsets cannot be earliest")
-        return earliest
-    if spec.lower() == "latest":
-        return latest
-    given = parse_offsets_json(spec, option)
-    out: dict[TopicPartition, int] = {}
-    for tp in tps:
-        o = given.get(tp, EARLIEST if option == "startingOffsets" else LATEST)
-        if o == EARLIEST:
-            if option == "endingOffsets":
-                raise OptionError("endingOffsets cannot use -2 (earliest)")
-            out[tp] = earliest[tp]
-        elif o == LATEST:
-            out[tp] = latest[tp]
-        elif o < 0:
-            raise OptionError(f"{option}: offset {o} for {tp} is not valid")
-        else:
-            out[tp] = o
-    return out
 
 
 def split_ranges(ranges: list[OffsetRange], *, min_partitions: int | None, max_records: int) -> list[OffsetRange]:

@@ -31,7 +31,8 @@ from rill.client.client import KafkaClient
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError
 from rill.spark.arrow import ArrowBatcher
-from rill.spark.options import OffsetRange, SourceOptions, resolve_spec, resolve_starting, split_ranges
+from rill.spark.offsets import resolve_ending, resolve_starting
+from rill.spark.options import OffsetRange, SourceOptions, split_ranges
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +59,9 @@ def report_data_loss(opts: SourceOptions, message: str) -> None:
     """Spark's Kafka source rule: fail with the message, or log it and go on when failOnDataLoss=false."""
     if opts.fail_on_data_loss:
         raise DataLossError(
-            message + ". Some data may have been lost because they are not available any more (retention or "
-            "compaction). If you want your query to continue anyway, set failOnDataLoss=false."
+            message + ". Some data may have been lost because they are not available any more (deleted by "
+            "retention or DeleteRecords, compacted, or the topic was deleted or recreated). If you want your "
+            "query to continue anyway, set failOnDataLoss=false."
         )
     log.warning("%s; continuing (failOnDataLoss=false)", message)
 
@@ -207,18 +209,20 @@ def narrow_ranges(ranges: list[OffsetRange], filters: Sequence[Filter], client: 
 
 class RillBatchReader(DataSourceReader):
     def __init__(self, opts: SourceOptions) -> None:
+        opts.check_batch()
         self.opts = opts
         with opts.client() as client:
             tps = opts.topic_partitions(client)
             starts = resolve_starting(client, opts, tps, default="earliest")
-            ends = resolve_spec(client, opts.ending or "latest", "endingOffsets", tps)
+            ends = resolve_ending(client, opts, tps)
             earliest = client.earliest_offsets(tps)
         self.ranges: list[OffsetRange] = []
         for tp in tps:
             start, until = starts[tp], ends[tp]
             if start < earliest[tp]:
                 report_data_loss(opts, f"cannot read {tp} from offset {start}: the log starts at {earliest[tp]}")
-                start = earliest[tp]
+                # What is left of the range, if anything (a range deleted whole reads nothing).
+                start = min(earliest[tp], until)
             if until < start:
                 raise KafkaError(
                     ErrorCode.OFFSET_OUT_OF_RANGE,

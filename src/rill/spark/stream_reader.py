@@ -27,14 +27,8 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from rill.common import TopicPartition
-from rill.spark.options import (
-    OffsetRange,
-    SourceOptions,
-    offsets_from_json,
-    offsets_to_json,
-    resolve_starting,
-    split_ranges,
-)
+from rill.spark.offsets import resolve_starting
+from rill.spark.options import OffsetRange, SourceOptions, offsets_from_json, offsets_to_json, split_ranges
 from rill.spark.reader import RangePartition, read_range, report_data_loss
 
 log = logging.getLogger(__name__)
@@ -64,17 +58,21 @@ def rate_limit(
 
 class RillStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: SourceOptions) -> None:
+        # Options a stream cannot take are refused by the first call Spark makes (getDefaultReadLimit or
+        # initialOffset), not here: PySpark's runner hides an error raised while it makes the reader.
         self.opts = opts
         self._available_now: dict[TopicPartition, int] | None = None
 
     # -- offsets (driver) --------------------------------------------------------------------------------
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
+        self.opts.check_stream()
         with self.opts.client() as client:
             tps = self.opts.topic_partitions(client)
             return offsets_to_json(resolve_starting(client, self.opts, tps, default="latest"))
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        self.opts.check_stream()
         if self.opts.max_offsets_per_trigger:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
         return ReadAllAvailable()
@@ -95,6 +93,7 @@ class RillStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(
         self, start: dict[str, dict[str, int]] | None = None, limit: ReadLimit | None = None
     ) -> dict[str, dict[str, int]]:
+        self.opts.check_stream()
         latest = self._latest()
         begin = offsets_from_json(start) if start else {}
         # A partition that went away keeps its last offset; a new one starts where it starts.
