@@ -107,3 +107,21 @@ def new_topic(client: KafkaClient) -> Callable[..., str]:
         return name
 
     return make
+
+
+@pytest.fixture
+def recreate_topic(bootstrap: str, client: KafkaClient) -> Callable[..., None]:
+    """``recreate_topic(name, partitions=1)`` deletes a topic and creates it again, empty (its offsets
+    start again at 0), as an operator might while a job is stopped."""
+    import confluent_kafka.admin
+
+    def recreate(name: str, partitions: int = 1) -> None:
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
+        admin.delete_topics([name])[name].result(30)
+        deadline = time.monotonic() + 30
+        while name in client.list_topics():
+            assert time.monotonic() < deadline, f"topic {name} still listed after its deletion"
+            time.sleep(0.1)
+        assert client.create_topic(name, partitions), f"topic {name} exists again before it was created"
+
+    return recreate

@@ -1,7 +1,7 @@
-"""The derived feed (per-minute counts into a topic) and the ``rill pipeline`` commands run as processes:
-``load`` (killed mid-run, rerun, rerun after new records: every record exactly once; a topic named twice is
-loaded once) and ``audit`` (exit status 0 when the counts match, 3 with a MISMATCH line per differing
-window)."""
+"""The derived feed (per-minute counts into a topic, named in UTC in any session time zone) and the
+``rill pipeline`` commands run as processes: ``load`` (killed mid-run, rerun, rerun after new records: every
+record exactly once; a topic named twice is loaded once) and ``audit`` (exit status 0 when the counts match,
+3 with a MISMATCH line per differing window)."""
 
 from __future__ import annotations
 
@@ -51,6 +51,8 @@ def test_feed_writes_per_minute_counts(
         (window(1), "a", 1),
         (window(2), "b", 4),
     }
+    # The windows are named in UTC whatever the session's time zone.
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
     query = per_minute_counts(spark, bootstrap, source, target, str(tmp_path / "ckpt"))
     try:
         got: list[tuple[str, str, int]] = []
@@ -71,6 +73,7 @@ def test_feed_writes_per_minute_counts(
             time.sleep(1)
     finally:
         query.stop()
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
     assert len(got) == len(set(got))  # each finished window written once
     assert set(got) == expected  # and the open window of the late event not at all
 

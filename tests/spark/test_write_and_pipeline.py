@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 
 from rill.client import IdempotentProducer, KafkaClient
 from rill.spark.audit import AuditCounter, run_audit
-from rill.spark.loader import loaded_positions, published_manifests, run_load
+from rill.spark.loader import loaded_positions, published_manifests, read_published, run_load
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
@@ -172,3 +173,52 @@ def test_audit_flags_a_dropped_window_and_passes_a_clean_run(
     out2 = tmp_path / "out2"
     run_load(spark, bootstrap, [clean], out2, say=lambda _l: None)
     assert run_audit(client, clean_audit, out2) == []
+
+
+def test_loader_reloads_a_recreated_topic_from_its_start(
+    spark: Any,
+    bootstrap: str,
+    new_topic: Callable[..., str],
+    recreate_topic: Callable[..., None],
+    tmp_path: Path,
+) -> None:
+    topic, out = new_topic(), tmp_path / "out"
+    produce_values(bootstrap, topic, [b"old%d" % i for i in range(50)], partitions=1)
+    run_load(spark, bootstrap, [topic], out, say=lambda _l: None)
+    # Deleted and recreated between two runs: the log (0..29) ends before the loaded position 50.
+    recreate_topic(topic)
+    produce_values(bootstrap, topic, [b"new%d" % i for i in range(30)], partitions=1)
+    lines: list[str] = []
+    m = run_load(spark, bootstrap, [topic], out, say=lines.append)
+    assert any(
+        line.startswith(f"WARNING {topic}-0: the log ends at 30, before the loaded position 50") for line in lines
+    ), lines
+    assert m is not None and [(r.start, r.end, r.records) for r in m.ranges] == [(0, 30, 30)]
+    values = read_published(out, columns=["value"]).column("value").to_pylist()
+    assert sorted(values) == sorted([b"old%d" % i for i in range(50)] + [b"new%d" % i for i in range(30)])
+
+
+def test_loader_and_audit_with_a_numeric_topic_name_and_another_session_time_zone(
+    spark: Any, bootstrap: str, client: KafkaClient, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    topic = "0" + str(uuid.uuid4().int)[:12]  # looks like a number: partition inference would make it one
+    client.create_topic(topic, 1)
+    audit_topic = new_topic(prefix="audit")
+    midnight = 1_700_006_400_000  # 2023-11-15T00:00:00Z, 2023-11-14 19:00 in New York
+    counter = AuditCounter(window_ms=60_000, host="web-1")
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(40):
+        ts, headers = counter.stamp(topic, now_ms=midnight + i * 1000)
+        p.produce(topic, value=b"n%d" % i, timestamp=ts, headers=headers)
+    assert p.flush(30) == 0
+    with IdempotentProducer(client) as audit_producer:
+        counter.publish(audit_producer, audit_topic)
+    out = tmp_path / "out"
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        m = run_load(spark, bootstrap, [topic], out, say=lambda _l: None)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    assert m is not None and [(r.topic, r.records) for r in m.ranges] == [(topic, 40)]
+    assert sorted(d.name for d in out.glob("batch=*/topic=*/date=*")) == ["date=2023-11-15"]  # the UTC date
+    assert run_audit(client, audit_topic, out) == []

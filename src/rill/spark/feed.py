@@ -3,11 +3,14 @@
 Reads ``source`` with the ``rill`` stream source, counts events per key and minute of their timestamp
 (with a watermark so late windows are finalised), and writes each finished window as one JSON record
 ``{"window_start": "...", "key": "...", "count": N}`` into ``target`` with the ``rill`` stream sink.
+``window_start`` is the window's start in UTC (``2026-11-22T10:03:00Z``), whatever the session time zone.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from rill.spark.utc import utc_iso_seconds
 
 
 def per_minute_counts(
@@ -40,7 +43,7 @@ def per_minute_counts(
         F.col("key"),
         F.to_json(
             F.struct(
-                F.date_format(F.col("w.start"), "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
+                utc_iso_seconds(F.col("w.start")).alias("window_start"),
                 F.col("key").cast("string").alias("key"),
                 F.col("count"),
             )

@@ -12,14 +12,20 @@ Layout of the output directory::
 
 A run reads, for every partition of its topics, the offsets from where the last published batch ended (or
 the partition's earliest offset) up to the offset that was latest when the run started, writes them with
-Spark into ``_staging/batch=N`` partitioned by topic and date (UTC, from the record timestamp), writes the
-manifest there, and publishes data and manifest together with one ``rename`` of the batch directory. The
-offsets live with the data, so a run that dies at any point leaves either a whole batch or nothing that
-counts, and the next run starts exactly where the last published manifest ends.
+Spark into ``_staging/batch=N`` partitioned by topic and date (UTC, from the record timestamp, whatever the
+session time zone), writes the manifest there, and publishes data and manifest together with one ``rename``
+of the batch directory. The offsets live with the data, so a run that dies at any point leaves either a
+whole batch or nothing that counts, and the next run starts exactly where the last published manifest ends.
+
+Offsets the loader cannot load are reported as data loss (a ``WARNING`` line) and skipped: offsets deleted
+before they were loaded (the run starts at the earliest offset), and a log that now ends before the loaded
+position (the topic was deleted and recreated, or truncated: the run loads the new log from its earliest
+offset).
 
 Readers that are not Spark see only whole batches: pyarrow and DuckDB skip ``_``-prefixed paths
-(``pyarrow.dataset.dataset(OUTPUT, partitioning="hive")``,
-``read_parquet('OUTPUT/batch=*/*/*/*.parquet', hive_partitioning=true)``).
+(``read_published`` below, ``read_parquet('OUTPUT/batch=*/*/*/*.parquet', hive_partitioning=true)``).
+Partition values are text: read them as strings, as ``read_published`` does (inferring their types turns
+a topic named ``007`` into the number 7).
 
 ``_offsets.json``: ``{"batch": 7, "created_ms": ..., "ranges": [{"topic": "T", "partition": 0,
 "start": 100, "end": 250, "records": 150}, ...]}`` with ``end`` exclusive.
@@ -42,11 +48,15 @@ from typing import Any
 from rill.common import TopicPartition
 from rill.fsutil import fsync_dir, write_atomically
 from rill.spark.options import offsets_to_json
+from rill.spark.utc import utc_date
 
 OFFSETS_FILE = "_offsets.json"
 STAGING_DIR = "_staging"
 LOCK_FILE = "_loader.lock"
 _BATCH_RE = re.compile(r"^batch=(\d{6,})$")
+# The partition columns of the output, read as written (type inference would read topic=007 as 7).
+STAGED_SCHEMA = "topic string, partition int, date string"
+PARTITION_COLUMNS = ("batch", "topic", "date")
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +165,13 @@ def run_load(
                 if start < earliest[tp]:
                     say(f"WARNING {tp}: offsets {start}..{earliest[tp] - 1} were deleted before they were loaded")
                     start = earliest[tp]
-                starts[tp] = min(start, latest[tp])
+                elif start > latest[tp]:
+                    say(
+                        f"WARNING {tp}: the log ends at {latest[tp]}, before the loaded position {start} (the topic "
+                        f"was recreated or truncated): loading it from its earliest offset {earliest[tp]}"
+                    )
+                    start = earliest[tp]
+                starts[tp] = start
             batch = (previous[-1].batch + 1) if previous else 1
             if all(starts[tp] >= latest[tp] for tp in tps):
                 say("nothing new to load")
@@ -173,13 +189,15 @@ def run_load(
                 .load()
             )
             (
-                df.withColumn("date", F.date_format(F.col("timestamp"), "yyyy-MM-dd"))
+                df.withColumn("date", utc_date(F.col("timestamp")))
                 .write.partitionBy("topic", "date")
                 .parquet(str(staging))
             )
             counts: dict[TopicPartition, int] = {}
             if staging.exists():
-                staged = spark.read.parquet(str(staging)).groupBy("topic", "partition").count().collect()
+                staged = (
+                    spark.read.schema(STAGED_SCHEMA).parquet(str(staging)).groupBy("topic", "partition").count()
+                ).collect()
                 counts = {TopicPartition(str(r["topic"]), int(r["partition"])): int(r["count"]) for r in staged}
             ranges = tuple(LoadedRange(tp.topic, tp.partition, starts[tp], latest[tp], counts.get(tp, 0)) for tp in tps)
             manifest = Manifest(batch, int(time.time() * 1000), ranges)
@@ -196,11 +214,14 @@ def run_load(
 
 
 def read_published(output: str | Path, columns: list[str] | None = None) -> Any:
-    """The published data as one ``pyarrow.Table`` (what a non-Spark reader sees)."""
+    """The published data as one ``pyarrow.Table`` (what a non-Spark reader sees), with the partition
+    columns ``batch``, ``topic`` and ``date`` as strings."""
+    import pyarrow as pa
     import pyarrow.dataset as ds
 
     out = Path(output)
     if not any(_BATCH_RE.match(p.name) for p in out.iterdir()):
         return None
-    dataset = ds.dataset(str(out), format="parquet", partitioning="hive")
+    strings = pa.schema([(name, pa.string()) for name in PARTITION_COLUMNS])
+    dataset = ds.dataset(str(out), format="parquet", partitioning=ds.HivePartitioning.discover(schema=strings))
     return dataset.to_table(columns=columns)
