@@ -80,6 +80,33 @@ def test_write_needs_value_and_topic(spark: Any, bootstrap: str) -> None:
         df.write.format("rill").option("kafka.bootstrap.servers", bootstrap).mode("append").save()
 
 
+def test_write_refuses_what_spark_refuses(spark: Any, bootstrap: str, new_topic: Callable[..., str]) -> None:
+    topic = new_topic()
+    refused = [
+        ("value int", (300,), "column value has type int; value must be string or binary"),
+        ("key bigint, value string", (7, "v"), "column key has type bigint; key must be string or binary"),
+        ("value double", (1.5,), "column value has type double"),
+        ("value struct<a:int>", ((1,),), "column value has type struct<a:int>"),
+        ("value string, partition string", ("v", "0"), "column partition has type string; partition must be int"),
+        ("value string, partition bigint", ("v", 0), "column partition has type bigint"),
+    ]
+    for ddl, row, message in refused:
+        df = spark.createDataFrame([row], ddl)
+        with pytest.raises(Exception, match=message):
+            df.write.format("rill").option("kafka.bootstrap.servers", bootstrap).option("topic", topic).mode(
+                "append"
+            ).save()
+    with pytest.raises(Exception, match="column topic has type int; topic must be string"):
+        spark.createDataFrame([(1, "v")], "topic int, value string").write.format("rill").option(
+            "kafka.bootstrap.servers", bootstrap
+        ).mode("append").save()
+    with pytest.raises(Exception, match="save mode overwrite is not supported"):
+        spark.createDataFrame([("v",)], "value string").write.format("rill").option(
+            "kafka.bootstrap.servers", bootstrap
+        ).option("topic", topic).mode("overwrite").save()
+    assert read_topic(spark, bootstrap, topic) == []  # nothing was written
+
+
 def _published_rows(output: Path) -> list[tuple[str, int, int]]:
     table = ds.dataset(str(output), format="parquet", partitioning="hive").to_table(
         columns=["topic", "partition", "offset"]

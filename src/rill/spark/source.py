@@ -15,7 +15,7 @@ from rill.spark.arrow import schema_ddl
 from rill.spark.options import SourceOptions
 from rill.spark.reader import RillBatchReader, RillFilteringBatchReader
 from rill.spark.stream_reader import RillStreamReader
-from rill.spark.writer import RillStreamWriter, RillWriter
+from rill.spark.writer import RillStreamWriter, RillWriter, check_save_mode
 
 
 class RillDataSource(DataSource):
@@ -34,6 +34,7 @@ class RillDataSource(DataSource):
         return RillStreamReader(SourceOptions.parse(self.options))
 
     def writer(self, schema: StructType, overwrite: bool) -> RillWriter:
+        check_save_mode(overwrite)
         return RillWriter(SourceOptions.parse(self.options, for_write=True), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> RillStreamWriter:

@@ -1,10 +1,11 @@
 """Writing DataFrames into topics (batch and streaming), like Spark's Kafka sink.
 
-Columns: ``value`` (required, string or binary), ``key`` (optional, string or binary), ``topic`` (required
-unless the ``topic`` option is set; the option wins), ``partition`` (optional int; otherwise Kafka's default
-partitioner), ``headers`` (optional ``array<struct<key:string,value:binary>>``). Each task writes through its
-own idempotent producer, so resends after lost responses are not duplicated; a task retried by Spark writes
-its rows again (at-least-once, like Spark's Kafka sink).
+Columns: ``value`` (required, string or binary), ``key`` (optional, string or binary), ``topic`` (string,
+required unless the ``topic`` option is set; the option wins), ``partition`` (optional int; otherwise Kafka's
+default partitioner), ``headers`` (optional ``array<struct<key:string,value:binary>>``). Other types are
+refused before anything is written, as Spark's Kafka sink refuses them; so is the save mode overwrite.
+Each task writes through its own idempotent producer, so resends after lost responses are not duplicated;
+a task retried by Spark writes its rows again (at-least-once, like Spark's Kafka sink).
 """
 
 from __future__ import annotations
@@ -24,7 +25,15 @@ from pyspark.sql.types import StructType
 from rill.client.producer import IdempotentProducer
 from rill.spark.options import OptionError, SourceOptions
 
-ALLOWED_COLUMNS = frozenset({"key", "value", "topic", "partition", "headers"})
+# The type each column must have, as Spark's Kafka sink checks it (nullability aside).
+COLUMN_TYPES = {
+    "key": ("string", "binary"),
+    "value": ("string", "binary"),
+    "topic": ("string",),
+    "partition": ("int",),
+    "headers": ("array<struct<key:string,value:binary>>",),
+}
+ALLOWED_COLUMNS = frozenset(COLUMN_TYPES)
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,20 @@ def check_schema(schema: StructType, opts: SourceOptions) -> None:
     unknown = names - ALLOWED_COLUMNS
     if unknown:
         raise OptionError(f"columns {sorted(unknown)} cannot be written; allowed: {sorted(ALLOWED_COLUMNS)}")
+    for field in schema.fields:
+        allowed = COLUMN_TYPES[field.name]
+        got = field.dataType.simpleString()
+        if got not in allowed:
+            raise OptionError(f"column {field.name} has type {got}; {field.name} must be {' or '.join(allowed)}")
+
+
+def check_save_mode(overwrite: bool) -> None:
+    """Records cannot be taken back from a topic: like Spark's Kafka sink, refuse to overwrite."""
+    if overwrite:
+        raise OptionError(
+            "save mode overwrite is not supported by rill (records written to a topic stay there); "
+            "use mode('append')"
+        )
 
 
 def _as_bytes(v: Any) -> bytes | None:
@@ -49,7 +72,9 @@ def _as_bytes(v: Any) -> bytes | None:
         return v
     if isinstance(v, str):
         return v.encode()
-    return bytes(v)
+    if isinstance(v, bytearray | memoryview):
+        return bytes(v)
+    raise TypeError(f"cannot write a {type(v).__name__} as a record's bytes")
 
 
 def write_batches(opts: SourceOptions, batches: Iterator[pa.RecordBatch]) -> WriteCommit:
