@@ -3,8 +3,9 @@ request dispatcher, and the network listener.
 
 Start order: logs are loaded (and recovered) first, then the listener binds (so the advertised port is known
 when it was 0), then the metadata store and the replica manager come up, and only then are requests served.
-Stop order is the reverse: no new requests, in-flight ones finish, background work stops, logs are flushed,
-checkpointed and marked cleanly shut down.
+Stop order is the reverse: no new connections; requests that wait for something (a JoinGroup waiting for
+the rebalance, a long-polling Fetch) end at once; the other in-flight requests finish; background work
+stops; logs are flushed, checkpointed and marked cleanly shut down.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from rill.log.log_manager import LogManager
 from rill.metadata.embedded import EmbeddedMetadataStore
 from rill.metadata.store import BrokerInfo, dynamic_broker_configs
 from rill.network.connection_quotas import ConnectionQuotas
+from rill.network.handler import CloseConnection
 from rill.network.server import SocketServer
+from rill.replica.purgatory import PurgatoryClosed
 from rill.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -159,10 +162,16 @@ class Broker:
 
     async def stop(self) -> None:
         if self._server is not None:
-            await self._server.stop()
+            await self._server.stop_accepting()
+        # Requests parked until something happens are answered (JoinGroup and SyncGroup with
+        # NOT_COORDINATOR) or ended (a Fetch waiting for data) now, not after their wait.
         coordinator = self.services.group_coordinator if self.services else None
         if coordinator is not None:
             await coordinator.shutdown()
+        if self.replica_manager is not None:
+            self.replica_manager.fetch_purgatory.close()
+        if self._server is not None:
+            await self._server.stop()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
         if self._background is not None:
@@ -188,8 +197,15 @@ class _LateHandler:
     async def handle(self, conn: Any, frame: memoryview) -> Any:
         if not self._holder:
             raise ConnectionError("broker is starting")
-        return await self._holder[0].handle(conn, frame)
+        try:
+            return await self._holder[0].handle(conn, frame)
+        except PurgatoryClosed as e:  # a long-polling Fetch when the broker stops: close without waiting
+            raise _ShuttingDown(str(e)) from None
 
     def connection_closed(self, conn: Any) -> None:
         if self._holder:
             self._holder[0].connection_closed(conn)
+
+
+class _ShuttingDown(CloseConnection):
+    """The broker is stopping: the connection closes without an answer to its waiting request."""

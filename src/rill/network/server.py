@@ -169,14 +169,18 @@ class SocketServer:
         self._bound[name] = (str(bound_host), int(addr[1]))
         log.info("listener %s bound to %s:%d", name, bound_host, addr[1])
 
-    async def stop(self, timeout: float = 10.0) -> None:
-        """Stop accepting, finish queued requests (at most ``timeout`` seconds), close every connection."""
+    async def stop_accepting(self) -> None:
+        """Close the listeners (new connections are refused); open connections carry on."""
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
             self._sweeper = None
         await self._close_listeners()
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Stop accepting, finish queued requests (at most ``timeout`` seconds), close every connection."""
+        await self.stop_accepting()
         connections = list(self._connections)
         if connections:
             _done, pending = await asyncio.wait(

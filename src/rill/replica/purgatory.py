@@ -3,6 +3,9 @@
 A waiter registers a future under each partition it watches; an append to a partition completes the futures
 watching it. The waiter then re-checks its own condition (``min_bytes``) and waits again if needed, until its
 deadline. Everything runs on the event loop thread.
+
+On broker shutdown ``close`` ends every wait at once, and any wait after it, with ``PurgatoryClosed``, so that
+no request holds the shutdown up for the rest of its wait.
 """
 
 from __future__ import annotations
@@ -13,11 +16,16 @@ from collections.abc import Iterable
 from rill.common import TopicPartition
 
 
+class PurgatoryClosed(Exception):
+    """The broker is shutting down: the delayed operation ends now."""
+
+
 class DelayedOperationPurgatory:
     def __init__(self, name: str) -> None:
         self.name = name
         self._watchers: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         self._waiting = 0
+        self._closed = False
 
     @property
     def size(self) -> int:
@@ -25,7 +33,10 @@ class DelayedOperationPurgatory:
         return self._waiting
 
     async def wait(self, keys: Iterable[TopicPartition], timeout: float) -> bool:
-        """Wait until one of ``keys`` is completed or ``timeout`` seconds pass; True when woken."""
+        """Wait until one of ``keys`` is completed or ``timeout`` seconds pass; True when woken.
+        Raises PurgatoryClosed once ``close`` was called."""
+        if self._closed:
+            raise PurgatoryClosed(f"{self.name} purgatory closed: the broker is shutting down")
         if timeout <= 0:
             return False
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -35,6 +46,8 @@ class DelayedOperationPurgatory:
         self._waiting += 1
         try:
             await asyncio.wait_for(fut, timeout)
+            if self._closed:
+                raise PurgatoryClosed(f"{self.name} purgatory closed: the broker is shutting down")
             return True
         except TimeoutError:
             return False
@@ -59,3 +72,8 @@ class DelayedOperationPurgatory:
     def wake_all(self) -> None:
         for key in list(self._watchers):
             self.check_and_complete(key)
+
+    def close(self) -> None:
+        """End every wait now and refuse new ones (broker shutdown)."""
+        self._closed = True
+        self.wake_all()
