@@ -77,14 +77,66 @@ def test_stream_restart_admission_control_and_new_partitions(
     check_exactly_once(spark, out, 300, 2)
 
     # Restart with more data and a partition added while stopped: read from where the checkpoint ends,
-    # and the new partition from its earliest offset.
+    # and the new partition from its earliest offset. Its backlog counts against maxOffsetsPerTrigger.
     admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_partitions([confluent_kafka.admin.NewPartitions(topic, 3)])
     futures[topic].result(30)
     time.sleep(0.5)
     produce_seq(bootstrap, topic, 300, 150, 3)
-    run_stream(spark, bootstrap, topic, out, ckpt)
+    progress = run_stream(spark, bootstrap, topic, out, ckpt, maxOffsetsPerTrigger="100")
+    sizes = [p["numInputRows"] for p in progress if p["numInputRows"]]
+    assert sum(sizes) == 150 and max(sizes) <= 100, sizes
     check_exactly_once(spark, out, 450, 3)
+
+
+def _restart(spark: Any, bootstrap: str, topic: str, out: Path, ckpt: Path, **options: str) -> Exception | None:
+    """One AvailableNow run over the checkpoint; returns how the query ended."""
+    q = (
+        spark.readStream.format("rill")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("fetchOffset.retryIntervalMs", "100")
+        .options(**options)
+        .load()
+        .select("partition", "offset", "value")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        q.awaitTermination(120)
+    except Exception as e:
+        return e
+    finally:
+        q.stop()
+    return None
+
+
+def test_stream_over_a_recreated_topic_reports_data_loss(
+    spark: Any,
+    bootstrap: str,
+    new_topic: Callable[..., str],
+    recreate_topic: Callable[..., None],
+    tmp_path: Path,
+) -> None:
+    topic = new_topic()
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    produce_seq(bootstrap, topic, 0, 50, 1)
+    assert _restart(spark, bootstrap, topic, out, ckpt) is None
+    # Deleted and recreated while the query is stopped: its offsets (0..19) are below the checkpoint's 50.
+    recreate_topic(topic)
+    produce_seq(bootstrap, topic, 1000, 20, 1)
+    failed = _restart(spark, bootstrap, topic, out, ckpt)
+    assert failed is not None and f"Partition {topic}-0's offset was changed from 50 to 20" in str(failed)
+    # failOnDataLoss=false: a warning, and the query goes on from the new offsets.
+    assert _restart(spark, bootstrap, topic, out, ckpt, failOnDataLoss="false") is None
+    produce_seq(bootstrap, topic, 2000, 30, 1)
+    assert _restart(spark, bootstrap, topic, out, ckpt, failOnDataLoss="false") is None
+    values = sorted(int(bytes(r.value)) for r in spark.read.parquet(str(out)).collect())
+    assert values == list(range(50)) + list(range(2000, 2030))
 
 
 def test_stream_write_into_a_topic(spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path) -> None:

@@ -21,6 +21,8 @@ LATEST = -1
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
 DEFAULT_POLL_TIMEOUT_MS = 60_000
+DEFAULT_OFFSET_FETCH_ATTEMPTS = 3
+DEFAULT_OFFSET_FETCH_INTERVAL_MS = 1000
 
 
 class OptionError(ValueError):
@@ -116,6 +118,10 @@ class SourceOptions:
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS  # how long a task waits for records it knows exist
     ending_timestamp: int | None = None
     ending_by_timestamp: str | None = None
+    # fetchOffset.numRetries / fetchOffset.retryIntervalMs: how often a stream asks again for latest offsets
+    # that are below the offsets it already reached, before it reports data loss.
+    offset_fetch_attempts: int = DEFAULT_OFFSET_FETCH_ATTEMPTS
+    offset_fetch_interval_ms: int = DEFAULT_OFFSET_FETCH_INTERVAL_MS
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, for_write: bool = False) -> SourceOptions:
@@ -141,6 +147,12 @@ class SourceOptions:
         codecs = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
         if codec not in codecs:
             raise OptionError(f"option compression.type must be one of {sorted(codecs)}, got {codec!r}")
+        attempts = _int(options, "fetchOffset.numRetries")
+        if attempts is not None and attempts < 1:
+            raise OptionError(f"option fetchOffset.numRetries must be at least 1, got {attempts}")
+        interval = _int(options, "fetchOffset.retryIntervalMs")
+        if interval is not None and interval < 0:
+            raise OptionError(f"option fetchOffset.retryIntervalMs must not be negative, got {interval}")
         opts = cls(
             bootstrap_servers=bootstrap,
             subscribe=_topics(subscribe) if subscribe else None,
@@ -163,6 +175,8 @@ class SourceOptions:
             poll_timeout_ms=_positive(options, "kafkaConsumer.pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS,
             ending_timestamp=_timestamp(options, "endingTimestamp"),
             ending_by_timestamp=options.get("endingoffsetsbytimestamp"),
+            offset_fetch_attempts=DEFAULT_OFFSET_FETCH_ATTEMPTS if attempts is None else attempts,
+            offset_fetch_interval_ms=DEFAULT_OFFSET_FETCH_INTERVAL_MS if interval is None else interval,
         )
         if not for_write:
             opts._check_offset_options()

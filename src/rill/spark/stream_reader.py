@@ -7,15 +7,22 @@ replayed after a restart or a killed driver reads exactly the same records, and 
 that into exactly-once output.
 
 Admission control: ``maxOffsetsPerTrigger`` (``ReadMaxRows``) is shared between partitions in proportion to
-their backlog, as Spark's Kafka source does. ``Trigger.AvailableNow`` reads up to the offsets that were
-latest when the query started, then stops.
+their backlog (a new partition's backlog counts from its earliest offset), as Spark's Kafka source does.
+``Trigger.AvailableNow`` reads up to the offsets that were latest when the query started, then stops.
+
+A partition whose latest offset is below the offset the query already reached (the topic was deleted and
+recreated, the log truncated) is data loss, as in Spark: after ``fetchOffset.numRetries`` looks at the
+latest offsets, the batch ends at the partition's new latest offset, and planning it fails the query
+(``failOnDataLoss=true``) or logs a warning and reads nothing of that partition, so that the next batch
+goes on from the new offsets.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -26,6 +33,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from rill.client.client import KafkaClient
 from rill.common import TopicPartition
 from rill.spark.offsets import resolve_starting
 from rill.spark.options import OffsetRange, SourceOptions, offsets_from_json, offsets_to_json, split_ranges
@@ -35,17 +43,22 @@ log = logging.getLogger(__name__)
 
 
 def rate_limit(
-    start: dict[TopicPartition, int], latest: dict[TopicPartition, int], limit: int
+    start: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    limit: int,
+    new_earliest: Mapping[TopicPartition, int] | None = None,
 ) -> dict[TopicPartition, int]:
     """Spread ``limit`` offsets over partitions in proportion to their backlog (every partition with a
-    backlog moves by at least one offset)."""
-    backlog = {tp: max(latest[tp] - start.get(tp, latest[tp]), 0) for tp in latest}
+    backlog moves by at least one offset). A partition missing from ``start`` (new since the last batch)
+    starts at its offset in ``new_earliest``."""
+    first = {**(new_earliest or {}), **start}
+    backlog = {tp: max(latest[tp] - first.get(tp, latest[tp]), 0) for tp in latest}
     total = sum(backlog.values())
     if total <= limit:
         return dict(latest)
     out: dict[TopicPartition, int] = {}
     for tp, end in latest.items():
-        begin = start.get(tp, end)
+        begin = first.get(tp, end)
         size = backlog[tp]
         if size == 0:
             out[tp] = end
@@ -82,10 +95,16 @@ class RillStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             tps = self.opts.topic_partitions(client)
             self._available_now = client.latest_offsets(tps)
 
-    def _latest(self) -> dict[TopicPartition, int]:
-        with self.opts.client() as client:
-            tps = self.opts.topic_partitions(client)
-            latest = client.latest_offsets(tps)
+    def _latest(self, client: KafkaClient, known: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Latest offsets (capped for AvailableNow). Latest offsets below ``known`` ones are asked for again
+        (a moment of stale metadata must not look like data loss), as Spark's Kafka source does."""
+        for attempt in range(1, self.opts.offset_fetch_attempts + 1):
+            latest = client.latest_offsets(self.opts.topic_partitions(client))
+            behind = {str(tp): (known[tp], o) for tp, o in latest.items() if tp in known and o < known[tp]}
+            if not behind or attempt == self.opts.offset_fetch_attempts:
+                break
+            log.warning("latest offsets below those already reached ((reached, latest) by partition): %s", behind)
+            time.sleep(self.opts.offset_fetch_interval_ms / 1000)
         if self._available_now is not None:
             latest = {tp: min(o, self._available_now.get(tp, o)) for tp, o in latest.items()}
         return latest
@@ -94,22 +113,32 @@ class RillStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self, start: dict[str, dict[str, int]] | None = None, limit: ReadLimit | None = None
     ) -> dict[str, dict[str, int]]:
         self.opts.check_stream()
-        latest = self._latest()
         begin = offsets_from_json(start) if start else {}
-        # A partition that went away keeps its last offset; a new one starts where it starts.
-        for tp, off in begin.items():
-            latest.setdefault(tp, off)
-            latest[tp] = max(latest[tp], off)
-        if isinstance(limit, ReadMaxRows) and begin:
-            latest = rate_limit(begin, latest, limit.max_rows)
+        with self.opts.client() as client:
+            latest = self._latest(client, begin)
+            # A partition that went away keeps its last offset. One whose latest offset is now below where
+            # the query is (recreated, truncated) ends the batch there: partitions() reports the loss.
+            for tp, off in begin.items():
+                latest.setdefault(tp, off)
+            if isinstance(limit, ReadMaxRows) and begin:
+                new = [tp for tp in latest if tp not in begin]
+                new_earliest = client.earliest_offsets(new) if new else {}
+                latest = rate_limit(begin, latest, limit.max_rows, new_earliest)
         return offsets_to_json(latest)
 
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
-        return offsets_to_json(self._latest())
+        with self.opts.client() as client:
+            return offsets_to_json(self._latest(client, {}))
 
     def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> Sequence[InputPartition]:
         begin = offsets_from_json(start)
         until = offsets_from_json(end)
+        for tp, off in until.items():
+            if off < begin.get(tp, off):
+                report_data_loss(
+                    self.opts,
+                    f"Partition {tp}'s offset was changed from {begin[tp]} to {off}, some data may have been missed",
+                )
         new = [tp for tp in until if tp not in begin]
         ranges: list[OffsetRange] = []
         with self.opts.client() as client:
