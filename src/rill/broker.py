@@ -3,9 +3,10 @@ request dispatcher, and the network listener.
 
 Start order: logs are loaded (and recovered) first, then the listener binds (so the advertised port is known
 when it was 0), then the metadata store and the replica manager come up, and only then are requests served.
+A start that fails releases what it took (listener, metrics port, open logs, the log dirs' locks).
 Stop order is the reverse: no new connections; requests that wait for something (a JoinGroup waiting for
 the rebalance, a long-polling Fetch) end at once; the other in-flight requests finish; background work
-stops; logs are flushed, checkpointed and marked cleanly shut down.
+stops; logs are flushed, checkpointed and marked cleanly shut down. ``abort`` stops as a crash would.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class Broker:
         self.services: BrokerServices | None = None
         self._bound: tuple[str, int] | None = None
         self._connection_limits: tuple[Any, ...] | None = None
+        self._log_loading: asyncio.Future[None] | None = None
+        self.step = "not started"  # what start is doing (named when a start times out)
 
     @property
     def bound_address(self) -> tuple[str, int]:
@@ -62,14 +65,26 @@ class Broker:
         return merged
 
     async def start(self) -> None:
+        """Start serving; on failure (or cancellation) everything taken so far is released."""
+        try:
+            await self._start()
+        except BaseException:
+            await self._release_after_failed_start()
+            raise
+        self.step = "started"
+
+    async def _start(self) -> None:
         config = self.config
         before, after = raise_open_files_limit()
         if after != before:
             log.info("Raised the open files limit from %d to %d", before, after)
         log_dirs = [Path(d) for d in config.log_dirs]
         defaults = LogConfig.from_topic_configs(topic_config_defaults(config, {}), LogConfig())
-        self.log_manager = LogManager(log_dirs, defaults, broker_config=config)
-        await asyncio.to_thread(self.log_manager.startup)
+        self.step = "loading the logs"
+        log_manager = self.log_manager = LogManager(log_dirs, defaults, broker_config=config)
+        # Shielded: a cancelled start waits for the loading thread before closing what it opened.
+        self._log_loading = asyncio.ensure_future(asyncio.to_thread(log_manager.startup))
+        await asyncio.shield(self._log_loading)
 
         host, port = config.listener_address
         metrics = None
@@ -77,9 +92,11 @@ class Broker:
         if metrics_port:
             from rill.metrics import BrokerMetrics, start_http_server
 
+            self.step = "starting the metrics endpoint"
             metrics = BrokerMetrics()
             self._metrics_stop = start_http_server(host, metrics_port, metrics)
 
+        self.step = "binding the listener"
         dispatcher_holder: list[RequestDispatcher] = []
         self._server = SocketServer(
             _LateHandler(dispatcher_holder),
@@ -94,6 +111,7 @@ class Broker:
         )
         bound_host, bound_port = await self._server.start()
         self._bound = (bound_host, bound_port)
+        self.step = "loading the metadata"
         adv_host, adv_port = config.advertised_address or (bound_host, bound_port)
         if adv_port == 0:
             adv_port = bound_port
@@ -161,8 +179,9 @@ class Broker:
         return GroupCoordinator.create(self.services)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            await self._server.stop_accepting()
+        server, self._server = self._server, None
+        if server is not None:
+            await server.stop_accepting()
         # Requests parked until something happens are answered (JoinGroup and SyncGroup with
         # NOT_COORDINATOR) or ended (a Fetch waiting for data) now, not after their wait.
         coordinator = self.services.group_coordinator if self.services else None
@@ -170,19 +189,83 @@ class Broker:
             await coordinator.shutdown()
         if self.replica_manager is not None:
             self.replica_manager.fetch_purgatory.close()
-        if self._server is not None:
-            await self._server.stop()
+        if server is not None:
+            await server.stop()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
-        if self._background is not None:
-            self._background.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._background
-        if self.log_manager is not None:
-            await asyncio.to_thread(self.log_manager.shutdown)
-        if self._metrics_stop is not None:
-            self._metrics_stop()
+        await self._stop_background()
+        log_manager, self.log_manager = self.log_manager, None
+        if log_manager is not None:
+            await asyncio.to_thread(log_manager.shutdown)
+        self._stop_metrics()
         log.info("Broker %d stopped", self.node_id)
+
+    async def abort(self) -> None:
+        """Stop as a crash would: connections dropped unanswered, every file closed without a flush,
+        no clean-shutdown marker (the next start recovers the logs), the log dirs' locks released."""
+        server, self._server = self._server, None
+        if server is not None:
+            await server.abort()
+        await self._stop_background()
+        self._stop_metrics()
+        self.release_files()
+        log.info("Broker %d aborted", self.node_id)
+
+    def release_files(self) -> None:
+        """Close every log without a flush or a clean-shutdown marker and release the log dirs' locks,
+        as the kernel does for a process that dies (the next start recovers the logs). Any thread may
+        call it once the broker's loop no longer runs."""
+        log_manager, self.log_manager = self.log_manager, None
+        if log_manager is not None:
+            _close_unclean(log_manager)
+
+    async def _release_after_failed_start(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            with contextlib.suppress(Exception):
+                await server.abort()
+        await self._stop_background()
+        self._stop_metrics()
+        log_manager, self.log_manager = self.log_manager, None
+        if log_manager is None:
+            return
+        loading = self._log_loading
+        loaded = False
+        if loading is not None:
+            try:
+                await loading  # after a cancelled start the loading thread may still run
+                loaded = True
+            except BaseException:
+                log.debug("loading the logs failed", exc_info=True)
+        if loaded:  # nothing was written since: a clean shutdown spares the next start a recovery
+            try:
+                await asyncio.to_thread(log_manager.shutdown)
+                return
+            except Exception:
+                log.debug("shutdown after a failed start failed", exc_info=True)
+        _close_unclean(log_manager)
+
+    async def _stop_background(self) -> None:
+        background, self._background = self._background, None
+        if background is not None:
+            background.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await background
+
+    def _stop_metrics(self) -> None:
+        stop, self._metrics_stop = self._metrics_stop, None
+        if stop is not None:
+            stop()
+
+
+def _close_unclean(log_manager: LogManager) -> None:
+    """Close every log without flushing or marking it clean, and release the log dirs' locks."""
+    for plog in log_manager.all_logs():
+        try:
+            plog.close(clean=False)
+        except Exception:
+            log.debug("closing a log failed", exc_info=True)
+    log_manager.release_dir_locks()
 
 
 _CONNECTION_LIMITS = ("max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides")

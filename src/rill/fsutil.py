@@ -50,12 +50,7 @@ def raise_open_files_limit() -> tuple[int, int]:
     every segment holds descriptors (the log, two indexes and their maps), so a few hundred
     partitions exceed the common default soft limit of 1,024. Returns (before, after)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = hard
-    if hard == resource.RLIM_INFINITY:
-        try:
-            target = int(_NR_OPEN.read_text())
-        except (OSError, ValueError):
-            target = 1 << 20
+    target = open_files_ceiling()
     if soft == resource.RLIM_INFINITY or soft >= target:
         return soft, soft
     try:
@@ -63,6 +58,18 @@ def raise_open_files_limit() -> tuple[int, int]:
     except (OSError, ValueError):
         return soft, soft
     return soft, target
+
+
+def open_files_ceiling() -> int:
+    """What ``raise_open_files_limit`` raises the soft limit to: the hard limit (the kernel's
+    ceiling when the hard limit is unlimited)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY:
+        return hard
+    try:
+        return int(_NR_OPEN.read_text())
+    except (OSError, ValueError):
+        return 1 << 20
 
 
 class FileLock:

@@ -178,6 +178,14 @@ class SocketServer:
             self._sweeper = None
         await self._close_listeners()
 
+    async def abort(self) -> None:
+        """Stop at once, as a crash would: close the listeners and drop every connection unanswered."""
+        await self.stop_accepting()
+        dropped = [*self._connections, *self._held]
+        if dropped:
+            log.debug("dropping %d connection(s)", len(dropped))
+        await self._abort_connections()
+
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop accepting, finish queued requests (at most ``timeout`` seconds), close every connection."""
         await self.stop_accepting()
@@ -190,6 +198,9 @@ class SocketServer:
                 task.cancel()
             if pending:
                 log.warning("%d connection(s) unfinished after %.1fs; closing them", len(pending), timeout)
+        await self._abort_connections()
+
+    async def _abort_connections(self) -> None:
         for conn in [*self._connections, *self._held]:
             conn.abort()
         # Give the loop a turn so transports run connection_lost.
