@@ -64,6 +64,13 @@ class Broker:
         merged.update(overrides)
         return merged
 
+    def socket_fds(self) -> list[int]:
+        """The descriptors of the listening sockets (the metrics endpoint's included) and of the client
+        connections (none when stopped)."""
+        fds = self._server.socket_fds() if self._server is not None else []
+        metrics_fd = getattr(self._metrics_stop, "fd", -1)
+        return [*fds, metrics_fd] if metrics_fd >= 0 else fds
+
     async def start(self) -> None:
         """Start serving; on failure (or cancellation) everything taken so far is released."""
         try:

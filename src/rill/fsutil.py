@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import resource
+import weakref
 from pathlib import Path
 
 _NR_OPEN = Path("/proc/sys/fs/nr_open")  # the kernel's ceiling on a process's descriptors
@@ -74,7 +75,12 @@ def open_files_ceiling() -> int:
 
 class FileLock:
     """An exclusive ``flock`` on ``path`` (created when missing), as Kafka's FileLock: held from
-    ``try_lock`` until ``release``, or until the process dies."""
+    ``try_lock`` until ``release``, or until the process dies.
+
+    A process forked while the lock is held does not hold it: an flock belongs to the open file,
+    which a forked child shares, so the child's copy of the descriptor would keep the lock after the
+    parent released it (a broker in a test process that forks workers could not restart). The child
+    closes its copy right after the fork."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -93,9 +99,28 @@ class FileLock:
             os.close(fd)
             raise
         self._fd = fd
+        _HELD_LOCKS.add(self)
         return True
 
     def release(self) -> None:
+        _HELD_LOCKS.discard(self)
         if self._fd is not None:
             os.close(self._fd)  # closing the descriptor drops its lock
             self._fd = None
+
+    def _forget_in_forked_child(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # the child's copy only: the parent's descriptor keeps the lock
+            self._fd = None
+
+
+_HELD_LOCKS: weakref.WeakSet[FileLock] = weakref.WeakSet()
+
+
+def _drop_locks_in_forked_child() -> None:
+    for lock in list(_HELD_LOCKS):
+        lock._forget_in_forked_child()
+    _HELD_LOCKS.clear()
+
+
+os.register_at_fork(after_in_child=_drop_locks_in_forked_child)

@@ -394,9 +394,10 @@ class _Collector:
 class MetricsServer:
     """A running ``/metrics`` endpoint: call it (or ``stop()``) to stop; ``port`` is the bound port."""
 
-    def __init__(self, host: str, port: int, stop: Callable[[], None]) -> None:
+    def __init__(self, host: str, port: int, stop: Callable[[], None], fd: int = -1) -> None:
         self.host = host
         self.port = port
+        self.fd = fd  # the listening socket's descriptor
         self._stop = stop
         self._stopped = False
 
@@ -479,7 +480,7 @@ def _serve_on_loop(
             task.cancel()
             sock.close()
 
-    return MetricsServer(host, port, stop)
+    return MetricsServer(host, port, stop, sock.fileno())
 
 
 def _serve_in_thread(sock: socket.socket, host: str, port: int, metrics: BrokerMetrics) -> MetricsServer:
@@ -518,4 +519,4 @@ def _serve_in_thread(sock: socket.socket, host: str, port: int, metrics: BrokerM
         thread.join(timeout=2.0)
         sock.close()
 
-    return MetricsServer(host, port, stop)
+    return MetricsServer(host, port, stop, sock.fileno())

@@ -1,9 +1,11 @@
 """Thread-mode brokers give back everything they take: files and locks after a kill or a failed
-start, the soft limit on open files; a kill is quiet in the logs, and a start that times out says so."""
+start, the listening sockets in processes forked from the test process, the soft limit on open
+files; a kill is quiet in the logs, and a start that times out says so."""
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import resource
 import socket
@@ -61,6 +63,14 @@ def busy_port() -> Iterator[int]:
         yield s.getsockname()[1]
 
 
+def refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=3).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
 def test_kill_closes_every_file_and_the_restart_recovers(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="rill")
     with rill.testing.broker(data_dir=tmp_path, num_partitions=1) as b:
@@ -100,6 +110,31 @@ def test_start_timeout_says_what_timed_out(tmp_path: Path) -> None:
     assert open_files_under(tmp_path) == []
     with rill.testing.broker(data_dir=tmp_path) as b:  # nothing of the timed-out start is left
         produce(b.bootstrap_servers, "t", [b"x"])
+
+
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def test_forked_process_keeps_no_socket_or_lock_of_the_broker() -> None:
+    fork = multiprocessing.get_context("fork")
+    with rill.testing.broker(num_partitions=1) as b:
+        port = b.port
+        client = socket.create_connection(("127.0.0.1", port))
+        time.sleep(0.1)
+        worker = fork.Process(target=_sleep, args=(30,))
+        worker.start()
+        try:
+            b.restart()  # used to fail: the worker's copy of the lock file kept the log dir locked
+            produce(b.bootstrap_servers, "t", [b"x"])
+            b.stop()
+            assert refused(port)  # used to hang: the worker's copy of the listening socket accepted
+            client.settimeout(5)
+            assert client.recv(1) == b""  # the connection the worker also had a copy of is closed
+        finally:
+            client.close()
+            worker.terminate()
+            worker.join(10)
 
 
 def test_open_files_limit_is_put_back() -> None:

@@ -195,6 +195,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """True while a request is queued or being handled."""
         return self._worker is not None
 
+    def socket_fds(self) -> list[int]:
+        """The descriptors of this connection's socket (with the duplicate that watches for room to write)."""
+        return [fd for fd in (self._sock_fd, self._watch_fd) if fd >= 0]
+
     def close(self) -> None:
         """Close after flushing what is already written."""
         self._flush()

@@ -91,7 +91,7 @@ class SocketServer:
         )
         self._backlog = backlog
         self._buffer_sizes = ((socket.SO_SNDBUF, send_buffer_bytes), (socket.SO_RCVBUF, receive_buffer_bytes))
-        self._servers: list[asyncio.AbstractServer] = []
+        self._servers: list[asyncio.Server] = []
         self._bound: dict[str, tuple[str, int]] = {}
         self._connections: set[KafkaConnection] = set()
         self.quotas = quotas if quotas is not None else ConnectionQuotas()
@@ -168,6 +168,13 @@ class SocketServer:
         bound_host = addr[0] if family in (socket.AF_INET, socket.AF_INET6) else listener.host
         self._bound[name] = (str(bound_host), int(addr[1]))
         log.info("listener %s bound to %s:%d", name, bound_host, addr[1])
+
+    def socket_fds(self) -> list[int]:
+        """The descriptors of the listening sockets and of every connection's socket."""
+        fds = [sock.fileno() for server in self._servers for sock in server.sockets]
+        for conn in [*self._connections, *self._held]:
+            fds += conn.socket_fds()
+        return fds
 
     async def stop_accepting(self) -> None:
         """Close the listeners (new connections are refused); open connections carry on."""

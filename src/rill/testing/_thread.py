@@ -2,8 +2,9 @@
 
 Everything it takes is given back: a failed or timed-out start releases the listener, the metrics
 port, the open logs and the log dirs' locks; ``kill`` closes every file, as the kernel does for a
-process that dies, without a flush or a clean-shutdown marker; and the soft limit on open files
-that brokers raise (``rill.fsutil.raise_open_files_limit``) is put back when the last thread-mode broker
+process that dies, without a flush or a clean-shutdown marker; a process forked from the test
+process lets go of the listening sockets (``_common``); and the soft limit on open files that
+brokers raise (``rill.fsutil.raise_open_files_limit``) is put back when the last thread-mode broker
 of the process stops.
 """
 
@@ -19,7 +20,7 @@ from rill.broker import Broker
 from rill.config import BrokerConfig
 from rill.fsutil import open_files_ceiling
 from rill.network.event_loop import new_event_loop
-from rill.testing._common import BrokerStartError
+from rill.testing._common import BrokerStartError, drop_in_forked_children, forget
 
 
 class ThreadRunner:
@@ -41,6 +42,7 @@ class ThreadRunner:
             if isinstance(e, BrokerStartError):
                 raise
             raise BrokerStartError(f"broker did not start: {str(e) or type(e).__name__}") from e
+        drop_in_forked_children(self)
         host, port = self.broker.bound_address
         return str(host), int(port)
 
@@ -58,7 +60,11 @@ class ThreadRunner:
     def _call(self, coro: Any, timeout: float) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
+    def descriptors_to_drop_after_fork(self) -> list[int]:
+        return self.broker.socket_fds()
+
     def stop(self, timeout: float) -> None:
+        forget(self)
         try:
             self._call(self.broker.stop(), timeout)
         finally:
@@ -68,6 +74,7 @@ class ThreadRunner:
 
     def kill(self) -> None:
         """Stop as a crash would (see ``Broker.abort``)."""
+        forget(self)
         try:
             with contextlib.suppress(Exception):
                 self._call(self.broker.abort(), 10.0)
