@@ -4,6 +4,11 @@ With no arguments it serves a single node on 127.0.0.1:9092 with its data in ./r
 ``--config FILE`` reads a Kafka-style ``server.properties``; ``--override key=value`` (repeatable)
 sets any config on top. When the listener is up it prints one line on stdout,
 ``rill broker ready on HOST:PORT``; logs go to stderr.
+
+``--stop-on-stdin-eof`` ties the broker to the program that started it with stdin a pipe: when that
+program exits or dies (even by SIGKILL) the pipe reaches end of file and the broker stops cleanly;
+``--remove-on-stdin-eof DIR`` then also removes DIR (``rill.testing`` passes its temporary data
+directory, which no one else would remove).
 """
 
 from __future__ import annotations
@@ -11,9 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
+import shutil
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from rill.config import BrokerConfig, ConfigError, load_properties
 from rill.network import run
@@ -35,6 +43,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default: INFO"
+    )
+    parser.add_argument(
+        "--stop-on-stdin-eof",
+        action="store_true",
+        help="stop cleanly when stdin reaches end of file (run with stdin a pipe from the program the broker "
+        "must not outlive)",
+    )
+    parser.add_argument(
+        "--remove-on-stdin-eof",
+        metavar="DIR",
+        help="implies --stop-on-stdin-eof; after stopping on end of file, remove DIR (a temporary data directory)",
     )
     return parser
 
@@ -77,16 +96,28 @@ def main(argv: Sequence[str]) -> int:
     settings = config.non_default()
     if settings:
         log.info("Configs set: %s", ", ".join(f"{k}={v}" for k, v in settings.items()))
-    return run(serve(config))
+    remove = Path(args.remove_on_stdin_eof) if args.remove_on_stdin_eof else None
+    return run(serve(config, stop_on_stdin_eof=args.stop_on_stdin_eof or remove is not None, remove_dir=remove))
 
 
-async def serve(config: BrokerConfig) -> int:
-    """Start a broker, announce it, and stop it cleanly on SIGTERM/SIGINT."""
+async def serve(config: BrokerConfig, *, stop_on_stdin_eof: bool = False, remove_dir: Path | None = None) -> int:
+    """Start a broker, announce it, and stop it cleanly on SIGTERM/SIGINT (and, with
+    ``stop_on_stdin_eof``, when stdin reaches end of file; then ``remove_dir`` is removed)."""
     from rill.broker import Broker
     from rill.log.log_manager import LogDirInUseError
 
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
+    orphaned: list[str] = []  # why the broker stops on its own: its parent is gone
+
+    def on_orphaned(why: str) -> None:
+        if not orphaned:
+            orphaned.append(why)
+            log.info("%s: shutting down", why)
+            stopping.set()
+
+    if stop_on_stdin_eof:
+        _watch_stdin(loop, lambda: on_orphaned("stdin closed (the program that started the broker is gone)"))
 
     def on_signal(signum: int) -> None:
         if stopping.is_set():
@@ -99,24 +130,55 @@ async def serve(config: BrokerConfig) -> int:
         loop.add_signal_handler(signum, on_signal, signum)
     broker = Broker(config)
     try:
-        await broker.start()
+        await broker.start()  # a failed start releases what it took
     except OSError as e:
-        print(f"rill broker: cannot start: {e.strerror or e}", file=sys.stderr)
-        await _quiet_stop(broker)
+        print(f"rill broker: cannot start: {describe_os_error(e)}", file=sys.stderr)
         return 1
     except LogDirInUseError as e:
         print(f"rill broker: cannot start: {e}", file=sys.stderr)
         return 1
     host, port = broker.bound_address
-    print(f"{READY_PREFIX}{host}:{port}", flush=True)
+    if not stopping.is_set():
+        try:
+            print(f"{READY_PREFIX}{host}:{port}", flush=True)
+        except BrokenPipeError:  # no one reads stdout any more
+            _silence_stdout()
+            on_orphaned("stdout closed (the program that started the broker is gone)")
     await stopping.wait()
     await broker.stop()
     log.info("Broker stopped cleanly")
+    if orphaned and remove_dir is not None:
+        shutil.rmtree(remove_dir, ignore_errors=True)
     return 0
 
 
-async def _quiet_stop(broker: object) -> None:
-    try:
-        await broker.stop()  # type: ignore[attr-defined]
-    except Exception:
-        log.debug("stop after a failed start failed", exc_info=True)
+def describe_os_error(e: OSError) -> str:
+    """``e``'s message with the file it names (``strerror`` alone leaves the path out)."""
+    text = e.strerror or str(e)
+    if e.filename is not None:
+        text += f": {e.filename}"
+    return text
+
+
+def _watch_stdin(loop: asyncio.AbstractEventLoop, on_eof: Callable[[], None]) -> None:
+    """Call ``on_eof`` when stdin reaches end of file (what is read before is dropped)."""
+    fd = sys.stdin.fileno()
+
+    def readable() -> None:
+        try:
+            data = os.read(fd, 4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            loop.remove_reader(fd)
+            on_eof()
+
+    loop.add_reader(fd, readable)
+
+
+def _silence_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

@@ -10,7 +10,8 @@ The broker listens on a free 127.0.0.1 port with a temporary data directory (rem
 By default it runs in a background thread with its own event loop (``_thread``); ``subprocess=True``
 runs ``python -m rill broker`` instead (``_process``), which is what you want for crash tests:
 ``kill()`` sends SIGKILL. ``restart()`` stops the broker and starts it again on the same port and
-data.
+data. A subprocess broker never outlives the test process: if that dies without cleaning up, the
+broker stops and removes the temporary data directory itself.
 
 Configs: ``broker({"log.retention.ms": "1000"})`` or ``broker(num_partitions=3)`` (``_`` stands
 for ``.``). Test-friendly defaults are applied first and can be overridden: no initial rebalance
@@ -96,7 +97,7 @@ class TestBroker:
         if self.subprocess:
             from rill.testing._process import ProcessRunner
 
-            runner = ProcessRunner(props, self.data_dir)
+            runner = ProcessRunner(props, self.data_dir, remove_when_orphaned=self._own_dir)
         else:
             from rill.testing._thread import ThreadRunner
 

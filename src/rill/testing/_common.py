@@ -2,10 +2,12 @@
 
 A process forked from a test process (multiprocessing's default on Linux) gets copies of every
 descriptor. Its copies of a thread-mode broker's listening sockets would keep accepting connections
-after the broker stopped (clients would wait instead of being refused), and its copies of the
-broker's client connections would keep them open (the clients would never see them close). Right
-after a fork the child replaces those copies, and only those, with ``/dev/null`` (the log dirs'
-locks are let go by ``rill.fsutil.FileLock`` itself); the child runs no broker.
+after the broker stopped (clients would wait instead of being refused), its copies of the broker's
+client connections would keep them open (the clients would never see them close), and its copy of
+the pipe that ties a subprocess broker to the test process would keep that broker alive after the
+test process died. Right after a fork the child replaces those copies, and only those, with
+``/dev/null`` (the log dirs' locks are let go by ``rill.fsutil.FileLock`` itself); the child runs no
+broker.
 """
 
 from __future__ import annotations
