@@ -4,25 +4,51 @@
         producer = confluent_kafka.Producer({"bootstrap.servers": rill_broker.bootstrap_servers})
 
 Each test that asks for ``rill_broker`` gets its own broker on a free 127.0.0.1 port with a
-temporary data directory, stopped when the test ends. Broker configs can be set per test with
-``@pytest.mark.rill_broker_config(**{"num.partitions": "3"})``.
+temporary data directory, stopped when the test ends. The ``rill_broker_config`` marker takes what
+``rill.testing.broker`` takes: a dict of configs, keyword configs (``num_partitions=3`` stands for
+``num.partitions``) and the options ``subprocess``, ``startup_timeout`` and ``data_dir``. Markers on
+the module, the class and the test add up, the closest winning. A name that is not a broker config
+fails the test's setup. When a test fails, the end of a subprocess broker's log is added to its report.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Generator, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
     from rill.testing import TestBroker
 
+MARKER = "rill_broker_config"
+LOG_LINES = 300
+_BROKER = pytest.StashKey["TestBroker"]()
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "rill_broker_config(**configs): broker configs for the rill_broker fixture"
+        "markers",
+        f"{MARKER}([dict], **configs): broker configs for the rill_broker fixture (keywords: _ for .), and the "
+        "options subprocess, startup_timeout, data_dir",
     )
+
+
+def marker_arguments(item: pytest.Item) -> tuple[dict[str, str], dict[str, Any]]:
+    """The configs and options of ``item``'s ``rill_broker_config`` markers, the closest winning."""
+    from rill.testing import OPTIONS, broker_configs
+
+    configs: dict[str, str] = {}
+    options: dict[str, Any] = {}
+    for marker in reversed(list(item.iter_markers(MARKER))):
+        if len(marker.args) > 1 or (marker.args and not isinstance(marker.args[0], Mapping)):
+            raise TypeError(f"{MARKER} takes one dict of configs and keyword configs, not {marker.args!r}")
+        kwargs = dict(marker.kwargs)
+        for name in OPTIONS:
+            if name in kwargs:
+                options[name] = kwargs.pop(name)
+        configs.update(broker_configs(marker.args[0] if marker.args else None, **kwargs))
+    return configs, options
 
 
 @pytest.fixture
@@ -30,9 +56,21 @@ def rill_broker(request: pytest.FixtureRequest) -> Iterator[TestBroker]:
     """A running Rill broker for this test; ``.bootstrap_servers`` is what clients connect to."""
     from rill.testing import broker
 
-    overrides: dict[str, str] = {}
-    marker = request.node.get_closest_marker("rill_broker_config")
-    if marker is not None:
-        overrides = {str(k): str(v) for k, v in marker.kwargs.items()}
-    with broker(overrides) as running:
-        yield running
+    configs, options = marker_arguments(request.node)
+    with broker(configs, **options) as running:
+        request.node.stash[_BROKER] = running
+        try:
+            yield running
+        finally:
+            del request.node.stash[_BROKER]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    # Before the report is made, while the broker (and its data directory) is still there.
+    running = item.stash.get(_BROKER, None)
+    if running is not None and call.excinfo is not None and not call.excinfo.errisinstance(pytest.skip.Exception):
+        tail = running.log_tail(LOG_LINES)
+        if tail:
+            item.add_report_section(call.when, "rill broker log", tail)
+    yield

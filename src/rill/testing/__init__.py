@@ -14,8 +14,9 @@ data. A subprocess broker never outlives the test process: if that dies without 
 broker stops and removes the temporary data directory itself.
 
 Configs: ``broker({"log.retention.ms": "1000"})`` or ``broker(num_partitions=3)`` (``_`` stands
-for ``.``). Test-friendly defaults are applied first and can be overridden: no initial rebalance
-delay and 5 partitions for ``__consumer_offsets``.
+for ``.``); a name that is not a broker config is refused (``_configs``). Test-friendly defaults
+are applied first and can be overridden: no initial rebalance delay and 5 partitions for
+``__consumer_offsets``.
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from rill.config import BrokerConfig
 from rill.testing._common import BrokerStartError
+from rill.testing._configs import OPTIONS, broker_configs, check_name
 from rill.testing._process import READY_PREFIX
 
 if TYPE_CHECKING:
     from rill.testing._process import ProcessRunner
     from rill.testing._thread import ThreadRunner
 
-__all__ = ["READY_PREFIX", "TEST_DEFAULTS", "BrokerStartError", "TestBroker", "broker"]
+__all__ = ["OPTIONS", "READY_PREFIX", "TEST_DEFAULTS", "BrokerStartError", "TestBroker", "broker", "broker_configs"]
 
 TEST_DEFAULTS: dict[str, str] = {
     "group.initial.rebalance.delay.ms": "0",
@@ -56,6 +58,8 @@ class TestBroker:
         data_dir: str | Path | None = None,
         startup_timeout: float = 30.0,
     ) -> None:
+        for name in overrides:
+            check_name(name)  # before anything is created
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir if data_dir is not None else tempfile.mkdtemp(prefix="rill-test-"))
         self.subprocess = subprocess
@@ -85,6 +89,21 @@ class TestBroker:
         if not isinstance(self._runner, ThreadRunner):
             raise RuntimeError("the broker object is only reachable in thread mode")
         return self._runner.broker
+
+    @property
+    def log_path(self) -> Path | None:
+        """The broker's log file (subprocess mode; a thread-mode broker logs through ``logging``)."""
+        return self.data_dir / "broker.log" if self.subprocess else None
+
+    def log_tail(self, lines: int = 300) -> str:
+        """The last ``lines`` lines of the broker's log ("" when there is none)."""
+        path = self.log_path
+        if path is None:
+            return ""
+        try:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
 
     def start(self) -> TestBroker:
         if self._runner is not None:
@@ -155,18 +174,13 @@ def broker(
     startup_timeout: float = 30.0,
     **configs: Any,
 ) -> Iterator[TestBroker]:
-    """Start a broker on a free 127.0.0.1 port; it is stopped and its data removed on exit."""
-    props = {str(k): _text(v) for k, v in (overrides or {}).items()}
-    props.update({k.replace("_", "."): _text(v) for k, v in configs.items()})
+    """Start a broker on a free 127.0.0.1 port; it is stopped and its data removed on exit.
+
+    ConfigError (before anything starts) names a config that is not a broker config."""
+    props = broker_configs(overrides, **configs)
     b = TestBroker(props, subprocess=subprocess, data_dir=data_dir, startup_timeout=startup_timeout)
     try:
         b.start()
         yield b
     finally:
         b.close()
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
