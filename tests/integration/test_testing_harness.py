@@ -7,39 +7,16 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from harness_helpers import consume_all, produce
 
 import rill.testing
 from rill.cli.main import main as rill_main
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    for v in values:
-        p.produce(topic, v, key=v)
-    assert p.flush(15) == 0
-
-
-def consume_all(bootstrap: str, topic: str, expected: int) -> list[bytes]:
-    c = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "g-" + uuid.uuid4().hex, "enable.auto.commit": False}
-    )
-    c.assign([TopicPartition(topic, 0, 0)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 20
-    while len(got) < expected and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and m.error() is None:
-            got.append(m.value())
-    c.close()
-    return got
 
 
 def test_thread_broker_round_trip_and_restart() -> None:

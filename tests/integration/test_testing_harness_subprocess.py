@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness_helpers import refused
 
 import rill.testing
 from rill.testing import BrokerStartError
@@ -75,14 +75,6 @@ def exited(pid: int) -> bool:
         return True
 
 
-def refused(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=3).close()
-    except ConnectionRefusedError:
-        return True
-    return False
-
-
 def assert_broker_gone(pid: int, port: int, data_dir: Path) -> None:
     deadline = time.monotonic() + 20
     try:
@@ -142,14 +134,6 @@ def test_broker_stops_when_pytest_timeout_ends_the_process(tmp_path: Path) -> No
     assert "Timeout" in run.stdout
     pid, port, data_dir = found.groups()
     assert_broker_gone(int(pid), int(port), Path(data_dir))
-
-
-@pytest.fixture
-def busy_port() -> Iterator[int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield s.getsockname()[1]
 
 
 def test_start_failure_says_the_broker_exited(busy_port: int) -> None:

@@ -10,11 +10,10 @@ import os
 import resource
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from harness_helpers import consume_all, produce, refused
 
 import rill.testing
 from rill.testing import BrokerStartError
@@ -35,42 +34,6 @@ def open_files_under(path: Path) -> list[str]:
     return found
 
 
-def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    for v in values:
-        p.produce(topic, v)
-    assert p.flush(15) == 0
-
-
-def consume(bootstrap: str, topic: str, expected: int) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, 0, 0)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 20
-    while len(got) < expected and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and m.error() is None:
-            got.append(m.value())
-    c.close()
-    return got
-
-
-@pytest.fixture
-def busy_port() -> Iterator[int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        yield s.getsockname()[1]
-
-
-def refused(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=3).close()
-    except ConnectionRefusedError:
-        return True
-    return False
-
-
 def test_kill_closes_every_file_and_the_restart_recovers(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="rill")
     with rill.testing.broker(data_dir=tmp_path, num_partitions=1) as b:
@@ -88,7 +51,7 @@ def test_kill_closes_every_file_and_the_restart_recovers(tmp_path: Path, caplog:
         assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
         b.start()
         assert any("unclean shutdown" in r.getMessage() for r in caplog.records)
-        assert consume(b.bootstrap_servers, "a", 2) == [b"1", b"2"]
+        assert consume_all(b.bootstrap_servers, "a", 2) == [b"1", b"2"]
 
 
 @pytest.mark.parametrize("which", ["listener", "metrics"])
