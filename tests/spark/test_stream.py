@@ -41,17 +41,19 @@ def check_exactly_once(spark: Any, output: Path, expected: int, partitions: int)
         assert offs == list(range(len(offs))), f"gap in partition {p}"
 
 
-def run_stream(spark: Any, bootstrap: str, topic: str, out: Path, ckpt: Path, **options: str) -> list[Any]:
-    reader = (
+def stream_once(
+    spark: Any, bootstrap: str, topic: str, out: Path, ckpt: Path, **options: str
+) -> tuple[list[Any], Exception | None]:
+    """One AvailableNow run of the source into a Parquet sink over the checkpoint: the query's progress
+    reports, and the error it ended with (None when it finished)."""
+    q = (
         spark.readStream.format("rill")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
-    )
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    q = (
-        reader.load()
+        .option("fetchOffset.retryIntervalMs", "100")
+        .options(**options)
+        .load()
         .select("partition", "offset", "value")
         .writeStream.format("parquet")
         .option("path", str(out))
@@ -59,10 +61,21 @@ def run_stream(spark: Any, bootstrap: str, topic: str, out: Path, ckpt: Path, **
         .trigger(availableNow=True)
         .start()
     )
-    q.awaitTermination(120)
-    assert not q.isActive
-    assert q.exception() is None
-    return list(q.recentProgress)
+    error: Exception | None = None
+    try:
+        if not q.awaitTermination(120):
+            error = TimeoutError("the query did not finish within 120 s")
+    except Exception as e:
+        error = e
+    finally:
+        q.stop()
+    return list(q.recentProgress), error
+
+
+def run_stream(spark: Any, bootstrap: str, topic: str, out: Path, ckpt: Path, **options: str) -> list[Any]:
+    progress, error = stream_once(spark, bootstrap, topic, out, ckpt, **options)
+    assert error is None
+    return progress
 
 
 def test_stream_restart_admission_control_and_new_partitions(
@@ -89,32 +102,6 @@ def test_stream_restart_admission_control_and_new_partitions(
     check_exactly_once(spark, out, 450, 3)
 
 
-def _restart(spark: Any, bootstrap: str, topic: str, out: Path, ckpt: Path, **options: str) -> Exception | None:
-    """One AvailableNow run over the checkpoint; returns how the query ended."""
-    q = (
-        spark.readStream.format("rill")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("fetchOffset.retryIntervalMs", "100")
-        .options(**options)
-        .load()
-        .select("partition", "offset", "value")
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(ckpt))
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        q.awaitTermination(120)
-    except Exception as e:
-        return e
-    finally:
-        q.stop()
-    return None
-
-
 def test_stream_over_a_recreated_topic_reports_data_loss(
     spark: Any,
     bootstrap: str,
@@ -125,16 +112,16 @@ def test_stream_over_a_recreated_topic_reports_data_loss(
     topic = new_topic()
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     produce_seq(bootstrap, topic, 0, 50, 1)
-    assert _restart(spark, bootstrap, topic, out, ckpt) is None
+    assert stream_once(spark, bootstrap, topic, out, ckpt)[1] is None
     # Deleted and recreated while the query is stopped: its offsets (0..19) are below the checkpoint's 50.
     recreate_topic(topic)
     produce_seq(bootstrap, topic, 1000, 20, 1)
-    failed = _restart(spark, bootstrap, topic, out, ckpt)
+    failed = stream_once(spark, bootstrap, topic, out, ckpt)[1]
     assert failed is not None and f"Partition {topic}-0's offset was changed from 50 to 20" in str(failed)
     # failOnDataLoss=false: a warning, and the query goes on from the new offsets.
-    assert _restart(spark, bootstrap, topic, out, ckpt, failOnDataLoss="false") is None
+    assert stream_once(spark, bootstrap, topic, out, ckpt, failOnDataLoss="false")[1] is None
     produce_seq(bootstrap, topic, 2000, 30, 1)
-    assert _restart(spark, bootstrap, topic, out, ckpt, failOnDataLoss="false") is None
+    assert stream_once(spark, bootstrap, topic, out, ckpt, failOnDataLoss="false")[1] is None
     values = sorted(int(bytes(r.value)) for r in spark.read.parquet(str(out)).collect())
     assert values == list(range(50)) + list(range(2000, 2030))
 
