@@ -332,13 +332,11 @@ class LogManager:
         dirs: set[Path] = set()
         for tp in tps:
             plog = self._logs.pop(tp, None)
-            log_dir = self._log_dir_of.pop(tp, None)
             self._flush_requested.discard(tp)
             if plog is None:
                 continue
             done.append(tp)
-            if log_dir is not None:
-                dirs.add(log_dir)
+            dirs.add(self._log_dir_of.pop(tp))
             plog.close(clean=False)
             self._set_aside_dir(plog.dir, suffix, plog.rename_dir)
         if dirs:
@@ -380,10 +378,9 @@ class LogManager:
                     continue
                 self._written_seq[key] = snap.seq
 
-    def _set_aside_dir(self, path: Path, suffix: str, rename: Callable[[Path], None] | None = None) -> Path | None:
+    def _set_aside_dir(self, path: Path, suffix: str, rename: Callable[[Path], None] | None = None) -> None:
         """Rename a partition directory ``<name>.<uuid hex><suffix>`` (with ``rename``, a log's own, when it
-        is open); a ``-delete`` one is removed in the background. Returns the new path, None when the rename
-        failed (logged)."""
+        is open); a ``-delete`` one is removed in the background. A failed rename is logged."""
         target = path.with_name(f"{path.name}.{uuid.uuid4().hex}{suffix}")
         try:
             if rename is not None:
@@ -392,10 +389,9 @@ class LogManager:
                 os.rename(path, target)
         except OSError as e:
             log.error("Cannot rename %s to %s: %s", path, target.name, e)
-            return None
+            return
         if suffix == DELETE_DIR_SUFFIX:
             self._dirs_to_delete.append(target)
-        return target
 
     def _write_all_checkpoints(self, dirs: Iterable[Path]) -> None:
         """The three offset checkpoints of ``dirs`` (online ones), from the logs they hold now (blocking)."""
