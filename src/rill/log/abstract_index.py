@@ -22,6 +22,8 @@ import os
 import struct
 from pathlib import Path
 
+from rill.log.segment_state import IndexState
+
 RESERVE_CHUNK = 16 * 1024
 
 
@@ -40,7 +42,9 @@ def _data_end(fd: int, length: int) -> int:
         return length
 
 
-class AbstractIndex:
+class AbstractIndex(IndexState):
+    """The write-side fields live in ``IndexState`` (compiled where built; see rill.log.segment_state)."""
+
     ENTRY: struct.Struct  # set by subclasses
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool) -> None:

@@ -44,18 +44,17 @@ from rill.log.log_segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Lo
 from rill.log.log_validator import (
     assign_offsets,
     check_single_batch,
-    stamp_prefix,
     validate_batches,
     validate_records,
 )
 from rill.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from rill.records.batch import BatchHeader, Buffer, set_log_append_time, set_max_timestamp
+from rill.records.scan import check_batch
 
 __all__ = ["FetchDataInfo", "Log", "LogAppendInfo", "parse_topic_partition"]
 
 log = logging.getLogger(__name__)
 
-INT32_MAX = 2**31 - 1
 _new_tuple = tuple.__new__
 
 
@@ -258,10 +257,13 @@ class Log:
         if view.readonly:
             return self._append_batches(view, leader_epoch, now_ms)
         config = self._config
-        fields = check_single_batch(view, config)
+        # check_single_batch, less a call where the records need no second look (not compacted)
+        fields = check_single_batch(view, config) if config.compacted else check_batch(
+            view, config.single_batch_max_bytes, False
+        )
         if fields is None:
             return self._append_batches(view, leader_epoch, now_ms)
-        length, delta, max_ts, producer_id, count = fields[1], fields[6], fields[8], fields[9], fields[12]
+        delta, max_ts, producer_id, count = fields[6], fields[8], fields[9], fields[12]
         header: BatchHeader | None = None
         if producer_id >= 0:
             header = _new_tuple(BatchHeader, fields)
@@ -275,12 +277,16 @@ class Log:
             set_log_append_time(view, 0, now)
         first_offset = self._leo
         last_offset = first_offset + delta
-        segment = self._segments[-1]
-        if segment.size and self._should_roll(segment, len(view), max_ts, last_offset, now):
-            segment = self.roll(first_offset, now)
-        stamp_prefix(view, 0, first_offset, length, leader_epoch)
         try:
-            segment.append_batch(view, last_offset, max_ts)
+            # the roll check, the base offset and epoch, the write and the index entries in one call
+            if not self._segments[-1].try_append(
+                view, first_offset, last_offset, max_ts, leader_epoch, now, config.segment_bytes,
+                config.segment_ms - config.segment_jitter_ms,
+            ):
+                self.roll(first_offset, now).try_append(
+                    view, first_offset, last_offset, max_ts, leader_epoch, now, config.segment_bytes,
+                    config.segment_ms - config.segment_jitter_ms,
+                )  # an empty segment takes any batch
         except OSError as e:
             raise self._storage_error(e) from e
         self._leo = last_offset + 1
@@ -440,11 +446,8 @@ class Log:
 
     def _should_roll(self, seg: LogSegment, size: int, max_ts: int, last_offset: int, now_ms: int) -> bool:
         config = self._config
-        if seg.size > config.segment_bytes - size or seg.index_full or last_offset - seg.base_offset > INT32_MAX:
-            return True
-        rolling_ts = seg.rolling_based_timestamp
-        waited = max_ts - rolling_ts if rolling_ts is not None and rolling_ts >= 0 else now_ms - seg.created_ms
-        return waited > config.segment_ms - config.segment_jitter_ms
+        return seg.should_roll(size, max_ts, last_offset, now_ms, config.segment_bytes,
+                               config.segment_ms - config.segment_jitter_ms)
 
     def roll(self, new_base: int | None = None, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the log end (kept if the active segment is empty)."""

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from rill.log.abstract_index import IndexFullError
 from rill.log.offset_index import OffsetIndex
+from rill.log.segment_state import SegmentState
 from rill.log.time_index import TimeIndex
 from rill.records.batch import (
     BATCH_HEADER_SIZE,
@@ -79,8 +80,9 @@ def _write_all(fd: int, bufs: Sequence[Buffer], position: int) -> int:
     return written
 
 
-class LogSegment:
-    """A segment (not thread safe, except ``flush`` which a worker thread may call)."""
+class LogSegment(SegmentState):
+    """A segment (not thread safe, except ``flush`` which a worker thread may call). The write-side
+    fields and ``try_append`` are ``SegmentState``'s (compiled where built; see rill.log.segment_state)."""
 
     def __init__(
         self,
@@ -275,36 +277,14 @@ class LogSegment:
         for rel_pos, last_offset, max_ts, size in batches:
             self._index_batch(start + rel_pos, last_offset, max_ts, size)
 
-    def append_batch(self, buf: Buffer, last_offset: int, max_ts: int) -> None:
-        """``append`` for the common case of one whole batch in one buffer."""
-        start = self.size
-        size = len(buf)
-        try:
-            written = os.pwrite(self._fd, buf, start)
-            if written != size:
-                _write_all(self._fd, [memoryview(buf)[written:]], start + written)
-        except OSError:
-            self._cut_back(start)
-            raise
-        self.size = start + size
-        if self.rolling_based_timestamp is None:
-            self.rolling_based_timestamp = max_ts
-        self._index_batch(start, last_offset, max_ts, size)
-
     def _cut_back(self, size: int) -> None:
         """After a failed write: drop whatever part of it reached the file."""
         with contextlib.suppress(OSError):
             os.ftruncate(self._fd, size)
 
-    def _index_batch(self, position: int, last_offset: int, max_ts: int, size: int) -> None:
-        if max_ts > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self._add_index_entries(last_offset, position)
-        self.bytes_since_last_index_entry += size
-        self.next_offset = last_offset + 1
-
-    def _add_index_entries(self, last_offset: int, position: int) -> None:
+    def _add_index_entries_slow(self, last_offset: int, position: int) -> None:
+        # The reference for the index entries of one batch; the compiled SegmentState does the
+        # common case itself and calls this for the rest (see rill.log.segment_state).
         # Only a write fills an index; the paths that empty or grow one call _refresh_index_full.
         self.bytes_since_last_index_entry = 0
         try:

@@ -354,9 +354,22 @@ check_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             || (require_keys && st.null_key >= 0))
             goto no;
     }
-    result = Py_BuildValue("(LiibkhiLLLhii)", (long long)base_offset, length, epoch, (unsigned char)magic,
-                           (unsigned long)crc, attributes, delta, (long long)base_ts, (long long)max_ts,
-                           (long long)producer_id, producer_epoch, base_sequence, count);
+    {
+        /* the tuple built field by field: Py_BuildValue's format parsing cost a tenth of a 16 KiB check */
+        const long long values[13] = {base_offset, length, epoch, magic, crc, attributes, delta,
+                                      base_ts, max_ts, producer_id, producer_epoch, base_sequence, count};
+        result = PyTuple_New(13);
+        if (result == NULL)
+            goto done;
+        for (Py_ssize_t i = 0; i < 13; i++) {
+            PyObject *item = PyLong_FromLongLong(values[i]);
+            if (item == NULL) {
+                Py_CLEAR(result);
+                goto done;
+            }
+            PyTuple_SET_ITEM(result, i, item);
+        }
+    }
     goto done;
 no:
     result = Py_NewRef(Py_None);

@@ -1,6 +1,7 @@
-"""The compiled record scanner reads bytes from any client: it is built again with AddressSanitizer and
-UndefinedBehaviorSanitizer, and the scanner's tests run against that build, so that a read past a
-buffer or an overflow in the C code fails CI even where the results happen to come out right."""
+"""The compiled record scanner reads bytes from any client, and the compiled segment state writes
+into index maps: both are built again with AddressSanitizer and UndefinedBehaviorSanitizer, and
+their tests run against that build, so that a read or write past a buffer or an overflow in the C
+code fails CI even where the results happen to come out right."""
 
 from __future__ import annotations
 
@@ -18,8 +19,13 @@ import rill
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[3]
-SOURCE = ROOT / "src" / "rill" / "records" / "_scan.c"
+SOURCES = {  # extension source -> where the build goes, inside the package
+    ROOT / "src" / "rill" / "records" / "_scan.c": Path("records") / "_scan",
+    ROOT / "src" / "rill" / "log" / "_segment.c": Path("log") / "_segment",
+}
 TESTS = [
+    "tests/unit/log/test_segment_state.py",
+    "tests/unit/log/test_log.py",
     "tests/unit/records/test_scan.py",
     "tests/unit/log/test_scan_pieces.py",
     "tests/unit/log/test_record_validation.py",
@@ -34,19 +40,22 @@ def _runtime(name: str) -> str:
     return path
 
 
-def test_the_scanner_tests_pass_under_address_and_undefined_behaviour_sanitizers(tmp_path: Path) -> None:
+def test_the_c_extensions_pass_their_tests_under_address_and_undefined_behaviour_sanitizers(tmp_path: Path) -> None:
     assert shutil.which("gcc"), "gcc is needed to build rill.records._scan"
     # A copy of the package whose _scan module is the sanitized build; put first on the path, it
     # shadows the installed package in the child process.
     package = tmp_path / "rill"
     shutil.copytree(Path(rill.__file__).parent, package, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    built = package / "records" / f"_scan{suffix}"
-    subprocess.run(
-        ["gcc", "-shared", "-fPIC", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
-         "-fno-sanitize-recover=all", f"-I{sysconfig.get_paths()['include']}", str(SOURCE), "-o", str(built)],
-        check=True,
-    )
+    built = []
+    for source, target in SOURCES.items():
+        built.append(package / f"{target}{suffix}")
+        subprocess.run(
+            ["gcc", "-shared", "-fPIC", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",
+             "-fno-sanitize-recover=all", f"-I{sysconfig.get_paths()['include']}", str(source), "-o",
+             str(built[-1])],
+            check=True,
+        )
     env = dict(
         os.environ,
         PYTHONPATH=str(tmp_path),
@@ -58,10 +67,10 @@ def test_the_scanner_tests_pass_under_address_and_undefined_behaviour_sanitizers
         UBSAN_OPTIONS=f"print_stacktrace=1:halt_on_error=1:log_path={tmp_path / 'ubsan'}",
     )
     probe = subprocess.run(
-        [sys.executable, "-c", "import rill.records._scan as s; print(s.__file__)"],
+        [sys.executable, "-c", "import rill.records._scan as s, rill.log._segment as g; print(s.__file__, g.__file__)"],
         env=env, capture_output=True, text=True, timeout=60, check=True,
     )
-    assert probe.stdout.strip() == str(built)  # the children import the sanitized build, not the installed one
+    assert probe.stdout.split() == [str(b) for b in built]  # the children import the sanitized builds
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:faulthandler", *TESTS],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=840,
