@@ -3,6 +3,9 @@ os.sendfile on the same disk in the same run, and crash recovery of an unflushed
 
     python bench/log_bench.py [--quick] [--dir DIR] [--total-mib N] [--repeat N] [--slices N]
 
+Each ratio printed is the median over the repeats of that repeat's own ratio (its append and raw
+write share interleaved slices); the per-repeat ratios follow on the next line.
+
 Appends ``--total-mib`` (1024) in 1 MiB and in 16 KiB batches and compares with ``os.write`` of
 the same chunks into a fresh file, the two interleaved in ``--slices`` (16) alternating slices so
 that drift of the machine's page cache and writeback hits both alike; then reads the log back
@@ -194,6 +197,10 @@ def bench_recovery(dir: Path, total: int) -> tuple[float, int, int]:
     return elapsed, size, leo
 
 
+def _percents(ratios: list[float]) -> str:
+    return " ".join(f"{x:.0%}" for x in ratios)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="128 MiB, one repeat")
@@ -221,10 +228,19 @@ def main(argv: list[str] | None = None) -> int:
                 log.close()
                 shutil.rmtree(base / "bench-0", ignore_errors=True)
             w, a, s, r = (statistics.median(x) for x in (raw_w, app, raw_s, rd))
+            # Each ratio is the median of the repeats' own ratios: a repeat's append and raw write share
+            # interleaved slices, while the medians of the rates may come from different repeats (one
+            # into new page-cache pages, another into reused ones, see docs/PERFORMANCE.md).
+            write_ratios = [x / y for x, y in zip(app, raw_w, strict=True)]
+            read_ratios = [x / y for x, y in zip(rd, raw_s, strict=True)]
             print(
-                f"{label:>6} batches: append {a:8.0f} MB/s vs raw os.write {w:8.0f} MB/s ({a / w:5.0%}) | "
-                f"read+sendfile {r:8.0f} MB/s vs raw os.sendfile {s:8.0f} MB/s ({r / s:5.0%})"
+                f"{label:>6} batches: append {a:8.0f} MB/s vs raw os.write {w:8.0f} MB/s "
+                f"({statistics.median(write_ratios):5.0%}) | read+sendfile {r:8.0f} MB/s vs raw os.sendfile "
+                f"{s:8.0f} MB/s ({statistics.median(read_ratios):5.0%})"
             )
+            if repeat > 1:
+                print(f"{'':>6}   per repeat: append/write {_percents(write_ratios)}, read/sendfile "
+                      f"{_percents(read_ratios)}")
         elapsed, size, leo = bench_recovery(base, total)
         print(f"recovery after SIGKILL: {size // MIB} MiB unflushed, {leo} records, reopened in {elapsed:.2f} s")
     finally:
