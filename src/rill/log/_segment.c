@@ -156,8 +156,8 @@ put_be64(uint8_t *p, uint64_t v)
     put_be32(p + 4, (uint32_t)v);
 }
 
-/* The first field of an index's last entry: 0 into *out and 1 when there is none, 0 when there is
- * one, -1 when it is not known here (the slow path reads it) or on error. */
+/* The fields of an index's last entry, into *first and *second: 0; 1 when the index is empty; -1
+ * when the last entry is not known here (not read yet, or not a pair of int64: the slow path reads it). */
 static int
 last_first_field(IndexState *index, long long *first, long long *second)
 {
@@ -335,6 +335,10 @@ append_batch(SegmentState *self, Py_buffer *buf, long long last_offset, long lon
         }
         if (n < 0) {
             PyErr_SetFromErrno(PyExc_OSError);
+            goto failed;
+        }
+        if (n == 0) {
+            PyErr_SetString(PyExc_OSError, "pwrite wrote nothing");
             goto failed;
         }
         written += n;

@@ -277,16 +277,16 @@ class Log:
             set_log_append_time(view, 0, now)
         first_offset = self._leo
         last_offset = first_offset + delta
+        size_limit, roll_ms = config.segment_bytes, config.segment_ms - config.segment_jitter_ms
         try:
-            # the roll check, the base offset and epoch, the write and the index entries in one call
+            # the roll check, the base offset and epoch, the write and the index entries in one call;
+            # when the batch must go into a new segment, that empty segment takes it
             if not self._segments[-1].try_append(
-                view, first_offset, last_offset, max_ts, leader_epoch, now, config.segment_bytes,
-                config.segment_ms - config.segment_jitter_ms,
+                view, first_offset, last_offset, max_ts, leader_epoch, now, size_limit, roll_ms
             ):
                 self.roll(first_offset, now).try_append(
-                    view, first_offset, last_offset, max_ts, leader_epoch, now, config.segment_bytes,
-                    config.segment_ms - config.segment_jitter_ms,
-                )  # an empty segment takes any batch
+                    view, first_offset, last_offset, max_ts, leader_epoch, now, size_limit, roll_ms
+                )
         except OSError as e:
             raise self._storage_error(e) from e
         self._leo = last_offset + 1

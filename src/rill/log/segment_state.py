@@ -87,7 +87,10 @@ class PySegmentState:
         written = 0
         try:
             while written < size:
-                written += os.pwrite(self._fd, view[written:] if written else view, start + written)
+                n = os.pwrite(self._fd, view[written:] if written else view, start + written)
+                if n <= 0:
+                    raise OSError("pwrite wrote nothing")
+                written += n
         except OSError:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, start)
