@@ -74,7 +74,7 @@ def one_round(target: Target, size: int, seconds: float, profile: Path | None,
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="100b,1k,10k")
+    ap.add_argument("--sizes", default="100b,1k,10k", help=f"comma-separated, among {', '.join(SIZES)}")
     ap.add_argument("--brokers", default="rill,tansu")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=4.0)
@@ -93,6 +93,9 @@ def main(argv: list[str]) -> int:
     base_overrides = dict(item.split("=", 1) for item in args.base_override)
     if args.quick:
         args.rounds, args.seconds = 1, 2.0
+    unknown = [s for s in args.sizes.split(",") if s not in SIZES]
+    if unknown:
+        ap.error(f"unknown size {', '.join(unknown)}: choose among {', '.join(SIZES)}")
     sizes = [(s, SIZES[s]) for s in args.sizes.split(",")]
     consumer_conf = dict(item.split("=", 1) for item in args.consumer_conf)
     producer_conf = dict(item.split("=", 1) for item in args.producer_conf)
