@@ -122,7 +122,7 @@ ops = st.one_of(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    steps=st.lists(ops, min_size=1, max_size=80),
+    steps=st.lists(ops, min_size=10, max_size=80),
     segment_bytes=st.sampled_from([2_000, 6_000, 100_000]),
     index_interval=st.sampled_from([0, 100, 4096]),
     index_bytes=st.sampled_from([24, 48, 96, 4096]),
