@@ -159,7 +159,7 @@ put_be64(uint8_t *p, uint64_t v)
 /* The fields of an index's last entry, into *first and *second: 0; 1 when the index is empty; -1
  * when the last entry is not known here (not read yet, or not a pair of int64: the slow path reads it). */
 static int
-last_first_field(IndexState *index, long long *first, long long *second)
+last_entry(IndexState *index, long long *first, long long *second)
 {
     if (index->last == NULL || index->last == Py_None)
         return index->entries == 0 ? 1 : -1;
@@ -223,7 +223,7 @@ add_index_entries_fast(SegmentState *self, long long last_offset, long long posi
     long long first, second;
     /* OffsetIndex.append(last_offset, position): skipped when not above the last entry */
     long long relative = last_offset - oi->base_offset;
-    int state = last_first_field(oi, &first, &second);
+    int state = last_entry(oi, &first, &second);
     if (state < 0)
         return 0;
     int write_offset = state == 1 || relative > first;
@@ -234,7 +234,7 @@ add_index_entries_fast(SegmentState *self, long long last_offset, long long posi
     int write_time = 0;
     long long time_relative = self->offset_of_max_timestamp - ti->base_offset;
     if (self->max_timestamp >= 0) {
-        state = last_first_field(ti, &first, &second);
+        state = last_entry(ti, &first, &second);
         if (state < 0)
             return 0;
         write_time = state == 1 || !(self->max_timestamp <= first || time_relative < second);

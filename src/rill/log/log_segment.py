@@ -25,7 +25,7 @@ from pathlib import Path
 
 from rill.log.abstract_index import IndexFullError
 from rill.log.offset_index import OffsetIndex
-from rill.log.segment_state import SegmentState
+from rill.log.segment_state import SegmentState, cut_back, write_all
 from rill.log.time_index import TimeIndex
 from rill.records.batch import (
     BATCH_HEADER_SIZE,
@@ -42,42 +42,11 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 INT32_MAX = 2**31 - 1
-_IOV_MAX = 1024
 _SCAN_CHUNK = 64 * 1024
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
-
-
-def _write_all(fd: int, bufs: Sequence[Buffer], position: int) -> int:
-    """pwritev every buffer at ``position``; returns bytes written. Raises OSError on failure."""
-    if len(bufs) <= _IOV_MAX:
-        total = sum(map(len, bufs))
-        n = os.pwritev(fd, bufs, position)
-        if n == total:
-            return n
-        position += n
-        rest = _write_all(fd, [memoryview(b"".join(bufs))[n:]], position)
-        return n + rest
-    views = [memoryview(b).cast("B") for b in bufs]
-    written = 0
-    i = 0
-    while i < len(views):
-        chunk = views[i : i + _IOV_MAX]
-        n = os.pwritev(fd, chunk, position + written)
-        if n <= 0:
-            raise OSError("pwritev wrote nothing")
-        written += n
-        # skip the fully written buffers, cut the partially written one
-        while n > 0 and i < len(views):
-            if n >= len(views[i]):
-                n -= len(views[i])
-                i += 1
-            else:
-                views[i] = views[i][n:]
-                n = 0
-    return written
 
 
 class LogSegment(SegmentState):
@@ -267,20 +236,15 @@ class LogSegment(SegmentState):
         """
         start = self.size
         try:
-            written = _write_all(self._fd, bufs, start)
+            written = write_all(self._fd, bufs, start)
         except OSError:
-            self._cut_back(start)
+            cut_back(self._fd, start)
             raise
         self.size = start + written
         if self.rolling_based_timestamp is None:
             self.rolling_based_timestamp = batches[0][2]
         for rel_pos, last_offset, max_ts, size in batches:
             self._index_batch(start + rel_pos, last_offset, max_ts, size)
-
-    def _cut_back(self, size: int) -> None:
-        """After a failed write: drop whatever part of it reached the file."""
-        with contextlib.suppress(OSError):
-            os.ftruncate(self._fd, size)
 
     def _add_index_entries_slow(self, last_offset: int, position: int) -> None:
         # The reference for the index entries of one batch; the compiled SegmentState does the

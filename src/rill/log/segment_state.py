@@ -32,16 +32,54 @@ import contextlib
 import mmap
 import os
 import struct
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from rill.records.batch import Buffer
 
 if TYPE_CHECKING:
     from rill.log.offset_index import OffsetIndex
     from rill.log.time_index import TimeIndex
-    from rill.records.batch import Buffer
 
 INT32_MAX = 2**31 - 1
+_IOV_MAX = 1024
 _BASE_OFFSET = struct.Struct(">q")  # at byte 0 of a record batch (rill.records.batch)
 _LEADER_EPOCH = struct.Struct(">i")  # partitionLeaderEpoch, at byte 12
+
+
+def write_all(fd: int, bufs: Sequence[Buffer], position: int) -> int:
+    """pwritev every buffer at ``position`` (``_IOV_MAX`` at a time, again after a partial write);
+    returns bytes written. Raises OSError on failure, a call that writes nothing included."""
+    total = sum(map(len, bufs))
+    n = 0
+    if len(bufs) <= _IOV_MAX:
+        n = os.pwritev(fd, bufs, position)
+        if n == total:
+            return n
+    views = [memoryview(b).cast("B") for b in bufs]
+    written = 0
+    i = 0
+    while True:
+        written += n
+        # skip what the last call wrote: whole buffers, then the start of the next one
+        while n > 0:
+            if n >= len(views[i]):
+                n -= len(views[i])
+                i += 1
+            else:
+                views[i] = views[i][n:]
+                n = 0
+        if written == total:
+            return written
+        n = os.pwritev(fd, views[i : i + _IOV_MAX], position + written)
+        if n <= 0:
+            raise OSError("pwritev wrote nothing")
+
+
+def cut_back(fd: int, size: int) -> None:
+    """After a failed write: drop whatever part of it reached the file."""
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, size)
 
 
 class PyIndexState:
@@ -83,17 +121,10 @@ class PySegmentState:
         _BASE_OFFSET.pack_into(buf, 0, first_offset)
         _LEADER_EPOCH.pack_into(buf, 12, leader_epoch)
         start = self.size
-        view = memoryview(buf)
-        written = 0
         try:
-            while written < size:
-                n = os.pwrite(self._fd, view[written:] if written else view, start + written)
-                if n <= 0:
-                    raise OSError("pwrite wrote nothing")
-                written += n
+            write_all(self._fd, [buf], start)
         except OSError:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._fd, start)
+            cut_back(self._fd, start)
             raise
         self.size = start + size
         if self.rolling_based_timestamp is None:

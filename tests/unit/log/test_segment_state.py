@@ -199,3 +199,31 @@ def test_bad_arguments_are_refused_alike(tmp_path: Path) -> None:
             seg.should_roll(1, 2, 3)  # type: ignore[call-arg]
         assert seg.size == 0 and os.path.getsize(seg.log_path) == 0
         log.close()
+
+
+def test_write_all_finishes_partial_writes_and_refuses_a_write_of_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Short writes (a signal, a nearly full disk) are continued where they stopped, past the
+    iovec limit too; a write that makes no progress is an error, not a loop."""
+    real = os.pwritev
+    bufs = [bytes([i % 251]) * (i % 5) for i in range(2_500)]  # empty ones among them
+    expected = b"".join(bufs)
+
+    def short(fd: int, views: list[memoryview], offset: int) -> int:
+        assert len(views) <= 1024
+        return real(fd, [bytes(b"".join(views)[:7])], offset)
+
+    monkeypatch.setattr(os, "pwritev", short)
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT)
+    try:
+        for chunk in (bufs[:3], bufs):
+            os.ftruncate(fd, 0)
+            data = b"".join(chunk)
+            assert segment_state.write_all(fd, chunk, 0) == len(data)
+            assert os.pread(fd, len(expected) + 1, 0) == data
+        monkeypatch.setattr(os, "pwritev", lambda fd, views, offset: 0)
+        with pytest.raises(OSError, match="wrote nothing"):
+            segment_state.write_all(fd, [b"abc"], 0)
+    finally:
+        os.close(fd)
