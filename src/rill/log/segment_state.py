@@ -1,10 +1,10 @@
 """The write-side state of a segment and of its two indexes, and the append that updates it.
 
-``LogSegment`` and ``AbstractIndex`` are built on these two classes. Every produce request ends in
-``SegmentState.try_append``: write one batch at the segment's end, add the index entries that
-``index.interval.bytes`` calls for, move the next offset and the max timestamp. At 16 KiB a batch
-every append adds an offset index entry, and that bookkeeping in Python cost as much as the write
-itself, so it also exists compiled.
+``LogSegment`` and ``AbstractIndex`` are built on these two classes. A produce request's batch (one per
+partition, the usual case) ends in ``SegmentState.try_append``: write one batch at the segment's end,
+add the index entries that ``index.interval.bytes`` calls for, move the next offset and the max
+timestamp. With 16 KiB batches every append adds an offset index entry, and that bookkeeping in Python
+cost as much as the write itself, so it also exists compiled.
 
 Two implementations with the same attributes, methods and results: ``rill.log._segment`` (C, built
 when the package is installed with a compiler at hand) and the pure-Python twin below, used when the
