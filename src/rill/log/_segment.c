@@ -94,6 +94,7 @@ typedef struct {
     long long bytes_since_last_index_entry;
     long long index_interval_bytes;
     long long created_ms;
+    long long roll_jitter_ms;
     char index_full;
     int fd;
     PyObject *rolling_based_timestamp; /* int or None */
@@ -313,7 +314,7 @@ segment_index_batch(SegmentState *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static int should_roll(SegmentState *self, long long size, long long max_ts, long long last_offset,
-                       long long now_ms, long long segment_bytes, long long roll_ms);
+                       long long now_ms, long long segment_bytes, long long segment_ms);
 
 /* Write the batch in buf at the end and index it; on a failed write the file is cut back to its
  * previous size. 0, or -1 with an error set. */
@@ -363,7 +364,7 @@ failed:
 }
 
 PyDoc_STRVAR(try_append_doc,
-"try_append(buf, first_offset, last_offset, max_ts, leader_epoch, now_ms, segment_bytes, roll_ms) -> bool\n\n"
+"try_append(buf, first_offset, last_offset, max_ts, leader_epoch, now_ms, segment_bytes, segment_ms) -> bool\n\n"
 "Append one whole batch from a producer: False, with nothing done, when it must go into a new segment\n"
 "(should_roll); else stamp its base offset and partition leader epoch into buf, write it at the end,\n"
 "index it and return True. On OSError the file is cut back to its previous size and the error re-raised.");
@@ -406,15 +407,15 @@ done:
 }
 
 PyDoc_STRVAR(should_roll_doc,
-"should_roll(size, max_ts, last_offset, now_ms, segment_bytes, roll_ms): must a batch of size bytes go\n"
-"into a new segment? (roll_ms: segment.ms less the jitter)");
+"should_roll(size, max_ts, last_offset, now_ms, segment_bytes, segment_ms): must a batch of size bytes go\n"
+"into a new segment? (after segment_ms less the segment's roll_jitter_ms)");
 
 /* 1: roll, 0: no, -1: error */
 static int
 should_roll(SegmentState *self, long long size, long long max_ts, long long last_offset, long long now_ms,
-            long long segment_bytes, long long roll_ms)
+            long long segment_bytes, long long segment_ms)
 {
-    long long room, span, waited;
+    long long room, span, waited, roll_ms;
     /* a difference beyond int64 has the sign of the comparison of its terms */
     int past_size = __builtin_sub_overflow(segment_bytes, size, &room) ? segment_bytes < size : self->size > room;
     int past_span = __builtin_sub_overflow(last_offset, self->base_offset, &span) ? last_offset > self->base_offset
@@ -431,6 +432,8 @@ should_roll(SegmentState *self, long long size, long long max_ts, long long last
     long long later = rolling_ts >= 0 ? max_ts : now_ms, earlier = rolling_ts >= 0 ? rolling_ts : self->created_ms;
     if (__builtin_sub_overflow(later, earlier, &waited))
         return later > earlier;
+    if (__builtin_sub_overflow(segment_ms, self->roll_jitter_ms, &roll_ms))
+        return self->roll_jitter_ms > 0;
     return waited > roll_ms;
 }
 
@@ -460,6 +463,7 @@ static PyMemberDef segment_members[] = {
     {"bytes_since_last_index_entry", T_LONGLONG, offsetof(SegmentState, bytes_since_last_index_entry), 0, NULL},
     {"index_interval_bytes", T_LONGLONG, offsetof(SegmentState, index_interval_bytes), 0, NULL},
     {"created_ms", T_LONGLONG, offsetof(SegmentState, created_ms), 0, NULL},
+    {"roll_jitter_ms", T_LONGLONG, offsetof(SegmentState, roll_jitter_ms), 0, NULL},
     {"index_full", T_BOOL, offsetof(SegmentState, index_full), 0, NULL},
     {"_fd", T_INT, offsetof(SegmentState, fd), 0, NULL},
     {"rolling_based_timestamp", T_OBJECT, offsetof(SegmentState, rolling_based_timestamp), 0, NULL},

@@ -49,7 +49,6 @@ from rill.log.log_validator import (
 )
 from rill.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from rill.records.batch import BatchHeader, Buffer, set_log_append_time, set_max_timestamp
-from rill.records.scan import check_batch
 
 __all__ = ["FetchDataInfo", "Log", "LogAppendInfo", "parse_topic_partition"]
 
@@ -257,10 +256,7 @@ class Log:
         if view.readonly:
             return self._append_batches(view, leader_epoch, now_ms)
         config = self._config
-        # check_single_batch, less a call where the records need no second look (not compacted)
-        fields = check_single_batch(view, config) if config.compacted else check_batch(
-            view, config.single_batch_max_bytes, False
-        )
+        fields = check_single_batch(view, config)
         if fields is None:
             return self._append_batches(view, leader_epoch, now_ms)
         delta, max_ts, producer_id, count = fields[6], fields[8], fields[9], fields[12]
@@ -277,15 +273,15 @@ class Log:
             set_log_append_time(view, 0, now)
         first_offset = self._leo
         last_offset = first_offset + delta
-        size_limit, roll_ms = config.segment_bytes, config.segment_ms - config.segment_jitter_ms
+        size_limit, segment_ms = config.segment_bytes, config.segment_ms
         try:
             # the roll check, the base offset and epoch, the write and the index entries in one call;
             # when the batch must go into a new segment, that empty segment takes it
             if not self._segments[-1].try_append(
-                view, first_offset, last_offset, max_ts, leader_epoch, now, size_limit, roll_ms
+                view, first_offset, last_offset, max_ts, leader_epoch, now, size_limit, segment_ms
             ):
                 self.roll(first_offset, now).try_append(
-                    view, first_offset, last_offset, max_ts, leader_epoch, now, size_limit, roll_ms
+                    view, first_offset, last_offset, max_ts, leader_epoch, now, size_limit, segment_ms
                 )
         except OSError as e:
             raise self._storage_error(e) from e
@@ -445,9 +441,7 @@ class Log:
     # ---- rolling ------------------------------------------------------------------------------
 
     def _should_roll(self, seg: LogSegment, size: int, max_ts: int, last_offset: int, now_ms: int) -> bool:
-        config = self._config
-        return seg.should_roll(size, max_ts, last_offset, now_ms, config.segment_bytes,
-                               config.segment_ms - config.segment_jitter_ms)
+        return seg.should_roll(size, max_ts, last_offset, now_ms, self._config.segment_bytes, self._config.segment_ms)
 
     def roll(self, new_base: int | None = None, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the log end (kept if the active segment is empty)."""
@@ -492,6 +486,7 @@ class Log:
             index_interval_bytes=self._config.index_interval_bytes,
             max_index_size=self._config.segment_index_bytes,
             now_ms=now_ms,
+            roll_jitter_ms=self._config.random_segment_jitter(),
             active=active,
         )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,13 @@ class LogConfig:
         object.__setattr__(self, "single_batch_max_bytes", fast_max)
         object.__setattr__(self, "compacted", "compact" in self.cleanup_policy.split(","))
         object.__setattr__(self, "max_decompressed_bytes", max(DECOMPRESSED_LIMIT, self.max_message_bytes))
+
+    def random_segment_jitter(self) -> int:
+        """A new segment's roll jitter, as Kafka draws it for each segment: uniform in
+        [0, min(``segment.jitter.ms``, ``segment.ms``)), so that partitions made together do not all
+        roll together. The segment rolls by time after ``segment.ms`` less this."""
+        bound = min(self.segment_jitter_ms, self.segment_ms)
+        return random.randrange(bound) if bound > 0 else 0
 
     @property
     def delete_enabled(self) -> bool:

@@ -107,6 +107,7 @@ def load_segments(
                 index_interval_bytes=config.index_interval_bytes,
                 max_index_size=config.segment_index_bytes,
                 now_ms=now_ms,
+                roll_jitter_ms=config.random_segment_jitter(),
                 active=active,
             )
             segments.append(segment)

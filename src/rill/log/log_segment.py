@@ -61,6 +61,7 @@ class LogSegment(SegmentState):
         index_interval_bytes: int,
         max_index_size: int,
         now_ms: int,
+        roll_jitter_ms: int,
         active: bool,
     ) -> None:
         self.dir = dir
@@ -71,6 +72,7 @@ class LogSegment(SegmentState):
         self.lock = threading.Lock()
         self.closed = False
         self.created_ms = now_ms
+        self.roll_jitter_ms = roll_jitter_ms
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             self.offset_index = OffsetIndex(

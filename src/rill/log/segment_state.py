@@ -18,7 +18,8 @@ The attributes (all ``int`` unless said):
 
 ``SegmentState``: ``base_offset``; ``size`` (bytes in the ``.log`` file); ``next_offset``;
 ``max_timestamp`` and ``offset_of_max_timestamp`` (-1 when none); ``bytes_since_last_index_entry``;
-``index_interval_bytes``; ``created_ms``; ``index_full`` (bool); ``rolling_based_timestamp`` (the
+``index_interval_bytes``; ``created_ms``; ``roll_jitter_ms`` (drawn when the segment is made, see
+``LogConfig.random_segment_jitter``); ``index_full`` (bool); ``rolling_based_timestamp`` (the
 first batch's max timestamp, None when empty); ``_fd``; ``offset_index`` and ``time_index``.
 
 ``IndexState``: ``base_offset``; ``entry_size``; ``_entries`` (used slots); ``_max_entries``;
@@ -101,6 +102,7 @@ class PySegmentState:
     bytes_since_last_index_entry: int
     index_interval_bytes: int
     created_ms: int
+    roll_jitter_ms: int
     index_full: bool
     rolling_based_timestamp: int | None
     _fd: int
@@ -108,7 +110,7 @@ class PySegmentState:
     time_index: TimeIndex
 
     def try_append(self, buf: Buffer, first_offset: int, last_offset: int, max_ts: int, leader_epoch: int,
-                   now_ms: int, segment_bytes: int, roll_ms: int) -> bool:
+                   now_ms: int, segment_bytes: int, segment_ms: int) -> bool:
         """Append one whole batch from a producer: False, with nothing done, when it must go into a new
         segment (``should_roll``); else stamp its base offset and partition leader epoch into ``buf``,
         write it at the end, index it and return True. On OSError the file is cut back to its
@@ -116,7 +118,7 @@ class PySegmentState:
         size = len(buf)
         if size < 16:
             raise ValueError("try_append: not a record batch")
-        if self.size and self.should_roll(size, max_ts, last_offset, now_ms, segment_bytes, roll_ms):
+        if self.size and self.should_roll(size, max_ts, last_offset, now_ms, segment_bytes, segment_ms):
             return False
         _BASE_OFFSET.pack_into(buf, 0, first_offset)
         _LEADER_EPOCH.pack_into(buf, 12, leader_epoch)
@@ -142,16 +144,19 @@ class PySegmentState:
         self.next_offset = last_offset + 1
 
     def _add_index_entries_slow(self, last_offset: int, position: int) -> None:
-        raise NotImplementedError  # LogSegment's
+        """The index entries of one batch, in Python: ``LogSegment`` defines it (it needs the
+        index classes, which are built on ``IndexState``)."""
+        raise NotImplementedError
 
     def should_roll(self, size: int, max_ts: int, last_offset: int, now_ms: int, segment_bytes: int,
-                    roll_ms: int) -> bool:
-        """Must a batch of ``size`` bytes go into a new segment? (``roll_ms``: segment.ms less the jitter)"""
+                    segment_ms: int) -> bool:
+        """Must a batch of ``size`` bytes go into a new segment? By time: once its records span more
+        than ``segment_ms`` less the segment's ``roll_jitter_ms`` (or it was created that long ago)."""
         if self.size > segment_bytes - size or self.index_full or last_offset - self.base_offset > INT32_MAX:
             return True
         rolling_ts = self.rolling_based_timestamp
         waited = max_ts - rolling_ts if rolling_ts is not None and rolling_ts >= 0 else now_ms - self.created_ms
-        return waited > roll_ms
+        return waited > segment_ms - self.roll_jitter_ms
 
 
 if TYPE_CHECKING:

@@ -279,6 +279,27 @@ def test_roll_by_size_index_and_time(tmp_path: Path) -> None:
     log.close()
 
 
+def test_segment_jitter_is_drawn_per_segment_and_shortens_its_time_roll(tmp_path: Path) -> None:
+    """As in Kafka, each segment draws its roll jitter in [0, min(segment.jitter.ms, segment.ms)) when
+    it is made, and rolls by time after segment.ms less that jitter."""
+    cfg = small_config(segment_bytes=10**9, segment_ms=1000, segment_jitter_ms=5000)
+    jitters = set()
+    for n in range(40):
+        log = open_log(tmp_path / f"j-{n}", cfg)
+        seg = log.segments[0]
+        assert 0 <= seg.roll_jitter_ms < 1000
+        jitters.add(seg.roll_jitter_ms)
+        log.append(make_batch(1, ts=BASE_TS), leader_epoch=0, now_ms=BASE_TS)
+        deadline = 1000 - seg.roll_jitter_ms
+        log.append(make_batch(1, ts=BASE_TS + deadline), leader_epoch=0, now_ms=BASE_TS)
+        assert log.num_segments == 1  # records spanning exactly segment.ms - jitter stay
+        log.append(make_batch(1, ts=BASE_TS + deadline + 1), leader_epoch=0, now_ms=BASE_TS)
+        assert log.num_segments == 2
+        log.close()
+    assert len(jitters) > 10  # drawn, not one fixed value
+    assert small_config(segment_jitter_ms=0).random_segment_jitter() == 0
+
+
 def test_fetch_offset_by_timestamp(log_dir: Path) -> None:
     log = open_log(log_dir, small_config(segment_bytes=800, index_interval_bytes=100))
     for i in range(40):

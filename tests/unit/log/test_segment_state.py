@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import random
 import sys
 import uuid
 from collections.abc import Iterator
@@ -86,7 +87,8 @@ def _state(log: Any) -> list[tuple[object, ...]]:
     out = []
     for seg in log.segments:
         out.append((seg.base_offset, seg.size, seg.next_offset, seg.max_timestamp, seg.offset_of_max_timestamp,
-                    seg.bytes_since_last_index_entry, seg.index_full, seg.rolling_based_timestamp, seg.created_ms))
+                    seg.bytes_since_last_index_entry, seg.index_full, seg.rolling_based_timestamp, seg.created_ms,
+                    seg.roll_jitter_ms))
         for index in (seg.offset_index, seg.time_index):
             out.append((index.base_offset, index.entry_size, index._entries, index._max_entries, index._reserved,
                         index._last, index.entries and index.all_entries()))
@@ -127,24 +129,31 @@ ops = st.one_of(
     index_interval=st.sampled_from([0, 100, 4096]),
     index_bytes=st.sampled_from([24, 48, 96, 4096]),
     segment_ms=st.sampled_from([50, 10**9]),
+    jitter_ms=st.sampled_from([0, 40]),
 )
 def test_compiled_and_python_segments_write_the_same_files(
     tmp_path_factory: pytest.TempPathFactory, small_reserve: None, steps: list[tuple[str, Any]],
-    segment_bytes: int, index_interval: int, index_bytes: int, segment_ms: int,
+    segment_bytes: int, index_interval: int, index_bytes: int, segment_ms: int, jitter_ms: int,
 ) -> None:
     root = tmp_path_factory.mktemp("twin")
     config = LogConfig(segment_bytes=segment_bytes, index_interval_bytes=index_interval,
-                       segment_index_bytes=index_bytes, segment_ms=segment_ms, file_delete_delay_ms=0,
+                       segment_index_bytes=index_bytes, segment_ms=segment_ms, segment_jitter_ms=jitter_ms,
+                       file_delete_delay_ms=0,
                        max_message_bytes=1 << 20)
     kinds = {"c": (Log, root / "c" / "t-0"), "py": (PURE["log"].Log, root / "py" / "t-0")}
     now, ts, tag = BASE_TS, BASE_TS, 0
     topic_id = uuid.uuid4()
-    logs = {k: cls(d, config, topic_id=topic_id, now_ms=now) for k, (cls, d) in kinds.items()}
+    # both implementations draw the same segment jitters: the generator is seeded alike before each
+    logs = {}
+    for k, (cls, d) in kinds.items():
+        random.seed(0)
+        logs[k] = cls(d, config, topic_id=topic_id, now_ms=now)
     try:
-        for op, arg in steps:
+        for i, (op, arg) in enumerate(steps):
             now += 7
             results = {}
             for k, log in logs.items():
+                random.seed(i + 1)
                 where = kinds[k][1].parent
                 if op == "append":
                     n, size, shift, step = arg
