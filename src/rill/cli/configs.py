@@ -1,10 +1,10 @@
 """``rill configs``: describe and alter broker and topic configs, as Kafka's ``kafka-configs`` does.
 
     rill configs describe --entity-type topics --entity-name orders [--all]
-    rill configs describe --entity-type brokers [--entity-name 1] [--all]
+    rill configs describe --entity-type brokers [--entity-name 0] [--all]
     rill configs alter --entity-type topics --entity-name orders \\
         --add-config retention.ms=60000,cleanup.policy=compact
-    rill configs alter --entity-type brokers --entity-name 1 --delete-config log.retention.ms
+    rill configs alter --entity-type brokers --entity-name 0 --delete-config log.retention.ms
 
 For brokers, ``--entity-name`` defaults to the broker's id when the cluster has one broker. (Kafka's
 ``--entity-default``, the cluster-wide default, is not offered: librdkafka cannot name that resource.)
