@@ -72,7 +72,9 @@ def test_write_round_trips_a_dataframe(spark: Any, bootstrap: str, new_topic: Ca
     topic2 = new_topic(partitions=4)
     spark.createDataFrame([(f"key-{i}", f"v{i}") for i in range(50)], "key string, value string").write.format(
         "rill"
-    ).option("kafka.bootstrap.servers", bootstrap).option("topic", topic2).mode("append").save()
+    ).option("kafka.bootstrap.servers", bootstrap).option("topic", topic2).option("kafka.acks", "all").option(
+        "kafka.client.id", "profile-writer"
+    ).option("kafka.compression.type", "zstd").mode("append").save()
     from rill.client import default_partition
 
     for r in read_topic(spark, bootstrap, topic2):
@@ -128,6 +130,19 @@ def test_write_refuses_what_spark_refuses(spark: Any, bootstrap: str, new_topic:
         spark.createDataFrame([(1, "v")], "topic int, value string").write.format("rill").option(
             "kafka.bootstrap.servers", bootstrap
         ).mode("append").save()
+    # Write options the writer does not take are refused, never ignored.
+    for name, value, message in (
+        ("subscribe", topic, "option subscribe is for reading"),
+        ("topik", topic, "unknown option topik .*did you mean topic\\?"),
+        ("kafka.linger.ms", "5", "Kafka client option kafka.linger.ms is not supported"),
+        ("kafka.acks", "1", "kafka.acks 1 is not supported: the writer is an idempotent producer"),
+        ("kafka.value.serializer", "x", "value.serializer is not supported"),
+        ("kafka.security.protocol", "SSL", "SSL is not supported: the rill client speaks PLAINTEXT only"),
+    ):
+        with pytest.raises(Exception, match=message):
+            spark.createDataFrame([("v",)], "value string").write.format("rill").option(
+                "kafka.bootstrap.servers", bootstrap
+            ).option("topic", topic).option(name, value).mode("append").save()
     with pytest.raises(Exception, match="save mode overwrite is not supported"):
         spark.createDataFrame([("v",)], "value string").write.format("rill").option(
             "kafka.bootstrap.servers", bootstrap
