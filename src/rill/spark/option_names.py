@@ -16,6 +16,8 @@ from typing import Literal
 log = logging.getLogger(__name__)
 
 Mode = Literal["read", "write"]
+_ING: dict[str, str] = {"read": "reading", "write": "writing"}
+_OTHER: dict[str, str] = {"read": "writing", "write": "reading"}
 
 # Options of both directions: where the brokers are, and the client settings Rill's client honours.
 COMMON = (
@@ -111,15 +113,16 @@ def check_option_names(options: Mapping[str, str], mode: Mode) -> None:
         if key.startswith(("kafka.ssl.", "kafka.sasl.")):
             raise OptionError(f"option {raw_key} is not supported: {_PLAINTEXT_ONLY}")
         if key in other:
-            side = "reading" if mode == "write" else "writing"
-            raise OptionError(f"option {other[key]} is for {side}; the rill source does not take it when {mode}ing")
+            raise OptionError(
+                f"option {other[key]} is for {_OTHER[mode]}; the rill source does not take it when {_ING[mode]}"
+            )
         close = difflib.get_close_matches(key, list(own), n=1, cutoff=0.75)
         hint = f"; did you mean {own[close[0]]}?" if close else ""
         if key.startswith("kafka."):
             honoured = ", ".join(sorted(n for n in own.values() if n.startswith("kafka.")))
             raise OptionError(
                 f"Kafka client option {raw_key} is not supported by the rill source{hint} (the Kafka client options "
-                f"it honours when {mode}ing: {honoured})"
+                f"it honours when {_ING[mode]}: {honoured})"
             )
         if not hint:
             hint = " (options: " + ", ".join(sorted(own.values(), key=str.lower)) + ")"
