@@ -1,7 +1,7 @@
 """The derived feed (per-minute counts into a topic, named in UTC in any session time zone) and the
 ``rill pipeline`` commands run as processes: ``load`` (killed mid-run, rerun, rerun after new records: every
 record exactly once; a topic named twice is loaded once) and ``audit`` (exit status 0 when the counts match,
-3 with a MISMATCH line per differing window)."""
+3 with a MISMATCH line per differing window, 4 when there was nothing to check)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,7 @@ def _loaded_offsets(output: Path) -> list[tuple[int, int]]:
 def test_load_and_audit_commands(
     bootstrap: str, new_topic: Callable[..., str], client: KafkaClient, tmp_path: Path
 ) -> None:
-    topic, audit_topic = new_topic(partitions=2), new_topic(prefix="audit")
+    topic, audit_topic = new_topic(partitions=2), f"_audit-{uuid.uuid4().hex[:10]}"
     out = tmp_path / "warehouse"
     counter = AuditCounter(window_ms=MINUTE, host="web-1")
     p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
@@ -142,9 +143,22 @@ def test_load_and_audit_commands(
     assert len(rows) == len(set(rows)) == 150
     assert sorted(rows) == [(part, o) for part in (0, 1) for o in range(75)]
 
-    with IdempotentProducer(client) as audit_producer:
-        counter.publish(audit_producer, audit_topic)
-    ok = _rill("audit", *common, "--audit-topic", audit_topic, "--output", str(out), timeout=60)
+    # An audit topic that does not exist yet, or holds no counts: nothing checked is not a pass (status 4).
+    audit = ["audit", "--bootstrap-server", bootstrap, "--output", str(out)]
+    missing = _rill(*audit, "--audit-topic", audit_topic, timeout=60)
+    assert missing.returncode == 4, (missing.stdout, missing.stderr)
+    assert f"audit topic '{audit_topic}' does not exist: nothing was checked" in missing.stderr
+    assert "all windows match" not in missing.stdout
+    empty = _rill(*audit, "--audit-topic", new_topic(prefix="audit"), timeout=60)
+    assert empty.returncode == 4 and "holds no counts: nothing was checked" in empty.stderr, empty.stderr
+    # The audit uses no Spark: it takes no --master.
+    master = _rill(*audit, "--audit-topic", audit_topic, "--master", "local[1]", timeout=60)
+    assert master.returncode == 2 and "--master" in master.stderr, master.stderr
+
+    # The docs' snippet publishes into an audit topic that does not exist yet: the producer creates it.
+    with KafkaClient(bootstrap) as c, IdempotentProducer(c) as p_audit:
+        counter.publish(p_audit, audit_topic)
+    ok = _rill(*audit, "--audit-topic", audit_topic, timeout=60)
     assert (ok.returncode, ok.stdout.strip().splitlines()[-1]) == (0, "audit: all windows match"), ok.stderr
 
     # Five events counted by the producer but never written: their window differs.
@@ -152,7 +166,7 @@ def test_load_and_audit_commands(
         counter.stamp(topic, now_ms=BASE + 7 * MINUTE)
     with IdempotentProducer(client) as audit_producer:
         counter.publish(audit_producer, audit_topic)
-    bad = _rill("audit", *common, "--audit-topic", audit_topic, "--output", str(out), timeout=60)
+    bad = _rill(*audit, "--audit-topic", audit_topic, timeout=60)
     assert bad.returncode == 3, bad.stderr
     window = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime((BASE + 7 * MINUTE) / 1000))
     assert f"MISMATCH {topic} window {window}: produced 5, loaded 0" in bad.stdout

@@ -13,6 +13,8 @@ import confluent_kafka.admin
 import pytest
 from tests.spark.test_read import BASE_TS, produce
 
+from rill.spark.options import SourceOptions
+
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(180)]
 
 
@@ -28,7 +30,17 @@ def test_topics_and_partitions_named_twice_are_read_once(
 ) -> None:
     topic = new_topic(partitions=2)
     produce(bootstrap, topic, 40, partitions=2)
-    for options in ({"subscribe": f"{topic},{topic}"}, {"assign": json.dumps({topic: [0, 0, 1]})}):
+    # Spark's Kafka options the source honours, in any case (Spark lowercases option names).
+    client_options = {
+        "KAFKA.SECURITY.PROTOCOL": "plaintext",
+        "kafka.client.id": "warehouse-reader",
+        "kafka.request.timeout.ms": "20000",
+        "groupIdPrefix": "reports",
+    }
+    for options in (
+        {"subscribe": f"{topic},{topic}", **client_options},
+        {"assign": json.dumps({topic: [0, 0, 1]}), "kafka.group.id": "reports-1"},
+    ):
         rows = _reader(spark, bootstrap, **options).select("partition", "offset").collect()
         keys = sorted((r.partition, r.offset) for r in rows)
         assert keys == [(p, o) for p in (0, 1) for o in range(20)], options
@@ -115,10 +127,27 @@ def test_options_spark_refuses_are_refused(spark: Any, bootstrap: str, new_topic
         ({"endingOffsetsByTimestamp": json.dumps({topic: {"0": -1, "1": 5}})}, "timestamp -1 .* is not valid"),
         ({"maxRecordsPerPartition": "0"}, "maxRecordsPerPartition must be positive"),
         ({"minPartitions": "-3"}, "minPartitions must be positive"),
+        # Options the source does not take are refused, never ignored: the nearest known name, or the reason.
+        ({"startingOffset": "earliest"}, "unknown option startingoffset .*did you mean startingOffsets\\?"),
+        ({"failOnDataLose": "false"}, "did you mean failOnDataLoss\\?"),
+        ({"kafka.bootstrap.server": "x"}, "kafka.bootstrap.server is not supported.*did you mean kafka.bootstrap"),
+        ({"kafka.security.protocol": "SASL_SSL"}, "SASL_SSL is not supported: the rill client speaks PLAINTEXT only"),
+        ({"kafka.ssl.truststore.location": "/x"}, "truststore.location is not supported: .*PLAINTEXT only"),
+        ({"kafka.max.poll.records": "5"}, "Kafka client option kafka.max.poll.records is not supported"),
+        ({"kafka.auto.offset.reset": "earliest"}, "auto.offset.reset is not supported: set .*startingOffsets"),
+        ({"kafka.value.deserializer": "x"}, "value.deserializer is not supported"),
+        ({"topic": topic}, "option topic is for writing"),
+        ({"maxTriggerDelay": "soon"}, "maxTriggerDelay must be a duration"),
+        ({"minOffsetsPerTrigger": "0"}, "minOffsetsPerTrigger must be positive"),
+        ({"minOffsetsPerTrigger": "10", "maxOffsetsPerTrigger": "5"}, "higher than maxOffsetsPerTrigger \\(5\\)"),
     ]
     for options, message in refused:
         with pytest.raises(Exception, match=message):
             _reader(spark, bootstrap, subscribe=topic, **options).collect()
+    # The client is named by kafka.client.id, else by the group id options (the source joins no group).
+    named = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
+    assert SourceOptions.parse({**named, "groupidprefix": "reports"}).client().client_id == "reports"
+    assert SourceOptions.parse({**named, "kafka.group.id": "g", "kafka.client.id": "c"}).client().client_id == "c"
     # A stream has no end.
     query = (
         spark.readStream.format("rill")

@@ -126,6 +126,57 @@ def test_stream_over_a_recreated_topic_reports_data_loss(
     assert values == list(range(50)) + list(range(2000, 2030))
 
 
+def _memory_count(spark: Any, name: str, want: int, within_s: float) -> int:
+    deadline = time.monotonic() + within_s
+    while True:
+        n = int(spark.table(name).count())
+        if n >= want or time.monotonic() > deadline:
+            return n
+        time.sleep(0.2)
+
+
+def test_min_offsets_per_trigger_and_max_trigger_delay(
+    spark: Any, bootstrap: str, new_topic: Callable[..., str]
+) -> None:
+    def start(topic: str, name: str, min_offsets: str, delay: str) -> Any:
+        return (
+            spark.readStream.format("rill")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("minOffsetsPerTrigger", min_offsets)
+            .option("maxTriggerDelay", delay)
+            .load()
+            .select("offset")
+            .writeStream.format("memory")
+            .queryName(name)
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+
+    held, delayed = new_topic(partitions=2), new_topic()
+    produce_seq(bootstrap, held, 0, 10, 2)
+    produce_seq(bootstrap, delayed, 0, 10, 1)
+    q = start(held, "min_offsets_held", "50", "10m")
+    try:
+        assert _memory_count(spark, "min_offsets_held", 10, 90) == 10  # the first batch is never held back
+        produce_seq(bootstrap, held, 10, 30, 2)
+        assert _memory_count(spark, "min_offsets_held", 11, 4) == 10  # 30 new offsets < 50: no batch
+        produce_seq(bootstrap, held, 40, 25, 2)
+        assert _memory_count(spark, "min_offsets_held", 65, 60) == 65  # 55 >= 50: one batch reads them
+        assert q.exception() is None
+    finally:
+        q.stop()
+    q = start(delayed, "min_offsets_delayed", "1000", "2s")
+    try:
+        assert _memory_count(spark, "min_offsets_delayed", 10, 90) == 10
+        produce_seq(bootstrap, delayed, 10, 5, 1)
+        # Fewer than 1000 new offsets, but no batch is held back longer than maxTriggerDelay.
+        assert _memory_count(spark, "min_offsets_delayed", 15, 60) == 15
+    finally:
+        q.stop()
+
+
 def test_stream_write_into_a_topic(spark: Any, bootstrap: str, new_topic: Callable[..., str], tmp_path: Path) -> None:
     src, dst = new_topic(partitions=2), new_topic(partitions=1)
     produce_seq(bootstrap, src, 0, 200, 2)

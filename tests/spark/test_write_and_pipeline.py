@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import confluent_kafka
+import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
 from rill.client import IdempotentProducer, KafkaClient
-from rill.spark.audit import AuditCounter, run_audit
+from rill.spark.audit import AuditCounter, NothingToAudit, run_audit
 from rill.spark.loader import loaded_positions, published_manifests, read_published, run_load
+from rill.testing import broker as rill_broker
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
@@ -67,11 +72,36 @@ def test_write_round_trips_a_dataframe(spark: Any, bootstrap: str, new_topic: Ca
     topic2 = new_topic(partitions=4)
     spark.createDataFrame([(f"key-{i}", f"v{i}") for i in range(50)], "key string, value string").write.format(
         "rill"
-    ).option("kafka.bootstrap.servers", bootstrap).option("topic", topic2).mode("append").save()
+    ).option("kafka.bootstrap.servers", bootstrap).option("topic", topic2).option("kafka.acks", "all").option(
+        "kafka.client.id", "profile-writer"
+    ).option("kafka.compression.type", "zstd").mode("append").save()
     from rill.client import default_partition
 
     for r in read_topic(spark, bootstrap, topic2):
         assert r.partition == default_partition(bytes(r.key), 4)
+
+
+def test_write_creates_a_missing_topic_as_the_docs_show(spark: Any, bootstrap: str) -> None:
+    """The docs' example writes into a topic nobody created: the writer's Metadata requests let the broker
+    create it (auto.create.topics.enable, true by default), as Kafka producers do."""
+    topic = f"profiles-{uuid.uuid4().hex[:10]}"
+    df = spark.createDataFrame([("ann", 3), ("bob", 5)], "user string, visits int")
+    df.selectExpr("CAST(user AS STRING) AS key", "to_json(struct(*)) AS value") \
+      .write.format("rill").option("kafka.bootstrap.servers", bootstrap) \
+      .option("topic", topic).mode("append").save()  # fmt: skip
+    got = {bytes(r.key).decode(): json.loads(bytes(r.value)) for r in read_topic(spark, bootstrap, topic)}
+    assert got == {"ann": {"user": "ann", "visits": 3}, "bob": {"user": "bob", "visits": 5}}
+
+
+def test_write_to_a_missing_topic_names_the_broker_setting_when_it_creates_none(spark: Any) -> None:
+    with rill_broker({"auto.create.topics.enable": "false"}) as b:
+        df = spark.createDataFrame([("v",)], "value string")
+        with pytest.raises(Exception, match=r"auto\.create\.topics\.enable is false"):
+            df.write.format("rill").option("kafka.bootstrap.servers", b.bootstrap_servers).option(
+                "topic", "nowhere"
+            ).mode("append").save()
+        with KafkaClient(b.bootstrap_servers) as c:
+            assert "nowhere" not in c.list_topics()
 
 
 def test_write_needs_value_and_topic(spark: Any, bootstrap: str) -> None:
@@ -100,6 +130,19 @@ def test_write_refuses_what_spark_refuses(spark: Any, bootstrap: str, new_topic:
         spark.createDataFrame([(1, "v")], "topic int, value string").write.format("rill").option(
             "kafka.bootstrap.servers", bootstrap
         ).mode("append").save()
+    # Write options the writer does not take are refused, never ignored.
+    for name, value, message in (
+        ("subscribe", topic, "option subscribe is for reading"),
+        ("topik", topic, "unknown option topik .*did you mean topic\\?"),
+        ("kafka.linger.ms", "5", "Kafka client option kafka.linger.ms is not supported"),
+        ("kafka.acks", "1", "kafka.acks 1 is not supported: the writer is an idempotent producer"),
+        ("kafka.value.serializer", "x", "value.serializer is not supported"),
+        ("kafka.security.protocol", "SSL", "SSL is not supported: the rill client speaks PLAINTEXT only"),
+    ):
+        with pytest.raises(Exception, match=message):
+            spark.createDataFrame([("v",)], "value string").write.format("rill").option(
+                "kafka.bootstrap.servers", bootstrap
+            ).option("topic", topic).option(name, value).mode("append").save()
     with pytest.raises(Exception, match="save mode overwrite is not supported"):
         spark.createDataFrame([("v",)], "value string").write.format("rill").option(
             "kafka.bootstrap.servers", bootstrap
@@ -131,6 +174,10 @@ def test_loader_reruns_publish_every_record_exactly_once(
     lines: list[str] = []
     m1 = run_load(spark, bootstrap, [a, b], out, say=lines.append, group_id="loader-test")
     assert m1 is not None and m1.batch == 1
+    # Standard Parquet timestamps (TIMESTAMP_MICROS, adjusted to UTC), not Spark's legacy INT96.
+    for file in out.glob("batch=*/topic=*/date=*/*.parquet"):
+        assert pq.read_schema(file).field("timestamp").type == pa.timestamp("us", tz="UTC"), file
+    assert spark.conf.get("spark.sql.parquet.outputTimestampType") == "INT96"  # the session's setting is back
     assert any(f"{a}-0: loaded offsets 0..50 (50 records)" in line for line in lines)
 
     # A run that dies after writing its data but before publishing leaves nothing visible.
@@ -141,7 +188,18 @@ def test_loader_reruns_publish_every_record_exactly_once(
 
     with pytest.raises(RuntimeError):
         run_load(spark, bootstrap, [a, b], out, before_publish=crash, say=lines.append)
+    assert not (out / "_loader.lock").exists()  # released on the failure path too
     assert len(published_manifests(out)) == 1
+    # A live loader blocks the next one, naming its pid; a lock file left by a dead one does not block.
+    lock_fd = os.open(out / "_loader.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        os.write(lock_fd, b"4242\n")
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        with pytest.raises(RuntimeError, match=r"another loader \(pid 4242\) is running"):
+            run_load(spark, bootstrap, [a, b], out, say=lines.append)
+        assert (out / "_loader.lock").exists()  # not removed by the run that was refused
+    finally:
+        os.close(lock_fd)
     assert len(_published_rows(out)) == 130  # pyarrow sees only the published batch
 
     produce_values(bootstrap, b, [b"b%d" % i for i in range(30, 40)], partitions=1)
@@ -183,7 +241,14 @@ def test_audit_flags_a_dropped_window_and_passes_a_clean_run(
         assert counter.publish(audit_producer, audit_topic) == 4
 
     out = tmp_path / "out"
+    with pytest.raises(NothingToAudit, match=r"output directory .* does not exist"):
+        run_audit(client, audit_topic, out)
     run_load(spark, bootstrap, [events], out, say=lambda _l: None)
+    # An audit that compares nothing is not a pass.
+    with pytest.raises(NothingToAudit, match="holds no counts: nothing was checked"):
+        run_audit(client, new_topic(prefix="audit"), out)
+    with pytest.raises(NothingToAudit, match="does not exist: nothing was checked"):
+        run_audit(client, f"audit-{uuid.uuid4().hex[:10]}", out)
     diffs = run_audit(client, audit_topic, out)
     assert [(d.topic, d.window_start_ms) for d in diffs] == [(events, dropped_window)]
     assert diffs[0].produced == 30 and diffs[0].loaded == 30 - 15

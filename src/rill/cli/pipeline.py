@@ -4,7 +4,9 @@
     rill pipeline audit --audit-topic _audit --output PATH          compare audited counts with the load
     rill pipeline feed  --source T --target T2 --checkpoint DIR     per-minute counts as a derived feed
 
-Spark runs on ``--master`` (default ``local[*]``); any master Spark accepts works (``spark://...``, ``yarn``).
+``load`` and ``feed`` run on Spark's ``--master`` (default ``local[*]``); any master Spark accepts works
+(``spark://...``, ``yarn``). ``audit`` uses no Spark (it reads the published Parquet with pyarrow) and exits
+with 0 when every audited window matches, 3 when some differ and 4 when there was nothing to check.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from rill.cli._common import CliError, add_subparsers, new_parser, run_main
 
 EXIT_DIFFERENCES = 3
+EXIT_NOTHING_CHECKED = 4
 
 
 def _spark(master: str, app: str) -> Any:
@@ -25,16 +28,17 @@ def _spark(master: str, app: str) -> Any:
 
         return build_session(master, app, {"spark.ui.showConsoleProgress": "true"})
     except ImportError:
-        raise CliError("pyspark is not installed (pip install 'rill[spark]')") from None
+        raise CliError("pyspark is not installed (pip install 'rill-broker[spark]')") from None
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = new_parser("rill pipeline", "Run a data pipeline job on Spark.")
     sub = add_subparsers(parser)
 
-    def common(p: argparse.ArgumentParser) -> None:
+    def common(p: argparse.ArgumentParser, *, spark: bool = True) -> None:
         p.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT")
-        p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+        if spark:
+            p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
 
     load = sub.add_parser("load", help="load everything new in some topics into Parquet, exactly once")
     common(load)
@@ -42,8 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument("--output", required=True, metavar="PATH", help="output directory")
     load.add_argument("--group", help="also commit the loaded position as this consumer group's offsets")
 
-    audit = sub.add_parser("audit", help="compare audited counts with what the loader published")
-    common(audit)
+    audit = sub.add_parser(
+        "audit", help="compare audited counts with what the loader published (pyarrow, no Spark)"
+    )
+    common(audit, spark=False)
     audit.add_argument("--audit-topic", default="_audit")
     audit.add_argument("--output", required=True, metavar="PATH", help="the loader's output directory")
 
@@ -72,10 +78,13 @@ def _body(argv: list[str]) -> int:
         return 0
     if ns.command == "audit":
         from rill.client import KafkaClient
-        from rill.spark.audit import run_audit
+        from rill.spark.audit import NothingToAudit, run_audit
 
         with KafkaClient(ns.bootstrap_server, client_id="rill-audit") as client:
-            diffs = run_audit(client, ns.audit_topic, ns.output)
+            try:
+                diffs = run_audit(client, ns.audit_topic, ns.output)
+            except NothingToAudit as e:
+                raise CliError(f"audit: {e}", EXIT_NOTHING_CHECKED) from None
         for d in diffs:
             print(f"MISMATCH {d}")
         print("audit: all windows match" if not diffs else f"audit: {len(diffs)} window(s) differ")

@@ -160,14 +160,28 @@ class KafkaClient:
         self._metadata = ClusterMetadata(brokers or self._metadata.brokers, merged)
         return self._metadata
 
-    def topic(self, name: str) -> TopicMetadata:
-        """Metadata of one topic (fresh); raises ``KafkaError`` when it does not exist."""
-        md = self.refresh_metadata([name]).topics.get(name)
-        if md is None or md.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
-        if md.error != ErrorCode.NONE:
-            raise KafkaError(md.error, f"topic {name!r}: {md.error.name}")
-        return md
+    def topic(self, name: str, *, allow_auto_create: bool = False) -> TopicMetadata:
+        """Metadata of one topic (fresh); raises ``KafkaError`` when it does not exist.
+
+        With ``allow_auto_create`` the Metadata request lets the broker create a missing topic, as Kafka's
+        producers ask (``allow.auto.create.topics``); the broker does so when its
+        ``auto.create.topics.enable`` is true. A topic whose partitions have no leader yet (just created) is
+        asked for again until the client's timeout."""
+        for _ in self._retrying(f"metadata of topic {name!r}"):
+            md = self.refresh_metadata([name], allow_auto_create=allow_auto_create).topics.get(name)
+            if md is None or md.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                why = f"topic {name!r} does not exist"
+                if allow_auto_create:
+                    why += (
+                        " and the broker did not create it (its auto.create.topics.enable is false):"
+                        " create the topic first (rill topics create NAME)"
+                    )
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, why)
+            if md.error == ErrorCode.NONE and md.partitions and all(p.leader >= 0 for p in md.partitions.values()):
+                return md
+            if md.error != ErrorCode.NONE and not md.error.retriable:
+                raise KafkaError(md.error, f"topic {name!r}: {md.error.name}")
+        raise AssertionError("unreachable")  # _retrying raises at its deadline
 
     def partitions_for(self, name: str) -> list[TopicPartition]:
         return [TopicPartition(name, p) for p in sorted(self.topic(name).partitions)]

@@ -7,6 +7,9 @@ recognised by the broker as a duplicate and appended once. Only one batch per pa
 
 Partitioning follows Kafka's default partitioner: murmur2 of the key modulo the partition count for keyed
 records, and a partition that changes per batch (round robin) for records without a key.
+
+As Kafka's producers do (``allow.auto.create.topics=true``), the producer's Metadata requests let the broker
+create a topic that does not exist yet, which it does when its ``auto.create.topics.enable`` is true.
 """
 
 from __future__ import annotations
@@ -78,8 +81,10 @@ class IdempotentProducer:
         batch_size: int = 1 << 20,
         acks: int = -1,
         idempotent: bool = True,
+        allow_auto_create_topics: bool = True,
     ) -> None:
         self.client = client
+        self.allow_auto_create_topics = allow_auto_create_topics
         self.compression = compression
         self.batch_size = batch_size
         self.acks = -1 if idempotent else acks
@@ -94,7 +99,7 @@ class IdempotentProducer:
     def partition_count(self, topic: str) -> int:
         n = self._partition_counts.get(topic)
         if n is None:
-            n = len(self.client.topic(topic).partitions)
+            n = len(self.client.topic(topic, allow_auto_create=self.allow_auto_create_topics).partitions)
             self._partition_counts[topic] = n
         return n
 

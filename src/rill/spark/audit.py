@@ -12,7 +12,8 @@ Producer side (any client)::
 Each audit record has the topic as key and a JSON value ``{"topic", "window_start_ms", "window_ms", "host",
 "count"}``; counts of one window may come in several records (hosts, publishes) and are summed.
 ``compare`` then reports every (topic, window) where the audited count and the loaded count differ. The
-window of a loaded record is taken from its timestamp, which is the stamped time.
+window of a loaded record is taken from its timestamp, which is the stamped time. An audit with nothing to
+compare (no audit topic, no counts in it, no output directory) raises ``NothingToAudit``: it is not a pass.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from rill.client.client import KafkaClient
 from rill.client.producer import IdempotentProducer
+from rill.errors import ErrorCode, KafkaError
 from rill.records.record import decode_records_in
 
 HOST_HEADER = "rill.audit.host"
@@ -91,6 +93,8 @@ def read_audit_counts(client: KafkaClient, audit_topic: str) -> tuple[dict[Windo
         pos = offsets[tp]
         while pos < ends[tp]:
             fetched = client.fetch({tp: pos})[tp]
+            if fetched.error != ErrorCode.NONE:
+                raise KafkaError(fetched.error, f"cannot read the audit topic's {tp} at offset {pos}")
             records = [r for r in decode_records_in(fetched.records) if r.offset >= pos]
             if not records:
                 break
@@ -134,12 +138,26 @@ def compare(produced: dict[WindowKey, int], loaded: dict[WindowKey, int]) -> lis
     return diffs
 
 
+class NothingToAudit(Exception):
+    """The audit could check nothing: the audit topic does not exist or holds no counts, or the output
+    directory does not exist. Not a pass: an empty comparison proves nothing."""
+
+
 def run_audit(client: KafkaClient, audit_topic: str, output: str | Path) -> list[WindowDiff]:
-    produced, window_ms = read_audit_counts(client, audit_topic)
+    """Every (topic, window) whose loaded count differs from the audited one; raises ``NothingToAudit``
+    when there is nothing to compare."""
+    if not Path(output).is_dir():
+        raise NothingToAudit(f"the output directory {output} does not exist: nothing was loaded there")
+    try:
+        produced, window_ms = read_audit_counts(client, audit_topic)
+    except KafkaError as e:
+        if e.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            raise
+        raise NothingToAudit(f"the audit topic {audit_topic!r} does not exist: nothing was checked") from None
     if not produced:
-        return []
+        raise NothingToAudit(f"the audit topic {audit_topic!r} holds no counts: nothing was checked")
     topics = {t for t, _ in produced}
     return compare(produced, loaded_counts(output, window_ms, topics))
 
 
-__all__ = ["AuditCounter", "WindowDiff", "compare", "loaded_counts", "read_audit_counts", "run_audit"]
+__all__ = ["AuditCounter", "NothingToAudit", "WindowDiff", "compare", "loaded_counts", "read_audit_counts", "run_audit"]

@@ -3,7 +3,8 @@
 Layout of the output directory::
 
     OUTPUT/
-      _loader.lock                      flock held by a running loader (one at a time)
+      _loader.lock                      flock of the running loader, with its pid (one at a time; removed
+                                        when the run ends; a file left by a killed run does not block)
       _staging/batch=000007/...         a run in progress (or the debris of a killed one; removed on start)
       batch=000001/
         _offsets.json                   the offsets manifest of this batch (below)
@@ -16,6 +17,8 @@ Spark into ``_staging/batch=N`` partitioned by topic and date (UTC, from the rec
 session time zone), writes the manifest there, and publishes data and manifest together with one ``rename``
 of the batch directory. The offsets live with the data, so a run that dies at any point leaves either a
 whole batch or nothing that counts, and the next run starts exactly where the last published manifest ends.
+Record timestamps are standard Parquet timestamps (``TIMESTAMP_MICROS`` adjusted to UTC; pyarrow reads
+``timestamp[us, tz=UTC]``), not Spark's legacy INT96.
 
 Offsets the loader cannot load are reported as data loss (a ``WARNING`` line) and skipped: offsets deleted
 before they were loaded (the run starts at the earliest offset), and a log that now ends before the loaded
@@ -57,6 +60,7 @@ _BATCH_RE = re.compile(r"^batch=(\d{6,})$")
 # The partition columns of the output, read as written (type inference would read topic=007 as 7).
 STAGED_SCHEMA = "topic string, partition int, date string"
 PARTITION_COLUMNS = ("batch", "topic", "date")
+OUTPUT_TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,17 +114,59 @@ def loaded_positions(output: Path) -> dict[TopicPartition, int]:
     return pos
 
 
+def _lock_holder(fd: int) -> str:
+    try:
+        return os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
 @contextlib.contextmanager
 def _exclusive(output: Path) -> Iterator[None]:
-    with open(output / LOCK_FILE, "a+") as lock:
+    """Hold ``OUTPUT/_loader.lock`` (an ``flock``, with the holder's pid in the file) for one run.
+
+    The lock file is removed when the run ends, however it ends (while still locked, so no other loader can
+    hold the old file meanwhile). A file left by a killed loader does not block: the kernel released its
+    ``flock`` when the process died, and the next run takes the file over. Only a live loader blocks."""
+    path = output / LOCK_FILE
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RuntimeError(f"another loader is running on {output}") from None
+            holder = _lock_holder(fd)
+            os.close(fd)
+            raise RuntimeError(
+                f"another loader (pid {holder}) is running on {output}: it holds {path}; "
+                "wait for it to finish (the lock goes with the process)"
+            ) from None
         try:
-            yield
-        finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = -1
+        if current == os.fstat(fd).st_ino:
+            break
+        os.close(fd)  # the previous holder removed this file as we opened it: lock the new one
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        os.close(fd)  # releases the flock
+
+
+@contextlib.contextmanager
+def _standard_timestamps(spark: Any) -> Iterator[None]:
+    """Write timestamps as Parquet ``TIMESTAMP(MICROS, isAdjustedToUTC=true)``, which every reader takes as
+    UTC instants, instead of Spark's default legacy INT96 (read elsewhere as naive nanoseconds)."""
+    previous = spark.conf.get(OUTPUT_TIMESTAMP_TYPE)
+    spark.conf.set(OUTPUT_TIMESTAMP_TYPE, "TIMESTAMP_MICROS")
+    try:
+        yield
+    finally:
+        spark.conf.set(OUTPUT_TIMESTAMP_TYPE, previous)
 
 
 def publish(staging: Path, output: Path, manifest: Manifest) -> Path:
@@ -188,11 +234,12 @@ def run_load(
                 .option("includeHeaders", "true")
                 .load()
             )
-            (
-                df.withColumn("date", utc_date(F.col("timestamp")))
-                .write.partitionBy("topic", "date")
-                .parquet(str(staging))
-            )
+            with _standard_timestamps(spark):
+                (
+                    df.withColumn("date", utc_date(F.col("timestamp")))
+                    .write.partitionBy("topic", "date")
+                    .parquet(str(staging))
+                )
             counts: dict[TopicPartition, int] = {}
             if staging.exists():
                 staged = (
@@ -223,5 +270,13 @@ def read_published(output: str | Path, columns: list[str] | None = None) -> Any:
     if not any(_BATCH_RE.match(p.name) for p in out.iterdir()):
         return None
     strings = pa.schema([(name, pa.string()) for name in PARTITION_COLUMNS])
-    dataset = ds.dataset(str(out), format="parquet", partitioning=ds.HivePartitioning.discover(schema=strings))
+    partitioning = ds.HivePartitioning.discover(schema=strings)
+    dataset = ds.dataset(str(out), format="parquet", partitioning=partitioning)
+    if "timestamp" in dataset.schema.names:
+        # Batches written before the loader wrote standard timestamps hold INT96 (naive nanoseconds, UTC
+        # values): read every batch as UTC instants.
+        schema = dataset.schema.set(
+            dataset.schema.get_field_index("timestamp"), pa.field("timestamp", pa.timestamp("us", tz="UTC"))
+        )
+        dataset = ds.dataset(str(out), format="parquet", partitioning=partitioning, schema=schema)
     return dataset.to_table(columns=columns)

@@ -1,4 +1,5 @@
 """Options of the ``rill`` data source (the names of Spark's Kafka source), checked as Spark checks them.
+An option the source does not take is refused (``rill.spark.option_names``), never ignored.
 
 Offsets travel as Spark's Kafka source writes them: ``{"topic": {"0": 23, "1": -2}}`` where -2 means
 earliest and -1 latest. ``rill.spark.offsets`` resolves everything symbolic to concrete offsets on the
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from rill.client.client import KafkaClient
 from rill.common import TopicPartition
+from rill.spark.option_names import check_option_names
 
 EARLIEST = -2
 LATEST = -1
@@ -23,6 +25,8 @@ DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
 DEFAULT_POLL_TIMEOUT_MS = 60_000
 DEFAULT_OFFSET_FETCH_ATTEMPTS = 3
 DEFAULT_OFFSET_FETCH_INTERVAL_MS = 1000
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Spark's default maxTriggerDelay, 15m
+DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms
 
 
 class OptionError(ValueError):
@@ -82,6 +86,25 @@ def _timestamp(options: Mapping[str, str], name: str) -> int | None:
     return value
 
 
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _duration_ms(options: Mapping[str, str], name: str, default: int) -> int:
+    """A duration as Spark writes them: ``500ms``, ``10s``, ``15m``, ``1h``; a bare number is milliseconds."""
+    raw = options.get(name.lower())
+    if raw is None or raw.strip() == "":
+        return default
+    m = re.fullmatch(r"(\d+)\s*([a-z]*)", raw.strip().lower())
+    if m is None or m.group(2) not in ("", *_TIME_UNITS_MS):
+        raise OptionError(f"option {name} must be a duration such as 500ms, 10s, 15m or 1h, got {raw!r}")
+    return int(int(m.group(1)) * _TIME_UNITS_MS.get(m.group(2) or "ms", 1))
+
+
+def include_headers(raw: Mapping[str, str]) -> bool:
+    """The ``includeHeaders`` option alone (it decides the schema before the other options are checked)."""
+    return _bool({k.lower(): v for k, v in raw.items()}, "includeHeaders", False)
+
+
 def _topics(raw: str) -> tuple[str, ...]:
     """``subscribe``: a set of topics (a topic named twice is read once), in the order given."""
     return tuple(dict.fromkeys(t.strip() for t in raw.split(",") if t.strip()))
@@ -122,10 +145,17 @@ class SourceOptions:
     # that are below the offsets it already reached, before it reports data loss.
     offset_fetch_attempts: int = DEFAULT_OFFSET_FETCH_ATTEMPTS
     offset_fetch_interval_ms: int = DEFAULT_OFFSET_FETCH_INTERVAL_MS
+    # minOffsetsPerTrigger / maxTriggerDelay: a stream waits for this many new offsets, at most this long.
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    # kafka.client.id (else the group id given by kafka.group.id or groupIdPrefix), kafka.request.timeout.ms
+    client_id: str | None = None
+    request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, for_write: bool = False) -> SourceOptions:
         options = {k.lower(): v for k, v in raw.items()}
+        check_option_names(options, "write" if for_write else "read")
         bootstrap = options.get("kafka.bootstrap.servers") or options.get("rill.bootstrap.servers")
         if not bootstrap:
             raise OptionError("option kafka.bootstrap.servers (or rill.bootstrap.servers) is required")
@@ -153,6 +183,13 @@ class SourceOptions:
         interval = _int(options, "fetchOffset.retryIntervalMs")
         if interval is not None and interval < 0:
             raise OptionError(f"option fetchOffset.retryIntervalMs must not be negative, got {interval}")
+        max_offsets = _positive(options, "maxOffsetsPerTrigger")
+        min_offsets = _positive(options, "minOffsetsPerTrigger")
+        if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
+            raise OptionError(
+                f"option minOffsetsPerTrigger ({min_offsets}) is higher than maxOffsetsPerTrigger ({max_offsets})"
+            )
+        group = options.get("kafka.group.id") or options.get("groupidprefix")
         opts = cls(
             bootstrap_servers=bootstrap,
             subscribe=_topics(subscribe) if subscribe else None,
@@ -163,7 +200,7 @@ class SourceOptions:
             starting_timestamp=_timestamp(options, "startingTimestamp"),
             starting_by_timestamp=options.get("startingoffsetsbytimestamp"),
             by_timestamp_strategy=strategy,
-            max_offsets_per_trigger=_positive(options, "maxOffsetsPerTrigger"),
+            max_offsets_per_trigger=max_offsets,
             min_partitions=_positive(options, "minPartitions"),
             max_records_per_partition=_positive(options, "maxRecordsPerPartition")
             or DEFAULT_MAX_RECORDS_PER_PARTITION,
@@ -177,6 +214,10 @@ class SourceOptions:
             ending_by_timestamp=options.get("endingoffsetsbytimestamp"),
             offset_fetch_attempts=DEFAULT_OFFSET_FETCH_ATTEMPTS if attempts is None else attempts,
             offset_fetch_interval_ms=DEFAULT_OFFSET_FETCH_INTERVAL_MS if interval is None else interval,
+            min_offsets_per_trigger=min_offsets,
+            max_trigger_delay_ms=_duration_ms(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
+            client_id=options.get("kafka.client.id") or group or None,
+            request_timeout_ms=_positive(options, "kafka.request.timeout.ms") or DEFAULT_REQUEST_TIMEOUT_MS,
         )
         if not for_write:
             opts._check_offset_options()
@@ -226,7 +267,12 @@ class SourceOptions:
                 raise OptionError(f"option {option} is not valid in streaming queries (a stream has no end)")
 
     def client(self, client_id: str = "rill-spark") -> KafkaClient:
-        return KafkaClient(self.bootstrap_servers, client_id=client_id)
+        """A client named by ``kafka.client.id`` (else the group id option, else ``client_id``)."""
+        return KafkaClient(
+            self.bootstrap_servers,
+            client_id=self.client_id or client_id,
+            timeout_s=self.request_timeout_ms / 1000,
+        )
 
     def topic_partitions(self, client: KafkaClient) -> list[TopicPartition]:
         """The partitions this source reads now (subscriptions are re-evaluated on every call)."""

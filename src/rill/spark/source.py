@@ -3,7 +3,8 @@
 ``spark.read.format("rill")``, ``spark.readStream.format("rill")``, ``df.write.format("rill")`` and
 ``df.writeStream.format("rill")`` work without registration once Rill is installed: Spark loads the top-level
 module ``pyspark_rill``, whose ``DefaultSource`` is this class. Options are those of Spark's Kafka source
-(see ``rill.spark.options``).
+(see ``rill.spark.options``); any other option is refused with the nearest known name
+(``rill.spark.option_names``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from rill.spark.arrow import schema_ddl
-from rill.spark.options import SourceOptions
+from rill.spark.option_names import warn_stream_only
+from rill.spark.options import SourceOptions, include_headers
 from rill.spark.reader import RillBatchReader, RillFilteringBatchReader
 from rill.spark.stream_reader import RillStreamReader
 from rill.spark.writer import RillStreamWriter, RillWriter, check_save_mode
@@ -24,10 +26,12 @@ class RillDataSource(DataSource):
         return "rill"
 
     def schema(self) -> str:
-        return schema_ddl(SourceOptions.parse(self.options, for_write=True).include_headers)
+        # The options are checked by reader() / streamReader(), which know the direction.
+        return schema_ddl(include_headers(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = SourceOptions.parse(self.options)
+        warn_stream_only({k.lower(): v for k, v in self.options.items()})
         return RillFilteringBatchReader(opts) if opts.push_filters else RillBatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:

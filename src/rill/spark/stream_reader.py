@@ -8,6 +8,8 @@ that into exactly-once output.
 
 Admission control: ``maxOffsetsPerTrigger`` (``ReadMaxRows``) is shared between partitions in proportion to
 their backlog (a new partition's backlog counts from its earliest offset), as Spark's Kafka source does.
+``minOffsetsPerTrigger`` holds a batch back while fewer new offsets are available, for at most
+``maxTriggerDelay`` (default 15m) after the previous batch, as Spark's Kafka source does.
 ``Trigger.AvailableNow`` reads up to the offsets that were latest when the query started, then stops.
 
 A partition whose latest offset is below the offset the query already reached (the topic was deleted and
@@ -75,6 +77,7 @@ class RillStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # initialOffset), not here: PySpark's runner hides an error raised while it makes the reader.
         self.opts = opts
         self._available_now: dict[TopicPartition, int] | None = None
+        self._last_trigger: float | None = None  # monotonic time of the last batch minOffsetsPerTrigger let run
 
     # -- offsets (driver) --------------------------------------------------------------------------------
 
@@ -120,11 +123,34 @@ class RillStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # the query is (recreated, truncated) ends the batch there: partitions() reports the loss.
             for tp, off in begin.items():
                 latest.setdefault(tp, off)
+            if begin and self._delay_batch(client, begin, latest):
+                return offsets_to_json(begin)  # no new batch yet
             if isinstance(limit, ReadMaxRows) and begin:
                 new = [tp for tp in latest if tp not in begin]
                 new_earliest = client.earliest_offsets(new) if new else {}
                 latest = rate_limit(begin, latest, limit.max_rows, new_earliest)
         return offsets_to_json(latest)
+
+    def _delay_batch(
+        self, client: KafkaClient, begin: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]
+    ) -> bool:
+        """``minOffsetsPerTrigger``: wait while fewer new offsets than that are available, but no longer than
+        ``maxTriggerDelay`` since the last batch (the first batch is never delayed, nor AvailableNow ones)."""
+        wanted = self.opts.min_offsets_per_trigger
+        if wanted is None or self._available_now is not None:
+            return False
+        now = time.monotonic()
+        if self._last_trigger is None or (now - self._last_trigger) * 1000 >= self.opts.max_trigger_delay_ms:
+            self._last_trigger = now
+            return False
+        new = [tp for tp in latest if tp not in begin]
+        first = {**(client.earliest_offsets(new) if new else {}), **begin}
+        available = sum(max(end - first[tp], 0) for tp, end in latest.items())
+        if available < wanted:
+            log.debug("%d new offsets, fewer than minOffsetsPerTrigger %d: delaying the batch", available, wanted)
+            return True
+        self._last_trigger = now
+        return False
 
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
         with self.opts.client() as client:
