@@ -22,11 +22,12 @@ from rill.api.dispatcher import RequestDispatcher
 from rill.api.init_producer_id import ProducerIdManager
 from rill.config import BrokerConfig, topic_config_defaults
 from rill.config.broker_config import effective_broker_value, per_ip_overrides
+from rill.config.definitions import NOT_YET_USED
 from rill.fsutil import raise_open_files_limit
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
 from rill.metadata.embedded import EmbeddedMetadataStore
-from rill.metadata.store import BrokerInfo, dynamic_broker_configs
+from rill.metadata.store import BrokerInfo, MetadataDelta, dynamic_broker_configs
 from rill.network.connection_quotas import ConnectionQuotas
 from rill.network.handler import CloseConnection
 from rill.network.server import SocketServer
@@ -82,6 +83,15 @@ class Broker:
 
     async def _start(self) -> None:
         config = self.config
+        unused = sorted(name for name in config.originals if name in NOT_YET_USED)
+        if unused:
+            log.warning(
+                "Set but not used by this version of Rill (the feature is not built yet; docs/OPERATIONS.md): %s%s",
+                ", ".join(unused),
+                "; zookeeper.connect does not make a cluster: this broker runs alone"
+                if "zookeeper.connect" in unused
+                else "",
+            )
         before, after = raise_open_files_limit()
         if after != before:
             log.info("Raised the open files limit from %d to %d", before, after)
@@ -134,7 +144,7 @@ class Broker:
         )
         self.replica_manager.sync_with_metadata()
         self._apply_connection_quotas()  # dynamic values kept from an earlier run
-        self.metadata.add_listener(self._apply_connection_quotas)
+        self.metadata.add_listener(self._on_metadata_delta)
         self.services = BrokerServices(
             node_id=self.node_id,
             config=config,
@@ -163,8 +173,13 @@ class Broker:
         overrides = per_ip_overrides(values[2] or "")
         return int(values[0]), int(values[1]), overrides
 
+    async def _on_metadata_delta(self, delta: MetadataDelta) -> None:
+        if delta.broker_configs:
+            self._apply_connection_quotas()
+
     def _apply_connection_quotas(self) -> None:
-        """Follow the dynamic connection limits (called on every metadata change; acts on a change)."""
+        """Follow the dynamic connection limits (at start, and on every change of the dynamic broker configs;
+        acts on a change of theirs)."""
         if self.metadata is None or self._server is None:
             return
         dynamic = dynamic_broker_configs(self.metadata)
@@ -204,6 +219,8 @@ class Broker:
         log_manager, self.log_manager = self.log_manager, None
         if log_manager is not None:
             await asyncio.to_thread(log_manager.shutdown)
+        if self.metadata is not None:
+            await self.metadata.close()
         self._stop_metrics()
         log.info("Broker %d stopped", self.node_id)
 
@@ -225,6 +242,9 @@ class Broker:
         log_manager, self.log_manager = self.log_manager, None
         if log_manager is not None:
             _close_unclean(log_manager)
+        metadata = self.metadata
+        if metadata is not None:
+            metadata.close_now()
 
     async def _release_after_failed_start(self) -> None:
         server, self._server = self._server, None
@@ -233,6 +253,8 @@ class Broker:
                 await server.abort()
         await self._stop_background()
         self._stop_metrics()
+        if self.metadata is not None:
+            self.metadata.close_now()
         log_manager, self.log_manager = self.log_manager, None
         if log_manager is None:
             return

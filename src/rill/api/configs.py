@@ -126,14 +126,14 @@ async def handle_describe_configs(ctx: RequestContext, request: Body) -> Body:
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _apply(ctx: RequestContext, rtype: int, name: str, new: Mapping[str, str], validate_only: bool) -> None:
+async def _apply(ctx: RequestContext, rtype: int, name: str, new: Mapping[str, str], validate_only: bool) -> None:
     services = ctx.services
     if rtype == TOPIC:
         if services.metadata.topic(name) is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
         validate_topic_configs(dict(new))
         if not validate_only:
-            services.metadata.set_topic_configs(name, new)
+            await services.metadata.set_topic_configs(name, new)
             log.info("Topic %s configs set to %s by %s", name, dict(new), ctx.client)
     elif rtype == BROKER:
         _check_broker_name(ctx, name)
@@ -142,12 +142,12 @@ def _apply(ctx: RequestContext, rtype: int, name: str, new: Mapping[str, str], v
         if name == "":  # the cluster-wide defaults, below each broker's own
             _check_connection_limits(ctx, {**new, **store.broker_configs()})
             if not validate_only:
-                store.set_default_broker_configs(new)
+                await store.set_default_broker_configs(new)
                 log.info("Cluster-wide dynamic broker defaults set to %s by %s", dict(new), ctx.client)
         else:
             _check_connection_limits(ctx, {**store.default_broker_configs(), **new})
             if not validate_only:
-                store.set_broker_configs(new)
+                await store.set_broker_configs(new)
                 log.info("Broker dynamic configs set to %s by %s", dict(new), ctx.client)
     elif rtype == BROKER_LOGGER:
         raise KafkaError(
@@ -208,7 +208,7 @@ async def handle_alter_configs(ctx: RequestContext, request: Body) -> Body:
             _check_unique_keys(r["configs"])
             # AlterConfigs replaces the resource's whole set of dynamic configs.
             new = {c["name"]: c["value"] for c in r["configs"] if c["value"] is not None}
-            _apply(ctx, rtype, name, new, validate_only)
+            await _apply(ctx, rtype, name, new, validate_only)
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         responses.append(out)
@@ -251,7 +251,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Body) -
                     current[key] = ",".join(items)
                 else:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op}")
-            _apply(ctx, rtype, name, current, validate_only)
+            await _apply(ctx, rtype, name, current, validate_only)
         except KafkaError as e:
             out.update(error_code=e.code, error_message=e.message)
         responses.append(out)

@@ -10,6 +10,7 @@ answered with session id 0, which clients accept as "no session".
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from rill.api._topics import ZERO_UUID, resolve_topic_name
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import TopicPartition
-from rill.errors import ErrorCode
+from rill.errors import ErrorCode, KafkaError
 from rill.protocol import ApiKey
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,17 @@ class _Wanted:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int
+
+
+def _report_follower_positions(ctx: RequestContext, replica_id: int, wanted: list[list[_Wanted]]) -> None:
+    """A follower's fetch offsets are its log end offsets: the leader's record of them moves the high
+    watermark (a partition this broker does not lead answers its error when it is read)."""
+    rm = ctx.services.replica_manager
+    for topic in wanted:
+        for w in topic:
+            if w.tp is not None:
+                with contextlib.suppress(KafkaError):
+                    rm.update_follower_fetch_state(w.tp, replica_id, w.fetch_offset)
 
 
 def _read_all(
@@ -117,9 +129,14 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
         )
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
     min_bytes = request["min_bytes"]
-    committed_only = request.get("replica_id", -1) < 0
+    replica_id = request.get("replica_id", -1)
+    if replica_id < 0 and ctx.api_version >= 15:
+        replica_id = (request.get("replica_state") or {}).get("replica_id", -1)
+    committed_only = replica_id < 0
     if committed_only:  # a consumer: the broker's fetch.max.bytes caps what it asks for
         max_bytes = min(max_bytes, int(ctx.services.config.get("fetch.max.bytes")))
+    else:
+        _report_follower_positions(ctx, replica_id, wanted)
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000.0
     watch = [w.tp for ws in wanted for w in ws if w.tp is not None]
     rm = ctx.services.replica_manager

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from rill.api.context import RequestContext
-from rill.api.groups import coordinator_of
+from rill.api.groups import coordinator_of, writing_coordinator_of
 from rill.api.registry import Body, handler
 from rill.common import TopicPartition
 from rill.coordinator.group.group_metadata import OffsetAndMetadata
@@ -24,7 +24,7 @@ def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
 
 @handler(ApiKey.OFFSET_COMMIT, 0, 9)
 async def handle_offset_commit(ctx: RequestContext, request: Body) -> Body:
-    coordinator = coordinator_of(ctx)
+    coordinator = await writing_coordinator_of(ctx)
     now = int(time.time() * 1000)
     retention = request.get("retention_time_ms", -1)
     errors: dict[TopicPartition, ErrorCode] = {}

@@ -4,6 +4,7 @@ coordinator; these handlers translate between request bodies and its calls."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -26,6 +27,17 @@ def coordinator_of(ctx: RequestContext) -> Any:
     return ctx.services.group_coordinator
 
 
+async def writing_coordinator_of(ctx: RequestContext) -> Any:
+    """The group coordinator for a request that writes group state (JoinGroup, SyncGroup, OffsetCommit), with
+    ``__consumer_offsets`` created first when a client came without a FindCoordinator (which creates it). When
+    it cannot be created, the write answers with the coordinator's error."""
+    coordinator = ctx.services.group_coordinator
+    if coordinator is not None and coordinator.active:
+        with contextlib.suppress(KafkaError):
+            await coordinator.manager.maybe_create_offsets_topic()
+    return coordinator
+
+
 def _client_host(ctx: RequestContext) -> str:
     return f"/{ctx.client_host}"
 
@@ -33,7 +45,7 @@ def _client_host(ctx: RequestContext) -> str:
 # -- FindCoordinator -----------------------------------------------------------------------------------------
 
 
-def _find_one(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+async def _find_one(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port) for one coordinator key."""
     coordinator = coordinator_of(ctx)
     if key_type == TRANSACTION_KEY_TYPE:
@@ -45,7 +57,7 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, 
     if coordinator is None or not coordinator.active:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
     try:
-        coordinator.manager.maybe_create_offsets_topic()
+        await coordinator.manager.maybe_create_offsets_topic()
     except KafkaError as e:  # e.g. no disk space for it: retriable, as Kafka answers until the topic exists
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create __consumer_offsets: {e.message}", -1, "", -1
     unavailable = coordinator.manager.unavailable_reason(key)
@@ -64,7 +76,7 @@ async def handle_find_coordinator(ctx: RequestContext, request: Body) -> Body:
     if ctx.api_version >= 4:
         coordinators = []
         for key in request.get("coordinator_keys", []):
-            error, message, node_id, host, port = _find_one(ctx, key, key_type)
+            error, message, node_id, host, port = await _find_one(ctx, key, key_type)
             coordinators.append(
                 {
                     "key": key,
@@ -76,7 +88,7 @@ async def handle_find_coordinator(ctx: RequestContext, request: Body) -> Body:
                 }
             )
         return {"throttle_time_ms": 0, "coordinators": coordinators}
-    error, message, node_id, host, port = _find_one(ctx, request["key"], key_type)
+    error, message, node_id, host, port = await _find_one(ctx, request["key"], key_type)
     return {
         "throttle_time_ms": 0,
         "error_code": error,
@@ -92,7 +104,7 @@ async def handle_find_coordinator(ctx: RequestContext, request: Body) -> Body:
 
 @handler(ApiKey.JOIN_GROUP, 0, 9)
 async def handle_join_group(ctx: RequestContext, request: Body) -> Body:
-    coordinator = coordinator_of(ctx)
+    coordinator = await writing_coordinator_of(ctx)
     version = ctx.api_version
     member_id = request["member_id"]
     if coordinator is None:
@@ -140,7 +152,7 @@ async def handle_join_group(ctx: RequestContext, request: Body) -> Body:
 
 @handler(ApiKey.SYNC_GROUP, 0, 5)
 async def handle_sync_group(ctx: RequestContext, request: Body) -> Body:
-    coordinator = coordinator_of(ctx)
+    coordinator = await writing_coordinator_of(ctx)
     if coordinator is None:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "assignment": b""}
     result = await coordinator.sync_group(

@@ -22,9 +22,9 @@ class ProducerIdManager:
         self._next = 0
         self._end = 0
 
-    def generate(self) -> int:
+    async def generate(self) -> int:
         if self._next >= self._end:
-            self._next = self._store.allocate_producer_ids(self._block_size)
+            self._next = await self._store.allocate_producer_ids(self._block_size)
             self._end = self._next + self._block_size
         pid = self._next
         self._next += 1
@@ -40,5 +40,5 @@ async def handle_init_producer_id(ctx: RequestContext, request: Body) -> Body:
             "producer_id": -1,
             "producer_epoch": -1,
         }
-    pid = ctx.services.producer_ids.generate()
+    pid = await ctx.services.producer_ids.generate()
     return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}

@@ -40,7 +40,7 @@ def topic_body(topic: TopicState, version: int) -> Body:
     }
 
 
-def maybe_auto_create(ctx: RequestContext, name: str) -> TopicState | None:
+async def maybe_auto_create(ctx: RequestContext, name: str) -> TopicState | None:
     """Create ``name`` with the broker defaults when ``auto.create.topics.enable`` allows it."""
     services = ctx.services
     config = services.config
@@ -48,7 +48,7 @@ def maybe_auto_create(ctx: RequestContext, name: str) -> TopicState | None:
         return None
     if topic_name_problem(name) is not None:
         return None
-    topic = services.metadata.create_topic(
+    topic = await services.metadata.create_topic(
         name,
         int(config.get("num.partitions")),
         min(int(config.get("default.replication.factor")), len(services.metadata.brokers())),
@@ -89,7 +89,7 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
                         continue
                     if allow_auto:
                         try:
-                            topic = maybe_auto_create(ctx, name)
+                            topic = await maybe_auto_create(ctx, name)
                         except KafkaError as e:
                             topics.append({"error_code": e.code, "name": name})
                             continue

@@ -1,7 +1,11 @@
-"""Produce (0): validate and append record batches to partition leaders; acks 0, 1 and all."""
+"""Produce (0): validate and append record batches to partition leaders; acks 0, 1 and all.
+
+Every partition is appended first; then, with acks=all, the request waits (in the produce purgatory, up to its
+``timeout_ms``) for the partitions whose records are not yet committed, all at once."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from rill.api._topics import resolve_topic_name
@@ -21,6 +25,7 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
     metrics = ctx.services.metrics
     transactional = request.get("transactional_id") is not None
     responses: list[Body] = []
+    waiting: list[tuple[Body, TopicPartition, int]] = []  # acks=all results whose records are not committed yet
     for topic_data in request["topic_data"]:
         name = resolve_topic_name(ctx, topic_data)
         partition_responses: list[Body] = []
@@ -55,6 +60,8 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
                     log_append_time_ms=info.log_append_time,
                     log_start_offset=info.log_start_offset,
                 )
+                if acks == -1 and replica_manager.committed(tp, info.last_offset + 1) is not ErrorCode.NO_ERROR:
+                    waiting.append((result, tp, info.last_offset + 1))
                 if metrics is not None and not info.duplicate:
                     metrics.on_produce(name, info.valid_bytes, info.record_count)
             except KafkaError as e:
@@ -87,4 +94,11 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
         )
     if acks == 0:
         return None
+    if waiting:
+        timeout_s = max(request.get("timeout_ms", 0), 0) / 1000.0
+        codes = await asyncio.gather(*(replica_manager.wait_for_commit(tp, end, timeout_s) for _, tp, end in waiting))
+        for (result, tp, _), code in zip(waiting, codes, strict=True):
+            if code:
+                result["error_code"] = code
+                log.debug("Produce to %s from %s not committed: %s", tp, ctx.client, code.name)
     return {"responses": responses, "throttle_time_ms": 0}

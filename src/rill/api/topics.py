@@ -11,7 +11,12 @@ from rill.api.registry import Body, handler
 from rill.common import repeated
 from rill.config import describe_topic_configs, validate_topic_configs
 from rill.errors import ErrorCode, KafkaError
-from rill.metadata.store import INTERNAL_TOPICS, topic_collision, topic_name_problem
+from rill.metadata.store import (
+    INTERNAL_TOPICS,
+    MAX_PARTITIONS_PER_REQUEST,
+    topic_collision,
+    topic_name_problem,
+)
 from rill.protocol import ApiKey
 
 log = logging.getLogger(__name__)
@@ -28,6 +33,30 @@ def _duplicate(body: Body, what: str = "name") -> Body:
     return _error(body, KafkaError(ErrorCode.INVALID_REQUEST, f"Duplicate topic {what}."))
 
 
+def _requested_partitions(ctx: RequestContext, topics: list[Body]) -> int:
+    """How many partitions a CreateTopics request asks for in all (the broker default where a topic asks -1)."""
+    default = int(ctx.services.config.get("num.partitions"))
+    total = 0
+    for t in topics:
+        if t.get("assignments"):
+            total += len(t["assignments"])
+        elif t["num_partitions"] == -1:
+            total += default
+        elif t["num_partitions"] > 0:
+            total += t["num_partitions"]
+    return total
+
+
+def _check_partition_budget(ctx: RequestContext, added: int) -> None:
+    """Refuse, before any work, a request that would make more partitions than one request may
+    (Kafka's bound), or more than this broker's open-files limit can hold."""
+    if added > MAX_PARTITIONS_PER_REQUEST:
+        raise KafkaError(ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+    problem = ctx.services.replica_manager.capacity_problem(added)
+    if problem is not None:
+        raise KafkaError(ErrorCode.POLICY_VIOLATION, problem)
+
+
 @handler(ApiKey.CREATE_TOPICS, 0, 7)
 async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
     services = ctx.services
@@ -35,6 +64,11 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
     config = services.config
     validate_only = request.get("validate_only", False)
     results: list[Body] = []
+    try:
+        _check_partition_budget(ctx, _requested_partitions(ctx, request["topics"]))
+    except KafkaError as e:  # the whole request is refused, every topic with the same error
+        topics = [_error({"name": t["name"], "topic_id": ZERO_UUID}, e) for t in request["topics"]]
+        return {"throttle_time_ms": 0, "topics": topics}
     duplicates = repeated([t["name"] for t in request["topics"]])
     for name in duplicates:
         results.append(_duplicate({"name": name, "topic_id": ZERO_UUID}))
@@ -87,7 +121,7 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
                 n = len(assignments) if assignments else num_partitions
                 rf = len(next(iter(assignments.values()))) if assignments else replication_factor
             else:
-                topic = store.create_topic(
+                topic = await store.create_topic(
                     name, num_partitions, replication_factor, configs, assignments or None
                 )
                 topic_id, n, rf = topic.topic_id, len(topic.partitions), topic.replication_factor
@@ -136,6 +170,7 @@ async def handle_delete_topics(ctx: RequestContext, request: Body) -> Body:
             results.append(_duplicate({"name": None, "topic_id": key}, "id"))
         else:
             results.append(_duplicate({"name": key, "topic_id": ZERO_UUID}))
+    checked: list[tuple[Body, str]] = []
     for name, topic_id in wanted:
         if (name if name is not None else topic_id) in duplicates:
             continue
@@ -154,19 +189,45 @@ async def handle_delete_topics(ctx: RequestContext, request: Body) -> Body:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"internal topic {name} cannot be deleted")
             if not ctx.services.config.get("delete.topic.enable"):
                 raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false")
-            store.delete_topic(name)
             out["topic_id"] = topic.topic_id
-            log.info("Deleted topic %s (id %s) for %s", name, topic.topic_id, ctx.client)
+            checked.append((out, name))
         except KafkaError as e:
             _error(out, e)
         results.append(out)
+    if checked:
+        await _delete(ctx, checked)
     return {"throttle_time_ms": 0, "responses": results}
+
+
+async def _delete(ctx: RequestContext, checked: list[tuple[Body, str]]) -> None:
+    """Delete the topics that passed the checks in one metadata change (one by one when that is refused:
+    a topic deleted meanwhile must not keep the others)."""
+    store = ctx.services.metadata
+    try:
+        await store.delete_topics([name for _, name in checked])
+    except KafkaError:
+        for out, name in checked:
+            try:
+                await store.delete_topic(name)
+            except KafkaError as e:
+                _error(out, e)
+    for out, name in checked:
+        if not out["error_code"]:
+            log.info("Deleted topic %s (id %s) for %s", name, out["topic_id"], ctx.client)
 
 
 @handler(ApiKey.CREATE_PARTITIONS, 0, 3)
 async def handle_create_partitions(ctx: RequestContext, request: Body) -> Body:
     store = ctx.services.metadata
     results: list[Body] = []
+    added = 0
+    for t in request["topics"]:
+        topic = store.topic(t["name"])
+        added += max(0, t["count"] - len(topic.partitions)) if topic is not None else 0
+    try:
+        _check_partition_budget(ctx, added)
+    except KafkaError as e:  # the whole request is refused, every topic with the same error
+        return {"throttle_time_ms": 0, "results": [_error({"name": t["name"]}, e) for t in request["topics"]]}
     duplicates = repeated([t["name"] for t in request["topics"]])
     for name in duplicates:
         results.append(_duplicate({"name": name}))
@@ -187,7 +248,7 @@ async def handle_create_partitions(ctx: RequestContext, request: Body) -> Body:
                 )
             assignments = [list(a["broker_ids"]) for a in t.get("assignments") or []] or None
             validate_only = request.get("validate_only", False)
-            store.create_partitions(name, count, assignments, validate_only=validate_only)
+            await store.create_partitions(name, count, assignments, validate_only=validate_only)
             if not validate_only:
                 log.info("Topic %s now has %d partitions (for %s)", name, count, ctx.client)
         except KafkaError as e:

@@ -126,8 +126,10 @@ def _choice(options: tuple[str, ...]) -> Callable[[str], str]:
 
 
 def _cleanup_policy(raw: str) -> str:
+    """A list of ``delete`` and ``compact``; the empty list (Kafka 4.2) keeps every record: no retention,
+    no compaction."""
     parts = [p.strip() for p in str(raw).split(",") if p.strip()]
-    if not parts or any(p not in CLEANUP_POLICIES for p in parts):
+    if any(p not in CLEANUP_POLICIES for p in parts):
         raise ValueError("must be a list of delete, compact")
     return ",".join(parts)
 
@@ -140,7 +142,7 @@ _TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "segment.index.bytes": ("segment_index_bytes", _int_in(4, INT_MAX)),
     "index.interval.bytes": ("index_interval_bytes", _int_in(0, INT_MAX)),
     "retention.ms": ("retention_ms", _int_in(-1, LONG_MAX)),
-    "retention.bytes": ("retention_bytes", _int_in(-1, LONG_MAX)),
+    "retention.bytes": ("retention_bytes", _int_in(-LONG_MAX - 1, LONG_MAX)),  # any negative: no size limit
     "flush.messages": ("flush_messages", _int_in(1, LONG_MAX)),
     "flush.ms": ("flush_ms", _int_in(0, LONG_MAX)),
     "file.delete.delay.ms": ("file_delete_delay_ms", _int_in(0, LONG_MAX)),

@@ -319,6 +319,23 @@ class LogManager:
         their log dirs again at once (blocking: a few small files). Returns the partitions that had a log."""
         return self._set_aside(tps, DELETE_DIR_SUFFIX)
 
+    async def delete_logs_async(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """``delete_logs`` with the checkpoints written in a worker thread (their values are taken at once,
+        numbered, so no later write brings the deleted logs' entries back)."""
+        wanted = list(tps)
+        done: list[TopicPartition] = []
+        dirs: set[Path] = set()
+        for start in range(0, len(wanted), 64):  # the loop serves others between chunks
+            if start:
+                await asyncio.sleep(0)
+            chunk_done, chunk_dirs = self._set_aside_dirs(wanted[start : start + 64], DELETE_DIR_SUFFIX)
+            done += chunk_done
+            dirs.update(chunk_dirs)
+        if dirs:
+            for snap in [self._snapshot(name, dirs) for name in _CHECKPOINT_VALUES]:
+                await asyncio.to_thread(self._write_snapshot, snap)
+        return done
+
     def set_aside_stray(self, why: Mapping[TopicPartition, str]) -> list[TopicPartition]:
         """Set these logs aside as stray (renamed, kept, never loaded again), each for its reason."""
         for tp, reason in why.items():
@@ -328,6 +345,14 @@ class LogManager:
         return self._set_aside(why, STRAY_DIR_SUFFIX)
 
     def _set_aside(self, tps: Iterable[TopicPartition], suffix: str) -> list[TopicPartition]:
+        done, dirs = self._set_aside_dirs(tps, suffix)
+        if dirs:
+            self._write_all_checkpoints(dirs)
+        return done
+
+    def _set_aside_dirs(self, tps: Iterable[TopicPartition], suffix: str) -> tuple[list[TopicPartition], list[Path]]:
+        """Forget the logs and rename their directories; returns them and their log dirs (whose checkpoints
+        the caller writes again)."""
         done: list[TopicPartition] = []
         dirs: set[Path] = set()
         for tp in tps:
@@ -340,9 +365,8 @@ class LogManager:
             plog.close(clean=False)
             self._set_aside_dir(plog.dir, suffix, plog.rename_dir)
         if dirs:
-            self._write_all_checkpoints(sorted(dirs))
             self._maybe_wake()
-        return done
+        return done, sorted(dirs)
 
     # ---- checkpoints --------------------------------------------------------------------------
     #

@@ -3,27 +3,38 @@
 State lives in the first log directory:
 
 - ``meta.properties``: Kafka's file, ``version=1``, ``cluster.id=<base64 uuid>``, ``node.id=<id>``.
-- ``rill-metadata.json``: a JSON snapshot ``{"topics": {name: {"id", "partitions": [[leader, epoch,
-  [replicas], [isr]], ...], "configs": {...}}}, "broker_configs": {...}, "next_producer_id": N}``,
-  rewritten whole on every change through a temp file, fsync and rename, so a crash leaves either the old
-  or the new snapshot.
+- ``rill-metadata.json`` and ``rill-metadata.log``: a snapshot and the journal of changes after it
+  (:mod:`rill.metadata.journal`). The snapshot is ``{"offset": N, "topics": {name: {"id", "partitions":
+  [[leader, epoch, [replicas], [isr]], ...], "configs": {...}}}, "broker_configs": {...},
+  "default_broker_configs": {...}, "next_producer_id": N}``; each journal line is one change: a topic's whole
+  new state (``topic``), a deletion (``delete_topic``), a broker config set (``broker_configs``,
+  ``default_broker_configs``), or the next free producer id (``producer_ids``).
+
+A change is checked first (a refused one raises ``KafkaError`` and changes nothing), then made durable (one
+journal line and an fsync in a worker thread), then applied to the state here, and then told to the
+listeners. Changes are made one at a time. When a listener cannot follow a change it was told of (a new
+partition's log cannot be made: no space, no file descriptors), the change is taken back by a second change,
+and the listener's error raised. A stored value that no longer validates (a config this version refuses) is
+logged and set aside at load; it never stops a start.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rill.config import ensure_cluster_id
+from rill.config import ensure_cluster_id, validate_topic_configs
 from rill.errors import ErrorCode, KafkaError
 from rill.fsutil import write_atomically
+from rill.metadata.journal import MetadataJournal
 from rill.metadata.store import (
     BrokerInfo,
+    MetadataDelta,
     MetadataListener,
     PartitionState,
     TopicState,
@@ -33,7 +44,6 @@ from rill.metadata.store import (
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_FILE = "rill-metadata.json"
 META_PROPERTIES = "meta.properties"
 
 
@@ -46,6 +56,37 @@ def _read_properties(path: Path) -> dict[str, str]:
         key, _, value = line.partition("=")
         props[key.strip()] = value.strip()
     return props
+
+
+def _topic_to_json(t: TopicState) -> dict[str, Any]:
+    return {
+        "id": str(t.topic_id),
+        "partitions": [[p.leader, p.leader_epoch, list(p.replicas), list(p.isr)] for p in t.partitions],
+        "configs": dict(t.configs),
+    }
+
+
+def _topic_from_json(name: str, t: Mapping[str, Any]) -> TopicState:
+    parts = tuple(
+        PartitionState(partition=i, leader=p[0], leader_epoch=p[1], replicas=tuple(p[2]), isr=tuple(p[3]))
+        for i, p in enumerate(t["partitions"])
+    )
+    return TopicState(name, uuid.UUID(t["id"]), parts, _valid_configs(name, dict(t.get("configs", {}))))
+
+
+def _valid_configs(topic: str, configs: dict[str, str]) -> dict[str, str]:
+    """The stored configs of ``topic`` that validate; each one that does not (written by another version,
+    or refused by this one) is logged and set aside: a start never fails on it."""
+    kept: dict[str, str] = {}
+    for name, value in configs.items():
+        try:
+            validate_topic_configs({name: value})
+        except KafkaError as e:
+            log.warning("Topic %s: stored config %s=%r set aside, the default applies: %s", topic, name, value,
+                        e.message)  # fmt: skip
+            continue
+        kept[name] = value
+    return kept
 
 
 class EmbeddedMetadataStore:
@@ -61,10 +102,16 @@ class EmbeddedMetadataStore:
         self._broker_configs: dict[str, str] = {}
         self._default_broker_configs: dict[str, str] = {}
         self._next_producer_id = 0
+        self._offset = 0
+        self._lock = asyncio.Lock()
         data_dir.mkdir(parents=True, exist_ok=True)
         self._cluster_id = self._load_meta_properties(cluster_id)
-        self._load_snapshot()
-        self._saved = self._state()
+        self._journal = MetadataJournal(data_dir)
+        snapshot, changes = self._journal.load()
+        if snapshot is not None:
+            self._load_snapshot(snapshot)
+        for change in changes:
+            self._replay(change)
 
     # -- persistence -------------------------------------------------------------------------------
 
@@ -90,90 +137,105 @@ class EmbeddedMetadataStore:
         write_atomically(path, f"version=1\ncluster.id={cluster_id}\nnode.id={self._node_id}\n".encode())
         return cluster_id
 
-    def _load_snapshot(self) -> None:
-        path = self._dir / SNAPSHOT_FILE
-        if not path.exists():
-            return
-        data = json.loads(path.read_text(encoding="utf-8"))
+    def _load_snapshot(self, data: Mapping[str, Any]) -> None:
+        self._offset = int(data.get("offset", 0))
         for name, t in data.get("topics", {}).items():
-            parts = tuple(
-                PartitionState(
-                    partition=i,
-                    leader=p[0],
-                    leader_epoch=p[1],
-                    replicas=tuple(p[2]),
-                    isr=tuple(p[3]),
-                )
-                for i, p in enumerate(t["partitions"])
-            )
-            self._put(TopicState(name, uuid.UUID(t["id"]), parts, dict(t.get("configs", {}))))
+            self._put(_topic_from_json(name, t))
         self._broker_configs = dict(data.get("broker_configs", {}))
         self._default_broker_configs = dict(data.get("default_broker_configs", {}))
         self._next_producer_id = int(data.get("next_producer_id", 0))
 
-    def _save(self) -> None:
-        topics: dict[str, Any] = {}
-        for name, t in sorted(self._topics.items()):
-            topics[name] = {
-                "id": str(t.topic_id),
-                "partitions": [[p.leader, p.leader_epoch, list(p.replicas), list(p.isr)] for p in t.partitions],
-                "configs": dict(t.configs),
+    def _replay(self, change: Mapping[str, Any]) -> None:
+        kind = change.get("type")
+        if kind == "topic":
+            self._put(_topic_from_json(change["name"], change["topic"]))
+        elif kind in ("delete_topic", "delete_topics"):
+            for name in change.get("names", [change.get("name")]):
+                topic = self._topics.get(name)
+                if topic is not None:
+                    self._remove(topic)
+        elif kind == "broker_configs":
+            self._broker_configs = dict(change["configs"])
+        elif kind == "default_broker_configs":
+            self._default_broker_configs = dict(change["configs"])
+        elif kind == "producer_ids":
+            self._next_producer_id = int(change["next"])
+        else:
+            log.error("skipped a metadata change of unknown type %r", kind)
+        self._offset = int(change["offset"])
+
+    def _encoder(self) -> Any:
+        """A function that encodes the current state, reading only values that no later change mutates."""
+        topics = dict(self._topics)
+        broker, default = dict(self._broker_configs), dict(self._default_broker_configs)
+        next_pid, offset = self._next_producer_id, self._offset
+
+        def encode() -> bytes:
+            snapshot = {
+                "offset": offset,
+                "topics": {name: _topic_to_json(t) for name, t in sorted(topics.items())},
+                "broker_configs": broker,
+                "default_broker_configs": default,
+                "next_producer_id": next_pid,
             }
-        snapshot = {
-            "topics": topics,
-            "broker_configs": self._broker_configs,
-            "default_broker_configs": self._default_broker_configs,
-            "next_producer_id": self._next_producer_id,
-        }
-        write_atomically(self._dir / SNAPSHOT_FILE, json.dumps(snapshot, indent=1, sort_keys=True).encode())
+            return json.dumps(snapshot, indent=1, sort_keys=True).encode()
+
+        return encode
+
+    async def _write(self, change: dict[str, Any]) -> None:
+        """Make ``change`` durable (the caller holds the lock and applies it after). A full disk refuses it
+        with KAFKA_STORAGE_ERROR, and nothing of it remains."""
+        change["offset"] = self._offset + 1
+        try:
+            await self._journal.append(change)
+        except OSError as e:
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot write the cluster metadata in {self._dir}: {e}"
+            ) from e
+        self._offset += 1
+
+    def _after_write(self) -> None:
+        self._journal.maybe_snapshot(len(self._topics), self._offset, self._encoder())
+
+    async def _notify(self, delta: MetadataDelta) -> None:
+        for listener in list(self._listeners):
+            await listener(delta)
 
     def _put(self, topic: TopicState) -> None:
         self._topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic
 
-    def _state(self) -> tuple[Any, ...]:
-        return (dict(self._topics), dict(self._by_id), dict(self._broker_configs),
-                dict(self._default_broker_configs), self._next_producer_id)  # fmt: skip
+    def _remove(self, topic: TopicState) -> None:
+        self._topics.pop(topic.name, None)
+        self._by_id.pop(topic.topic_id, None)
 
-    def _commit(self) -> None:
-        """Write the snapshot of the state as just changed. When it cannot be written (a full disk) the
-        change is undone and KAFKA_STORAGE_ERROR raised: what the broker answers and what it finds after a
-        restart stay the same."""
+    async def _put_topic(self, topic: TopicState, before: TopicState | None) -> None:
+        """Write, apply and tell a topic's new state. When a listener cannot follow it, the topic goes back to
+        ``before`` (removed when None) by a second change, and the listener's error is raised."""
+        await self._write({"type": "topic", "name": topic.name, "topic": _topic_to_json(topic)})
+        self._put(topic)
+        self._after_write()
         try:
-            self._save()
-        except OSError as e:
-            (self._topics, self._by_id, self._broker_configs, self._default_broker_configs,
-             self._next_producer_id) = self._saved  # fmt: skip
-            self._saved = self._state()
-            with contextlib.suppress(OSError):
-                (self._dir / (SNAPSHOT_FILE + ".tmp")).unlink()
-            raise KafkaError(
-                ErrorCode.KAFKA_STORAGE_ERROR, f"cannot write the cluster metadata in {self._dir}: {e}"
-            ) from e
-        self._saved = self._state()
-
-    def _changed(self, undo: Callable[[], None] | None = None) -> None:
-        """Commit the change and tell the listeners. With ``undo``: when a listener fails (the broker could
-        not make a new partition's log: no space, no file descriptors), the change is taken back, committed
-        and told again (the partitions made so far go), and the listener's error raised, so a refused
-        CreateTopics or CreatePartitions leaves nothing behind that a restart would trip over."""
-        self._commit()
-        try:
-            self._notify()
+            await self._notify(MetadataDelta(self._offset, changed=(topic,)))
         except KafkaError:
-            if undo is None:
-                raise
-            undo()
             try:
-                self._commit()
-                self._notify()
+                if before is None:
+                    await self._write({"type": "delete_topic", "name": topic.name})
+                    self._remove(topic)
+                    await self._notify(MetadataDelta(self._offset, deleted=(topic,)))
+                else:
+                    await self._write({"type": "topic", "name": topic.name, "topic": _topic_to_json(before)})
+                    self._put(before)
+                    await self._notify(MetadataDelta(self._offset, changed=(before,)))
             except KafkaError as e:
                 log.error("Could not take back a change the broker could not follow: %s", e.message)
             raise
 
-    def _notify(self) -> None:
-        for listener in list(self._listeners):
-            listener()
+    async def close(self) -> None:
+        await self._journal.close()
+
+    def close_now(self) -> None:
+        self._journal.close_now()
 
     # -- MetadataStore ------------------------------------------------------------------------------
 
@@ -184,6 +246,10 @@ class EmbeddedMetadataStore:
     @property
     def controller_id(self) -> int:
         return self._node_id
+
+    @property
+    def offset(self) -> int:
+        return self._offset
 
     def brokers(self) -> list[BrokerInfo]:
         return [self._broker]
@@ -225,14 +291,13 @@ class EmbeddedMetadataStore:
         if unknown or len(set(replicas)) != len(replicas) or not replicas:
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"invalid replica assignment {replicas}")
 
-    def create_topic(
+    def _check_new_topic(
         self,
         name: str,
         num_partitions: int,
         replication_factor: int,
-        configs: Mapping[str, str],
-        assignments: Mapping[int, list[int]] | None = None,
-    ) -> TopicState:
+        assignments: Mapping[int, list[int]] | None,
+    ) -> tuple[PartitionState, ...]:
         problem = topic_name_problem(name)
         if problem:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
@@ -246,86 +311,113 @@ class EmbeddedMetadataStore:
                 raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partition ids must be 0..N-1")
             for reps in assignments.values():
                 self._check_replicas(reps)
-            parts = tuple(self._new_partition(i, assignments[i]) for i in range(len(assignments)))
-        else:
-            if num_partitions < 1:
-                raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-            if replication_factor < 1:
-                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-            if replication_factor > len(self.brokers()):
-                raise KafkaError(
-                    ErrorCode.INVALID_REPLICATION_FACTOR,
-                    f"Unable to replicate the partition {replication_factor} time(s): "
-                    f"the number of brokers is {len(self.brokers())}.",
-                )
-            parts = tuple(self._new_partition(i, None) for i in range(num_partitions))
-        topic = TopicState(name, uuid.uuid4(), parts, dict(configs))
-        self._put(topic)
-        self._changed(undo=lambda: self._remove(topic))
+            return tuple(self._new_partition(i, assignments[i]) for i in range(len(assignments)))
+        if num_partitions < 1:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if replication_factor < 1:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+        if replication_factor > len(self.brokers()):
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication_factor} time(s): "
+                f"the number of brokers is {len(self.brokers())}.",
+            )
+        return tuple(self._new_partition(i, None) for i in range(num_partitions))
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        assignments: Mapping[int, list[int]] | None = None,
+    ) -> TopicState:
+        async with self._lock:
+            parts = self._check_new_topic(name, num_partitions, replication_factor, assignments)
+            validate_topic_configs(configs)
+            topic = TopicState(name, uuid.uuid4(), parts, dict(configs))
+            await self._put_topic(topic, None)
+            return topic
+
+    async def delete_topic(self, name: str) -> TopicState:
+        (topic,) = await self.delete_topics([name])
         return topic
 
-    def _remove(self, topic: TopicState) -> None:
-        self._topics.pop(topic.name, None)
-        self._by_id.pop(topic.topic_id, None)
+    async def delete_topics(self, names: Sequence[str]) -> list[TopicState]:
+        async with self._lock:
+            topics = []
+            for name in dict.fromkeys(names):
+                topic = self._topics.get(name)
+                if topic is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+                topics.append(topic)
+            await self._write({"type": "delete_topics", "names": [t.name for t in topics]})
+            for topic in topics:
+                self._remove(topic)
+            self._after_write()
+            await self._notify(MetadataDelta(self._offset, deleted=tuple(topics)))
+            return topics
 
-    def delete_topic(self, name: str) -> TopicState:
-        topic = self._topics.pop(name, None)
-        if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        self._by_id.pop(topic.topic_id, None)
-        self._changed()
-        return topic
-
-    def create_partitions(
+    async def create_partitions(
         self, name: str, total: int, assignments: Sequence[list[int]] | None = None, *, validate_only: bool = False
     ) -> TopicState:
-        topic = self._topics.get(name)
-        if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        current = len(topic.partitions)
-        if total <= current:
-            raise KafkaError(
-                ErrorCode.INVALID_PARTITIONS,
-                f"Topic currently has {current} partitions, {total} would not be an increase.",
+        async with self._lock:
+            topic = self._topics.get(name)
+            if topic is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+            current = len(topic.partitions)
+            if total <= current:
+                raise KafkaError(
+                    ErrorCode.INVALID_PARTITIONS,
+                    f"Topic currently has {current} partitions, {total} would not be an increase.",
+                )
+            if assignments:
+                self._check_new_assignments(topic, total, assignments)
+            if validate_only:
+                return topic
+            added = tuple(
+                self._new_partition(i, list(assignments[i - current]) if assignments else None)
+                for i in range(current, total)
             )
-        if assignments:
-            self._check_new_assignments(topic, total, assignments)
-        if validate_only:
-            return topic
-        added = tuple(
-            self._new_partition(i, list(assignments[i - current]) if assignments else None)
-            for i in range(current, total)
-        )
-        self._put(TopicState(topic.name, topic.topic_id, topic.partitions + added, topic.configs))
-        self._changed(undo=lambda: self._put(topic))
-        return self._topics[name]
+            grown = TopicState(topic.name, topic.topic_id, topic.partitions + added, topic.configs)
+            await self._put_topic(grown, topic)
+            return grown
 
-    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        topic = self._topics.get(name)
-        if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        self._put(TopicState(topic.name, topic.topic_id, topic.partitions, dict(configs)))
-        self._changed()
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        async with self._lock:
+            topic = self._topics.get(name)
+            if topic is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+            validate_topic_configs(configs)
+            await self._put_topic(TopicState(topic.name, topic.topic_id, topic.partitions, dict(configs)), topic)
 
     def broker_configs(self) -> Mapping[str, str]:
         return self._broker_configs
 
-    def set_broker_configs(self, configs: Mapping[str, str]) -> None:
-        self._broker_configs = dict(configs)
-        self._changed()
+    async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
+        async with self._lock:
+            await self._write({"type": "broker_configs", "configs": dict(configs)})
+            self._broker_configs = dict(configs)
+            self._after_write()
+            await self._notify(MetadataDelta(self._offset, broker_configs=True))
 
     def default_broker_configs(self) -> Mapping[str, str]:
         return self._default_broker_configs
 
-    def set_default_broker_configs(self, configs: Mapping[str, str]) -> None:
-        self._default_broker_configs = dict(configs)
-        self._changed()
+    async def set_default_broker_configs(self, configs: Mapping[str, str]) -> None:
+        async with self._lock:
+            await self._write({"type": "default_broker_configs", "configs": dict(configs)})
+            self._default_broker_configs = dict(configs)
+            self._after_write()
+            await self._notify(MetadataDelta(self._offset, broker_configs=True))
 
-    def allocate_producer_ids(self, count: int) -> int:
-        first = self._next_producer_id
-        self._next_producer_id += count
-        self._commit()
-        return first
+    async def allocate_producer_ids(self, count: int) -> int:
+        async with self._lock:
+            first = self._next_producer_id
+            await self._write({"type": "producer_ids", "next": first + count})
+            self._next_producer_id = first + count
+            self._after_write()
+            return first
 
     def add_listener(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)

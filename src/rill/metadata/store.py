@@ -1,14 +1,16 @@
 """The cluster metadata seam: topics, partitions (leader, leader epoch, replicas, ISR), configs, brokers.
 
-Handlers and the replica manager see metadata only through :class:`MetadataStore`. A single node uses the
-embedded store (a JSON snapshot in the data directory); a ZooKeeper-backed store (kazoo) and multiple
-brokers plug in behind the same protocol.
+Handlers and the replica manager see metadata only through :class:`MetadataStore`. Reads are synchronous
+(the state as of the last change applied on this broker); changes are coroutines that return once the
+change is durable and applied, after every listener has been told of it as a :class:`MetadataDelta`.
+A change the store refuses raises ``KafkaError`` and changes nothing. A single node uses the embedded store
+(a snapshot and a journal of changes in the data directory).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -89,7 +91,24 @@ class TopicState:
         return len(self.partitions[0].replicas) if self.partitions else 0
 
 
-MetadataListener = Callable[[], None]
+# Kafka's bound on the partitions one CreateTopics or CreatePartitions request may create (its controller's
+# MAX_PARTITIONS_PER_BATCH): a request over it is refused whole with POLICY_VIOLATION before any work.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataDelta:
+    """One change as the broker learns of it: the metadata offset it brought the store to, the topics it
+    created or changed (their new state), the topics it deleted (their last state), and whether the dynamic
+    broker configs changed."""
+
+    offset: int
+    changed: tuple[TopicState, ...] = ()
+    deleted: tuple[TopicState, ...] = ()
+    broker_configs: bool = False
+
+
+MetadataListener = Callable[[MetadataDelta], Awaitable[None]]
 
 
 class MetadataStore(Protocol):
@@ -109,7 +128,12 @@ class MetadataStore(Protocol):
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None: ...
 
-    def create_topic(
+    @property
+    def offset(self) -> int:
+        """The offset of the last change applied (0 before any)."""
+        ...
+
+    async def create_topic(
         self,
         name: str,
         num_partitions: int,
@@ -118,31 +142,37 @@ class MetadataStore(Protocol):
         assignments: Mapping[int, list[int]] | None = None,
     ) -> TopicState: ...
 
-    def delete_topic(self, name: str) -> TopicState: ...
+    async def delete_topic(self, name: str) -> TopicState: ...
 
-    def create_partitions(
+    async def delete_topics(self, names: Sequence[str]) -> list[TopicState]:
+        """Delete these topics in one change (every one must exist, else nothing is deleted)."""
+        ...
+
+    async def create_partitions(
         self, name: str, total: int, assignments: Sequence[list[int]] | None = None, *, validate_only: bool = False
     ) -> TopicState:
         """Grow ``name`` to ``total`` partitions (``assignments``: the replicas of each new one), or only check
         that it could be done."""
         ...
 
-    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
 
     def broker_configs(self) -> Mapping[str, str]:
         """This broker's dynamic configs (resource ``<node id>``)."""
         ...
 
-    def set_broker_configs(self, configs: Mapping[str, str]) -> None: ...
+    async def set_broker_configs(self, configs: Mapping[str, str]) -> None: ...
 
     def default_broker_configs(self) -> Mapping[str, str]:
         """The cluster-wide dynamic defaults (resource ``""``), below every broker's own."""
         ...
 
-    def set_default_broker_configs(self, configs: Mapping[str, str]) -> None: ...
+    async def set_default_broker_configs(self, configs: Mapping[str, str]) -> None: ...
 
-    def allocate_producer_ids(self, count: int) -> int:
+    async def allocate_producer_ids(self, count: int) -> int:
         """Reserve ``count`` producer ids durably; returns the first."""
         ...
 
-    def add_listener(self, listener: MetadataListener) -> None: ...
+    def add_listener(self, listener: MetadataListener) -> None:
+        """Call ``listener`` with every change, after it is durable and before the change returns."""
+        ...

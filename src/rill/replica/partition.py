@@ -1,13 +1,20 @@
 """One partition replica on this broker: its log, leader epoch, ISR and high watermark.
 
 The high watermark is the offset below which every in-sync replica has the records (the "committed"
-records of the design). With one replica in the ISR it advances with every append; with followers it will
-advance as their fetch positions are reported. Consumers read only below it.
+records of the design): as leader, the smallest log end offset among the ISR, this replica's own and each
+follower's as its fetches report it (``update_follower_fetch_state``). With the leader alone in the ISR it
+advances with every append. Consumers read only below it.
+
+A follower is caught up when it has fetched up to the leader's log end offset; one not caught up for
+``replica.lag.time.max.ms`` is out of sync (``out_of_sync_replicas``), and one in the replica set but not the
+ISR that has caught up to the high watermark may join it (``catching_up_replica``). Changing the ISR is the
+caller's: it is written to the metadata store, and comes back through ``update_state``.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from rill.common import TopicPartition
@@ -39,6 +46,16 @@ class TopicCompression(NamedTuple):
 PRODUCER_COMPRESSION = TopicCompression()  # keep what each producer sent
 
 
+@dataclass(slots=True)
+class ReplicaState:
+    """What the leader knows of one follower: its log end offset as its last fetch reported it, when that was,
+    and the last time it was caught up (had fetched up to the leader's log end offset), as Kafka's Replica."""
+
+    log_end_offset: int = -1
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+
+
 class Partition:
     def __init__(
         self,
@@ -55,6 +72,7 @@ class Partition:
         self.state = state
         self.compression = compression
         self.min_insync_replicas = min_insync_replicas
+        self.followers: dict[int, ReplicaState] = {r: ReplicaState() for r in state.replicas if r != node_id}
 
     # -- leadership ----------------------------------------------------------------------------------
 
@@ -67,6 +85,9 @@ class Partition:
         return self.state.leader == self.node_id
 
     def update_state(self, state: PartitionState) -> None:
+        """Take a new leader, epoch, replica set or ISR. A new epoch resets what was known of the followers."""
+        if state.leader_epoch != self.state.leader_epoch or state.replicas != self.state.replicas:
+            self.followers = {r: ReplicaState() for r in state.replicas if r != self.node_id}
         self.state = state
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
@@ -103,12 +124,54 @@ class Partition:
         return self.log.high_watermark
 
     def maybe_increment_high_watermark(self) -> bool:
-        """Advance the high watermark to the smallest log end offset in the ISR (here: ours)."""
+        """As leader, advance the high watermark to the smallest log end offset in the ISR (this replica's and
+        each in-sync follower's as last reported); True when it moved."""
         new_hw = self.log.log_end_offset
+        for replica in self.state.isr:
+            follower = self.followers.get(replica)
+            if follower is not None:
+                new_hw = min(new_hw, follower.log_end_offset)
         if new_hw > self.log.high_watermark:
             self.log.high_watermark = new_hw
             return True
         return False
+
+    # -- followers (as leader) ---------------------------------------------------------------------------
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """A follower fetched from ``fetch_offset``: it has everything below it. Returns True when the high
+        watermark moved. Raises NOT_LEADER_OR_FOLLOWER for a broker that is not a replica of this partition."""
+        follower = self.followers.get(replica_id)
+        if follower is None or not self.is_leader:
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {replica_id} is not a follower of {self.tp} here"
+            )
+        follower.log_end_offset = fetch_offset
+        follower.last_fetch_ms = now_ms
+        if fetch_offset >= self.log.log_end_offset:
+            follower.last_caught_up_ms = now_ms
+        return self.maybe_increment_high_watermark()
+
+    def out_of_sync_replicas(self, now_ms: int, lag_time_max_ms: int) -> list[int]:
+        """The followers in the ISR that have not been caught up for ``lag_time_max_ms`` (Kafka's ISR shrink
+        rule; a follower never heard from counts from when this replica became leader)."""
+        out: list[int] = []
+        for replica in self.state.isr:
+            follower = self.followers.get(replica)
+            if follower is None:
+                continue
+            if follower.last_caught_up_ms < 0:
+                follower.last_caught_up_ms = now_ms  # the clock starts when leadership does
+            if now_ms - follower.last_caught_up_ms > lag_time_max_ms:
+                out.append(replica)
+        return out
+
+    def catching_up_replicas(self) -> list[int]:
+        """The followers outside the ISR that have reached the high watermark (and this epoch's start), which
+        Kafka adds back to the ISR."""
+        starts = [start for epoch, start in self.log.leader_epoch_cache.entries if epoch == self.leader_epoch]
+        floor = max(self.log.high_watermark, starts[0] if starts else 0)
+        return [r for r, f in self.followers.items() if r not in self.state.isr and f.log_end_offset >= floor]
 
     # -- append ----------------------------------------------------------------------------------------
 

@@ -1,12 +1,17 @@
 """The replica manager: the partitions this broker hosts, and the produce and fetch paths into their logs.
 
-It follows the metadata store: when a topic appears, grows, changes configs or is deleted, the partitions
-(and their logs) on this broker follow. Appends wake the delayed fetches that watch the partition.
+It follows the metadata store: at start it makes the hosted partitions match the store (``sync_with_metadata``),
+then it applies each change as the store tells it (``on_metadata_delta``): when a topic appears, grows,
+changes configs or is deleted, the partitions (and their logs) on this broker follow, at a cost in proportion
+to the change. Appends wake the delayed fetches that watch the partition.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import resource
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -17,13 +22,21 @@ from rill.log.checkpoints import LOG_START_OFFSET_CHECKPOINT
 from rill.log.log import LogAppendInfo
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
-from rill.metadata.store import MetadataStore, PartitionState, TopicState
+from rill.metadata.store import MetadataDelta, MetadataStore, PartitionState, TopicState
 from rill.replica.partition import Partition, TopicCompression
 from rill.replica.purgatory import DelayedOperationPurgatory
 
 log = logging.getLogger(__name__)
 
 EffectiveConfigs = Callable[[Mapping[str, str]], Mapping[str, str]]
+
+# How many new logs a metadata change makes before the loop serves other work again.
+LOG_CREATION_CHUNK = 32
+# Descriptors a hosted partition keeps open (its active segment's log, offset index and time index), and
+# those kept free for connections and everything else when the broker takes on new partitions (at most a
+# quarter of the limit).
+FILES_PER_PARTITION = 3
+OPEN_FILES_RESERVE = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,14 +65,19 @@ class ReplicaManager:
         self._effective_configs = effective_configs
         self._partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
-        self.append_listeners: list[Callable[[TopicPartition, LogAppendInfo], None]] = []
-        metadata.add_listener(self.sync_with_metadata)
+        self.produce_purgatory = DelayedOperationPurgatory("Produce")
+        metadata.add_listener(self.on_metadata_delta)
 
     # -- following the metadata --------------------------------------------------------------------------
 
     def _configs_for(self, topic: TopicState) -> tuple[LogConfig, TopicCompression, int]:
         merged = dict(self._effective_configs(topic.configs))
-        config = LogConfig.from_topic_configs(merged, LogConfig())
+        try:
+            config = LogConfig.from_topic_configs(merged, LogConfig())
+        except KafkaError as e:  # a stored value this version refuses never stops the broker: defaults apply
+            log.warning("Topic %s: configs %s do not apply (%s); the defaults do", topic.name, merged, e.message)
+            merged = dict(self._effective_configs({}))
+            config = LogConfig.from_topic_configs(merged, LogConfig())
         compression_type = merged.get("compression.type", "producer")
         level = merged.get(f"compression.{compression_type}.level")  # gzip, lz4 and zstd have levels
         return (
@@ -69,59 +87,112 @@ class ReplicaManager:
         )
 
     def sync_with_metadata(self) -> None:
-        """Create, update and delete local partitions so they match the metadata store."""
-        topics = self.metadata.topics()
-        wanted: set[TopicPartition] = set()
+        """At start: create, update and delete local partitions so they match the metadata store, and set
+        aside the logs no partition claims."""
+        wanted = {
+            TopicPartition(topic.name, state.partition)
+            for topic in self.metadata.topics().values()
+            for state in topic.partitions
+            if self.node_id in state.replicas
+        }
+        self._remove_partitions([tp for tp in self._partitions if tp not in wanted])
+        try:
+            self._host(self.metadata.topics().values())
+        finally:
+            # A log no partition of the metadata claims was left by a topic deleted while the broker stopped
+            # (a crash before every directory was renamed): set aside, so that the topic created again under
+            # that name starts empty, as Kafka does with stray logs.
+            stray = {
+                plog.topic_partition: "no partition of the metadata is hosted in it"
+                for plog in self.log_manager.all_logs()
+                if plog.topic_partition not in wanted
+            }
+            if stray:
+                self.log_manager.set_aside_stray(stray)
+
+    async def on_metadata_delta(self, delta: MetadataDelta) -> None:
+        """Follow one change of the metadata: deleted topics' partitions go, changed topics' partitions are
+        made or updated (``LOG_CREATION_CHUNK`` logs at a time, the loop serving others between chunks), and a
+        change of the dynamic broker configs reaches every partition's configs."""
+        if delta.deleted:
+            names = {topic.name for topic in delta.deleted}
+            gone = [tp for tp in self._partitions if tp.topic in names]
+            self._forget_partitions(gone)
+            await self.log_manager.delete_logs_async(gone)
+        changed = list(delta.changed)
+        if delta.broker_configs:
+            changed = list(self.metadata.topics().values())
+        for topic in changed:
+            states = [s for s in topic.partitions if self.node_id in s.replicas]
+            for start in range(0, max(len(states), 1), LOG_CREATION_CHUNK):
+                self._host([topic], states[start : start + LOG_CREATION_CHUNK])
+                if start + LOG_CREATION_CHUNK < len(states):
+                    await asyncio.sleep(0)
+
+    def _host(self, topics: Iterable[TopicState], only: list[PartitionState] | None = None) -> None:
+        """Make or update the local partitions of ``topics`` (of ``only`` those states, when given). The
+        logs that can be made are hosted; a failure to make one is raised at the end."""
         new: list[tuple[TopicPartition, PartitionState, uuid.UUID | None, LogConfig, TopicCompression, int]] = []
-        for topic in topics.values():
+        for topic in topics:
             config, compression, min_isr = self._configs_for(topic)
-            for state in topic.partitions:
+            for state in only if only is not None else topic.partitions:
                 if self.node_id not in state.replicas:
                     continue
                 tp = TopicPartition(topic.name, state.partition)
-                wanted.add(tp)
                 partition = self._partitions.get(tp)
                 if partition is None:
                     new.append((tp, state, topic.topic_id, config, compression, min_isr))
                 else:
                     partition.update_state(state)
                     partition.update_config(config, compression, min_isr)
+                    self.produce_purgatory.check_and_complete(tp)  # leadership or the ISR may have changed
+        if not new:
+            return
         failed: KafkaError | None = None
-        if new:
-            try:
-                self.log_manager.get_or_create_logs([(tp, tid, cfg) for tp, _, tid, cfg, _, _ in new])
-            except KafkaError as e:  # the logs that could be made are hosted; the error is raised at the end
-                failed = e
-            for tp, state, _, _, compression, min_isr in new:
-                plog = self.log_manager.get_log(tp)
-                if plog is None:
-                    continue
-                partition = Partition(tp, plog, state, self.node_id, compression, min_isr)
-                self._partitions[tp] = partition
-                partition.log.leader_epoch_cache.assign(state.leader_epoch, plog.log_end_offset)
-                # A new leader's high watermark is the smallest log end offset in its ISR; the
-                # checkpointed value may be stale after a crash (here the ISR is this replica).
-                partition.maybe_increment_high_watermark()
-        gone = [tp for tp in self._partitions if tp not in wanted]
-        for tp in gone:
-            del self._partitions[tp]
-        if gone:
-            self.log_manager.delete_logs(gone)
-        for tp in gone:
-            self.fetch_purgatory.check_and_complete(tp)
-            log.info("Deleted partition %s", tp)
-        # A log no partition of the metadata claims was left by a topic deleted while the broker stopped
-        # (a crash before every directory was renamed): set aside, so that the topic created again under
-        # that name starts empty, as Kafka does with stray logs.
-        stray = {
-            plog.topic_partition: "no partition of the metadata is hosted in it"
-            for plog in self.log_manager.all_logs()
-            if plog.topic_partition not in wanted
-        }
-        if stray:
-            self.log_manager.set_aside_stray(stray)
+        try:
+            self.log_manager.get_or_create_logs([(tp, tid, cfg) for tp, _, tid, cfg, _, _ in new])
+        except KafkaError as e:  # the logs that could be made are hosted; the error is raised at the end
+            failed = e
+        for tp, state, _, _, compression, min_isr in new:
+            plog = self.log_manager.get_log(tp)
+            if plog is None:
+                continue
+            partition = Partition(tp, plog, state, self.node_id, compression, min_isr)
+            self._partitions[tp] = partition
+            partition.log.leader_epoch_cache.assign(state.leader_epoch, plog.log_end_offset)
+            # A new leader's high watermark is the smallest log end offset in its ISR; the
+            # checkpointed value may be stale after a crash (here the ISR is this replica).
+            partition.maybe_increment_high_watermark()
         if failed is not None:
             raise failed
+
+    def _remove_partitions(self, gone: list[TopicPartition]) -> None:
+        self._forget_partitions(gone)
+        self.log_manager.delete_logs(gone)
+
+    def _forget_partitions(self, gone: list[TopicPartition]) -> None:
+        for tp in gone:
+            del self._partitions[tp]
+            self.fetch_purgatory.check_and_complete(tp)
+            self.produce_purgatory.check_and_complete(tp)
+            log.info("Deleted partition %s", tp)
+
+    def capacity_problem(self, new_partitions: int) -> str | None:
+        """Why this broker cannot host ``new_partitions`` more partitions (each keeps its segment and index
+        files open: ``FILES_PER_PARTITION`` descriptors, under the open-files limit less a reserve for
+        connections), or None when it can."""
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if limit == resource.RLIM_INFINITY:
+            return None
+        reserve = min(OPEN_FILES_RESERVE, limit // 4)
+        needed = (len(self._partitions) + new_partitions) * FILES_PER_PARTITION + reserve
+        if needed <= limit:
+            return None
+        most = max(0, (limit - reserve) // FILES_PER_PARTITION - len(self._partitions))
+        return (
+            f"{new_partitions} new partitions would need {needed} open files on broker {self.node_id}, over its "
+            f"open-files limit of {limit}; at most {most} more fit"
+        )
 
     async def persist_log_start_offsets(self) -> None:
         """Write every log's start offset to its log dir's checkpoint now (after DeleteRecords)."""
@@ -147,13 +218,50 @@ class ReplicaManager:
     # -- produce -----------------------------------------------------------------------------------------
 
     def append_records(self, tp: TopicPartition, records: memoryview, required_acks: int) -> LogAppendInfo:
+        """Append as leader. An acks=all produce then waits for the records to be committed
+        (``wait_for_commit``), unless the high watermark is already past them."""
         partition = self.leader_partition(tp)
+        hw = partition.high_watermark
         info = partition.append_records_as_leader(records, required_acks)
         if not info.duplicate:
             self.fetch_purgatory.check_and_complete(tp)
-            for listener in self.append_listeners:
-                listener(tp, info)
+        if partition.high_watermark != hw:
+            self.produce_purgatory.check_and_complete(tp)
         return info
+
+    def committed(self, tp: TopicPartition, end_offset: int) -> ErrorCode | None:
+        """Kafka's check of a delayed produce: None while the records below ``end_offset`` are not committed
+        (the high watermark is below it); then NO_ERROR, or NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR is
+        smaller than ``min.insync.replicas``; NOT_LEADER_OR_FOLLOWER once this broker is no longer the leader."""
+        partition = self._partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if partition.high_watermark < end_offset:
+            return None
+        if len(partition.state.isr) < partition.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NO_ERROR
+
+    async def wait_for_commit(self, tp: TopicPartition, end_offset: int, timeout_s: float) -> ErrorCode:
+        """Wait in the produce purgatory until ``committed`` answers, or REQUEST_TIMED_OUT after ``timeout_s``
+        (the request's ``timeout_ms``)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            code = self.committed(tp, end_offset)
+            if code is not None:
+                return code
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return ErrorCode.REQUEST_TIMED_OUT
+            await self.produce_purgatory.wait([tp], remaining)
+
+    def update_follower_fetch_state(self, tp: TopicPartition, replica_id: int, fetch_offset: int) -> None:
+        """A follower's fetch reports its log end offset; a high watermark that moves wakes the produces
+        waiting for it and the consumers reading below it."""
+        partition = self.leader_partition(tp)
+        if partition.update_follower_fetch_state(replica_id, fetch_offset, int(time.time() * 1000)):
+            self.produce_purgatory.check_and_complete(tp)
+            self.fetch_purgatory.check_and_complete(tp)
 
     # -- fetch -------------------------------------------------------------------------------------------
 
@@ -197,3 +305,4 @@ class ReplicaManager:
 
     def shutdown(self) -> None:
         self.fetch_purgatory.wake_all()
+        self.produce_purgatory.close()

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import rill.testing
-from rill.metadata.embedded import SNAPSHOT_FILE
+from rill.metadata.journal import JOURNAL_FILE
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -52,10 +52,11 @@ def test_a_topic_deleted_while_down_leaves_no_log_or_offsets_behind(tmp_path: Pa
         consumer.close()
 
         b.stop()
-        snapshot = data / "logs" / SNAPSHOT_FILE
-        state = json.loads(snapshot.read_text())
-        del state["topics"]["old"]
-        snapshot.write_text(json.dumps(state))
+        # The metadata without the topic: its deletion is the journal's last change.
+        journal = data / "logs" / JOURNAL_FILE
+        last = max(json.loads(line)["offset"] for line in journal.read_text().splitlines())
+        with journal.open("a") as f:
+            f.write(json.dumps({"offset": last + 1, "type": "delete_topic", "name": "old"}) + "\n")
         b.start()
 
         stray = [p.name for p in (data / "logs").iterdir() if p.name.endswith("-stray")]

@@ -36,7 +36,9 @@ def run(tmp_path: Path, body: Callable[[GroupCoordinator, Broker], Awaitable[Non
         try:
             assert broker.services is not None
             if broker.services.metadata.topic("t") is None:
-                broker.services.metadata.create_topic("t", 2, 1, {})
+                await broker.services.metadata.create_topic("t", 2, 1, {})
+            # What FindCoordinator does before a client's first group request.
+            await broker.services.group_coordinator.manager.maybe_create_offsets_topic()
             await body(broker.services.group_coordinator, broker)
         finally:
             await broker.stop()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from typing import Any
 
 from rill.coordinator.group.group_membership import (
@@ -52,7 +51,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin):
         manager = GroupMetadataManager(services.config, services.metadata, services.replica_manager)
         coordinator = cls(services.config, manager)
         coordinator.startup()
-        services.metadata.add_listener(coordinator.on_metadata_change)
+        services.metadata.add_listener(coordinator.on_metadata_delta)
         return coordinator
 
     def __init__(self, config: Any, manager: GroupMetadataManager) -> None:
@@ -73,7 +72,6 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin):
         self._rebalance_started: dict[str, float] = {}
         self.last_rebalance_ms: dict[str, float] = {}
         self._expiry_timer: asyncio.TimerHandle | None = None
-        self._topic_ids: dict[str, uuid.UUID] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
@@ -85,16 +83,15 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin):
         return self._loop
 
     def startup(self) -> None:
-        self._topic_ids = {name: t.topic_id for name, t in self.manager.metadata.topics().items()}
         self.groups = self.manager.load_all()
         for group in self.groups.values():
             for member in group.all_members():
                 self._schedule_heartbeat(group, member)
         self.active = True
         # Offsets of a topic the metadata no longer has: it was deleted and the broker stopped before
-        # they were tombstoned (on_metadata_change does that while the broker runs). Kafka commits
+        # they were tombstoned (on_metadata_delta does that while the broker runs). Kafka commits
         # offsets of existing topics only, and removes them when it replays the deletion.
-        topics = self._topic_ids
+        topics = self.manager.metadata.topics()
         self._remove_offsets(lambda g: [tp for tp in g.offsets if tp.topic not in topics], now_ms(), "Removed")
         self._schedule_expiry()
 

@@ -223,7 +223,7 @@ class GroupMetadataManager:
     def topic_partition_for(self, group_id: str) -> TopicPartition:
         return TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
 
-    def maybe_create_offsets_topic(self) -> None:
+    async def maybe_create_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` the first time a group needs it (Kafka creates it lazily too)."""
         if self.metadata.topic(OFFSETS_TOPIC) is not None:
             return
@@ -233,16 +233,18 @@ class GroupMetadataManager:
             "compression.type": "producer",
             "segment.bytes": str(self.segment_bytes),
         }
-        self.metadata.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, configs)
-        if not self.replica_manager.partitions().get(TopicPartition(OFFSETS_TOPIC, 0)):
-            self.replica_manager.sync_with_metadata()
+        await self.metadata.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, configs)
         log.info("Created %s with %d partitions, replication factor %d", OFFSETS_TOPIC, self.num_partitions, rf)
 
     # -- writes ----------------------------------------------------------------------------------------
 
     def _append(self, group_id: str, records: list[Record], *, offsets: bool) -> None:
-        self.maybe_create_offsets_topic()
         tp = self.topic_partition_for(group_id)
+        if self.metadata.topic(OFFSETS_TOPIC) is None:  # FindCoordinator creates it: a client asks that first
+            raise KafkaError(
+                _coordinator_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, offsets=offsets),
+                f"{OFFSETS_TOPIC} does not exist yet",
+            )
         batch = build_batch(records)
         try:
             self.replica_manager.append_records(tp, memoryview(batch), -1)

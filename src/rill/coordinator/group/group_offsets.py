@@ -13,7 +13,6 @@ import asyncio
 import dataclasses
 import logging
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -27,6 +26,7 @@ from rill.coordinator.group.group_metadata import (
 )
 from rill.coordinator.group.group_metadata_manager import GroupMetadataManager
 from rill.errors import ErrorCode, KafkaError
+from rill.metadata.store import MetadataDelta
 from rill.protocol import decode_versioned
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,6 @@ class GroupOffsetsMixin:
     offsets_retention_ms: int
     retention_check_interval_ms: int
     _expiry_timer: asyncio.TimerHandle | None
-    _topic_ids: dict[str, uuid.UUID]  # the topics as of the last metadata change (``on_metadata_change``)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -307,17 +306,14 @@ class GroupOffsetsMixin:
 
     # -- deleted topics ----------------------------------------------------------------------------------
 
-    def on_metadata_change(self) -> None:
+    async def on_metadata_delta(self, delta: MetadataDelta) -> None:
         """Kafka's onPartitionsDeleted: once a topic is deleted (or deleted and created again, under a new
         topic id), the offsets every group committed for it are removed and tombstoned, so that a consumer
         of a topic created later under the same name does not start from them."""
-        topics = {name: t.topic_id for name, t in self.manager.metadata.topics().items()}
-        known, self._topic_ids = self._topic_ids, topics
-        if not self.active:
+        if not self.active or not delta.deleted:
             return
-        deleted = {name for name, topic_id in known.items() if topics.get(name) != topic_id}
-        if deleted:
-            self._remove_offsets(lambda g: [tp for tp in g.offsets if tp.topic in deleted], _now_ms(), "Removed")
+        deleted = {t.name for t in delta.deleted}
+        self._remove_offsets(lambda g: [tp for tp in g.offsets if tp.topic in deleted], _now_ms(), "Removed")
 
     def _remove_offsets(
         self, select: Callable[[GroupMetadata], list[TopicPartition]], now_ms: int, verb: str

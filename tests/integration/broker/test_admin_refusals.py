@@ -1,0 +1,319 @@
+"""A refused admin request changes nothing: not the metadata, not the logs, not the next start.
+
+Random sequences of requests that must be refused (and of ``validate_only`` requests, which must change
+nothing either) are thrown at every admin API of a real broker over the wire; after each one the cluster's
+state as clients see it (topics, partitions, configs, offsets, groups) and the log directories' contents are
+compared with what they were, and once the broker has been restarted, again."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tests.integration.broker._wire import Wire
+
+import rill.testing
+from rill.errors import ErrorCode
+from rill.protocol import ApiKey
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+
+TOPIC, BROKER = 2, 4
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+# -- the state a refused request must leave alone ----------------------------------------------------------
+
+
+def _state(w: Wire, log_dir: Path) -> dict[str, Any]:
+    meta = w.call(ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                        "include_topic_authorized_operations": False})  # fmt: skip
+    topics = sorted(
+        (t["name"], str(t["topic_id"]), tuple((p["partition_index"], p["leader_id"], tuple(p["replica_nodes"]),
+                                              tuple(p["isr_nodes"])) for p in t["partitions"]))
+        for t in meta["topics"]
+    )  # fmt: skip
+    resources = [{"resource_type": TOPIC, "resource_name": name, "configuration_keys": None} for name, _, _ in topics]
+    resources += [{"resource_type": BROKER, "resource_name": n, "configuration_keys": None} for n in ("0", "")]
+    described = w.call(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": resources, "include_synonyms": False,
+                                                    "include_documentation": False})["results"]  # fmt: skip
+    configs = sorted((r["resource_name"], c["name"], c["value"], c["config_source"]) for r in described
+                     for c in r["configs"] if c["name"] != "listeners")  # fmt: skip  (a restart names its port)
+    offsets = {}
+    for name, _, parts in topics:
+        for ts in (-2, -1):
+            body = {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": name, "partitions": [{"partition_index": p[0], "timestamp": ts} for p in parts]}]}
+            got = w.call(ApiKey.LIST_OFFSETS, 7, body)["topics"][0]["partitions"]
+            offsets[(name, ts)] = [(p["partition_index"], p["offset"]) for p in got]
+    groups = sorted(g["group_id"] for g in w.call(ApiKey.LIST_GROUPS, 4, {"states_filter": []})["groups"])
+    committed = {}
+    for g in groups:
+        body = {"group_id": g, "topics": None, "require_stable": False}
+        got = w.call(ApiKey.OFFSET_FETCH, 7, body)["topics"]
+        committed[g] = sorted((t["name"], p["partition_index"], p["committed_offset"]) for t in got
+                              for p in t["partitions"])  # fmt: skip
+    files = sorted(
+        (str(p.relative_to(log_dir)), p.stat().st_size)
+        for p in log_dir.rglob("*")
+        if (p.is_file() and p.suffix in (".log", ".json")) or p.name.endswith("partition.metadata")
+    )
+    return {"topics": topics, "configs": configs, "offsets": offsets, "groups": committed, "files": files}
+
+
+def _differences(now: dict[str, Any], before: dict[str, Any]) -> list[str]:
+    """What differs between two states, line by line (empty when they are equal)."""
+    out: list[str] = []
+    for key in before:
+        a, b = before[key], now[key]
+        if a == b:
+            continue
+        if isinstance(a, list) and isinstance(b, list):
+            out += [f"{key}: gone {x!r}" for x in a if x not in b] + [f"{key}: new {x!r}" for x in b if x not in a]
+        else:
+            out.append(f"{key}: {a!r} -> {b!r}")
+    return out
+
+
+# -- requests that must be refused -----------------------------------------------------------------------------
+
+Refused = tuple[str, int, int, dict[str, Any], Callable[[dict[str, Any]], list[int]]]
+
+_bad_names = st.sampled_from(["", ".", "..", "a/b", "x" * 250, "with space", "plain", "compacted", "team_events",
+                              "__consumer_offsets"])  # fmt: skip  (team_events collides with team.events)
+_huge = st.one_of(st.integers(10_001, 2**31 - 1), st.just(2**31 - 1))
+_bad_configs = st.sampled_from([{"segment.bytes": "1"}, {"retention.ms": "abc"}, {"no.such.config": "1"},
+                                {"cleanup.policy": "sometimes"}, {"max.message.bytes": "-5"},
+                                {"message.timestamp.type": "Whenever"}])  # fmt: skip
+
+
+def _codes_create(r: dict[str, Any]) -> list[int]:
+    return [t["error_code"] for t in r["topics"]]
+
+
+def _new_topic(name: str, partitions: int = 1, rf: int = 1, configs: dict[str, str] | None = None,
+               assignments: list[tuple[int, list[int]]] | None = None) -> dict[str, Any]:  # fmt: skip
+    return {"name": name, "num_partitions": partitions, "replication_factor": rf,
+            "assignments": [{"partition_index": p, "broker_ids": b} for p, b in assignments or []],
+            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}  # fmt: skip
+
+
+@st.composite
+def _create_topics(draw: st.DrawFn) -> Refused:
+    kind = draw(st.sampled_from(["name", "partitions", "huge", "rf", "config", "assignment", "both", "validate"]))
+    fresh = f"fresh-{draw(st.integers(0, 10**6))}"
+    validate_only = kind == "validate" or draw(st.booleans())
+    topic = {
+        "name": lambda: _new_topic(draw(_bad_names)),
+        "partitions": lambda: _new_topic(fresh, draw(st.integers(-1000, 0).filter(lambda n: n != -1))),
+        "huge": lambda: _new_topic(fresh, draw(_huge)),
+        "rf": lambda: _new_topic(fresh, 1, draw(st.one_of(st.integers(2, 1000), st.just(0)))),
+        "config": lambda: _new_topic(fresh, 1, 1, draw(_bad_configs)),
+        "assignment": lambda: _new_topic(fresh, -1, -1, assignments=[(0, [draw(st.integers(1, 99))])]),
+        "both": lambda: _new_topic(fresh, 2, 1, assignments=[(0, [0])]),
+        "validate": lambda: _new_topic(fresh, draw(st.integers(1, 20))),
+    }[kind]()
+    body = {"topics": [topic], "timeout_ms": 5000, "validate_only": validate_only}
+    return ("CreateTopics", ApiKey.CREATE_TOPICS, 5, body, _codes_create)
+
+
+@st.composite
+def _delete_topics(draw: st.DrawFn) -> Refused:
+    names = draw(st.lists(st.sampled_from(["missing", "also-missing", "__consumer_offsets", ""]), min_size=1,
+                          max_size=3, unique=True))  # fmt: skip
+    body = {"topic_names": names, "timeout_ms": 5000}
+    return ("DeleteTopics", ApiKey.DELETE_TOPICS, 5, body, lambda r: [t["error_code"] for t in r["responses"]])
+
+
+@st.composite
+def _create_partitions(draw: st.DrawFn) -> Refused:
+    kind = draw(st.sampled_from(["fewer", "huge", "assignment", "unknown", "validate"]))
+    count, assignments, name, validate_only = 3, None, "plain", kind == "validate"
+    if kind == "fewer":
+        count = draw(st.integers(-5, 2))
+    elif kind == "huge":
+        count = draw(_huge)
+    elif kind == "assignment":
+        assignments = [{"broker_ids": [draw(st.integers(1, 99))]}]
+    elif kind == "unknown":
+        name = "missing"
+    body = {"topics": [{"name": name, "count": count, "assignments": assignments}], "timeout_ms": 5000,
+            "validate_only": validate_only}  # fmt: skip
+    return ("CreatePartitions", ApiKey.CREATE_PARTITIONS, 2, body, lambda r: [t["error_code"] for t in r["results"]])
+
+
+@st.composite
+def _alter_configs(draw: st.DrawFn) -> Refused:
+    incremental = draw(st.booleans())
+    target = draw(st.sampled_from([(TOPIC, "plain"), (TOPIC, "missing"), (BROKER, "0"), (BROKER, "7")]))
+    validate_only = draw(st.booleans())
+    if target == (BROKER, "0"):
+        bad = draw(st.sampled_from([{"log.retention.ms": "abc"}, {"broker.id": "3"}, {"no.such": "1"}]))
+    else:
+        bad = draw(_bad_configs)
+    if target[0] == TOPIC and target[1] == "plain" and validate_only:
+        bad = draw(st.one_of(st.just(bad), st.just({"retention.ms": "5000"})))  # valid, but validate_only
+    name, value = next(iter(bad.items()))
+    if incremental:
+        op = draw(st.sampled_from([SET, APPEND, SUBTRACT])) if name == "cleanup.policy" else SET
+        configs = [{"name": name, "config_operation": op, "value": value}]
+        body = {"resources": [{"resource_type": target[0], "resource_name": target[1], "configs": configs}],
+                "validate_only": validate_only}  # fmt: skip
+        return ("IncrementalAlterConfigs", ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body,
+                lambda r: [x["error_code"] for x in r["responses"]])  # fmt: skip
+    configs = [{"name": name, "value": value}]
+    body = {"resources": [{"resource_type": target[0], "resource_name": target[1], "configs": configs}],
+            "validate_only": validate_only}  # fmt: skip
+    return ("AlterConfigs", ApiKey.ALTER_CONFIGS, 1, body, lambda r: [x["error_code"] for x in r["responses"]])
+
+
+@st.composite
+def _delete_records(draw: st.DrawFn) -> Refused:
+    name, offset = draw(st.sampled_from([("plain", 10**6), ("plain", -7), ("compacted", 1), ("missing", 0)]))
+    body = {"topics": [{"name": name, "partitions": [{"partition_index": 0, "offset": offset}]}], "timeout_ms": 5000}
+    return ("DeleteRecords", ApiKey.DELETE_RECORDS, 2, body,
+            lambda r: [p["error_code"] for t in r["topics"] for p in t["partitions"]])  # fmt: skip
+
+
+@st.composite
+def _groups(draw: st.DrawFn) -> Refused:
+    if draw(st.booleans()):
+        body = {"groups_names": [draw(st.sampled_from(["no-such-group", "other"]))]}
+        return ("DeleteGroups", ApiKey.DELETE_GROUPS, 2, body, lambda r: [g["error_code"] for g in r["results"]])
+    body = {"group_id": "no-such-group", "topics": [{"name": "plain", "partitions": [{"partition_index": 0}]}]}
+    return ("OffsetDelete", ApiKey.OFFSET_DELETE, 0, body, lambda r: [r["error_code"]])
+
+
+_REFUSED = st.one_of(_create_topics(), _delete_topics(), _create_partitions(), _alter_configs(), _delete_records(),
+                     _groups())  # fmt: skip
+
+
+# -- the test ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[rill.testing.TestBroker, Path]]:
+    data = tmp_path_factory.mktemp("refusals")
+    with rill.testing.broker(data_dir=data, num_partitions=2) as b:
+        w = Wire(b.bootstrap_servers)
+        body = {"topics": [_new_topic("plain", 2), _new_topic("compacted", 1, 1, {"cleanup.policy": "compact"}),
+                           _new_topic("team.events")], "timeout_ms": 5000, "validate_only": False}  # fmt: skip
+        assert _codes_create(w.call(ApiKey.CREATE_TOPICS, 5, body)) == [0, 0, 0]
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers})
+        for i in range(20):
+            producer.produce("plain", key=b"k%d" % i, value=b"v%d" % i, partition=i % 2)
+            producer.produce("compacted", key=b"k%d" % (i % 3), value=b"v%d" % i)
+        assert producer.flush(10) == 0
+        consumer = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "g", "enable.auto.commit": False})
+        consumer.commit(offsets=[TopicPartition("plain", 0, 4), TopicPartition("plain", 1, 2)], asynchronous=False)
+        consumer.close()
+        w.close()
+        yield b, data / "logs"
+
+
+def test_refused_admin_requests_change_nothing(seeded: tuple[rill.testing.TestBroker, Path]) -> None:
+    b, log_dir = seeded
+    w = Wire(b.bootstrap_servers)
+    try:
+        before = _state(w, log_dir)
+        seen: list[str] = []
+
+        @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(requests=st.lists(_REFUSED, min_size=1, max_size=4))
+        def run(requests: list[Refused]) -> None:
+            for what, key, version, body, codes in requests:
+                start = time.monotonic()
+                got = codes(w.call(key, version, body))
+                assert time.monotonic() - start < 2, f"{what} took {time.monotonic() - start:.1f}s: {body}"
+                if not body.get("validate_only"):
+                    assert all(c != 0 for c in got), f"{what} was not refused: {body} -> {got}"
+                seen.append(what)
+                assert not _differences(_state(w, log_dir), before), f"{what} changed the state: {body}"
+
+        run()
+        assert {"CreateTopics", "DeleteTopics", "CreatePartitions", "DeleteRecords"} <= set(seen)
+    finally:
+        w.close()
+    b.restart()
+    w = Wire(b.bootstrap_servers)
+    try:
+        assert not _differences(_state(w, log_dir), before)
+    finally:
+        w.close()
+
+
+def test_an_empty_cleanup_policy_is_kept_and_the_broker_still_creates_and_starts(tmp_path: Path) -> None:
+    """IncrementalAlterConfigs SUBTRACT of a topic's only cleanup policy leaves the empty list, which Kafka 4.2
+    takes (infinite retention, no compaction): the broker keeps creating topics and starts again."""
+    with rill.testing.broker(data_dir=tmp_path) as b:
+        w = Wire(b.bootstrap_servers)
+        body = {"topics": [_new_topic("t")], "timeout_ms": 5000, "validate_only": False}
+        assert _codes_create(w.call(ApiKey.CREATE_TOPICS, 5, body)) == [0]
+        op = {"name": "cleanup.policy", "config_operation": SUBTRACT, "value": "delete"}
+        body = {"resources": [{"resource_type": TOPIC, "resource_name": "t", "configs": [op]}], "validate_only": False}
+        assert [r["error_code"] for r in w.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)["responses"]] == [0]
+        body = {"topics": [_new_topic("after")], "timeout_ms": 5000, "validate_only": False}
+        assert _codes_create(w.call(ApiKey.CREATE_TOPICS, 5, body)) == [0]
+        w.close()
+        b.restart()
+        w = Wire(b.bootstrap_servers)
+        res = {"resource_type": TOPIC, "resource_name": "t", "configuration_keys": ["cleanup.policy"]}
+        body = {"resources": [res], "include_synonyms": False, "include_documentation": False}
+        (entry,) = w.call(ApiKey.DESCRIBE_CONFIGS, 4, body)["results"][0]["configs"]
+        assert entry["value"] == ""
+        w.close()
+
+
+def test_a_request_for_too_many_partitions_is_refused_at_once(rill_broker: rill.testing.TestBroker) -> None:
+    """CreateTopics (validate_only or not) and CreatePartitions asking for 2**31-1 partitions are refused
+    before any work, in milliseconds, and the broker keeps serving."""
+    w = Wire(rill_broker.bootstrap_servers)
+    try:
+        for validate_only in (True, False):
+            body = {"topics": [_new_topic("big", 2**31 - 1), _new_topic("small", 1)], "timeout_ms": 5000,
+                    "validate_only": validate_only}  # fmt: skip
+            start = time.monotonic()
+            got = w.call(ApiKey.CREATE_TOPICS, 5, body)["topics"]
+            assert time.monotonic() - start < 0.5
+            assert [t["error_code"] for t in got] == [ErrorCode.POLICY_VIOLATION] * 2
+            assert "Excessively large number of partitions" in got[0]["error_message"]
+        body = {"topics": [_new_topic("small", 1)], "timeout_ms": 5000, "validate_only": False}
+        assert _codes_create(w.call(ApiKey.CREATE_TOPICS, 5, body)) == [0]
+        body = {"topics": [{"name": "small", "count": 2**31 - 1, "assignments": None}], "timeout_ms": 5000,
+                "validate_only": False}  # fmt: skip
+        start = time.monotonic()
+        (got,) = w.call(ApiKey.CREATE_PARTITIONS, 2, body)["results"]
+        assert time.monotonic() - start < 0.5
+        assert got["error_code"] == ErrorCode.POLICY_VIOLATION
+    finally:
+        w.close()
+
+
+def test_partitions_beyond_the_open_files_limit_are_refused(tmp_path: Path) -> None:
+    """Under the open-files limit: a request the limit cannot hold is refused before any log is made, with a
+    message naming the limit (it used to make logs until EMFILE)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with rill.testing.broker(data_dir=tmp_path) as b:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))  # room for 300 partitions less those hosted
+        try:
+            w = Wire(b.bootstrap_servers)
+            body = {"topics": [_new_topic("wide", 400)], "timeout_ms": 5000, "validate_only": False}
+            (got,) = w.call(ApiKey.CREATE_TOPICS, 5, body)["topics"]
+            assert got["error_code"] == ErrorCode.POLICY_VIOLATION and "open-files limit" in got["error_message"]
+            assert not any(p.name.startswith("wide-") for p in (tmp_path / "logs").iterdir())
+            body = {"topics": [_new_topic("narrow", 10)], "timeout_ms": 5000, "validate_only": False}
+            assert _codes_create(w.call(ApiKey.CREATE_TOPICS, 5, body)) == [0]
+            w.close()
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert os.path.isdir(tmp_path)
