@@ -25,7 +25,7 @@ def _spark(master: str, app: str) -> Any:
 
         return build_session(master, app, {"spark.ui.showConsoleProgress": "true"})
     except ImportError:
-        raise CliError("pyspark is not installed (pip install 'rill[spark]')") from None
+        raise CliError("pyspark is not installed (pip install 'rill-broker[spark]')") from None
 
 
 def _parser() -> argparse.ArgumentParser:
