@@ -19,11 +19,13 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from rill.config import BrokerConfig, ConfigError, load_properties
+from rill.config import BrokerConfig, ConfigError, closest_broker_config, load_properties
+from rill.errors import KafkaError
 from rill.network import run
 
 log = logging.getLogger("rill.broker")
@@ -92,7 +94,10 @@ def main(argv: Sequence[str]) -> int:
         print(f"rill broker: {e}", file=sys.stderr)
         return 2
     for name in config.unknown:
-        log.warning("Ignoring unknown config %s", name)
+        # Kafka starts with names it does not know (plugins read their own), so this is a warning.
+        nearest = closest_broker_config(name)
+        hint = f" (did you mean {nearest}?)" if nearest else ""
+        log.warning("Ignoring unknown config %s%s", name, hint)
     settings = config.non_default()
     if settings:
         log.info("Configs set: %s", ", ".join(f"{k}={v}" for k, v in settings.items()))
@@ -129,13 +134,22 @@ async def serve(config: BrokerConfig, *, stop_on_stdin_eof: bool = False, remove
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
     broker = Broker(config)
+    created = directories_to_create(config)
     try:
         await broker.start()  # a failed start releases what it took
-    except OSError as e:
-        print(f"rill broker: cannot start: {describe_os_error(e)}", file=sys.stderr)
-        return 1
-    except LogDirInUseError as e:
-        print(f"rill broker: cannot start: {e}", file=sys.stderr)
+    except BaseException as e:
+        for path in created:  # and the data directories it made go too
+            shutil.rmtree(path, ignore_errors=True)
+        if isinstance(e, socket.gaierror):
+            host = config.listener_address[0]
+            print(f"rill broker: cannot start: cannot resolve the listener host {host!r}: {e.strerror}",
+                  file=sys.stderr)
+        elif isinstance(e, OSError):
+            print(f"rill broker: cannot start: {describe_os_error(e)}", file=sys.stderr)
+        elif isinstance(e, LogDirInUseError | KafkaError):
+            print(f"rill broker: cannot start: {e}", file=sys.stderr)
+        else:
+            raise
         return 1
     host, port = broker.bound_address
     if not stopping.is_set():
@@ -150,6 +164,20 @@ async def serve(config: BrokerConfig, *, stop_on_stdin_eof: bool = False, remove
     if orphaned and remove_dir is not None:
         shutil.rmtree(remove_dir, ignore_errors=True)
     return 0
+
+
+def directories_to_create(config: BrokerConfig) -> list[Path]:
+    """For each data directory that does not exist yet, the outermost missing directory a start would make."""
+    out: list[Path] = []
+    for d in config.log_dirs:
+        path = Path(d).absolute()
+        if path.exists():
+            continue
+        while not path.parent.exists():
+            path = path.parent
+        if path not in out:
+            out.append(path)
+    return out
 
 
 def describe_os_error(e: OSError) -> str:
