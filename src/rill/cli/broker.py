@@ -34,7 +34,11 @@ READY_PREFIX = "rill broker ready on "
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rill broker", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="rill broker",
+        description="Run a broker until SIGTERM or SIGINT. With no options it serves a single node on "
+        "127.0.0.1:9092 with its data in ./rill-data.",
+    )
     parser.add_argument("--config", metavar="FILE", help="a Kafka-style server.properties file")
     parser.add_argument(
         "--override",
@@ -44,7 +48,10 @@ def _parser() -> argparse.ArgumentParser:
         help="set a broker config (repeatable), e.g. --override listeners=PLAINTEXT://127.0.0.1:0",
     )
     parser.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default: INFO"
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="the least severe log lines shown on stderr (default INFO)",
     )
     parser.add_argument(
         "--stop-on-stdin-eof",
@@ -142,8 +149,9 @@ async def serve(config: BrokerConfig, *, stop_on_stdin_eof: bool = False, remove
             shutil.rmtree(path, ignore_errors=True)
         if isinstance(e, socket.gaierror):
             host = config.listener_address[0]
-            print(f"rill broker: cannot start: cannot resolve the listener host {host!r}: {e.strerror}",
-                  file=sys.stderr)
+            print(
+                f"rill broker: cannot start: cannot resolve the listener host {host!r}: {e.strerror}", file=sys.stderr
+            )
         elif isinstance(e, OSError):
             print(f"rill broker: cannot start: {describe_os_error(e)}", file=sys.stderr)
         elif isinstance(e, LogDirInUseError | KafkaError):

@@ -170,7 +170,7 @@ def parse_headers(items: list[str] | None) -> list[tuple[str, bytes]]:
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = new_parser("rill produce", "Send lines from stdin (or a file) to a topic, one record per line.")
-    parser.add_argument("topic", metavar="TOPIC")
+    parser.add_argument("topic", metavar="TOPIC", help="topic to write to")
     parser.add_argument("--file", metavar="PATH", help="read lines from this file instead of stdin")
     parser.add_argument("--parse-key", action="store_true", help="split each line into key and value (tab)")
     parser.add_argument(
