@@ -58,6 +58,7 @@ def test_malformed_arguments_are_usage_errors() -> None:
     assert "expected HOST:PORT" in one_line_error(run_rill("topics", "list", "--bootstrap-server", "nohost"), 2)
     assert "port is not a number" in one_line_error(run_rill("topics", "list", "--bootstrap-server", "h:x"), 2)
     assert "must be at least 1" in one_line_error(run_rill("topics", "create", "t", "--partitions", "0"), 2)
+    assert "invalid --partition -1" in one_line_error(run_rill("produce", "t", "--partition", "-1"), 2)
     proc = run_rill("topics", "create", "t", "--replication-factor", "0", "--bootstrap-server", "127.0.0.1:1")
     assert "must be at least 1" in one_line_error(proc, 2)
     for args in (
