@@ -156,6 +156,9 @@ async def serve(config: BrokerConfig, *, stop_on_stdin_eof: bool = False, remove
             print(f"rill broker: cannot start: {describe_os_error(e)}", file=sys.stderr)
         elif isinstance(e, LogDirInUseError | KafkaError):
             print(f"rill broker: cannot start: {e}", file=sys.stderr)
+        elif isinstance(e, Exception):  # unforeseen: what the start was doing, and where
+            where = f" in {config.log_dirs[0]}" if broker.step == "loading the metadata" else ""
+            print(f"rill broker: cannot start: {broker.step}{where}: {e or type(e).__name__}", file=sys.stderr)
         else:
             raise
         return 1

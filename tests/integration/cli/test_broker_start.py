@@ -125,3 +125,15 @@ def test_an_unresolvable_listener_host_is_named(tmp_path: Path) -> None:
     assert "cannot resolve the listener host 'no-such-host.invalid'" in line, line
     assert list(tmp_path.iterdir()) == [], os.listdir(tmp_path)
     assert time.monotonic() - started < TIMEOUT_S
+
+
+def test_an_unforeseen_start_failure_says_what_the_start_was_doing_and_where(tmp_path: Path) -> None:
+    from rill.metadata.embedded import SNAPSHOT_FILE
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / SNAPSHOT_FILE).write_text("{not json")
+    line = start_failure(
+        rill_broker("--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={data}", cwd=tmp_path)
+    )
+    assert line.startswith(f"rill broker: cannot start: loading the metadata in {data}: "), line
