@@ -26,6 +26,7 @@ from pathlib import Path
 
 from rill.config import BrokerConfig, ConfigError, closest_broker_config, load_properties
 from rill.errors import KafkaError
+from rill.fsutil import FileLock
 from rill.network import run
 
 log = logging.getLogger("rill.broker")
@@ -141,12 +142,11 @@ async def serve(config: BrokerConfig, *, stop_on_stdin_eof: bool = False, remove
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
     broker = Broker(config)
-    created = directories_to_create(config)
+    claimed = claim_missing_data_dirs(config)
     try:
         await broker.start()  # a failed start releases what it took
     except BaseException as e:
-        for path in created:  # and the data directories it made go too
-            shutil.rmtree(path, ignore_errors=True)
+        remove_claimed_data_dirs(claimed, config)  # and the data directories made for it go too
         if isinstance(e, socket.gaierror):
             host = config.listener_address[0]
             print(
@@ -177,18 +177,47 @@ async def serve(config: BrokerConfig, *, stop_on_stdin_eof: bool = False, remove
     return 0
 
 
-def directories_to_create(config: BrokerConfig) -> list[Path]:
-    """For each data directory that does not exist yet, the outermost missing directory a start would make."""
-    out: list[Path] = []
+def claim_missing_data_dirs(config: BrokerConfig) -> list[Path]:
+    """Make the data directories that do not exist yet; returns the outermost directory each one made
+    (what a failed start removes). A directory another process makes meanwhile is not claimed."""
+    claimed: list[Path] = []
     for d in config.log_dirs:
         path = Path(d).absolute()
         if path.exists():
             continue
-        while not path.parent.exists():
-            path = path.parent
-        if path not in out:
-            out.append(path)
-    return out
+        top = path
+        while not top.parent.exists():
+            top = top.parent
+        try:
+            top.mkdir()  # fails if it exists now: then it is not ours
+            claimed.append(top)
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue  # the start says what is wrong with it
+    return claimed
+
+
+def remove_claimed_data_dirs(claimed: list[Path], config: BrokerConfig) -> None:
+    """Remove what ``claim_missing_data_dirs`` made, unless a broker process is using one of its log dirs."""
+    from rill.log.log_manager import LOCK_FILE
+
+    for top in claimed:
+        locks: list[FileLock] = []
+        try:
+            inside = [Path(d).absolute() for d in config.log_dirs if Path(d).absolute().is_relative_to(top)]
+            for log_dir in inside:
+                if log_dir.is_dir():
+                    lock = FileLock(log_dir / LOCK_FILE)
+                    if not lock.try_lock():
+                        break
+                    locks.append(lock)
+            else:
+                shutil.rmtree(top, ignore_errors=True)
+        except OSError:
+            pass  # left in place
+        finally:
+            for lock in locks:
+                lock.release()
 
 
 def describe_os_error(e: OSError) -> str:

@@ -137,3 +137,22 @@ def test_an_unforeseen_start_failure_says_what_the_start_was_doing_and_where(tmp
         rill_broker("--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={data}", cwd=tmp_path)
     )
     assert line.startswith(f"rill broker: cannot start: loading the metadata in {data}: "), line
+
+
+def test_a_data_dir_another_broker_took_meanwhile_is_not_removed(tmp_path: Path) -> None:
+    """Two brokers started at once on a new directory: the one that made it and then failed does not
+    remove it from under the one that runs on it."""
+    import rill.testing
+    from rill.cli.broker import claim_missing_data_dirs, remove_claimed_data_dirs
+    from rill.config import BrokerConfig
+
+    data = tmp_path / "new" / "data"
+    config = BrokerConfig.from_properties({"log.dirs": str(data), "listeners": "PLAINTEXT://127.0.0.1:0"})
+    claimed = claim_missing_data_dirs(config)
+    assert claimed == [tmp_path / "new"] and data.is_dir()
+    assert claim_missing_data_dirs(config) == []  # made already: not claimed twice
+    with rill.testing.broker({"log.dirs": str(data)}, subprocess=True) as running:
+        remove_claimed_data_dirs(claimed, config)
+        assert data.is_dir() and running.bootstrap_servers
+    remove_claimed_data_dirs(claimed, config)
+    assert not (tmp_path / "new").exists()
