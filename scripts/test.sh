@@ -2,8 +2,14 @@
 # Set up everything the test suite needs and run all of it: lint, types, and every test (slow ones too).
 # Works on a fresh Debian 12 machine with Python 3.11 when run as root; apt is skipped when the system
 # packages are already there. Exits non-zero on any failure (pytest's "no tests collected" included).
+#
+# The checks run in a copy of the repository (the files git tracks or would add: what a fresh clone has once
+# they are committed) in a new temporary directory with nothing beside it, so no test can lean on a file
+# outside the repository. The copy imports its own sources (PYTHONPATH) with the packages of ./.venv.
+# Arguments, if any, go to pytest (e.g. a test path); without them every test runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+REPO="$(pwd)"
 
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 die() { printf '\n\033[31mFAILED: %s\033[0m\n' "$*"; exit 1; }
@@ -37,13 +43,40 @@ fi
 step "pip install -e .[test,spark,bench]"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,spark,bench]' || die "pip install"
 
+WORK="$(mktemp -d)" || die "mktemp"
+trap 'rm -rf "$WORK"' EXIT
+COPY="$WORK/rill"
+step "copy the repository to $COPY"
+mkdir "$COPY" || die "mkdir $COPY"
+if git -C "$REPO" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    # Tracked files and new ones git would add (not ignored ones: .venv, caches, rill-data, build output).
+    git -C "$REPO" ls-files -z --cached --others --exclude-standard \
+        | while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done \
+        | tar --null -T - -cf - | tar -xf - -C "$COPY" || die "copy"
+else
+    tar --exclude=./.venv -cf - . | tar -xf - -C "$COPY" || die "copy"
+fi
+# The C extensions pip just built in place from these same sources.
+find src -name '*.so' -exec cp --parents {} "$COPY" \; || die "copy the C extensions"
+cd "$COPY" || die "cd $COPY"
+export PYTHONPATH="$COPY/src${PYTHONPATH:+:$PYTHONPATH}"
+where="$("$REPO/.venv/bin/python" -c 'import rill, pyspark_rill; print(rill.__file__); print(pyspark_rill.__file__)')"
+case "$where" in
+    "$COPY"/src/rill/__init__.py*"$COPY"/src/pyspark_rill.py) ;;
+    *) die "the copy does not import its own sources: $where" ;;
+esac
+
 failed=()
 step "ruff check"
-.venv/bin/ruff check . || failed+=(ruff)
+"$REPO/.venv/bin/ruff" check . || failed+=(ruff)
 step "mypy (src)"
-.venv/bin/mypy || failed+=(mypy)
-step "pytest (all tests, slow ones included)"
-.venv/bin/pytest -q -rfE --durations=15 -p no:cacheprovider
+"$REPO/.venv/bin/mypy" || failed+=(mypy)
+if [ $# -gt 0 ]; then
+    step "pytest $*"
+else
+    step "pytest (all tests, slow ones included)"
+fi
+"$REPO/.venv/bin/pytest" -q -rfE --durations=15 -p no:cacheprovider "$@"
 rc=$?
 if [ $rc -eq 5 ]; then
     failed+=("pytest (no tests collected)")

@@ -85,10 +85,11 @@ def add_connection_options(parser: argparse.ArgumentParser, *, json_output: bool
 # --------------------------------------------------------------------------------------------- client config
 
 
-def parse_key_value(text: str, what: str) -> tuple[str, str]:
+def parse_key_value(text: str, what: str, exit_code: int = EXIT_USAGE) -> tuple[str, str]:
+    """``key=value`` split in two; a malformed argument is a usage error (a file's line passes ``EXIT_ERROR``)."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise CliError(f"invalid {what} '{text}': expected key=value")
+        raise CliError(f"invalid {what} '{text}': expected key=value", exit_code)
     return key.strip(), value
 
 
@@ -135,7 +136,7 @@ def read_properties_file(path: str) -> dict[str, str]:
         stripped = line.strip()
         if not stripped or stripped.startswith(("#", "!")):
             continue
-        key, value = parse_key_value(stripped, f"property in {path}")
+        key, value = parse_key_value(stripped, f"property in {path}", EXIT_ERROR)
         props[key] = value.strip()
     return props
 
@@ -182,16 +183,16 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
             entry = entry.split("://", 1)[1]
         host, sep, port_text = entry.rpartition(":")
         if not sep or not host:
-            raise CliError(f"invalid bootstrap server '{raw.strip()}': expected HOST:PORT")
+            raise CliError(f"invalid bootstrap server '{raw.strip()}': expected HOST:PORT", EXIT_USAGE)
         try:
             port = int(port_text)
         except ValueError:
-            raise CliError(f"invalid bootstrap server '{raw.strip()}': port is not a number") from None
+            raise CliError(f"invalid bootstrap server '{raw.strip()}': port is not a number", EXIT_USAGE) from None
         if not 0 < port < 65536:
-            raise CliError(f"invalid bootstrap server '{raw.strip()}': port out of range")
+            raise CliError(f"invalid bootstrap server '{raw.strip()}': port out of range", EXIT_USAGE)
         addresses.append((host.strip("[]"), port))
     if not addresses:
-        raise CliError("no bootstrap server given")
+        raise CliError("no bootstrap server given", EXIT_USAGE)
     return addresses
 
 
@@ -285,8 +286,16 @@ def run_main(body: Callable[[list[str]], int], argv: Sequence[str] | None) -> in
         if type(e).__module__.startswith("confluent_kafka") or type(e).__name__ == "KafkaException":
             _print_error(describe_kafka_exception(e))
         else:
-            _print_error(f"{type(e).__name__}: {e}")
+            _print_error(describe_exception(e))
         return EXIT_ERROR
+
+
+def describe_exception(e: BaseException) -> str:
+    """The message of ``e`` for a user: no class name; an OS error with the file it names."""
+    if isinstance(e, OSError) and e.strerror:
+        names = [str(f) for f in (e.filename, e.filename2) if f is not None]
+        return ": ".join([e.strerror, *names])
+    return str(e) or type(e).__name__
 
 
 def _print_error(message: str) -> None:

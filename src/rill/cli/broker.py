@@ -19,11 +19,14 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from rill.config import BrokerConfig, ConfigError, load_properties
+from rill.config import BrokerConfig, ConfigError, closest_broker_config, load_properties
+from rill.errors import KafkaError
+from rill.fsutil import FileLock
 from rill.network import run
 
 log = logging.getLogger("rill.broker")
@@ -32,7 +35,11 @@ READY_PREFIX = "rill broker ready on "
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rill broker", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="rill broker",
+        description="Run a broker until SIGTERM or SIGINT. With no options it serves a single node on "
+        "127.0.0.1:9092 with its data in ./rill-data.",
+    )
     parser.add_argument("--config", metavar="FILE", help="a Kafka-style server.properties file")
     parser.add_argument(
         "--override",
@@ -42,7 +49,10 @@ def _parser() -> argparse.ArgumentParser:
         help="set a broker config (repeatable), e.g. --override listeners=PLAINTEXT://127.0.0.1:0",
     )
     parser.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default: INFO"
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="the least severe log lines shown on stderr (default INFO)",
     )
     parser.add_argument(
         "--stop-on-stdin-eof",
@@ -92,7 +102,10 @@ def main(argv: Sequence[str]) -> int:
         print(f"rill broker: {e}", file=sys.stderr)
         return 2
     for name in config.unknown:
-        log.warning("Ignoring unknown config %s", name)
+        # Kafka starts with names it does not know (plugins read their own), so this is a warning.
+        nearest = closest_broker_config(name)
+        hint = f" (did you mean {nearest}?)" if nearest else ""
+        log.warning("Ignoring unknown config %s%s", name, hint)
     settings = config.non_default()
     if settings:
         log.info("Configs set: %s", ", ".join(f"{k}={v}" for k, v in settings.items()))
@@ -129,13 +142,25 @@ async def serve(config: BrokerConfig, *, stop_on_stdin_eof: bool = False, remove
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal, signum)
     broker = Broker(config)
+    claimed = claim_missing_data_dirs(config)
     try:
         await broker.start()  # a failed start releases what it took
-    except OSError as e:
-        print(f"rill broker: cannot start: {describe_os_error(e)}", file=sys.stderr)
-        return 1
-    except LogDirInUseError as e:
-        print(f"rill broker: cannot start: {e}", file=sys.stderr)
+    except BaseException as e:
+        remove_claimed_data_dirs(claimed, config)  # and the data directories made for it go too
+        if isinstance(e, socket.gaierror):
+            host = config.listener_address[0]
+            print(
+                f"rill broker: cannot start: cannot resolve the listener host {host!r}: {e.strerror}", file=sys.stderr
+            )
+        elif isinstance(e, OSError):
+            print(f"rill broker: cannot start: {describe_os_error(e)}", file=sys.stderr)
+        elif isinstance(e, LogDirInUseError | KafkaError):
+            print(f"rill broker: cannot start: {e}", file=sys.stderr)
+        elif isinstance(e, Exception):  # unforeseen: what the start was doing, and where
+            where = f" in {config.log_dirs[0]}" if broker.step == "loading the metadata" else ""
+            print(f"rill broker: cannot start: {broker.step}{where}: {e or type(e).__name__}", file=sys.stderr)
+        else:
+            raise
         return 1
     host, port = broker.bound_address
     if not stopping.is_set():
@@ -150,6 +175,49 @@ async def serve(config: BrokerConfig, *, stop_on_stdin_eof: bool = False, remove
     if orphaned and remove_dir is not None:
         shutil.rmtree(remove_dir, ignore_errors=True)
     return 0
+
+
+def claim_missing_data_dirs(config: BrokerConfig) -> list[Path]:
+    """Make the data directories that do not exist yet; returns the outermost directory each one made
+    (what a failed start removes). A directory another process makes meanwhile is not claimed."""
+    claimed: list[Path] = []
+    for d in config.log_dirs:
+        path = Path(d).absolute()
+        if path.exists():
+            continue
+        top = path
+        while not top.parent.exists():
+            top = top.parent
+        try:
+            top.mkdir()  # fails if it exists now: then it is not ours
+            claimed.append(top)
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue  # the start says what is wrong with it
+    return claimed
+
+
+def remove_claimed_data_dirs(claimed: list[Path], config: BrokerConfig) -> None:
+    """Remove what ``claim_missing_data_dirs`` made, unless a broker process is using one of its log dirs."""
+    from rill.log.log_manager import LOCK_FILE
+
+    for top in claimed:
+        locks: list[FileLock] = []
+        try:
+            inside = [Path(d).absolute() for d in config.log_dirs if Path(d).absolute().is_relative_to(top)]
+            for log_dir in inside:
+                if log_dir.is_dir():
+                    lock = FileLock(log_dir / LOCK_FILE)
+                    if not lock.try_lock():
+                        break
+                    locks.append(lock)
+            else:
+                shutil.rmtree(top, ignore_errors=True)
+        except OSError:
+            pass  # left in place
+        finally:
+            for lock in locks:
+                lock.release()
 
 
 def describe_os_error(e: OSError) -> str:

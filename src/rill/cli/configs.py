@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rill.cli._common import (
+    EXIT_USAGE,
     CliError,
     Table,
     add_connection_options,
@@ -157,11 +158,7 @@ def alter_configs(
     """Apply SET/DELETE operations with IncrementalAlterConfigs; one line on failure."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry  # type: ignore[attr-defined]
 
-    both = set(set_configs) & set(delete_configs)
-    if both:
-        raise CliError(f"config(s) both added and deleted: {', '.join(sorted(both))}")
-    if not set_configs and not delete_configs:
-        raise CliError("nothing to alter: give --add-config and/or --delete-config")
+    check_alterations(set_configs, delete_configs)
     ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in set_configs.items()]
     ops += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete_configs]
     futures = admin.incremental_alter_configs([_resource(entity_type, name, ops)], request_timeout=timeout_s)
@@ -174,6 +171,15 @@ def alter_configs(
             raise CliError(
                 f"cannot alter configs of {entity_type[:-1]} '{name}': {describe_kafka_exception(e)}"
             ) from None
+
+
+def check_alterations(set_configs: dict[str, str], delete_configs: list[str]) -> None:
+    """Usage errors of an alteration, found before the broker is asked."""
+    both = set(set_configs) & set(delete_configs)
+    if both:
+        raise CliError(f"config(s) both added and deleted: {', '.join(sorted(both))}", EXIT_USAGE)
+    if not set_configs and not delete_configs:
+        raise CliError("nothing to alter: give --add-config and/or --delete-config", EXIT_USAGE)
 
 
 def parse_delete_list(items: list[str] | None) -> list[str]:
@@ -206,7 +212,9 @@ def _build_parser() -> argparse.ArgumentParser:
         ("alter", "set or delete configs"),
     ):
         p = sub.add_parser(command, help=help_text, description=help_text)
-        p.add_argument("--entity-type", required=True, choices=ENTITY_TYPES)
+        p.add_argument(
+            "--entity-type", required=True, choices=ENTITY_TYPES, help="whether --entity-name is a topic or a broker"
+        )
         p.add_argument("--entity-name", metavar="NAME", help="topic name or broker id")
         if command == "describe":
             p.add_argument("--all", action="store_true", help="list every config, not only overrides")
@@ -217,24 +225,32 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_entity_args(args: argparse.Namespace) -> None:
+    """Usage errors of --entity-type/--entity-name, found before the broker is asked."""
+    if args.entity_type == "brokers" and args.entity_name and not args.entity_name.isdigit():
+        raise CliError(f"invalid broker id '{args.entity_name}': expected a number", EXIT_USAGE)
+    if args.entity_type == "topics" and not args.entity_name:
+        raise CliError("--entity-name is required for --entity-type topics", EXIT_USAGE)
+
+
 def _entity_name(args: argparse.Namespace, admin: Any) -> str:
+    _check_entity_args(args)
     if args.entity_name:
         if args.entity_type == "brokers":
-            if not args.entity_name.isdigit():
-                raise CliError(f"invalid broker id '{args.entity_name}': expected a number")
             known = sorted(fetch_metadata(admin, args.timeout).brokers)
             if int(args.entity_name) not in known:
                 raise CliError(f"no broker with id {args.entity_name} (brokers: {', '.join(map(str, known))})")
         return str(args.entity_name)
     if args.entity_type == "topics":
-        raise CliError("--entity-name is required for --entity-type topics")
+        raise CliError("--entity-name is required for --entity-type topics", EXIT_USAGE)
     md = fetch_metadata(admin, args.timeout)
     if len(md.brokers) != 1:
-        raise CliError("several brokers: give --entity-name BROKER_ID or --entity-default")
+        raise CliError("several brokers: give --entity-name BROKER_ID or --entity-default", EXIT_USAGE)
     return str(next(iter(md.brokers)))
 
 
 def _describe(args: argparse.Namespace) -> int:
+    _check_entity_args(args)
     admin = admin_client(args)
     name = _entity_name(args, admin)
     if args.entity_type == "topics":
@@ -252,6 +268,8 @@ def _describe(args: argparse.Namespace) -> int:
 def _alter(args: argparse.Namespace) -> int:
     set_configs = parse_config_list(args.add_config)
     delete_configs = parse_delete_list(args.delete_config)
+    _check_entity_args(args)
+    check_alterations(set_configs, delete_configs)
     admin = admin_client(args)
     name = _entity_name(args, admin)
     if args.entity_type == "topics":

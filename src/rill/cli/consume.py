@@ -159,7 +159,7 @@ def parse_offset(text: str) -> int | str:
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = new_parser("rill consume", "Print records from a topic.")
-    parser.add_argument("topic", metavar="TOPIC")
+    parser.add_argument("topic", metavar="TOPIC", help="topic to read")
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")
     start.add_argument("--offset", metavar="OFFSET", help="earliest, latest (default), N, or -N (last N records)")

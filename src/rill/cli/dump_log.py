@@ -7,13 +7,16 @@ batch are reported, not fatal. Exit status: 0, or 1 when a file could not be rea
 
 from __future__ import annotations
 
-import argparse
+import errno
 import mmap
+import os
 import struct
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from rill.cli._common import new_parser, run_main
 from rill.errors import KafkaError
 from rill.log.offset_index import OffsetIndex
 from rill.log.producer_state import read_snapshot
@@ -145,9 +148,17 @@ def dump_path(path: Path, out: TextIO, *, print_records: bool = False) -> bool:
     return False
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="rill dump-log", description=__doc__.split("\n")[0] if __doc__ else None)
-    parser.add_argument("paths", nargs="+", type=Path, help="segment, index or snapshot files, or partition dirs")
+DESCRIPTION = (
+    "Print the batches of .log segment files, the entries of .index and .timeindex files and the producers "
+    "of .snapshot files, like Kafka's DumpLogSegments. A directory argument dumps every such file in it."
+)
+
+
+def _body(argv: list[str]) -> int:
+    parser = new_parser("rill dump-log", DESCRIPTION)
+    parser.add_argument(
+        "paths", nargs="+", type=Path, metavar="PATH", help="segment, index or snapshot files, or partition dirs"
+    )
     parser.add_argument(
         "--print-data-log", "--deep-iteration", action="store_true", dest="records", help="print every record"
     )
@@ -155,8 +166,15 @@ def main(argv: list[str]) -> int:
     ok = True
     for path in args.paths:
         try:
+            if not path.exists():  # said before anything else about it ("not a .log file" hid the cause)
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
             ok = dump_path(path, sys.stdout, print_records=args.records) and ok
         except OSError as e:
-            print(f"rill dump-log: cannot read {path}: {e}", file=sys.stderr)
+            sys.stdout.flush()
+            print(f"error: cannot read {path}: {e.strerror or e}", file=sys.stderr)
             ok = False
     return 0 if ok else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_main(_body, argv)

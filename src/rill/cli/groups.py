@@ -247,18 +247,18 @@ def _build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_list)
 
     p = sub.add_parser("describe", help="members, assignments, offsets and lag of a group")
-    p.add_argument("group", metavar="GROUP")
+    p.add_argument("group", metavar="GROUP", help="consumer group id")
     add_connection_options(p)
     p.set_defaults(run=_describe)
 
     p = sub.add_parser("delete", help="delete an empty group and its committed offsets")
-    p.add_argument("group", metavar="GROUP")
+    p.add_argument("group", metavar="GROUP", help="consumer group id")
     add_connection_options(p, json_output=False)
     p.set_defaults(run=_delete)
 
     p = sub.add_parser("reset", help="set a group's committed offsets for a topic (the group must be empty)")
-    p.add_argument("group", metavar="GROUP")
-    p.add_argument("--topic", required=True, metavar="TOPIC")
+    p.add_argument("group", metavar="GROUP", help="consumer group id")
+    p.add_argument("--topic", required=True, metavar="TOPIC", help="topic whose offsets to reset")
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-earliest", action="store_true", help="the first offset still in the log")
     target.add_argument("--to-latest", action="store_true", help="the log end offset (skip everything)")

@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+DISTRIBUTION = "rill-broker"  # the name pip knows this project by (the package and the command are "rill")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -87,6 +88,6 @@ def _version() -> str:
     try:
         from importlib.metadata import version
 
-        return version("rill")
+        return version(DISTRIBUTION)
     except Exception:
         return "unknown"

@@ -36,7 +36,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = add_subparsers(parser)
 
     def common(p: argparse.ArgumentParser, *, spark: bool = True) -> None:
-        p.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT")
+        p.add_argument(
+            "--bootstrap-server",
+            default="127.0.0.1:9092",
+            metavar="HOST:PORT",
+            help="broker(s) to connect to, comma-separated (default 127.0.0.1:9092)",
+        )
         if spark:
             p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
 
@@ -50,14 +55,14 @@ def _parser() -> argparse.ArgumentParser:
         "audit", help="compare audited counts with what the loader published (pyarrow, no Spark)"
     )
     common(audit, spark=False)
-    audit.add_argument("--audit-topic", default="_audit")
+    audit.add_argument("--audit-topic", default="_audit", help="topic of the audited counts (default _audit)")
     audit.add_argument("--output", required=True, metavar="PATH", help="the loader's output directory")
 
     feed = sub.add_parser("feed", help="stream per-minute counts of a topic into another topic")
     common(feed)
-    feed.add_argument("--source", required=True)
-    feed.add_argument("--target", required=True)
-    feed.add_argument("--checkpoint", required=True, metavar="DIR")
+    feed.add_argument("--source", required=True, help="topic of events to count")
+    feed.add_argument("--target", required=True, help="topic the per-minute counts are written to")
+    feed.add_argument("--checkpoint", required=True, metavar="DIR", help="Spark checkpoint directory of the stream")
     feed.add_argument("--available-now", action="store_true", help="process what is there, then stop")
     return parser
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from rill.cli._common import (
+    EXIT_USAGE,
     CliError,
     add_connection_options,
     client_config,
@@ -170,7 +171,7 @@ def parse_headers(items: list[str] | None) -> list[tuple[str, bytes]]:
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = new_parser("rill produce", "Send lines from stdin (or a file) to a topic, one record per line.")
-    parser.add_argument("topic", metavar="TOPIC")
+    parser.add_argument("topic", metavar="TOPIC", help="topic to write to")
     parser.add_argument("--file", metavar="PATH", help="read lines from this file instead of stdin")
     parser.add_argument("--parse-key", action="store_true", help="split each line into key and value (tab)")
     parser.add_argument(
@@ -245,7 +246,7 @@ def _produce_all(
     if args.key_separator is not None:
         separator = args.key_separator.encode().decode("unicode_escape").encode()
         if not separator:
-            raise CliError("--key-separator must not be empty")
+            raise CliError("--key-separator must not be empty", EXIT_USAGE)
     elif args.parse_key:
         separator = b"\t"
     headers = parse_headers(args.header) or None
@@ -282,7 +283,7 @@ def _produce_all(
 def _body(argv: list[str]) -> int:
     args = _build_parser().parse_args(argv)
     if args.partition is not None and args.partition < 0:
-        raise CliError(f"invalid --partition {args.partition}")
+        raise CliError(f"invalid --partition {args.partition}", EXIT_USAGE)
     extra_props = dict(parse_key_value(p, "producer property") for p in args.producer_property or ())
     stream, size = _open_input(args)
     try:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rill.cli._common import (
+    EXIT_USAGE,
     CliError,
     Table,
     add_connection_options,
@@ -37,6 +38,7 @@ from rill.cli._common import (
 from rill.cli.configs import (
     admin_client,
     alter_configs,
+    check_alterations,
     describe_config_rows,
     fetch_metadata,
     overrides,
@@ -130,9 +132,9 @@ def _create(args: argparse.Namespace) -> int:
     from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
     if args.partitions is not None and args.partitions < 1:
-        raise CliError(f"invalid --partitions {args.partitions}: must be at least 1")
+        raise CliError(f"invalid --partitions {args.partitions}: must be at least 1", EXIT_USAGE)
     if args.replication_factor is not None and args.replication_factor < 1:
-        raise CliError(f"invalid --replication-factor {args.replication_factor}: must be at least 1")
+        raise CliError(f"invalid --replication-factor {args.replication_factor}: must be at least 1", EXIT_USAGE)
     configs = parse_config_list(args.config)
     admin = admin_client(args)
     new = NewTopic(
@@ -180,6 +182,7 @@ def _delete(args: argparse.Namespace) -> int:
 def _alter_config(args: argparse.Namespace) -> int:
     set_configs = parse_config_list(args.add_config)
     delete_configs = parse_delete_list(args.delete_config)
+    check_alterations(set_configs, delete_configs)
     admin = admin_client(args)
     require_topic(fetch_metadata(admin, args.timeout), args.topic)
     alter_configs(admin, "topics", args.topic, set_configs, delete_configs, args.timeout)
@@ -203,7 +206,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_describe)
 
     p = sub.add_parser("create", help="create a topic")
-    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("topic", metavar="TOPIC", help="topic to create")
     p.add_argument("--partitions", type=int, metavar="N", help="number of partitions (default: broker's)")
     p.add_argument("--replication-factor", type=int, metavar="R", help="replicas per partition (default: broker's)")
     p.add_argument("--config", action="append", metavar="K=V", help="topic config override (repeatable)")
@@ -213,13 +216,13 @@ def _build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_create)
 
     p = sub.add_parser("delete", help="delete a topic")
-    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("topic", metavar="TOPIC", help="topic to delete")
     p.add_argument("--if-exists", action="store_true", help="succeed if the topic does not exist")
     add_connection_options(p, json_output=False)
     p.set_defaults(run=_delete)
 
     p = sub.add_parser("alter-config", help="set or delete topic config overrides")
-    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("topic", metavar="TOPIC", help="topic whose configs to change")
     p.add_argument("--add-config", action="append", metavar="K=V[,K=V]", help="configs to set (repeatable)")
     p.add_argument("--delete-config", action="append", metavar="K[,K]", help="configs to remove (repeatable)")
     add_connection_options(p, json_output=False)

@@ -7,6 +7,7 @@ parsed by their ``ConfigDef``; ``BrokerConfig`` holds a validated broker configu
 from rill.config.broker_config import (
     BrokerConfig,
     EndPoint,
+    closest_broker_config,
     default_broker_config,
     effective_broker_value,
     parse_listeners,
@@ -59,6 +60,7 @@ __all__ = [
     "ConfigType",
     "EndPoint",
     "Importance",
+    "closest_broker_config",
     "default_broker_config",
     "describe_broker_configs",
     "describe_topic_configs",

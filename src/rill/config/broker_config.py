@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import re
 import socket
@@ -171,7 +172,9 @@ class BrokerConfig:
     def non_default(self) -> dict[str, str]:
         """The configs that were set (for the start-up log line)."""
         hidden = {k for k, key in BROKER_CONFIGS.keys.items() if key.type is ConfigType.PASSWORD}
-        return {k: "[hidden]" if k in hidden else v for k, v in sorted(self.originals.items())}
+        return {
+            k: "[hidden]" if k in hidden else v for k, v in sorted(self.originals.items()) if k not in self.unknown
+        }
 
     @property
     def node_id(self) -> int:
@@ -275,3 +278,9 @@ def topic_config_defaults(broker: BrokerConfig, dynamic: Mapping[str, str] | Non
     """Every topic config's effective default on this broker, as strings (broker settings applied)."""
     dyn = dynamic or {}
     return {name: _resolve_topic_default(broker, dyn, name)[0] for name in TOPIC_CONFIGS.keys}
+
+
+def closest_broker_config(name: str) -> str | None:
+    """The known broker config nearest to ``name`` (a likely typo), or None when none is close."""
+    matches = difflib.get_close_matches(name, list(BROKER_CONFIGS.keys), n=1, cutoff=0.8)
+    return matches[0] if matches else None

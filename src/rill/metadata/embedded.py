@@ -118,9 +118,16 @@ class EmbeddedMetadataStore:
     def _load_meta_properties(self, wanted: str | None) -> str:
         path = self._dir / META_PROPERTIES
         if path.exists():
-            props = _read_properties(path)
+            try:
+                props = _read_properties(path)
+            except UnicodeDecodeError:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{path} is corrupt: not a text file") from None
             stored = props.get("cluster.id")
             stored_node = props.get("node.id")
+            for key, value in (("version", props.get("version", "1")), ("node.id", stored_node or "0")):
+                if not value.isdigit() or (key == "version" and value not in ("0", "1")):
+                    want = "1" if key == "version" else "a node id (a number)"
+                    raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{path} is corrupt: {key}={value!r}, not {want}")
             if stored_node is not None and int(stored_node) != self._node_id:
                 raise KafkaError(
                     ErrorCode.INCONSISTENT_CLUSTER_ID,

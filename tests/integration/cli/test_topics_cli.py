@@ -167,7 +167,7 @@ def test_broker_configs_show_sources(cli_broker: CliBroker) -> None:
     after = json.loads(run_cli("configs", "describe", "--entity-type", "brokers", "--json", *_bs(cli_broker)).stdout)
     assert "log.retention.ms" not in {c["name"] for c in after["configs"]}
     proc = run_cli("configs", "alter", "--entity-type", "brokers", "--entity-name", "x", *_bs(cli_broker))
-    assert_one_line_error(proc, "broker id", code=1)
+    assert_one_line_error(proc, "broker id", code=2)  # a malformed argument: a usage error
     # A broker id the cluster does not have is named at once (the describe used to wait out its timeout).
     started = time.monotonic()
     proc = run_cli("configs", "describe", "--entity-type", "brokers", "--entity-name", "57", *_bs(cli_broker))
@@ -179,10 +179,10 @@ def test_usage_errors_exit_2_with_one_line(cli_broker: CliBroker) -> None:
     assert_one_line_error(run_cli("topics", "frobnicate"), "invalid choice", code=2)
     assert_one_line_error(run_cli("topics", "create", "t", "--partitions", "many"), "--partitions", code=2)
     proc = run_cli("topics", "create", new_topic_name(), "--config", "novalue", *_bs(cli_broker))
-    assert_one_line_error(proc, "key=value", code=1)
+    assert_one_line_error(proc, "key=value", code=2)
     assert_one_line_error(run_cli("configs", "describe", "--entity-type", "users"), "invalid choice", code=2)
     proc = run_cli("configs", "alter", "--entity-type", "topics", "--entity-name", "x", *_bs(cli_broker))
-    assert_one_line_error(proc, code=1)
+    assert_one_line_error(proc, "nothing to alter", code=2)
 
 
 def test_kafka_tools_own_form(cli_broker: CliBroker) -> None:
