@@ -262,9 +262,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if size < 0 or size > self._max_request_bytes:
                 self._reject(size)
                 return
-            headers += 1
             available = end - pos - 4
             if available >= size:
+                headers += 1
                 start = pos + 4
                 pos = start + size
                 if size > DIRECT_READ_BYTES:
@@ -280,6 +280,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 continue
             if size > DIRECT_READ_BYTES:
                 # Only the bytes that arrived are in memory; the rest fill in as they come.
+                headers += 1
                 frame, buf = self._pool.acquire(size)
                 frame[:available] = view[pos + 4 : end]
                 self._direct = frame
