@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,13 @@ Runner = Callable[..., None]
 MIB = 1024 * 1024
 
 
+def _rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS line")
+
+
 async def connect(server: SocketServer) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     host, port = server.bound_address
     return await asyncio.open_connection(host, port)
@@ -30,8 +38,12 @@ def test_declared_size_takes_no_memory(run_server: Runner) -> None:
 
     async def body(server: SocketServer, handler: ToyHandler) -> None:
         hogs = [await connect(server) for _ in range(10)]
+        before = _rss_mib()
         for _, w in hogs:
             w.write(struct.pack(">i", 100 * MIB) + b"echo:" + b"x" * 95)
+        await asyncio.sleep(0.5)
+        grown = _rss_mib() - before
+        assert grown < 64, f"RSS grew by {grown:.0f} MiB for 10 frames of 100 MiB declared"
         await wait_for(lambda: server.request_bytes == 10 * 100)
         assert server.memory_pool.owned_bytes == 0 and server.memory_pool.lazy == 10
         r, w = await connect(server)
