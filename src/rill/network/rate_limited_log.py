@@ -31,12 +31,12 @@ class RateLimitedLog:
         last, quiet = self._causes.get(cause, (-self.interval_s, 0))
         if now - last < self.interval_s:
             self._causes[cause] = (last, quiet + 1)
-            self.logger.debug(msg, *args, exc_info=exc_info)
+            self.logger.debug(msg, *args, exc_info=exc_info or None)
             return False
         self._causes[cause] = (now, 0)
         if quiet:
             msg = f"{msg} (and {quiet} more such lines in the last {now - last:.0f}s, at DEBUG)"
-        self.logger.log(level, msg, *args, exc_info=exc_info)
+        self.logger.log(level, msg, *args, exc_info=exc_info or None)
         return True
 
     def held_back(self, cause: str) -> int:
