@@ -151,6 +151,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self.closed = True
         self._drop_queue()
+        if self._direct is not None:
+            self._direct.release()
+            if self._direct_buf is not None:
+                self._pool.release(self._direct_buf)
         self._direct = None
         self._direct_buf = None
         self._partial = b""
@@ -332,10 +336,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
             server.wait_for_queue_room(self)
 
     def _drop_queue(self) -> None:
-        """Forget the frames not handled yet (the connection is closing)."""
+        """Forget the frames not handled yet (the connection is closing); their buffers go back to the pool."""
         if not self._held:
             self._server.queued_requests -= len(self._queue)
-        self._queue.clear()
+        while self._queue:
+            frame, buf = self._queue.popleft()
+            frame.release()
+            if buf is not None:
+                self._pool.release(buf)
         self._uncharge(self._queued_bytes)
         self._queued_bytes = 0
 
@@ -423,9 +431,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._maybe_resume_reading()
                 if server.queue_waiters and server.queued_requests <= server.max_queued_requests // 2:
                     server.resume_queue_waiters()
+                failed = False
                 try:
                     response = await handler.handle(self.info, frame)
                 except Exception as e:
+                    failed = True
+                    response = None
                     if isinstance(e, CloseConnection):
                         server.peer_log("close", logging.INFO, "closing connection from %s: %s", self.info, e)
                     else:
@@ -436,19 +447,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
                             self.info,
                             exc_info=True,
                         )
-                    self._uncharge(size)
-                    self._drop_queue()
-                    self.close()  # responses already due still go out first
-                    return
                 del frame
-                if response is not None and not self.closed and not await self._send(response):
-                    return  # closed: everything it held was let go of then
+                sent = failed or response is None or self.closed or await self._send(response)
                 del response
                 if buf is not None:
                     # Only when no view of it is left (checked by the pool); the response is written.
                     self._pool.release(buf)
                     buf = None
                 self._uncharge(size)
+                if failed:
+                    self._drop_queue()
+                    self.close()  # responses already due still go out first
+                    return
+                if not sent:
+                    return
                 self.last_active = self._loop.time()
                 if not queue or self._out_bytes >= COALESCE_BYTES:
                     self._flush()

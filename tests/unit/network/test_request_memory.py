@@ -137,3 +137,28 @@ def test_handler_failure_and_small_partial_frames_let_their_bytes_go(run_server:
         w2.close()
 
     run_server(body, max_queued_bytes=10 * MIB)
+
+
+def test_buffers_of_a_closed_connection_go_back_to_the_pool(run_server: Runner) -> None:
+    """Frames queued or half read when their connection closes, or whose handler failed, give their buffers
+    back: the pool does not count them as lent out for ever (and so does not run dry)."""
+
+    async def body(server: SocketServer, handler: ToyHandler) -> None:
+        pool = server.memory_pool
+        _r, w = await connect(server)
+        big = frame(b"echo:" + b"q" * 300_000)
+        w.write(frame(b"sleep:0.3:slow") + big + big + big[:200_000])
+        await wait_for(lambda: server.request_bytes >= 2 * 300_005 + 199_996)
+        assert pool.owned_bytes == 3 * 512 * 1024
+        w.transport.abort()
+        await wait_for(lambda: server.connection_count == 0)
+        await wait_for(lambda: server.request_bytes == 0)
+        assert pool.idle_bytes == pool.owned_bytes == 3 * 512 * 1024
+        r2, w2 = await connect(server)
+        w2.write(frame(b"sleep:0.2:x") + frame(b"boom") + big + big)
+        assert await read_frame(r2) == b"x"
+        assert await asyncio.wait_for(r2.read(), 5.0) == b""
+        await wait_for(lambda: server.request_bytes == 0)
+        assert pool.idle_bytes == pool.owned_bytes == 3 * 512 * 1024 and pool.allocated == 3
+
+    run_server(body)
