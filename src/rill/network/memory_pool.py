@@ -38,7 +38,7 @@ def _bucket_size(size: int) -> int:
 
 def lazy_buffer(size: int) -> memoryview:
     """``size`` writable bytes whose memory is taken page by page as they are written."""
-    return memoryview(mmap.mmap(-1, max(size, 1)))[:size]
+    return memoryview(mmap.mmap(-1, max(size, 1), flags=mmap.MAP_PRIVATE))[:size]
 
 
 class MemoryPool:
