@@ -252,8 +252,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._partial = b""
         self._charge(nbytes)  # the kept partial frame was counted when it arrived
         self._read_frames(end)
-        if not self.closed:
-            self._check_memory()
+        self._check_memory()
 
     def _read_frames(self, end: int) -> None:
         """Take the frames out of the first ``end`` bytes of the scratch buffer."""
@@ -366,7 +365,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _check_memory(self) -> None:
         """After a read: pause when the request bytes in flight are at ``queued.max.request.bytes``."""
         server = self._server
-        if server.max_queued_bytes <= 0:
+        if server.max_queued_bytes <= 0 or self.closed:
             return
         owner = server.memory_owner
         if server.request_bytes < server.max_queued_bytes:
@@ -381,18 +380,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._pause_reading()
         server.wait_for_memory(self)
 
-    def resume_after_memory_wait(self) -> None:
-        """Memory is free again (or this connection may finish its frame): read on, unless something
-        else still holds reading."""
-        self._maybe_resume_reading()
-
     def _pause_reading(self) -> None:
         if not self._reading_paused and self.transport is not None and not self.closed:
             self._reading_paused = True
             self.transport.pause_reading()
 
-    def resume_after_queue_wait(self) -> None:
-        """The server's queues are down again: read on, unless something else still holds reading."""
+    def resume_after_wait(self) -> None:
+        """The server's queues or request bytes are down again (or this connection may finish its frame at
+        the bytes bound): read on, unless something else still holds reading."""
         self._maybe_resume_reading()
 
     def _maybe_resume_reading(self) -> None:

@@ -290,7 +290,7 @@ class SocketServer:
     def resume_queue_waiters(self) -> None:
         waiters, self.queue_waiters = self.queue_waiters, set()
         for conn in waiters:
-            conn.resume_after_queue_wait()
+            conn.resume_after_wait()
 
     def wait_for_memory(self, conn: KafkaConnection) -> None:
         """``conn`` stopped reading because ``request_bytes`` is at ``max_queued_bytes``."""
@@ -304,13 +304,13 @@ class SocketServer:
         if self.request_bytes < self.max_queued_bytes or self.max_queued_bytes <= 0:
             waiters, self.memory_waiters = self.memory_waiters, {}
             for conn in waiters:
-                conn.resume_after_memory_wait()
+                conn.resume_after_wait()
         elif self.memory_owner is None:
             for conn in self.memory_waiters:
                 if conn.mid_frame:
                     del self.memory_waiters[conn]
                     self.memory_owner = conn
-                    conn.resume_after_memory_wait()
+                    conn.resume_after_wait()
                     return
 
     def forget_memory_waiter(self, conn: KafkaConnection) -> None:
