@@ -112,7 +112,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._after_large = False  # the last frame was read directly: read the next size alone
         self._queue: collections.deque[tuple[memoryview, bytearray | None]] = collections.deque()
         self._queued_bytes = 0
-        self.held_bytes = 0  # request bytes in memory, counted in the server's request_bytes
+        self.in_flight_bytes = 0  # request bytes in memory, counted in the server's request_bytes
         self._worker: asyncio.Task[None] | None = None
         self._reading_paused = False
         self._held = False
@@ -159,7 +159,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._direct_buf = None
         self._partial = b""
         self._server.forget_memory_waiter(self)
-        self._uncharge(self.held_bytes)  # a request still being handled is let go of here too
+        self._uncharge(self.in_flight_bytes)  # a request still being handled is let go of here too
         self._wake_writers()
         self._release_watch_fd()
         self._server.connection_lost(self)
@@ -350,13 +350,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _charge(self, nbytes: int) -> None:
         if not self.closed:
-            self.held_bytes += nbytes
+            self.in_flight_bytes += nbytes
             self._server.request_bytes += nbytes
 
     def _uncharge(self, nbytes: int) -> None:
-        nbytes = min(nbytes, self.held_bytes)
+        nbytes = min(nbytes, self.in_flight_bytes)
         if nbytes > 0:
-            self.held_bytes -= nbytes
+            self.in_flight_bytes -= nbytes
             server = self._server
             server.request_bytes -= nbytes
             if server.memory_waiters:

@@ -36,6 +36,9 @@ DEFAULT_MAX_REQUEST_BYTES = 104857600
 DEFAULT_MAX_IDLE_MS = 600000
 DEFAULT_MAX_QUEUED_REQUESTS = 500
 DEFAULT_MAX_QUEUED_BYTES = -1
+OWNER_STALL_S = 1.0
+"""At ``queued.max.request.bytes``, the connection finishing its frame that sends nothing for this long
+gives its turn to another connection in the middle of a frame."""
 
 
 class ListenerAddress(Protocol):
@@ -110,6 +113,7 @@ class SocketServer:
         self.request_bytes = 0  # bytes of requests in flight (arriving, queued or being handled)
         self.memory_waiters: dict[KafkaConnection, None] = {}  # paused until request_bytes is below the bound
         self.memory_owner: KafkaConnection | None = None  # reads on at the bound to finish its frame
+        self._owner_check: asyncio.TimerHandle | None = None
         self.peer_log = RateLimitedLog(log)  # lines a client can cause at will
         self.queue_waiters: set[KafkaConnection] = set()  # paused until queued_requests is down to half
         # Connections taken in while the broker is at max.connections, unread, oldest first.
@@ -222,6 +226,9 @@ class SocketServer:
         await self._abort_connections()
 
     async def _abort_connections(self) -> None:
+        if self._owner_check is not None:
+            self._owner_check.cancel()
+            self._owner_check = None
         for conn in [*self._connections, *self._held]:
             conn.abort()
         # Give the loop a turn so transports run connection_lost.
@@ -297,6 +304,24 @@ class SocketServer:
         if not self.memory_waiters:
             log.debug("%d request bytes in flight (queued.max.request.bytes): reading pauses", self.request_bytes)
         self.memory_waiters[conn] = None
+        if self._owner_check is None and self.memory_owner is not None:
+            self._owner_check = self.loop.call_later(OWNER_STALL_S, self._check_owner)
+
+    def _check_owner(self) -> None:
+        """A connection finishing its frame at the bound that stalls must not hold up the others: after
+        ``OWNER_STALL_S`` without a byte, the turn goes to a waiting connection in the middle of a frame
+        (the stalled one pauses at its next read, as any other)."""
+        self._owner_check = None
+        owner = self.memory_owner
+        if owner is None or not self.memory_waiters:
+            return
+        idle = self.loop.time() - owner.last_active
+        if idle >= OWNER_STALL_S:
+            self.memory_owner = None
+            self.memory_released()
+            idle = 0.0
+        if self.memory_owner is not None and self.memory_waiters:
+            self._owner_check = self.loop.call_later(OWNER_STALL_S - idle, self._check_owner)
 
     def memory_released(self) -> None:
         """Request bytes were let go of: below the bound every waiter reads on; at it, one that is in

@@ -162,3 +162,25 @@ def test_buffers_of_a_closed_connection_go_back_to_the_pool(run_server: Runner) 
         assert pool.idle_bytes == pool.owned_bytes == 3 * 512 * 1024 and pool.allocated == 3
 
     run_server(body)
+
+
+def test_a_stalled_frame_at_the_bound_does_not_hold_up_the_others(run_server: Runner) -> None:
+    """The connection whose read crossed the bound in the middle of a frame reads on; when it then sends
+    nothing, another connection in the middle of a frame gets the turn and completes its frame."""
+
+    async def body(server: SocketServer, handler: ToyHandler) -> None:
+        (a_r, a_w), (_, b_w) = await connect(server), await connect(server)
+        a_frame = frame(b"echo:" + b"a" * 1_500_000)
+        a_w.write(a_frame[:600_000])
+        await wait_for(lambda: server.request_bytes == 600_000 - 4)
+        b_w.write(struct.pack(">i", 2 * MIB) + b"b" * 600_000)  # crosses the bound: b reads on, then stalls
+        await wait_for(lambda: server.memory_owner is not None)
+        a_w.write(a_frame[600_000:700_000])  # read, then a pauses: b has the turn
+        await wait_for(lambda: len(server.memory_waiters) == 1)
+        a_w.write(a_frame[700_000:])
+        assert await asyncio.wait_for(read_frame(a_r), 10.0) == b"a" * 1_500_000
+        await wait_for(lambda: server.request_bytes == 600_000 and not server.memory_waiters)
+        a_w.close()
+        b_w.close()
+
+    run_server(body, max_queued_bytes=1_000_000)
