@@ -31,9 +31,9 @@ bounds, the broker-wide one is checked per frame, so the frames of one read may 
 Memory. The bytes of requests in flight (read, queued, being handled, or a frame still arriving) are
 counted against the server's ``max_queued_bytes`` (Kafka's ``queued.max.request.bytes``; 0 or less:
 no bound). At the bound, a connection that reads pauses after that read (paused, not refused), except
-one connection in the middle of a frame, which reads on until its frame is complete, so bytes held by
-frames still arriving can never stall every connection; reading resumes once the count is below the
-bound again.
+one connection in the middle of a frame, which reads on until its frame is complete (the server hands
+the turn on when it stalls), so bytes held by frames still arriving can never stall every connection;
+reading resumes once the count is below the bound again.
 
 Writing. ``bytes`` chunks go through the transport; the responses to requests that were read
 together (pipelined) are gathered into one write, flushed when the worker yields or the queue
