@@ -125,6 +125,7 @@ class Broker:
             receive_buffer_bytes=int(config.get("socket.receive.buffer.bytes")),
             quotas=ConnectionQuotas(*self._connection_quota_values({})),
             max_queued_requests=int(config.get("queued.max.requests")),
+            max_queued_bytes=int(config.get("queued.max.request.bytes")),
         )
         bound_host, bound_port = await self._server.start()
         self._bound = (bound_host, bound_port)

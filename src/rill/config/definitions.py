@@ -277,6 +277,17 @@ for _args, _opts in [
     (("queued.max.requests", INT, 500, "Requests read ahead before reading pauses.", at_least(1), HIGH), {}),
     (
         (
+            "queued.max.request.bytes",
+            LONG,
+            -1,
+            "Bytes of requests in flight before reading pauses (0 or less: no bound).",
+            None,
+            MEDIUM,
+        ),
+        {},
+    ),
+    (
+        (
             "num.io.threads",
             INT,
             8,

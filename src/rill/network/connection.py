@@ -12,7 +12,8 @@ so the log can stamp a produced batch's header in place, as it does for large fr
 larger than ``DIRECT_READ_BYTES`` borrows a buffer from the server's ``MemoryPool`` that the socket
 reads straight into, so the records of a big Produce are copied once, by the kernel, into memory
 that was touched before; the buffer goes back to the pool once the request has been answered and
-nothing refers to it any more. A partial small frame left
+nothing refers to it any more (a frame the pool cannot serve gets a lazily mapped buffer, so its
+memory is taken as its bytes arrive, not at the size it declares). A partial small frame left
 at the end of a read is kept (at most ``DIRECT_READ_BYTES + 4`` bytes) and put back in front of
 the next read. After a large frame the next read asks for the 4-byte size alone, so when a client
 streams big Produce requests each one is read straight into its own buffer, instead of its first
@@ -26,6 +27,13 @@ frames queued on all connections together reach the server's ``max_queued_reques
 ``queued.max.requests``; reading resumes once they are down to half), or when the transport's write
 buffer is full (a client that does not read its responses stops being read). Like the per-connection
 bounds, the broker-wide one is checked per frame, so the frames of one read may pass it.
+
+Memory. The bytes of requests in flight (read, queued, being handled, or a frame still arriving) are
+counted against the server's ``max_queued_bytes`` (Kafka's ``queued.max.request.bytes``; 0 or less:
+no bound). At the bound, a connection that reads pauses after that read (paused, not refused), except
+one connection in the middle of a frame, which reads on until its frame is complete (the server hands
+the turn on when it stalls), so bytes held by frames still arriving can never stall every connection;
+reading resumes once the count is below the bound again.
 
 Writing. ``bytes`` chunks go through the transport; the responses to requests that were read
 together (pipelined) are gathered into one write, flushed when the worker yields or the queue
@@ -44,7 +52,6 @@ import collections
 import logging
 import os
 import struct
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
@@ -56,26 +63,6 @@ if TYPE_CHECKING:
     from rill.network.server import SocketServer
 
 log = logging.getLogger("rill.network")
-
-
-class CloseLog:
-    """Connections closed on a handler's ``CloseConnection``: one INFO line at most every ``interval_s`` (a
-    client that reconnects and repeats its request would otherwise fill the log), the others at DEBUG."""
-
-    def __init__(self, interval_s: float) -> None:
-        self.interval_s = interval_s
-        self.last = -interval_s
-        self.quiet = 0
-
-    def __call__(self, message: str) -> None:
-        now = time.monotonic()
-        if now - self.last < self.interval_s:
-            self.quiet += 1
-            log.debug("%s", message)
-            return
-        more = f" ({self.quiet} more such closes since the last line, at DEBUG)" if self.quiet else ""
-        self.last, self.quiet = now, 0
-        log.info("%s%s", message, more)
 
 
 DIRECT_READ_BYTES = 64 * 1024
@@ -125,6 +112,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._after_large = False  # the last frame was read directly: read the next size alone
         self._queue: collections.deque[tuple[memoryview, bytearray | None]] = collections.deque()
         self._queued_bytes = 0
+        self.in_flight_bytes = 0  # request bytes in memory, counted in the server's request_bytes
         self._worker: asyncio.Task[None] | None = None
         self._reading_paused = False
         self._held = False
@@ -163,9 +151,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self.closed = True
         self._drop_queue()
+        if self._direct is not None:
+            self._direct.release()
+            if self._direct_buf is not None:
+                self._pool.release(self._direct_buf)
         self._direct = None
         self._direct_buf = None
         self._partial = b""
+        self._server.forget_memory_waiter(self)
+        self._uncharge(self.in_flight_bytes)  # a request still being handled is let go of here too
         self._wake_writers()
         self._release_watch_fd()
         self._server.connection_lost(self)
@@ -235,22 +229,37 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return view[:4]
         return view
 
+    @property
+    def mid_frame(self) -> bool:
+        """True while part of a frame has been read."""
+        return self._direct is not None or bool(self._partial)
+
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = self._loop.time()
         direct = self._direct
         if direct is not None:
             self._direct_filled += nbytes
+            self._charge(nbytes)
             if self._direct_filled == len(direct):
                 self._direct = None
                 buf, self._direct_buf = self._direct_buf, None
                 self._after_large = True
                 self._enqueue(direct, buf)
+            self._check_memory()
             return
-        end = len(self._partial) + nbytes
+        kept = len(self._partial)
+        end = kept + nbytes
         self._partial = b""
+        self._charge(nbytes)  # the kept partial frame was counted when it arrived
+        self._read_frames(end)
+        self._check_memory()
+
+    def _read_frames(self, end: int) -> None:
+        """Take the frames out of the first ``end`` bytes of the scratch buffer."""
         view = self._scratch.view
         data = self._scratch.data
         pos = 0
+        headers = 0  # size prefixes taken (counted as they arrived, not kept)
         while end - pos >= 4:
             size = _size.unpack_from(data, pos)[0]
             if size < 0 or size > self._max_request_bytes:
@@ -258,6 +267,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             available = end - pos - 4
             if available >= size:
+                headers += 1
                 start = pos + 4
                 pos = start + size
                 if size > DIRECT_READ_BYTES:
@@ -272,6 +282,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._enqueue(memoryview(bytearray(view[start:pos])), None)
                 continue
             if size > DIRECT_READ_BYTES:
+                # Only the bytes that arrived are in memory; the rest fill in as they come.
+                headers += 1
                 frame, buf = self._pool.acquire(size)
                 frame[:available] = view[pos + 4 : end]
                 self._direct = frame
@@ -281,6 +293,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             break
         if pos < end:
             self._partial = view[pos:end].tobytes()
+        if headers:
+            self._uncharge(4 * headers)
 
     def eof_received(self) -> bool | None:
         # Half-closed by the client: answer what was asked, then close.
@@ -290,7 +304,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return True
 
     def _reject(self, size: int) -> None:
-        log.warning(
+        self._server.peer_log(
+            "frame size",
+            logging.WARNING,
             "closing connection from %s: request frame size %d is outside 0..%d (socket.request.max.bytes)",
             self.info,
             size,
@@ -319,19 +335,59 @@ class KafkaConnection(asyncio.BufferedProtocol):
             server.wait_for_queue_room(self)
 
     def _drop_queue(self) -> None:
-        """Forget the frames not handled yet (the connection is closing)."""
+        """Forget the frames not handled yet (the connection is closing); their buffers go back to the pool."""
         if not self._held:
             self._server.queued_requests -= len(self._queue)
-        self._queue.clear()
+        while self._queue:
+            frame, buf = self._queue.popleft()
+            frame.release()
+            if buf is not None:
+                self._pool.release(buf)
+        self._uncharge(self._queued_bytes)
         self._queued_bytes = 0
+
+    # ------------------------------------------------------------------ memory
+
+    def _charge(self, nbytes: int) -> None:
+        if not self.closed:
+            self.in_flight_bytes += nbytes
+            self._server.request_bytes += nbytes
+
+    def _uncharge(self, nbytes: int) -> None:
+        nbytes = min(nbytes, self.in_flight_bytes)
+        if nbytes > 0:
+            self.in_flight_bytes -= nbytes
+            server = self._server
+            server.request_bytes -= nbytes
+            if server.memory_waiters:
+                server.memory_released()
+
+    def _check_memory(self) -> None:
+        """After a read: pause when the request bytes in flight are at ``queued.max.request.bytes``."""
+        server = self._server
+        if server.max_queued_bytes <= 0 or self.closed:
+            return
+        owner = server.memory_owner
+        if server.request_bytes < server.max_queued_bytes:
+            if owner is self and not self.mid_frame:
+                server.memory_owner = None
+            return
+        if self.mid_frame and (owner is None or owner is self):
+            server.memory_owner = self  # reads on until its frame is complete
+            return
+        if owner is self:
+            server.memory_owner = None
+        self._pause_reading()
+        server.wait_for_memory(self)
 
     def _pause_reading(self) -> None:
         if not self._reading_paused and self.transport is not None and not self.closed:
             self._reading_paused = True
             self.transport.pause_reading()
 
-    def resume_after_queue_wait(self) -> None:
-        """The server's queues are down again: read on, unless something else still holds reading."""
+    def resume_after_wait(self) -> None:
+        """The server's queues or request bytes are down again (or this connection may finish its frame at
+        the bytes bound): read on, unless something else still holds reading."""
         self._maybe_resume_reading()
 
     def _maybe_resume_reading(self) -> None:
@@ -345,6 +401,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             and self.transport is not None
         ):
             server = self._server
+            if self in server.memory_waiters:
+                return  # resumed by the server when memory frees
             if server.queued_requests > server.max_queued_requests // 2 and (
                 server.queued_requests >= server.max_queued_requests or self in server.queue_waiters
             ):
@@ -362,29 +420,42 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             while queue and not self.closed:
                 frame, buf = queue.popleft()
-                self._queued_bytes -= len(frame)
+                size = len(frame)
+                self._queued_bytes -= size
                 server.queued_requests -= 1
                 self._maybe_resume_reading()
                 if server.queue_waiters and server.queued_requests <= server.max_queued_requests // 2:
                     server.resume_queue_waiters()
+                failed = False
                 try:
                     response = await handler.handle(self.info, frame)
                 except Exception as e:
+                    failed = True
+                    response = None
                     if isinstance(e, CloseConnection):
-                        server.close_log(f"closing connection from {self.info}: {e}")
+                        server.peer_log("close", logging.INFO, "closing connection from %s: %s", self.info, e)
                     else:
-                        log.exception("closing connection from %s: request handler failed", self.info)
-                    self._drop_queue()
-                    self.close()  # responses already due still go out first
-                    return
+                        server.peer_log(
+                            "handler failed",
+                            logging.ERROR,
+                            "closing connection from %s: request handler failed",
+                            self.info,
+                            exc_info=True,
+                        )
                 del frame
-                if response is not None and not self.closed and not await self._send(response):
-                    return
+                sent = failed or response is None or self.closed or await self._send(response)
                 del response
                 if buf is not None:
                     # Only when no view of it is left (checked by the pool); the response is written.
                     self._pool.release(buf)
                     buf = None
+                self._uncharge(size)
+                if failed:
+                    self._drop_queue()
+                    self.close()  # responses already due still go out first
+                    return
+                if not sent:
+                    return
                 self.last_active = self._loop.time()
                 if not queue or self._out_bytes >= COALESCE_BYTES:
                     self._flush()

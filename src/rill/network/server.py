@@ -5,8 +5,11 @@ free port, see ``bound_addresses``), keeps the set of live connections, closes c
 for longer than ``connections.max.idle.ms`` with one periodic sweep (no timer per connection, so
 thousands of idle connections cost a few kilobytes each), applies Kafka's connection quotas
 (``connection_quotas``: a client address at ``max.connections.per.ip`` is refused, a broker at
-``max.connections`` holds new connections unread until one closes), and stops gracefully: stop
-accepting, let queued requests finish within a bounded wait, then close every connection.
+``max.connections`` holds new connections unread until one closes), counts the bytes of requests
+in flight on all connections against ``queued.max.request.bytes`` (see ``connection``), and stops
+gracefully: stop accepting, let queued requests finish within a bounded wait, then close every
+connection. Lines a client can cause at will (refused connections, bad frames) are rate-limited
+(``RateLimitedLog``).
 """
 
 from __future__ import annotations
@@ -21,16 +24,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from rill.network.connection import CloseLog, KafkaConnection, ReadBuffer
+from rill.network.connection import KafkaConnection, ReadBuffer
 from rill.network.connection_quotas import INT_MAX, ConnectionQuotas
 from rill.network.handler import RequestHandler
-from rill.network.memory_pool import MemoryPool
+from rill.network.memory_pool import DEFAULT_POOL_BYTES, MemoryPool
+from rill.network.rate_limited_log import RateLimitedLog
 
 log = logging.getLogger("rill.network")
 
 DEFAULT_MAX_REQUEST_BYTES = 104857600
 DEFAULT_MAX_IDLE_MS = 600000
 DEFAULT_MAX_QUEUED_REQUESTS = 500
+DEFAULT_MAX_QUEUED_BYTES = -1
+OWNER_STALL_S = 1.0
+"""At ``queued.max.request.bytes``, the connection finishing its frame that sends nothing for this long
+gives its turn to another connection in the middle of a frame."""
 
 
 class ListenerAddress(Protocol):
@@ -71,6 +79,7 @@ class SocketServer:
         receive_buffer_bytes: int = -1,
         quotas: ConnectionQuotas | None = None,
         max_queued_requests: int = DEFAULT_MAX_QUEUED_REQUESTS,
+        max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
     ) -> None:
         """Listen on ``host:port`` as ``listener_name``, or on every address in ``listeners`` when given.
 
@@ -81,7 +90,10 @@ class SocketServer:
         leaves them to the OS, which on Linux then sizes them to the traffic); ``quotas`` the
         connection limits (none by default; ``update_quotas`` changes them while running);
         ``max_queued_requests`` Kafka's ``queued.max.requests``, the frames read ahead on all
-        connections together before reading pauses.
+        connections together before reading pauses; ``max_queued_bytes`` Kafka's
+        ``queued.max.request.bytes``, the bytes of requests in flight on all connections together
+        before reading pauses (0 or less: no bound; the memory of a frame is taken as its bytes
+        arrive either way).
         """
         self.handler = handler
         self.max_request_bytes = max_request_bytes
@@ -97,7 +109,12 @@ class SocketServer:
         self.quotas = quotas if quotas is not None else ConnectionQuotas()
         self.max_queued_requests = max_queued_requests
         self.queued_requests = 0  # frames read and not yet handled, on all connections
-        self.close_log = CloseLog(10.0)  # connections closed on a handler's CloseConnection
+        self.max_queued_bytes = max_queued_bytes
+        self.request_bytes = 0  # bytes of requests in flight (arriving, queued or being handled)
+        self.memory_waiters: dict[KafkaConnection, None] = {}  # paused until request_bytes is below the bound
+        self.memory_owner: KafkaConnection | None = None  # reads on at the bound to finish its frame
+        self._owner_check: asyncio.TimerHandle | None = None
+        self.peer_log = RateLimitedLog(log)  # lines a client can cause at will
         self.queue_waiters: set[KafkaConnection] = set()  # paused until queued_requests is down to half
         # Connections taken in while the broker is at max.connections, unread, oldest first.
         self._held: collections.OrderedDict[KafkaConnection, None] = collections.OrderedDict()
@@ -105,7 +122,8 @@ class SocketServer:
         self._sweeper: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.read_buffer = ReadBuffer()
-        self.memory_pool = MemoryPool()
+        pool_bytes = DEFAULT_POOL_BYTES if max_queued_bytes <= 0 else min(DEFAULT_POOL_BYTES, max_queued_bytes)
+        self.memory_pool = MemoryPool(pool_bytes)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -208,6 +226,9 @@ class SocketServer:
         await self._abort_connections()
 
     async def _abort_connections(self) -> None:
+        if self._owner_check is not None:
+            self._owner_check.cancel()
+            self._owner_check = None
         for conn in [*self._connections, *self._held]:
             conn.abort()
         # Give the loop a turn so transports run connection_lost.
@@ -232,18 +253,26 @@ class SocketServer:
         if self.quotas.slot_available() and not self._held:
             self._admit(conn)
         elif len(self._held) >= self._backlog:
-            log.info("refusing connection %s: %d wait for a slot already", conn.info.connection_id, len(self._held))
+            self.peer_log(
+                "no slot", logging.INFO, "refusing connection %s: %d wait for a slot already",
+                conn.info.connection_id, len(self._held),
+            )
             conn.abort()
         else:
             conn.hold()
             self._held[conn] = None
             if len(self._held) == 1:
-                log.info("max.connections (%d) reached; new connections wait", self.quotas.max_connections)
+                self.peer_log(
+                    "held", logging.INFO, "max.connections (%d) reached; new connections wait",
+                    self.quotas.max_connections,
+                )
 
     def _admit(self, conn: KafkaConnection) -> None:
         host = conn.info.client_host
         if not self.quotas.try_inc(host):
-            log.info(
+            self.peer_log(
+                "per ip",
+                logging.INFO,
                 "refusing connection %s: %s has %d connections, its max.connections.per.ip is %d",
                 conn.info.connection_id, host, self.quotas.count(host), self.quotas.limit_for(host),
             )
@@ -268,7 +297,52 @@ class SocketServer:
     def resume_queue_waiters(self) -> None:
         waiters, self.queue_waiters = self.queue_waiters, set()
         for conn in waiters:
-            conn.resume_after_queue_wait()
+            conn.resume_after_wait()
+
+    def wait_for_memory(self, conn: KafkaConnection) -> None:
+        """``conn`` stopped reading because ``request_bytes`` is at ``max_queued_bytes``."""
+        if not self.memory_waiters:
+            log.debug("%d request bytes in flight (queued.max.request.bytes): reading pauses", self.request_bytes)
+        self.memory_waiters[conn] = None
+        if self._owner_check is None and self.memory_owner is not None:
+            self._owner_check = self.loop.call_later(OWNER_STALL_S, self._check_owner)
+
+    def _check_owner(self) -> None:
+        """A connection finishing its frame at the bound that stalls must not hold up the others: after
+        ``OWNER_STALL_S`` without a byte, the turn goes to a waiting connection in the middle of a frame
+        (the stalled one pauses at its next read, as any other)."""
+        self._owner_check = None
+        owner = self.memory_owner
+        if owner is None or not self.memory_waiters:
+            return
+        idle = self.loop.time() - owner.last_active
+        if idle >= OWNER_STALL_S:
+            self.memory_owner = None
+            self.memory_released()
+            idle = 0.0
+        if self.memory_owner is not None and self.memory_waiters:
+            self._owner_check = self.loop.call_later(OWNER_STALL_S - idle, self._check_owner)
+
+    def memory_released(self) -> None:
+        """Request bytes were let go of: below the bound every waiter reads on; at it, one that is in
+        the middle of a frame does (when none is reading on already), so that frame can complete."""
+        if self.request_bytes < self.max_queued_bytes or self.max_queued_bytes <= 0:
+            waiters, self.memory_waiters = self.memory_waiters, {}
+            for conn in waiters:
+                conn.resume_after_wait()
+        elif self.memory_owner is None:
+            for conn in self.memory_waiters:
+                if conn.mid_frame:
+                    del self.memory_waiters[conn]
+                    self.memory_owner = conn
+                    conn.resume_after_wait()
+                    return
+
+    def forget_memory_waiter(self, conn: KafkaConnection) -> None:
+        """``conn`` is closing: it waits for memory no more and finishes no frame."""
+        self.memory_waiters.pop(conn, None)
+        if self.memory_owner is conn:
+            self.memory_owner = None
 
     def connection_lost(self, conn: KafkaConnection) -> None:
         self.queue_waiters.discard(conn)

@@ -16,9 +16,9 @@ Runner = Callable[..., None]
 
 
 def test_acquire_gives_exact_views_and_reuses_released_buffers() -> None:
-    pool = MemoryPool(max_idle_bytes=8 * 1024 * 1024)
+    pool = MemoryPool(max_bytes=8 * 1024 * 1024)
     view, buf = pool.acquire(300_000)
-    assert len(view) == 300_000 and len(buf) == 512 * 1024
+    assert buf is not None and len(view) == 300_000 and len(buf) == 512 * 1024
     view[:3] = b"abc"
     del view
     assert pool.release(buf)
@@ -26,12 +26,13 @@ def test_acquire_gives_exact_views_and_reuses_released_buffers() -> None:
     again, buf2 = pool.acquire(400_000)
     assert buf2 is buf and len(again) == 400_000 and pool.reused == 1
     small, sbuf = pool.acquire(10)
-    assert len(small) == 10 and len(sbuf) == MIN_POOLED_BYTES
+    assert sbuf is not None and len(small) == 10 and len(sbuf) == MIN_POOLED_BYTES
 
 
 def test_buffer_with_live_view_is_not_pooled() -> None:
     pool = MemoryPool()
     view, buf = pool.acquire(100_000)
+    assert buf is not None
     kept = view[10:20]
     del view
     assert not pool.release(buf)
@@ -41,14 +42,33 @@ def test_buffer_with_live_view_is_not_pooled() -> None:
     assert buf2 is not buf
 
 
-def test_pool_is_bounded() -> None:
-    pool = MemoryPool(max_idle_bytes=1024 * 1024)
-    bufs = [pool.acquire(1024 * 1024)[1] for _ in range(3)]
-    assert [pool.release(b) for b in bufs] == [True, False, False]
+def test_pool_is_bounded_and_lazily_maps_what_it_cannot_serve() -> None:
+    pool = MemoryPool(max_bytes=1024 * 1024)
+    first_view, first = pool.acquire(1024 * 1024)
+    assert first is not None and pool.owned_bytes == 1024 * 1024
+    # The pool owns its bound already: the others get a buffer of their own, not kept.
+    second_view, second = pool.acquire(1024 * 1024)
+    assert second is None and len(second_view) == 1024 * 1024 and not second_view.readonly
     huge_view, huge = pool.acquire(MAX_POOLED_BYTES + 1)
-    assert len(huge) == MAX_POOLED_BYTES + 1
-    del huge_view
-    assert not pool.release(huge)
+    assert huge is None and len(huge_view) == MAX_POOLED_BYTES + 1
+    assert pool.lazy == 2 and pool.owned_bytes == 1024 * 1024
+    del first_view
+    assert pool.release(first)
+    # An idle buffer of another size makes room for the size asked for.
+    _view, other = pool.acquire(300_000)
+    assert other is not None and pool.idle_bytes == 0 and pool.owned_bytes == 512 * 1024
+
+
+def test_buffer_given_up_is_no_longer_owned() -> None:
+    pool = MemoryPool(max_bytes=1024 * 1024)
+    view, buf = pool.acquire(1024 * 1024)
+    assert buf is not None
+    kept = view[:10]
+    assert not pool.release(buf)
+    assert pool.owned_bytes == 0
+    _again, buf2 = pool.acquire(1024 * 1024)
+    assert buf2 is not None and buf2 is not buf
+    del kept
 
 
 class KeepingHandler(ToyHandler):
