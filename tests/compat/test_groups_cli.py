@@ -55,12 +55,12 @@ def test_list_describe_reset_delete(capsys) -> None:
         assert "can only be reset if the group 'cli-group' is inactive, but the current state is Stable" in err
         consumer.close()
         # As kafka-consumer-groups.sh: an offset past either end of a partition is kept inside it, with a warning.
-        assert main(["reset", "cli-group", "--topic", "clicks", "--to-offset", "100", "--bootstrap-server", bs]) == 0
+        assert main(["reset", "cli-group", "--topic", "clicks", "--to-offset", "100", "--execute", "--bootstrap-server", bs]) == 0
         warning = "New offset (100) is higher than latest offset for topic partition clicks-0. Value will be set to 10"
         assert warning in capsys.readouterr().err
         assert main(["describe", "cli-group", "--bootstrap-server", bs, "--json"]) == 0
         assert {r["partition"]: r["lag"] for r in json.loads(capsys.readouterr().out)["partitions"]} == {0: 0, 1: 0}
-        assert main(["reset", "cli-group", "--topic", "clicks", "--to-earliest", "--bootstrap-server", bs]) == 0
+        assert main(["reset", "cli-group", "--topic", "clicks", "--to-earliest", "--execute", "--bootstrap-server", bs]) == 0
         capsys.readouterr()
         assert main(["describe", "cli-group", "--bootstrap-server", bs, "--json"]) == 0
         after = json.loads(capsys.readouterr().out)

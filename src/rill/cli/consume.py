@@ -32,8 +32,8 @@ import signal
 import sys
 import threading
 import time
-from types import FrameType
 from collections.abc import Callable, Sequence
+from types import FrameType
 from typing import IO, Any
 
 from rill.cli._common import (

@@ -59,6 +59,8 @@ def _consume_then_signal(cli_broker: CliBroker, sig: signal.Signals) -> None:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signalled_group_consumer_exits_at_once_and_leaves_its_group(cli_broker: CliBroker, sig: signal.Signals) -> None:
+def test_a_signalled_group_consumer_exits_at_once_and_leaves_its_group(
+    cli_broker: CliBroker, sig: signal.Signals
+) -> None:
     for _ in range(ROUNDS):
         _consume_then_signal(cli_broker, sig)
