@@ -187,7 +187,8 @@ def _describe(args: argparse.Namespace) -> int:
     missing = [g for g in groups if not exists(described[g])]
     reports = [_group_report(admin, g, described[g], args) for g in groups if g not in missing]
     if args.json:
-        print_json(reports[0] if len(groups) == 1 and reports else reports)
+        if reports or not missing:
+            print_json(reports[0] if len(groups) == 1 else reports)
     else:
         for rep in reports:  # as Kafka, on stderr: what the tables cannot say
             if rep["state"] == "Empty":
