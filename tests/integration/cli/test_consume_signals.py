@@ -64,3 +64,40 @@ def test_a_signalled_group_consumer_exits_at_once_and_leaves_its_group(
 ) -> None:
     for _ in range(ROUNDS):
         _consume_then_signal(cli_broker, sig)
+
+
+@pytest.mark.parametrize("group", [True, False], ids=["group", "no-group"])
+def test_a_consumer_whose_broker_went_away_still_stops_on_a_signal(group: bool) -> None:
+    """Ctrl-C after the broker has gone: the command still exits 130 with its total, within ``--timeout``.
+
+    It used to lose the KeyboardInterrupt inside the client's consume call (exit 1, "SystemError: ... returned
+    NULL without setting an exception"), and a group member then waited in close() for the session timeout
+    (45 s) to give up on leaving a group whose coordinator no longer answered."""
+    from rill.testing import broker
+
+    with broker({}) as running:
+        bs = ["--bootstrap-server", running.bootstrap_servers]
+        topic = new_topic_name("gone")
+        assert run_cli("topics", "create", topic, "--partitions", "2", *bs).returncode == 0
+        assert run_cli("produce", topic, *bs, stdin=b"a\nb\nc\n").returncode == 0
+        extra = ["--group", new_topic_name("gone-group")] if group else []
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rill.cli.consume", topic, "--from-beginning", "--timeout", "2", *extra, *bs],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )  # fmt: skip
+        try:
+            assert proc.stdout is not None
+            assert sorted(proc.stdout.readline() for _ in range(3)) == [b"a\n", b"b\n", b"c\n"]
+            running.stop()
+            time.sleep(1.0)  # the client notices the lost connection
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=30)
+            took = time.monotonic() - sent
+        finally:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert took < 2.0 + 3.0, f"exited {took:.2f} s after the signal"
+    assert "Processed a total of 3 messages" in err.decode(), err
+    assert "Traceback" not in err.decode() and "SystemError" not in err.decode(), err
