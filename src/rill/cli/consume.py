@@ -19,7 +19,8 @@ as ``key_base64`` / ``value_base64`` instead, and such header values under ``hea
 
 Ctrl-C (SIGINT) or SIGTERM stops the command within a poll interval: it closes the consumer (a group member
 commits its position and leaves the group, so the group is rebalanced or Empty at once), prints the total and
-exits 130 or 143, as ``kafka-console-consumer`` does. A second signal exits at once.
+exits 130 or 143, as ``kafka-console-consumer`` does. The close waits at most ``--timeout`` seconds (for a
+broker that has gone away); a second signal exits at once.
 """
 
 from __future__ import annotations
