@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from cli_helpers import CliBroker, new_topic_name, run_cli
+from cli_helpers import CliBroker, new_topic_name, require_rill, run_cli
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -29,6 +29,7 @@ def _group_state(bootstrap: str, group: str) -> tuple[str, int, dict[int, int]]:
 
 
 def _consume_then_signal(cli_broker: CliBroker, sig: signal.Signals) -> None:
+    require_rill(cli_broker, "the group's state after a member leaves")
     bs = ["--bootstrap-server", cli_broker.bootstrap]
     topic = new_topic_name("sig")
     group = new_topic_name("sig-group")
