@@ -16,6 +16,11 @@ committed offsets win and the start only applies where the group has none, as in
 object a line: ``topic``, ``partition``, ``offset``, ``timestamp``, ``key``, ``value`` (text, or null) and
 ``headers`` (name to text). Bytes that are not UTF-8 (Avro, say) are not mangled: such a key or value is given
 as ``key_base64`` / ``value_base64`` instead, and such header values under ``headers_base64``.
+
+Ctrl-C (SIGINT) or SIGTERM stops the command within a poll interval: it closes the consumer (a group member
+commits its position and leaves the group, so the group is rebalanced or Empty at once), prints the total and
+exits 130 or 143, as ``kafka-console-consumer`` does. The close waits at most ``--timeout`` seconds (for a
+broker that has gone away); a second signal exits at once.
 """
 
 from __future__ import annotations
@@ -23,13 +28,16 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
+from types import FrameType
 from typing import IO, Any
 
 from rill.cli._common import (
-    EXIT_INTERRUPTED,
     CliError,
     add_connection_options,
     client_config,
@@ -42,6 +50,8 @@ from rill.cli._common import (
 Renderer = Callable[[Any], bytes]
 
 BATCH = 5000  # records taken from the client per call
+POLL_S = 0.2  # longest wait inside the client: how late a stop request is seen
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _ESCAPES = {"n": b"\n", "t": b"\t", "r": b"\r", "\\": b"\\", "0": b"\0"}
 _TOKENS = "sktpoThSK%"
@@ -187,11 +197,50 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _StopRequest:
+    """SIGINT and SIGTERM while consuming only set a flag that the loop checks between polls.
+
+    A handler that raised (Python's KeyboardInterrupt, or SIGTERM's default of dying on the spot) would land
+    inside whatever runs: a librdkafka call, a rebalance callback, the close itself. A consumer killed that way
+    never leaves its group (it stays a member, Stable, for session.timeout.ms), and an exception thrown inside
+    the client's calls can leave the close waiting. Here the close always runs from plain Python after the loop
+    ends; a second signal exits at once, for a close that does not finish."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread (an embedding caller keeps its own)
+        for sig in STOP_SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous.clear()
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        if self.signum is not None:
+            os._exit(128 + signum)
+        self.signum = signum
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.signum is None else 128 + self.signum
+
+
 class _Session:
     """The consume loop's state: which partitions are assigned and which have reached their end."""
 
-    def __init__(self, consumer: Any, args: argparse.Namespace, start: int | str | None) -> None:
+    def __init__(self, consumer: Any, args: argparse.Namespace, start: int | str | None, stop: _StopRequest) -> None:
         self.consumer = consumer
+        self.stop = stop
         self.args = args
         self.start = start
         self.assigned: set[tuple[str, int]] = set()
@@ -263,9 +312,9 @@ def _consume_loop(session: _Session, render: Renderer, out: IO[bytes]) -> None:
     idle_limit = None if args.timeout_ms is None else args.timeout_ms / 1000.0
     last_activity = time.monotonic()
     at_end = session.at_end
-    while True:
+    while not session.stop.requested:
         wanted = BATCH if limit is None else max(1, min(BATCH, limit - session.count))
-        batch = consumer.consume(num_messages=wanted, timeout=0.2)
+        batch = consumer.consume(num_messages=wanted, timeout=POLL_S)
         chunks = []
         for msg in batch:
             err = msg.error()
@@ -309,7 +358,6 @@ def _body(argv: list[str]) -> int:
         start = parse_offset(args.offset)
     extra = dict(_parse_props(args.consumer_property))
     ensure_reachable(args.bootstrap_server, args.timeout)
-    from confluent_kafka import Consumer, TopicPartition
 
     earliest = start == "earliest"
     conf = client_config(
@@ -324,15 +372,26 @@ def _body(argv: list[str]) -> int:
             **extra,
         },
     )
+    stop = _StopRequest()
+    stop.install()
+    try:
+        return _run(args, conf, render, start, stop)
+    finally:
+        stop.restore()
+
+
+def _run(
+    args: argparse.Namespace, conf: dict[str, Any], render: Renderer, start: int | str | None, stop: _StopRequest
+) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
     try:
         consumer = Consumer(conf)
     except Exception as e:
         raise CliError(f"invalid consumer config: {describe_kafka_exception(e)}") from None
-    session: _Session | None = None
-    interrupted = False
+    session = _Session(consumer, args, start, stop)
     try:
         partitions = _topic_partitions(consumer, args.topic, args.partition, args.timeout)
-        session = _Session(consumer, args, start)
         if args.group:
             consumer.subscribe([args.topic], on_assign=session.on_assign, on_revoke=session.on_revoke)
         else:
@@ -342,14 +401,38 @@ def _body(argv: list[str]) -> int:
             session.assigned = {(args.topic, p) for p in partitions}
         if args.count != 0:
             _consume_loop(session, render, sys.stdout.buffer)
-    except KeyboardInterrupt:
-        interrupted = True  # as kafka-console-consumer: the total so far, then the interrupt's exit code
     finally:
         sys.stdout.flush()
+        _close(consumer, session, max(1.0, args.timeout))
+    # As kafka-console-consumer: the total so far, then the signal's exit code.
+    _report_total(session)
+    return stop.exit_code
+
+
+def _report_total(session: _Session) -> None:
+    if not session.args.quiet:
+        sys.stderr.write(f"Processed a total of {session.count} messages\n")
+        sys.stderr.flush()
+
+
+def _close(consumer: Any, session: _Session, timeout_s: float) -> None:
+    """Close the consumer (commit, LeaveGroup), bounded: if the broker does not answer within ``timeout_s``
+    the process still ends, with the total and the exit code it would have had."""
+
+    def give_up() -> None:
+        if session.stop.requested:
+            _report_total(session)
+        sys.stderr.write(f"error: the consumer did not close within {timeout_s:g} s\n")
+        sys.stderr.flush()
+        os._exit(session.stop.exit_code or 1)
+
+    watchdog = threading.Timer(timeout_s, give_up)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
         consumer.close()
-    if not args.quiet:
-        sys.stderr.write(f"Processed a total of {session.count if session is not None else 0} messages\n")
-    return EXIT_INTERRUPTED if interrupted else 0
+    finally:
+        watchdog.cancel()
 
 
 def _parse_props(items: list[str] | None) -> list[tuple[str, str]]:

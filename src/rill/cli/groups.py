@@ -1,12 +1,20 @@
-"""``rill groups``: list, describe and delete consumer groups, and reset their offsets (Kafka's
-``kafka-consumer-groups``). Works against any Kafka-protocol broker.
+"""``rill groups``: list, describe and delete consumer groups, reset and delete their committed offsets
+(Kafka's ``kafka-consumer-groups``). Works against any Kafka-protocol broker.
 
-    rill groups list
-    rill groups describe GROUP          members, assignments, committed offset, log end offset and lag
-    rill groups delete GROUP
-    rill groups reset GROUP --topic T (--to-earliest | --to-latest | --to-offset N)
+    rill groups list [--state [STATES]]       names; with --state a STATE column (and only those states)
+    rill groups describe (GROUP... | --all-groups) [--members [--verbose] | --state | --offsets]
+    rill groups delete (GROUP... | --all-groups)
+    rill groups reset (GROUP... | --all-groups) (--topic T[:P,P] ... | --all-topics) SPEC [--dry-run | --execute]
+    rill groups delete-offsets GROUP --topic T[:P,P] ...
 
-Kafka's own form works too for ``--list``, ``--describe --group G`` and ``--delete --group G``.
+``SPEC`` is one of ``--to-earliest``, ``--to-latest``, ``--to-current``, ``--to-offset N``, ``--shift-by N``,
+``--to-datetime YYYY-MM-DDTHH:mm:SS.sss`` (local time unless a zone is given), ``--by-duration PnDTnHnMnS``.
+As in Kafka, a reset only prints its plan unless ``--execute`` is given, and only an inactive group (Empty,
+or unknown) can be reset or lose offsets of a topic it is subscribed to.
+
+Kafka's own form works too: ``--list``, ``--describe``, ``--delete``, ``--reset-offsets`` and
+``--delete-offsets`` with ``--group G`` (repeatable), e.g. ``rill groups --bootstrap-server B --group G
+--reset-offsets --to-earliest --topic T --execute``.
 """
 
 from __future__ import annotations
@@ -16,261 +24,268 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from rill.cli import groups_reset
 from rill.cli._common import (
     CliError,
     Table,
     add_connection_options,
     add_subparsers,
-    client_config,
-    describe_kafka_exception,
     kafka_tool_form,
     new_parser,
     print_json,
     print_table,
     run_main,
     run_subcommand,
-    wait_future,
 )
-from rill.cli.configs import admin_client, fetch_metadata
-
-_STATE_NAMES = {
-    "PREPARING_REBALANCING": "PreparingRebalance",
-    "COMPLETING_REBALANCING": "CompletingRebalance",
-    "STABLE": "Stable",
-    "EMPTY": "Empty",
-    "DEAD": "Dead",
-    "UNKNOWN": "Unknown",
-}
-
-
-def _state_name(state: Any) -> str:
-    """Kafka's spelling of a group state (confluent-kafka's enum names differ)."""
-    name = str(getattr(state, "name", state))
-    return _STATE_NAMES.get(name, name.title())
+from rill.cli._group_admin import (
+    TP,
+    committed_offsets,
+    describe_groups,
+    exists,
+    list_groups,
+    log_offsets,
+    parse_states,
+    result,
+    state_name,
+    target_groups,
+)
+from rill.cli.configs import admin_client
 
 
 def _list(args: argparse.Namespace) -> int:
     admin = admin_client(args)
-    result = wait_future(admin.list_consumer_groups(request_timeout=args.timeout), args.timeout, "list groups")
-    groups = sorted(result.valid, key=lambda g: g.group_id)
+    groups = list_groups(admin, args.timeout)
+    if args.state:
+        wanted = parse_states(args.state)
+        groups = [(g, s) for g, s in groups if s in wanted]
     if args.json:
-        print_json([{"group": g.group_id, "state": _state_name(g.state)} for g in groups])
+        print_json([{"group": g, "state": s} for g, s in groups])
+    elif args.state is None:  # as kafka-consumer-groups.sh --list: one name a line
+        sys.stdout.write("".join(f"{g}\n" for g, _ in groups))
     else:
-        print_table(Table(("GROUP", "STATE"), [(g.group_id, _state_name(g.state)) for g in groups]))
-    if result.errors:
-        raise CliError(f"some brokers could not list their groups: {result.errors[0]}")
+        print_table(Table(("GROUP", "STATE"), list(groups)))
     return 0
 
 
-def _describe_one(admin: Any, group: str, timeout: float) -> Any:
-    future = admin.describe_consumer_groups([group], request_timeout=timeout)[group]
-    try:
-        described = wait_future(future, timeout, f"describe group {group}")
-    except CliError:
-        raise
-    except Exception as e:
-        raise CliError(f"cannot describe group {group}: {describe_kafka_exception(e)}") from None
-    if _state_name(described.state) in ("Dead", "Unknown") and not described.members:
-        raise CliError(f"consumer group '{group}' does not exist")
-    return described
+def _assignment_text(tps: list[TP]) -> str:
+    """Kafka's way of writing an assignment: ``orders:0,2;payments:1``."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in tps:
+        by_topic.setdefault(topic, []).append(partition)
+    return ";".join(f"{t}:{','.join(str(p) for p in sorted(ps))}" for t, ps in sorted(by_topic.items())) or "-"
 
 
-def _committed(admin: Any, group: str, timeout: float) -> dict[tuple[str, int], int]:
-    from confluent_kafka import ConsumerGroupTopicPartitions
-
-    future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)[group]
-    try:
-        result = wait_future(future, timeout, f"read the offsets of group {group}")
-    except CliError:
-        raise
-    except Exception as e:
-        raise CliError(f"cannot read the offsets of group {group}: {describe_kafka_exception(e)}") from None
-    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+def _member_tps(member: Any) -> list[TP]:
+    assignment = member.assignment.topic_partitions if member.assignment else []
+    return sorted((tp.topic, tp.partition) for tp in assignment)
 
 
-def _log_end_offsets(args: argparse.Namespace, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    if not tps:
-        return {}
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(client_config(args, {"group.id": "rill-groups-cli", "enable.auto.commit": False}))
-    try:
-        out = {}
-        for topic, partition in tps:
-            try:
-                _low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=args.timeout)
-            except Exception as e:
-                raise CliError(f"cannot read the end of {topic}-{partition}: {describe_kafka_exception(e)}") from None
-            out[(topic, partition)] = high
-        return out
-    finally:
-        consumer.close()
-
-
-def _describe(args: argparse.Namespace) -> int:
-    admin = admin_client(args)
-    described = _describe_one(admin, args.group, args.timeout)
-    committed = _committed(admin, args.group, args.timeout)
-    owner: dict[tuple[str, int], Any] = {}
-    members = []
-    for m in described.members:
-        tps = [(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else [])]
-        for tp in tps:
-            owner[tp] = m
-        members.append(
+def _group_report(admin: Any, group: str, described: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Everything ``describe`` shows of one group, as the JSON output gives it."""
+    members = sorted(described.members, key=lambda m: -len(_member_tps(m)))
+    offsets_view = not (args.members or args.state)
+    committed = committed_offsets(admin, group, args.timeout) if offsets_view else {}
+    rows: list[dict[str, Any]] = []
+    owned: set[TP] = set()
+    # As Kafka: members with the most partitions first, then the committed partitions no member owns.
+    for m in members if offsets_view else ():
+        for tp in _member_tps(m):
+            owned.add(tp)
+            rows.append({"topic": tp[0], "partition": tp[1], "member": m})
+    rows += [{"topic": t, "partition": p, "member": None} for t, p in sorted(set(committed) - owned)]
+    ends = log_offsets(admin, [(r["topic"], r["partition"]) for r in rows], "latest", args.timeout) if rows else {}
+    partitions = []
+    for r in rows:
+        tp = (r["topic"], r["partition"])
+        c = committed.get(tp)
+        current = c.offset if c is not None else None
+        end = ends.get(tp)
+        m = r["member"]
+        partitions.append(
+            {
+                "topic": tp[0],
+                "partition": tp[1],
+                "leader_epoch": getattr(c, "leader_epoch", None) if c is not None else None,
+                "committed_offset": current,
+                "log_end_offset": end,
+                "lag": end - current if current is not None and end is not None and end >= 0 else None,
+                "member_id": m.member_id if m is not None else None,
+                "host": m.host if m is not None else None,
+                "client_id": m.client_id if m is not None else None,
+            }
+        )
+    coordinator = described.coordinator
+    return {
+        "group": group,
+        "state": state_name(described.state),
+        "assignor": getattr(described, "partition_assignor", "") or "",
+        "coordinator": {"id": coordinator.id, "host": coordinator.host, "port": coordinator.port}
+        if coordinator is not None
+        else None,
+        "members": [
             {
                 "member_id": m.member_id,
                 "group_instance_id": m.group_instance_id,
                 "client_id": m.client_id,
                 "host": m.host,
-                "assignment": [f"{t}-{p}" for t, p in sorted(tps)],
+                "assignment": [f"{t}-{p}" for t, p in _member_tps(m)],
+                "partitions": _member_tps(m),
             }
-        )
-    partitions = sorted(set(committed) | set(owner))
-    ends = _log_end_offsets(args, partitions)
+            for m in members
+        ],
+        "partitions": partitions,
+    }
+
+
+def _print_offsets(reports: list[dict[str, Any]], verbose: bool) -> None:
+    headers = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST"]
+    if verbose:
+        headers.insert(3, "LEADER-EPOCH")
     rows = []
-    for tp in partitions:
-        current = committed.get(tp)
-        end = ends.get(tp)
-        lag = end - current if current is not None and end is not None and end >= 0 else None
-        m = owner.get(tp)
-        rows.append(
-            {
-                "topic": tp[0],
-                "partition": tp[1],
-                "committed_offset": current,
-                "log_end_offset": end,
-                "lag": lag,
-                "member_id": m.member_id if m is not None else None,
-                "client_id": m.client_id if m is not None else None,
-                "host": m.host if m is not None else None,
-            }
-        )
-    state = _state_name(described.state)
-    assignor = getattr(described, "partition_assignor", "") or ""
+    for rep in reports:
+        for r in rep["partitions"]:
+            row = [rep["group"], r["topic"], r["partition"], r["committed_offset"], r["log_end_offset"], r["lag"]]
+            row += [r["member_id"], r["host"], r["client_id"]]
+            if verbose:
+                row.insert(3, r["leader_epoch"] if r["leader_epoch"] is not None and r["leader_epoch"] >= 0 else None)
+            rows.append(tuple(row))
+    print_table(Table((*headers, "CLIENT-ID"), rows))
+
+
+def _print_members(reports: list[dict[str, Any]], verbose: bool) -> None:
+    with_instance = any(m["group_instance_id"] for rep in reports for m in rep["members"])
+    headers = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+    if with_instance:
+        headers.insert(2, "GROUP-INSTANCE-ID")
+    if verbose:
+        headers.append("ASSIGNMENT")
+    rows = []
+    for rep in reports:
+        for m in rep["members"]:
+            row = [rep["group"], m["member_id"], m["host"], m["client_id"], len(m["partitions"])]
+            if with_instance:
+                row.insert(2, m["group_instance_id"])
+            if verbose:
+                row.append(_assignment_text(m["partitions"]))
+            rows.append(tuple(row))
+    print_table(Table(tuple(headers), rows))
+
+
+def _print_states(reports: list[dict[str, Any]]) -> None:
+    rows = []
+    for rep in reports:
+        c = rep["coordinator"]
+        coordinator = f"{c['host']}:{c['port']}  ({c['id']})" if c is not None else None
+        rows.append((rep["group"], coordinator, rep["assignor"] or None, rep["state"], len(rep["members"])))
+    print_table(Table(("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"), rows))
+
+
+def _describe(args: argparse.Namespace) -> int:
+    admin = admin_client(args)
+    groups = target_groups(admin, args)
+    described = describe_groups(admin, groups, args.timeout)
+    missing = [g for g in groups if not exists(described[g])]
+    reports = [_group_report(admin, g, described[g], args) for g in groups if g not in missing]
     if args.json:
-        print_json({"group": args.group, "state": state, "assignor": assignor, "members": members, "partitions": rows})
-        return 0
-    sys.stdout.write(f"Group {args.group}: {state}, {len(members)} member(s), assignor {assignor or '-'}\n\n")
-    print_table(
-        Table(
-            ("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "MEMBER-ID", "CLIENT-ID", "HOST"),
-            [tuple(r.values()) for r in rows],
-        )
-    )
-    if members:
-        sys.stdout.write("\n")
-        print_table(
-            Table(
-                ("MEMBER-ID", "GROUP-INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"),
-                [(m["member_id"], m["group_instance_id"], m["client_id"], m["host"], m["assignment"]) for m in members],
-            )
-        )
+        if reports or not missing:
+            print_json(reports[0] if len(groups) == 1 else reports)
+    else:
+        for rep in reports:  # as Kafka, on stderr: what the tables cannot say
+            if rep["state"] == "Empty":
+                sys.stderr.write(f"Consumer group '{rep['group']}' has no active members.\n")
+            elif rep["state"] in ("PreparingRebalance", "CompletingRebalance"):
+                sys.stderr.write(f"Warning: Consumer group '{rep['group']}' is rebalancing.\n")
+        sys.stderr.flush()
+        if args.members:
+            _print_members(reports, args.verbose)
+        elif args.state:
+            _print_states(reports)
+        elif reports:
+            _print_offsets(reports, args.verbose)
+    if missing:
+        names = ", ".join(f"'{g}'" for g in missing)
+        raise CliError(f"consumer group {names} does not exist" if len(missing) == 1 else f"{names} do not exist")
     return 0
 
 
 def _delete(args: argparse.Namespace) -> int:
     admin = admin_client(args)
-    future = admin.delete_consumer_groups([args.group], request_timeout=args.timeout)[args.group]
-    try:
-        wait_future(future, args.timeout, f"delete group {args.group}")
-    except CliError:
-        raise
-    except Exception as e:
-        raise CliError(f"cannot delete group {args.group}: {describe_kafka_exception(e)}") from None
-    sys.stdout.write(f"Deleted consumer group {args.group}\n")
-    return 0
-
-
-def _reset(args: argparse.Namespace) -> int:
-    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
-
-    admin = admin_client(args)
-    md = fetch_metadata(admin, args.timeout)
-    if args.topic not in md.topics or md.topics[args.topic].error is not None:
-        raise CliError(f"topic '{args.topic}' does not exist")
-    # As kafka-consumer-groups.sh: only a group without members (or a new one) can be reset.
-    future = admin.describe_consumer_groups([args.group], request_timeout=args.timeout)[args.group]
-    try:
-        state = _state_name(wait_future(future, args.timeout, f"describe group {args.group}").state)
-    except CliError:
-        raise
-    except Exception as e:
-        raise CliError(f"cannot describe group {args.group}: {describe_kafka_exception(e)}") from None
-    if state not in ("Empty", "Dead", "Unknown"):
-        raise CliError(
-            f"Assignments can only be reset if the group '{args.group}' is inactive, but the current state is {state}."
-        )
-    parts = sorted(md.topics[args.topic].partitions)
-    consumer = Consumer(client_config(args, {"group.id": "rill-groups-cli", "enable.auto.commit": False}))
-    try:
-        marks = {p: consumer.get_watermark_offsets(TopicPartition(args.topic, p), timeout=args.timeout) for p in parts}
-    finally:
-        consumer.close()
-    targets: dict[int, int] = {}
-    for p, (low, high) in marks.items():
-        if args.to_offset is None:
-            targets[p] = low if args.to_earliest else high
-        elif args.to_offset > high:  # kafka-consumer-groups.sh keeps the offset inside the log, saying so
-            print(f"New offset ({args.to_offset}) is higher than latest offset for topic partition "
-                  f"{args.topic}-{p}. Value will be set to {high}", file=sys.stderr)  # fmt: skip
-            targets[p] = high
-        elif args.to_offset < low:
-            print(f"New offset ({args.to_offset}) is lower than earliest offset for topic partition "
-                  f"{args.topic}-{p}. Value will be set to {low}", file=sys.stderr)  # fmt: skip
-            targets[p] = low
-        else:
-            targets[p] = args.to_offset
-    request = ConsumerGroupTopicPartitions(args.group, [TopicPartition(args.topic, p, o) for p, o in targets.items()])
-    future = admin.alter_consumer_group_offsets([request], request_timeout=args.timeout)[args.group]
-    try:
-        result = wait_future(future, args.timeout, f"reset the offsets of group {args.group}")
-    except CliError:
-        raise
-    except Exception as e:
-        raise CliError(f"cannot reset group {args.group}: {describe_kafka_exception(e)}") from None
-    failed = [tp for tp in result.topic_partitions if tp.error is not None]
+    groups = target_groups(admin, args)
+    if not groups:
+        sys.stdout.write("No consumer groups to delete.\n")
+        return 0
+    futures = admin.delete_consumer_groups(groups, request_timeout=args.timeout)
+    failed: list[str] = []
+    done: list[str] = []
+    for g in groups:
+        try:
+            result(futures[g], args.timeout, f"delete group {g}")
+            done.append(g)
+        except CliError as e:
+            failed.append(e.message)
+    if done:
+        names = ", ".join(f"'{g}'" for g in done)
+        sys.stdout.write(f"Deletion of requested consumer groups ({names}) was successful.\n")
     if failed:
-        tp = failed[0]
-        problem = f"{tp.topic}-{tp.partition}: {tp.error.name()}: {tp.error.str()}"
-        raise CliError(f"cannot reset group {args.group}: {problem}")
-    print_table(Table(("TOPIC", "PARTITION", "NEW-OFFSET"), [(args.topic, p, o) for p, o in targets.items()]))
+        raise CliError("; ".join(failed))
     return 0
+
+
+def _group_targets(p: argparse.ArgumentParser) -> None:
+    p.add_argument("groups", nargs="*", metavar="GROUP")
+    p.add_argument("--all-groups", action="store_true", help="every consumer group")
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = new_parser("rill groups", "List, describe, delete consumer groups and reset their offsets.")
+    parser = new_parser(
+        "rill groups", "List, describe and delete consumer groups; reset and delete their committed offsets."
+    )
     sub = add_subparsers(parser)
 
     p = sub.add_parser("list", help="list consumer groups")
+    p.add_argument(
+        "--state", nargs="?", const="", metavar="STATES",
+        help="show each group's state; with a comma-separated list, only groups in those states",
+    )  # fmt: skip
     add_connection_options(p)
     p.set_defaults(run=_list)
 
-    p = sub.add_parser("describe", help="members, assignments, offsets and lag of a group")
-    p.add_argument("group", metavar="GROUP", help="consumer group id")
+    p = sub.add_parser("describe", help="offsets and lag, members, or state of groups")
+    _group_targets(p)
+    view = p.add_mutually_exclusive_group()
+    view.add_argument("--offsets", action="store_true", help="committed and log end offsets, lag (the default)")
+    view.add_argument("--members", action="store_true", help="the members (with --verbose, their assignments)")
+    view.add_argument("--state", action="store_true", help="coordinator, assignment strategy, state, member count")
     add_connection_options(p)
     p.set_defaults(run=_describe)
 
-    p = sub.add_parser("delete", help="delete an empty group and its committed offsets")
-    p.add_argument("group", metavar="GROUP", help="consumer group id")
+    p = sub.add_parser("delete", help="delete empty groups and their committed offsets")
+    _group_targets(p)
     add_connection_options(p, json_output=False)
     p.set_defaults(run=_delete)
 
-    p = sub.add_parser("reset", help="set a group's committed offsets for a topic (the group must be empty)")
-    p.add_argument("group", metavar="GROUP", help="consumer group id")
-    p.add_argument("--topic", required=True, metavar="TOPIC", help="topic whose offsets to reset")
-    target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--to-earliest", action="store_true", help="the first offset still in the log")
-    target.add_argument("--to-latest", action="store_true", help="the log end offset (skip everything)")
-    target.add_argument("--to-offset", type=int, metavar="N", help="this offset in every partition")
-    add_connection_options(p, json_output=False)
-    p.set_defaults(run=_reset)
+    p = sub.add_parser("reset", help="plan (or with --execute, apply) new committed offsets for inactive groups")
+    _group_targets(p)
+    groups_reset.add_reset_arguments(p)
+    add_connection_options(p)
+    p.set_defaults(run=groups_reset.reset)
+
+    p = sub.add_parser("delete-offsets", help="delete a group's committed offsets of topics or partitions")
+    p.add_argument("group", metavar="GROUP")
+    p.add_argument("--topic", action="append", required=True, metavar="T[:P,P]", help="topic (repeatable)")
+    add_connection_options(p)
+    p.set_defaults(run=groups_reset.delete_offsets)
     return parser
 
 
-KAFKA_ACTIONS = {"--list": "list", "--describe": "describe", "--delete": "delete"}
-"""kafka-consumer-groups.sh's action flags, and the subcommand each one is (its ``--reset-offsets`` is a dry
-run without ``--execute``, where ``rill groups reset`` applies at once, so it is not taken as ``reset``)."""
+KAFKA_ACTIONS = {
+    "--list": "list",
+    "--describe": "describe",
+    "--delete": "delete",
+    "--reset-offsets": "reset",
+    "--delete-offsets": "delete-offsets",
+}
+"""kafka-consumer-groups.sh's action flags, and the subcommand each one is."""
 
 
 def _body(argv: list[str]) -> int:
