@@ -232,7 +232,7 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _group_targets(p: argparse.ArgumentParser) -> None:
-    p.add_argument("groups", nargs="*", metavar="GROUP")
+    p.add_argument("groups", nargs="*", metavar="GROUP", help="the group(s) (or --group G, as Kafka's tool takes)")
     p.add_argument("--all-groups", action="store_true", help="every consumer group")
 
 
@@ -271,7 +271,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=groups_reset.reset)
 
     p = sub.add_parser("delete-offsets", help="delete a group's committed offsets of topics or partitions")
-    p.add_argument("group", metavar="GROUP")
+    p.add_argument("group", metavar="GROUP", help="the consumer group")
     p.add_argument("--topic", action="append", required=True, metavar="T[:P,P]", help="topic (repeatable)")
     add_connection_options(p)
     p.set_defaults(run=groups_reset.delete_offsets)
