@@ -117,13 +117,16 @@ def free_ports(count: int) -> list[int]:
         return [s.getsockname()[1] for s in socks]
 
 
+_Request = tuple[Callable[[], sp.Popen[bytes]], Future[sp.Popen[bytes]]]
+
+
 class _Spawner:
     """Starts children from one daemon thread that lives as long as the process (a new one after a fork)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pid = -1
-        self._queue: queue.SimpleQueue[tuple[Callable[[], sp.Popen[bytes]], Future[sp.Popen[bytes]]]]
+        self._queue: queue.SimpleQueue[_Request]
 
     def popen(self, start: Callable[[], sp.Popen[bytes]]) -> sp.Popen[bytes]:
         with self._lock:
@@ -136,7 +139,7 @@ class _Spawner:
         return result.result()
 
     @staticmethod
-    def _run(requests: queue.SimpleQueue[tuple[Callable[[], sp.Popen[bytes]], Future[sp.Popen[bytes]]]]) -> None:
+    def _run(requests: queue.SimpleQueue[_Request]) -> None:
         while True:
             start, result = requests.get()
             try:
@@ -204,11 +207,9 @@ class ZooKeeperEnsemble:
         self._owner_pid = os.getpid()
         self._temporary = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="rill-zookeeper-")) if data_dir is None else Path(data_dir)
-        ports = free_ports(3 * size)
-        self._servers = [
-            _Server(i, ports[3 * i], ports[3 * i + 1], ports[3 * i + 2], self.data_dir / f"server-{i + 1}")
-            for i in range(size)
-        ]
+        self._servers = [_Server(i, 0, 0, 0, self.data_dir / f"server-{i + 1}") for i in range(size)]
+        self._assign_ports()
+        self._started = False  # once started, a server keeps its ports: clients know them
         self._config = {
             "tickTime": str(tick_ms),
             "initLimit": str(init_limit),
@@ -259,10 +260,20 @@ class ZooKeeperEnsemble:
     def start(self, i: int | None = None) -> None:
         """Start server ``i`` (default: every server that is not running) and wait until it serves."""
         indexes = self._indexes(i)
-        for index in indexes:
-            if not self._servers[index].running():
-                self._launch(self._servers[index])
-        self.wait_ready(indexes)
+        for attempt in range(3):
+            for index in indexes:
+                if not self._servers[index].running():
+                    self._launch(self._servers[index])
+            try:
+                self.wait_ready(indexes)
+                break
+            except ZooKeeperError as e:
+                # A port chosen free was taken before the server bound it: try others, while no client knows them.
+                if self._started or attempt == 2 or "Address already in use" not in str(e):
+                    raise
+                self.stop()
+                self._assign_ports()
+        self._started = True
 
     def stop(self, i: int | None = None, timeout: float = 10.0) -> None:
         """Stop server ``i`` (default: all) with SIGTERM, SIGKILL after ``timeout`` seconds. Data stays."""
@@ -375,6 +386,13 @@ class ZooKeeperEnsemble:
         if not 0 <= i < self.size:
             raise IndexError(f"server index {i} out of range for {self.size} servers")
         return [i]
+
+    def _assign_ports(self) -> None:
+        ports = free_ports(3 * self.size)
+        for server in self._servers:
+            server.client_port, server.quorum_port, server.election_port = ports[
+                3 * server.index : 3 * server.index + 3
+            ]
 
     def _signal(self, i: int, sig: signal.Signals) -> None:
         server = self._servers[i]

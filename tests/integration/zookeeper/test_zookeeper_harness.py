@@ -248,7 +248,10 @@ def test_servers_die_with_the_test_process(tmp_path: Path) -> None:
     deadline = time.monotonic() + 10
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not any(alive(p) for p in pids)
+    survivors = [p for p in pids if alive(p)]
+    for pid in survivors:  # orphans: not this process's children, killed by their pid
+        os.kill(pid, signal.SIGKILL)
+    assert survivors == []
 
 
 PARENT = """
@@ -259,3 +262,21 @@ zk.start()
 print(*(zk.pid(i) for i in range(3)), flush=True)
 time.sleep(120)
 """
+
+
+def test_a_port_taken_before_the_first_start_is_replaced(monkeypatch: pytest.MonkeyPatch, busy_port: int) -> None:
+    # Ports are chosen free and released for the server to bind: another process can take one meanwhile.
+    real = zkmod.free_ports
+    calls: list[int] = []
+
+    def first_one_taken(count: int) -> list[int]:
+        calls.append(count)
+        ports = real(count)
+        return [busy_port, *ports[1:]] if len(calls) == 1 else ports
+
+    monkeypatch.setattr(zkmod, "free_ports", first_one_taken)
+    with ZooKeeperEnsemble(1) as zk:
+        assert len(calls) == 2
+        assert zk.client_port(0) != busy_port
+        assert zk.mode(0) == "standalone"
+        assert "Address already in use" in zk.log_path(0).read_text()
