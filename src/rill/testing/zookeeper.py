@@ -124,9 +124,12 @@ class _Spawner:
     """Starts children from one daemon thread that lives as long as the process (a new one after a fork)."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
         self._lock = threading.Lock()
         self._pid = -1
-        self._queue: queue.SimpleQueue[_Request]
+        self._queue: queue.SimpleQueue[_Request] = queue.SimpleQueue()
 
     def popen(self, start: Callable[[], sp.Popen[bytes]]) -> sp.Popen[bytes]:
         with self._lock:
@@ -149,6 +152,7 @@ class _Spawner:
 
 
 _SPAWNER = _Spawner()
+os.register_at_fork(after_in_child=_SPAWNER.reset)  # a lock held by a parent's thread would never be let go
 
 
 def _die_with_parent() -> Callable[[], None]:
@@ -357,7 +361,7 @@ class ZooKeeperEnsemble:
                 if code is not None:
                     raise ZooKeeperError(
                         f"ZooKeeper server {index} (port {server.client_port}) exited with code {code} before it "
-                        f"served; log {server.log_path}:\n{self.log_tail(index)}"
+                        f"served; the end of its log:\n{self.log_tail(index)}"
                     )
                 if self.mode(index, 0.5) is not None:
                     pending.remove(index)
@@ -367,8 +371,7 @@ class ZooKeeperEnsemble:
                 index = pending[0]
                 raise ZooKeeperError(
                     f"ZooKeeper server {index} (port {self._servers[index].client_port}) did not serve within "
-                    f"{limit}s (no Mode: in its srvr reply); log {self._servers[index].log_path}:\n"
-                    f"{self.log_tail(index)}"
+                    f"{limit}s (no Mode: in its srvr reply); the end of its log:\n{self.log_tail(index)}"
                 )
             time.sleep(0.05)
 

@@ -209,7 +209,9 @@ def test_everything_is_stopped_when_the_block_raises() -> None:
 def test_a_server_that_cannot_start_fails_with_its_log(tmp_path: Path) -> None:
     ensemble = ZooKeeperEnsemble(1, config={"tickTime": "not-a-number"})
     data_dir = ensemble.data_dir
-    with pytest.raises(ZooKeeperError, match=r"exited with code \d+ before it served; log .*(?s:.*)not-a-number"):
+    with pytest.raises(
+        ZooKeeperError, match=r"exited with code \d+ before it served; the end of its log:(?s:.*)not-a-number"
+    ):
         ensemble.__enter__()
     assert java_children() == []
     assert not data_dir.exists()
@@ -280,3 +282,16 @@ def test_a_port_taken_before_the_first_start_is_replaced(monkeypatch: pytest.Mon
         assert zk.client_port(0) != busy_port
         assert zk.mode(0) == "standalone"
         assert "Address already in use" in zk.log_path(0).read_text()
+
+
+def test_a_forked_child_leaves_the_servers_to_its_parent(zookeeper: ZooKeeperEnsemble) -> None:
+    child = os.fork()
+    if child == 0:  # e.g. multiprocessing's default on Linux: the child's copy must not stop the parent's server
+        try:
+            zookeeper.close()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert zookeeper.mode(0) == "standalone"
+    assert zookeeper.data_dir.exists()
