@@ -293,11 +293,15 @@ class ZooKeeperEnsemble:
             self._reap(server, timeout)
 
     def close(self) -> None:
-        """Stop every server and remove the directory if it is a temporary one."""
+        """Stop every server and remove the directory if it is a temporary one (SIGKILL then: its data goes)."""
         if os.getpid() != self._owner_pid:
             return
         try:
-            self.stop(timeout=5.0)
+            if self._temporary:
+                for i in range(self.size):
+                    self.kill(i)
+            else:
+                self.stop(timeout=5.0)
         finally:
             if self._temporary:
                 shutil.rmtree(self.data_dir, ignore_errors=True)
