@@ -20,12 +20,15 @@ opens earlier than that.
 allows short session timeouts for fast expiry tests. ``init_limit`` and ``sync_limit`` count ticks.
 
 Leaving the ``with`` block (or ``close()``) stops every server, even after an error, and removes the
-temporary directory (a given ``data_dir`` is kept). Servers never outlive the test process: each is
-started with ``PR_SET_PDEATHSIG`` (SIGKILL), from one thread that lives as long as the process, as
-the signal fires when the *thread* that started the child ends. After such a hard death the
-temporary directory stays behind. The Debian layout is expected: ``java`` on the PATH (or under
-``JAVA_HOME``) and ``/usr/share/java/zookeeper.jar`` (``apt-get install zookeeper``), whose manifest
-names the jars it needs, plus ``slf4j-simple.jar`` so that the servers' logs reach their log files.
+temporary directory (a given ``data_dir`` is kept). ``config`` adds or overrides ``zoo.cfg`` lines; the
+defaults include ``forceSync=no``: a killed server loses nothing, only a machine crash would.
+
+Servers never outlive the test process: each is started with ``PR_SET_PDEATHSIG`` (SIGKILL), from one
+thread that lives as long as the process, as the signal fires when the *thread* that started the
+child ends. After such a hard death the temporary directory stays behind. The Debian layout is
+expected: ``java`` on the PATH (or under ``JAVA_HOME``) and ``/usr/share/java/zookeeper.jar``
+(``apt-get install zookeeper``), whose manifest names the jars it needs, plus ``slf4j-simple.jar``
+so that the servers' logs reach their log files.
 """
 
 from __future__ import annotations
@@ -221,12 +224,10 @@ class ZooKeeperEnsemble:
             "clientPortAddress": "127.0.0.1",
             "admin.enableServer": "false",
             "4lw.commands.whitelist": FOUR_LETTER_WORDS,
-            "forceSync": "no",  # a killed server keeps its writes (page cache); only a machine crash would lose them
+            "forceSync": "no",
             "preAllocSize": "4096",  # KiB per transaction log file, not 64 MiB
             **(config or {}),
         }
-
-    # -- addresses -------------------------------------------------------------------------------
 
     @property
     def connect_string(self) -> str:
@@ -245,8 +246,6 @@ class ZooKeeperEnsemble:
     def pid(self, i: int) -> int | None:
         proc = self._servers[i].proc
         return proc.pid if proc is not None and proc.poll() is None else None
-
-    # -- life cycle ------------------------------------------------------------------------------
 
     def __enter__(self) -> ZooKeeperEnsemble:
         try:
@@ -326,8 +325,6 @@ class ZooKeeperEnsemble:
     def resume(self, i: int) -> None:
         self._signal(i, signal.SIGCONT)
 
-    # -- state -----------------------------------------------------------------------------------
-
     def mode(self, i: int, timeout: float = 1.0) -> str | None:
         """``standalone``, ``leader`` or ``follower`` from ``srvr``; ``None`` if server ``i`` is not serving."""
         if not self._servers[i].running():
@@ -384,8 +381,6 @@ class ZooKeeperEnsemble:
             return "\n".join(self._servers[i].log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
-
-    # -- internals -------------------------------------------------------------------------------
 
     def _indexes(self, i: int | None) -> list[int]:
         if i is None:

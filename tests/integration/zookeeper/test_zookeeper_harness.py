@@ -295,3 +295,18 @@ def test_a_forked_child_leaves_the_servers_to_its_parent(zookeeper: ZooKeeperEns
     assert os.waitstatus_to_exitcode(status) == 0
     assert zookeeper.mode(0) == "standalone"
     assert zookeeper.data_dir.exists()
+
+
+def test_a_paused_server_stops_at_once_and_a_given_directory_stays(tmp_path: Path) -> None:
+    zk = ZooKeeperEnsemble(1, data_dir=tmp_path / "zk")
+    try:
+        zk.start()
+        pid = zk.pid(0)
+        zk.pause(0)
+    finally:
+        started = time.monotonic()
+        zk.close()  # SIGTERM, and SIGCONT so that the paused JVM handles it
+    assert time.monotonic() - started < 4  # not the 5 s after which SIGKILL would end it
+    assert pid is not None and not alive(pid)
+    assert (tmp_path / "zk" / "server-1" / "data" / "version-2").is_dir()
+    assert "shutdown" in (tmp_path / "zk" / "server-1" / "zookeeper.log").read_text().lower()
