@@ -1,4 +1,4 @@
-"""pytest plugin (registered through the ``pytest11`` entry point): a ``rill_broker`` fixture.
+"""pytest plugin (registered through the ``pytest11`` entry point): ``rill_broker`` and ``zookeeper`` fixtures.
 
     def test_my_app(rill_broker):
         producer = confluent_kafka.Producer({"bootstrap.servers": rill_broker.bootstrap_servers})
@@ -9,6 +9,9 @@ temporary data directory, stopped when the test ends. The ``rill_broker_config``
 ``num.partitions``) and the options ``subprocess``, ``startup_timeout`` and ``data_dir``. Markers on
 the module, the class and the test add up, the closest winning. A name that is not a broker config
 fails the test's setup. When a test fails, the end of a subprocess broker's log is added to its report.
+
+``zookeeper`` is a standalone ZooKeeper server for the test (``rill.testing.zookeeper``); clients
+connect to ``zookeeper.connect_string``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import pytest
 
 if TYPE_CHECKING:
     from rill.testing import TestBroker
+    from rill.testing.zookeeper import ZooKeeperEnsemble
 
 MARKER = "rill_broker_config"
 LOG_LINES = 300
@@ -63,6 +67,15 @@ def rill_broker(request: pytest.FixtureRequest) -> Iterator[TestBroker]:
             yield running
         finally:
             del request.node.stash[_BROKER]
+
+
+@pytest.fixture
+def zookeeper() -> Iterator[ZooKeeperEnsemble]:
+    """A running standalone ZooKeeper server for this test, removed with its data afterwards."""
+    from rill.testing.zookeeper import ZooKeeperEnsemble
+
+    with ZooKeeperEnsemble(1) as running:
+        yield running
 
 
 @pytest.hookimpl(hookwrapper=True)
