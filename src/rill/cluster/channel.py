@@ -233,8 +233,10 @@ class BrokerConnection:
             response = await self._send(ApiKey.API_VERSIONS, version, body, self.config.request_timeout_ms / 1000)
             assert response is not None
             got = response.body
-        if got["error_code"] != ErrorCode.NONE:
-            raise KafkaError(ErrorCode(got["error_code"]), f"ApiVersions v{version} to {self} failed")
+        code = got["error_code"]
+        if code != ErrorCode.NONE:
+            known = ErrorCode(code) if code in ErrorCode._value2member_map_ else ErrorCode.UNKNOWN_SERVER_ERROR
+            raise KafkaError(known, f"ApiVersions v{version} to {self} failed with error {code}")
         self.api_versions = {e["api_key"]: (e["min_version"], e["max_version"]) for e in got["api_keys"]}
 
     # -- versions --------------------------------------------------------------------------------------

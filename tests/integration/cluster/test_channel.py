@@ -23,7 +23,7 @@ from rill.cluster.channel import (
 )
 from rill.errors import ErrorCode
 from rill.network.event_loop import run
-from rill.protocol import MESSAGES, ApiKey
+from rill.protocol import MESSAGES, ApiKey, decode_request_header, encode_response
 from rill.records.builder import build_batch
 from rill.records.record import Record, decode_records_in
 from rill.testing import TestBroker
@@ -247,6 +247,48 @@ def test_closing_the_client_ends_a_request_waiting_out_the_reconnect_backoff() -
             assert not waiting.done()
         with pytest.raises(NetworkException, match="abandoned: the network client is closed"):
             await waiting
+
+    run(main())
+
+
+def test_a_broker_that_knows_an_older_api_versions_is_asked_again_at_its_version() -> None:
+    """Kafka brokers answer an ApiVersions version they do not know with UNSUPPORTED_VERSION in the v0 body
+    format; Rill's broker knows every version the codec does, so an older broker is played by a small server."""
+    asked: list[int] = []
+
+    async def older_broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        table = [{"api_key": ApiKey.API_VERSIONS, "min_version": 0, "max_version": 2},
+                 {"api_key": ApiKey.METADATA, "min_version": 0, "max_version": 8}]
+        while True:
+            try:
+                size = int.from_bytes(await reader.readexactly(4), "big")
+            except asyncio.IncompleteReadError:
+                break
+            frame = await reader.readexactly(size)
+            header, _ = decode_request_header(frame)
+            asked.append(header.api_version)
+            if header.api_version > 2:
+                body = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": table}
+                writer.write(b"".join(bytes(c) for c in encode_response(ApiKey.API_VERSIONS, 0,
+                                                                         header.correlation_id, body)))
+            else:
+                body = {"error_code": 0, "api_keys": table, "throttle_time_ms": 0}
+                writer.write(b"".join(bytes(c) for c in encode_response(ApiKey.API_VERSIONS, header.api_version,
+                                                                         header.correlation_id, body)))
+        writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(older_broker, "127.0.0.1", 0)
+        try:
+            conn = BrokerConnection(*server.sockets[0].getsockname()[:2])
+            await conn.connect()
+            assert asked == [MESSAGES[ApiKey.API_VERSIONS].max_version, 2]
+            assert conn.api_versions[ApiKey.METADATA] == (0, 8)
+            assert conn.version_for(ApiKey.METADATA) == 8
+            await conn.close()
+        finally:
+            server.close()
+            await server.wait_closed()
 
     run(main())
 
