@@ -207,16 +207,16 @@ class BrokerConnection:
                 self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
                 await self._negotiate()
         except TimeoutError:
-            self._shutdown(f"connection setup timed out after {setup_ms} ms", abort=True)
+            self._shutdown(f"closed: setup timed out after {setup_ms} ms", abort=True)
             raise NetworkException(f"cannot connect to {self}: setup timed out after {setup_ms} ms") from None
         except OSError as e:
-            self._shutdown(f"cannot connect: {e}", abort=True)
+            self._shutdown(f"closed: cannot connect: {e}", abort=True)
             raise NetworkException(f"cannot connect to {self}: {e}") from e
         except NetworkException as e:
-            self._shutdown(str(e), abort=True)
+            self._shutdown(f"closed: {e.message}", abort=True)
             raise NetworkException(f"cannot connect to {self}: {e.message}") from e
         except BaseException:
-            self._shutdown("connection setup failed", abort=True)
+            self._shutdown("closed: connection setup failed", abort=True)
             raise
         self._connected = True
         log.debug("Connected to %s", self)
@@ -332,7 +332,7 @@ class BrokerConnection:
         try:
             await writer.drain()
         except (OSError, RuntimeError) as e:  # RuntimeError: the transport was closed under us
-            self._shutdown(f"write failed: {e}", abort=True)
+            self._shutdown(f"broken: write failed: {e}", abort=True)
 
     def _timed_out(self, corr: int, timeout_s: float) -> None:
         entry = self._in_flight.pop(corr, None)
