@@ -172,13 +172,17 @@ class RequestHeader:
     header_version: int
 
 
+_CONTROLLED_SHUTDOWN = int(ApiKey.CONTROLLED_SHUTDOWN)
+
+
 def request_header_version(api_key: int, version: int) -> int:
-    """Header v2 for flexible versions (also for versions newer than declared, when the API is flexible)."""
+    """Header v2 for flexible versions (also for versions newer than declared, when the API is flexible);
+    ControlledShutdown v0 alone uses header v0 (no client id)."""
+    if api_key == _CONTROLLED_SHUTDOWN and version == 0:
+        return 0
     spec = MESSAGES.get(api_key)
     if spec is not None:
         return 2 if spec.is_flexible(version) else 1
-    if api_key == ApiKey.CONTROLLED_SHUTDOWN and version == 0:
-        return 0
     return 1
 
 
@@ -257,7 +261,7 @@ def decode_request_header(frame: memoryview | bytes) -> tuple[RequestHeader, int
         raise ProtocolDecodeError(f"request frame of {len(buf)} bytes is shorter than a header")
     api_key, version, correlation_id, n = _HEADER_CLIENT.unpack_from(buf, 0)
     spec = MESSAGES.get(api_key)
-    if spec is not None:
+    if spec is not None and api_key != _CONTROLLED_SHUTDOWN:
         hv = 2 if spec.flexible_min_version is not None and version >= spec.flexible_min_version else 1
     else:
         hv = request_header_version(api_key, version)

@@ -111,7 +111,8 @@ def _view_rill(fields: tuple[Field, ...], v: int, spec_fields: list[dict[str, An
         if v not in f.versions:
             continue
         sf = by_name.get(f.name, {})
-        default = default_source(f) if "default" in sf and not f.is_struct and not f.is_array else None
+        # a default is compared for scalars and for arrays (a spec's "null" default), never for structs
+        default = default_source(f) if "default" in sf and (f.is_array or not f.is_struct) else None
         if default == "_ZU":
             default = None
         out.append(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rill.protocol.messages import (
     api_versions,
+    cluster,
     configs,
     fetch,
     group,
@@ -30,6 +31,7 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *configs.APIS,
     *group.APIS,
     *offsets.APIS,
+    *cluster.APIS,
 ]
 
 DATA_MESSAGES: list[Message] = list(group_data.DATA)

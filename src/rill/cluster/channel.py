@@ -1,0 +1,598 @@
+"""An asyncio Kafka-protocol client for requests between brokers, after Kafka's ``NetworkClient``.
+
+``BrokerConnection`` is one TCP connection to one broker. ``connect()`` opens it and sends ApiVersions, both
+within ``socket.connection.setup.timeout.ms``; from then on each API is sent at the highest version that both
+the broker (its ApiVersions table) and Rill's codec declare, optionally capped by the caller. Requests are
+pipelined: up to ``max.in.flight.requests.per.connection`` are written without waiting, each with its own
+correlation id, and a reader task hands every response to the request with that id (bodies decoded by the
+codec; records fields stay ``memoryview``s of the response frame). A request with no response within its
+timeout (``request.timeout.ms`` by default) fails with ``TimeoutException`` (REQUEST_TIMED_OUT) and, as in
+Kafka, the connection is closed: a broker that lets one request time out is not trusted with the others.
+When a connection closes for any reason, every request still in flight fails at once with
+``DisconnectException`` naming the reason. A closed connection is never reused.
+
+``NetworkClient`` keeps one connection per node id and opens a new one when a request needs it. After a
+failed connection attempt or a broken connection, the next attempt waits ``reconnect.backoff.ms`` doubled per
+consecutive failure up to ``reconnect.backoff.max.ms``, with +/-20% jitter (Kafka's exponential backoff); a
+connection that completes its ApiVersions exchange resets the count. A request waits out that backoff
+(within its own timeout) rather than failing, then makes one connection attempt; a failed attempt fails the
+request with ``NetworkException`` and retrying is the caller's choice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import random
+import socket
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rill.errors import ErrorCode, KafkaError
+from rill.protocol import MESSAGES, ApiKey, ProtocolError, decode_response, encode_request
+
+log = logging.getLogger(__name__)
+
+_INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_READ_LIMIT = 1 << 20  # stream buffer size before the transport pauses reading
+CLIENT_SOFTWARE_NAME = "rill"
+CLIENT_SOFTWARE_VERSION = "1"
+
+
+class NetworkException(KafkaError):
+    """A broker could not be reached or the connection to it broke (NETWORK_EXCEPTION, retriable)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.NETWORK_EXCEPTION, message)
+
+
+class DisconnectException(NetworkException):
+    """The connection closed while the request was in flight; its response will never come."""
+
+
+class TimeoutException(KafkaError):
+    """No response within the request's timeout (REQUEST_TIMED_OUT)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.REQUEST_TIMED_OUT, message)
+
+
+class UnsupportedVersionException(KafkaError):
+    """The broker and the codec share no version of the API (UNSUPPORTED_VERSION)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.UNSUPPORTED_VERSION, message)
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkClientConfig:
+    """Kafka's client settings, by their config names with ``_`` for ``.``."""
+
+    client_id: str = "rill-broker"
+    reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1000
+    request_timeout_ms: int = 30000
+    socket_connection_setup_timeout_ms: int = 10000
+    max_in_flight_requests_per_connection: int = 5
+
+    def __post_init__(self) -> None:
+        for name in ("reconnect_backoff_ms", "reconnect_backoff_max_ms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name.replace('_', '.')} must be at least 0")
+        for name in ("request_timeout_ms", "socket_connection_setup_timeout_ms",
+                     "max_in_flight_requests_per_connection"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name.replace('_', '.')} must be at least 1")
+
+
+class ExponentialBackoff:
+    """``initial_ms * multiplier ** attempts``, capped at ``max_ms``, times a random factor in
+    ``[1 - jitter, 1 + jitter]`` (and capped again); ``initial_ms`` alone when ``max_ms <= initial_ms``."""
+
+    def __init__(self, initial_ms: float, multiplier: float, max_ms: float, jitter: float) -> None:
+        self.initial_ms = initial_ms
+        self.multiplier = multiplier
+        self.max_ms = max_ms
+        self.jitter = jitter
+        self._exp_max = math.log(max_ms / max(initial_ms, 1)) / math.log(multiplier) if max_ms > initial_ms else 0.0
+
+    def backoff_ms(self, attempts: int) -> float:
+        if self._exp_max == 0:
+            return self.initial_ms
+        term = self.initial_ms * math.pow(self.multiplier, min(attempts, self._exp_max))
+        factor = random.uniform(1 - self.jitter, 1 + self.jitter) if self.jitter > 0 else 1.0
+        return min(term * factor, self.max_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientResponse:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    body: dict[str, Any]
+
+
+class _InFlight:
+    __slots__ = ("api_key", "future", "timer", "version")
+
+    def __init__(self, api_key: int, version: int, future: asyncio.Future[ClientResponse]) -> None:
+        self.api_key = api_key
+        self.version = version
+        self.future = future
+        self.timer: asyncio.TimerHandle | None = None
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"API {api_key}"
+
+
+def _decode(api_key: int, version: int, frame: bytes) -> dict[str, Any]:
+    # a broker that does not know the ApiVersions version asked for answers UNSUPPORTED_VERSION in the v0 body
+    # format (its header is always v0, so the error code sits right after the correlation id)
+    if (
+        api_key == ApiKey.API_VERSIONS
+        and version > 0
+        and len(frame) >= 6
+        and _INT16.unpack_from(frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION
+    ):
+        version = 0
+    return decode_response(api_key, version, frame)[1]
+
+
+class BrokerConnection:
+    """One connection to one broker; see the module docstring."""
+
+    def __init__(self, host: str, port: int, config: NetworkClientConfig | None = None, *, node_id: int = -1) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.config = config or NetworkClientConfig()
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._read_task: asyncio.Task[None] | None = None
+        self._in_flight: dict[int, _InFlight] = {}
+        self._slots = asyncio.Semaphore(self.config.max_in_flight_requests_per_connection)
+        self._correlation = 0
+        self._connected = False
+        self._closed = False
+        self.close_reason: str | None = None
+        self._close_callbacks: list[Callable[[BrokerConnection], None]] = []
+
+    def __str__(self) -> str:
+        return f"node {self.node_id} ({self.host}:{self.port})"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def ready(self) -> bool:
+        """Connected, versions known, not closed."""
+        return self._connected and not self._closed
+
+    @property
+    def in_flight_count(self) -> int:
+        return len(self._in_flight)
+
+    def add_close_callback(self, fn: Callable[[BrokerConnection], None]) -> None:
+        """Call ``fn(self)`` once when the connection closes (at once if it already has)."""
+        if self._closed:
+            fn(self)
+        else:
+            self._close_callbacks.append(fn)
+
+    # -- setup -----------------------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Open the socket and learn the broker's versions, within socket.connection.setup.timeout.ms."""
+        if self._reader is not None or self._closed:
+            raise RuntimeError(f"connection to {self} was already opened")
+        setup_ms = self.config.socket_connection_setup_timeout_ms
+        try:
+            async with asyncio.timeout(setup_ms / 1000):
+                reader, writer = await asyncio.open_connection(self.host, self.port, limit=_READ_LIMIT)
+                self._reader, self._writer = reader, writer
+                sock = writer.get_extra_info("socket")
+                if sock is not None:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+                await self._negotiate()
+        except TimeoutError:
+            self._shutdown(f"closed: setup timed out after {setup_ms} ms", abort=True)
+            raise NetworkException(f"cannot connect to {self}: setup timed out after {setup_ms} ms") from None
+        except OSError as e:
+            self._shutdown(f"closed: cannot connect: {e}", abort=True)
+            raise NetworkException(f"cannot connect to {self}: {e}") from e
+        except NetworkException as e:
+            self._shutdown(f"closed: {e.message}", abort=True)
+            raise NetworkException(f"cannot connect to {self}: {e.message}") from e
+        except BaseException:
+            self._shutdown("closed: connection setup failed", abort=True)
+            raise
+        self._connected = True
+        log.debug("Connected to %s", self)
+
+    async def _negotiate(self) -> None:
+        body = {"client_software_name": CLIENT_SOFTWARE_NAME, "client_software_version": CLIENT_SOFTWARE_VERSION}
+        version = MESSAGES[ApiKey.API_VERSIONS].max_version
+        response = await self._send(ApiKey.API_VERSIONS, version, body, self.config.request_timeout_ms / 1000)
+        assert response is not None
+        got = response.body
+        if got["error_code"] == ErrorCode.UNSUPPORTED_VERSION:
+            theirs = {e["api_key"]: e["max_version"] for e in got["api_keys"]}.get(ApiKey.API_VERSIONS, 0)
+            version = min(version, theirs)
+            response = await self._send(ApiKey.API_VERSIONS, version, body, self.config.request_timeout_ms / 1000)
+            assert response is not None
+            got = response.body
+        code = got["error_code"]
+        if code != ErrorCode.NONE:
+            known = ErrorCode(code) if code in ErrorCode._value2member_map_ else ErrorCode.UNKNOWN_SERVER_ERROR
+            raise KafkaError(known, f"ApiVersions v{version} to {self} failed with error {code}")
+        self.api_versions = {e["api_key"]: (e["min_version"], e["max_version"]) for e in got["api_keys"]}
+
+    # -- versions --------------------------------------------------------------------------------------
+
+    def version_for(self, api_key: int, max_version: int | None = None) -> int:
+        """The highest version of ``api_key`` the broker and the codec both know (at most ``max_version``)."""
+        return self._pick_version(api_key, None, max_version)
+
+    def _pick_version(self, api_key: int, version: int | None, max_version: int | None) -> int:
+        name = _api_name(api_key)
+        spec = MESSAGES.get(api_key)
+        if spec is None:
+            raise UnsupportedVersionException(f"the codec declares no {name}")
+        broker = self.api_versions.get(api_key)
+        if broker is None:
+            raise UnsupportedVersionException(f"{self} does not support {name}")
+        low = max(spec.min_version, broker[0])
+        high = min(spec.max_version, broker[1])
+        if version is not None:
+            if not low <= version <= high:
+                raise UnsupportedVersionException(f"{name} v{version} is outside the common v{low}-v{high} with {self}")
+            return version
+        if max_version is not None:
+            high = min(high, max_version)
+        if high < low:
+            raise UnsupportedVersionException(
+                f"no common version of {name}: codec v{spec.min_version}-v{spec.max_version}, "
+                f"{self} v{broker[0]}-v{broker[1]}" + (f", at most v{max_version}" if max_version is not None else "")
+            )
+        return high
+
+    # -- requests --------------------------------------------------------------------------------------
+
+    async def request(
+        self,
+        api_key: int,
+        body: dict[str, Any],
+        *,
+        version: int | None = None,
+        max_version: int | None = None,
+        timeout_ms: float | None = None,
+    ) -> ClientResponse | None:
+        """Send one request and await its response (None for Produce with acks=0, which has none).
+
+        ``version`` forces a version; otherwise the highest common one, at most ``max_version``. Raises
+        ``TimeoutException``, ``DisconnectException``, ``UnsupportedVersionException``, or
+        ``ProtocolEncodeError`` for a body that does not fit the version (nothing is sent then)."""
+        if not self.ready:
+            raise DisconnectException(f"connection to {self} is {self.close_reason or 'not connected'}")
+        v = self._pick_version(api_key, version, max_version)
+        timeout_s = (self.config.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        return await self._send(api_key, v, body, timeout_s)
+
+    async def _send(self, api_key: int, version: int, body: dict[str, Any], timeout_s: float) -> ClientResponse | None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        slots = self._slots
+        if slots.locked():
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await slots.acquire()
+            except TimeoutError:
+                raise TimeoutException(
+                    f"{_api_name(api_key)} to {self}: no free in-flight slot within {timeout_s * 1000:.0f} ms"
+                ) from None
+        else:
+            await slots.acquire()  # free: returns at once
+        writer = self._writer
+        if self._closed or writer is None:
+            slots.release()
+            raise DisconnectException(f"connection to {self} is {self.close_reason or 'not connected'}")
+        self._correlation = corr = (self._correlation + 1) & 0x7FFFFFFF
+        try:
+            frame = encode_request(api_key, version, corr, self.config.client_id, body)
+        except BaseException:
+            slots.release()
+            raise
+        if api_key == ApiKey.PRODUCE and body.get("acks") == 0:  # the broker sends no response
+            slots.release()
+            writer.write(frame)
+            await self._drain(writer)
+            if self._closed:
+                raise DisconnectException(f"Produce (acks=0) to {self} failed: {self.close_reason}")
+            return None
+        future: asyncio.Future[ClientResponse] = loop.create_future()
+        entry = self._in_flight[corr] = _InFlight(api_key, version, future)
+        entry.timer = loop.call_at(deadline, self._timed_out, corr, timeout_s)
+        writer.write(frame)
+        await self._drain(writer)
+        return await future
+
+    async def _drain(self, writer: asyncio.StreamWriter) -> None:
+        try:
+            await writer.drain()
+        except (OSError, RuntimeError) as e:  # RuntimeError: the transport was closed under us
+            self._shutdown(f"broken: write failed: {e}", abort=True)
+
+    def _timed_out(self, corr: int, timeout_s: float) -> None:
+        entry = self._in_flight.pop(corr, None)
+        if entry is None:
+            return
+        self._slots.release()
+        what = f"{_api_name(entry.api_key)} v{entry.version} (correlation id {corr})"
+        if not entry.future.done():
+            entry.future.set_exception(
+                TimeoutException(f"{what} to {self} got no response within {timeout_s * 1000:.0f} ms")
+            )
+        self._shutdown(f"closed after {what} timed out", abort=True)
+
+    async def _read_loop(self) -> None:
+        reader = self._reader
+        assert reader is not None
+        reason = "closed by the broker"
+        try:
+            while True:
+                (size,) = _INT32.unpack(await reader.readexactly(4))
+                if size < 4:
+                    reason = f"closed after a response frame of invalid size {size}"
+                    break
+                frame = await reader.readexactly(size)
+                (corr,) = _INT32.unpack_from(frame, 0)
+                entry = self._in_flight.pop(corr, None)
+                if entry is None:
+                    reason = f"closed after a response with unknown correlation id {corr}"
+                    break
+                if entry.timer is not None:
+                    entry.timer.cancel()
+                self._slots.release()
+                future = entry.future
+                if future.done():  # the caller gave up waiting
+                    continue
+                try:
+                    body = _decode(entry.api_key, entry.version, frame)
+                except ProtocolError as e:
+                    future.set_exception(KafkaError(
+                        ErrorCode.CORRUPT_MESSAGE,
+                        f"malformed {_api_name(entry.api_key)} v{entry.version} response from {self}: {e}",
+                    ))
+                    continue
+                future.set_result(ClientResponse(entry.api_key, entry.version, corr, body))
+        except asyncio.IncompleteReadError:
+            reason = "closed by the broker"
+        except OSError as e:
+            reason = f"broken: {e}"
+        finally:
+            self._shutdown(reason, abort=True)
+
+    # -- closing ---------------------------------------------------------------------------------------
+
+    def _shutdown(self, reason: str, *, abort: bool) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.close_reason = reason
+        pending = list(self._in_flight.items())
+        self._in_flight.clear()
+        for corr, entry in pending:
+            if entry.timer is not None:
+                entry.timer.cancel()
+            self._slots.release()  # wakes requests waiting for a slot; they see the connection closed
+            if not entry.future.done():
+                entry.future.set_exception(DisconnectException(
+                    f"{_api_name(entry.api_key)} v{entry.version} (correlation id {corr}) to {self} failed: "
+                    f"connection {reason}"
+                ))
+        writer = self._writer
+        if writer is not None:
+            if abort:
+                writer.transport.abort()
+            else:
+                writer.close()
+        task = self._read_task
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        if self._connected:
+            log.info("Connection to %s %s (%d requests in flight failed)", self, reason, len(pending))
+        callbacks, self._close_callbacks = self._close_callbacks, []
+        for fn in callbacks:
+            fn(self)
+
+    async def close(self) -> None:
+        """Close; requests still in flight fail with ``DisconnectException``."""
+        self._shutdown("closed by the client", abort=False)
+        task = self._read_task
+        if task is not None and task is not asyncio.current_task():
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._writer is not None:
+            with contextlib.suppress(OSError):
+                await self._writer.wait_closed()
+
+
+@dataclass(slots=True)
+class _Node:
+    node_id: int
+    host: str
+    port: int
+    connection: BrokerConnection | None = None
+    connecting: asyncio.Task[BrokerConnection] | None = None
+    failed_attempts: int = 0
+    last_attempt: float = -math.inf  # loop time of the last connection attempt or disconnection
+    backoff_ms: float = 0.0
+
+
+class NetworkClient:
+    """Connections to several brokers by node id; see the module docstring."""
+
+    def __init__(
+        self, config: NetworkClientConfig | None = None, nodes: Mapping[int, tuple[str, int]] | None = None
+    ) -> None:
+        self.config = config or NetworkClientConfig()
+        self._backoff = ExponentialBackoff(
+            self.config.reconnect_backoff_ms, 2, self.config.reconnect_backoff_max_ms, 0.2
+        )
+        self._nodes: dict[int, _Node] = {}
+        self._closed = False
+        for node_id, (host, port) in (nodes or {}).items():
+            self.set_node(node_id, host, port)
+
+    def set_node(self, node_id: int, host: str, port: int) -> None:
+        """Add a node, or move it to a new address (its current connection, if any, is closed)."""
+        node = self._nodes.get(node_id)
+        if node is not None and (node.host, node.port) == (host, port):
+            return
+        if node is not None:
+            self._drop(node, f"closed: node {node_id} moved to {host}:{port}")
+        self._nodes[node_id] = _Node(node_id, host, port)
+
+    def remove_node(self, node_id: int) -> None:
+        node = self._nodes.pop(node_id, None)
+        if node is not None:
+            self._drop(node, f"closed: node {node_id} was removed")
+
+    def _drop(self, node: _Node, reason: str) -> None:
+        if node.connecting is not None:
+            node.connecting.cancel()
+        if node.connection is not None:
+            node.connection._shutdown(reason, abort=False)
+
+    def _node(self, node_id: int) -> _Node:
+        if self._closed:
+            raise NetworkException("the network client is closed")
+        node = self._nodes.get(node_id)
+        if node is None:
+            raise NetworkException(f"unknown node {node_id}")
+        return node
+
+    def is_ready(self, node_id: int) -> bool:
+        node = self._nodes.get(node_id)
+        return node is not None and node.connection is not None and node.connection.ready
+
+    def connection_delay_ms(self, node_id: int) -> float:
+        """How long until a connection attempt to the node is allowed (0 when connected or allowed now)."""
+        node = self._node(node_id)
+        if node.connection is not None and node.connection.ready:
+            return 0.0
+        wait = node.last_attempt + node.backoff_ms / 1000 - asyncio.get_running_loop().time()
+        return max(0.0, wait * 1000)
+
+    async def ready(self, node_id: int, *, timeout_ms: float | None = None) -> BrokerConnection:
+        """The node's connection, opened (after any reconnect backoff) if needed."""
+        loop = asyncio.get_running_loop()
+        timeout_s = (self.config.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        return await self._ready(self._node(node_id), loop.time() + timeout_s)
+
+    async def _ready(self, node: _Node, deadline: float) -> BrokerConnection:
+        conn = node.connection
+        if conn is not None and conn.ready:
+            return conn
+        task = node.connecting
+        if task is None:
+            task = node.connecting = asyncio.get_running_loop().create_task(self._connect(node))
+            task.add_done_callback(_retrieve)
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await asyncio.shield(task)
+        except TimeoutError:
+            raise TimeoutException(f"no connection to node {node.node_id} ({node.host}:{node.port}) in time") from None
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if task.cancelled() and (current is None or current.cancelling() == 0):
+                # the attempt was abandoned (client closed, node moved or removed), not this request
+                raise NetworkException(
+                    f"connection attempt to node {node.node_id} ({node.host}:{node.port}) was abandoned"
+                    + (": the network client is closed" if self._closed else "")
+                ) from None
+            raise
+
+    async def _connect(self, node: _Node) -> BrokerConnection:
+        loop = asyncio.get_running_loop()
+        try:
+            delay = node.last_attempt + node.backoff_ms / 1000 - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            node.last_attempt = loop.time()
+            conn = BrokerConnection(node.host, node.port, self.config, node_id=node.node_id)
+            try:
+                await conn.connect()
+            except BaseException:
+                self._failed(node)
+                raise
+            node.failed_attempts = 0
+            node.backoff_ms = 0.0
+            node.connection = conn
+            conn.add_close_callback(lambda c: self._disconnected(node, c))
+            return conn
+        finally:
+            node.connecting = None
+
+    def _failed(self, node: _Node) -> None:
+        node.last_attempt = asyncio.get_running_loop().time()
+        node.backoff_ms = self._backoff.backoff_ms(node.failed_attempts)
+        node.failed_attempts += 1
+
+    def _disconnected(self, node: _Node, conn: BrokerConnection) -> None:
+        if node.connection is conn:
+            node.connection = None
+            self._failed(node)
+
+    async def request(
+        self,
+        node_id: int,
+        api_key: int,
+        body: dict[str, Any],
+        *,
+        version: int | None = None,
+        max_version: int | None = None,
+        timeout_ms: float | None = None,
+    ) -> ClientResponse | None:
+        """Send a request to a node, connecting first if needed; the timeout covers both."""
+        loop = asyncio.get_running_loop()
+        timeout_s = (self.config.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        deadline = loop.time() + timeout_s
+        conn = await self._ready(self._node(node_id), deadline)
+        remaining_ms = max(deadline - loop.time(), 0.001) * 1000
+        return await conn.request(api_key, body, version=version, max_version=max_version, timeout_ms=remaining_ms)
+
+    async def __aenter__(self) -> NetworkClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close every connection; requests in flight fail with ``DisconnectException``."""
+        self._closed = True
+        nodes = list(self._nodes.values())
+        for node in nodes:
+            if node.connecting is not None:
+                node.connecting.cancel()
+        for node in nodes:
+            if node.connection is not None:
+                await node.connection.close()
+
+
+def _retrieve(task: asyncio.Task[BrokerConnection]) -> None:
+    """Mark a connection attempt's failure as seen (its waiters may all have given up)."""
+    if not task.cancelled():
+        task.exception()
