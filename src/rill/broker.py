@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from rill.fsutil import raise_open_files_limit
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
 from rill.metadata.embedded import EmbeddedMetadataStore
-from rill.metadata.store import BrokerInfo, MetadataDelta, dynamic_broker_configs
+from rill.metadata.store import BrokerInfo, MetadataDelta, MetadataStore, dynamic_broker_configs
 from rill.network.connection_quotas import ConnectionQuotas
 from rill.network.handler import CloseConnection
 from rill.network.server import SocketServer
@@ -46,7 +47,9 @@ class Broker:
         self._metrics_stop: Any = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
-        self.metadata: EmbeddedMetadataStore | None = None
+        self.metadata: MetadataStore | None = None
+        self.controller: Any = None  # the KafkaController candidacy of a broker in a ZooKeeper cluster
+        self._isr_checks: asyncio.Task[None] | None = None
         self.services: BrokerServices | None = None
         self._bound: tuple[str, int] | None = None
         self._connection_limits: tuple[Any, ...] | None = None
@@ -86,11 +89,8 @@ class Broker:
         unused = sorted(name for name in config.originals if name in NOT_YET_USED)
         if unused:
             log.warning(
-                "Set but not used by this version of Rill (the feature is not built yet; docs/OPERATIONS.md): %s%s",
+                "Set but not used by this version of Rill (the feature is not built yet; docs/OPERATIONS.md): %s",
                 ", ".join(unused),
-                "; zookeeper.connect does not make a cluster: this broker runs alone"
-                if "zookeeper.connect" in unused
-                else "",
             )
         before, after = raise_open_files_limit()
         if after != before:
@@ -134,16 +134,14 @@ class Broker:
         if adv_port == 0:
             adv_port = bound_port
 
-        self.metadata = EmbeddedMetadataStore(
-            log_dirs[0],
-            self.node_id,
-            BrokerInfo(self.node_id, adv_host, adv_port),
-            config.get("cluster.id") or None,
-        )
+        self.metadata = await self._open_metadata(log_dirs[0], BrokerInfo(self.node_id, adv_host, adv_port,
+                                                                          config.get("broker.rack")))  # fmt: skip
         self.replica_manager = ReplicaManager(
             self.node_id, self.log_manager, self.metadata, self._effective_topic_configs
         )
         self.replica_manager.sync_with_metadata()
+        if self.controller is not None:
+            self._join_cluster()
         self._apply_connection_quotas()  # dynamic values kept from an earlier run
         self.metadata.add_listener(self._on_metadata_delta)
         self.services = BrokerServices(
@@ -157,6 +155,9 @@ class Broker:
         self.services.group_coordinator = self._maybe_start_group_coordinator()
         if metrics is not None:
             metrics.attach(self)
+        if self.controller is not None:
+            self.step = "starting the controller"
+            await self.controller.start()
         dispatcher_holder.append(RequestDispatcher(self.services))
         self._background = asyncio.create_task(self.log_manager.run_background(), name="log-manager")
         log.info(
@@ -167,6 +168,54 @@ class Broker:
             adv_host,
             adv_port,
         )
+
+    def _join_cluster(self) -> None:
+        """In a cluster: followers fetch from their leaders, leaders keep their ISR, and a lost ZooKeeper
+        session ends this broker's leadership at once."""
+        from rill.replica.replica_fetcher import ReplicaFetcherManager
+
+        rm, store = self.replica_manager, self.metadata
+        assert rm is not None and store is not None
+        rm.fetchers = ReplicaFetcherManager(self.node_id, self.config)
+        rm.update_fetchers()
+        store.on_session_change = rm.on_session_change  # type: ignore[attr-defined]
+        lag_ms = int(self.config.get("replica.lag.time.max.ms"))
+        self._isr_checks = asyncio.create_task(self._check_isr(lag_ms), name="isr-checks")
+
+    async def _check_isr(self, lag_ms: int) -> None:
+        while True:
+            await asyncio.sleep(lag_ms / 2000.0)
+            if self.replica_manager is not None:
+                try:
+                    await self.replica_manager.maybe_shrink_isr(lag_ms)
+                except Exception:
+                    log.exception("checking the ISRs failed")
+
+    async def _open_metadata(self, data_dir: Path, advertised: BrokerInfo) -> MetadataStore:
+        """The embedded store of a single broker, or, with ``zookeeper.connect``, this broker's view of a cluster
+        in ZooKeeper (and its candidacy for controller)."""
+        config = self.config
+        cluster_id = config.get("cluster.id") or None
+        connect = config.get("zookeeper.connect")
+        if not connect:
+            return EmbeddedMetadataStore(data_dir, self.node_id, advertised, cluster_id)
+        from rill.controller.controller import KafkaController
+        from rill.metadata.zookeeper import ZkMetadataStore
+
+        session_ms = int(config.get("zookeeper.session.timeout.ms"))
+        store = ZkMetadataStore(
+            connect,
+            self.node_id,
+            advertised,
+            session_timeout_ms=session_ms,
+            connection_timeout_ms=int(config.get("zookeeper.connection.timeout.ms") or session_ms),
+            cluster_id=cluster_id,
+        )
+        await store.start()
+        self.controller = KafkaController(
+            store.zk, self.node_id, unclean_leader_election=bool(config.get("unclean.leader.election.enable"))
+        )
+        return store
 
     def _connection_quota_values(self, dynamic: Any) -> tuple[int, int, dict[str, int]]:
         """``max.connections``, ``max.connections.per.ip`` and its overrides (resolved to addresses)."""
@@ -202,6 +251,7 @@ class Broker:
         return GroupCoordinator.create(self.services)
 
     async def stop(self) -> None:
+        await self._maybe_controlled_shutdown()
         server, self._server = self._server, None
         if server is not None:
             await server.stop_accepting()
@@ -216,14 +266,43 @@ class Broker:
             await server.stop()
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
+            await self._leave_cluster()
         await self._stop_background()
         log_manager, self.log_manager = self.log_manager, None
         if log_manager is not None:
             await asyncio.to_thread(log_manager.shutdown)
+        if self.controller is not None:
+            await self.controller.stop()
         if self.metadata is not None:
             await self.metadata.close()
         self._stop_metrics()
         log.info("Broker %d stopped", self.node_id)
+
+    async def _leave_cluster(self) -> None:
+        checks, self._isr_checks = self._isr_checks, None
+        if checks is not None:
+            checks.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await checks
+        fetchers = self.replica_manager.fetchers if self.replica_manager is not None else None
+        if fetchers is not None:
+            await fetchers.shutdown()
+
+    async def _maybe_controlled_shutdown(self) -> None:
+        """In a cluster, move leadership off this broker before it stops (``controlled.shutdown.*``), so that
+        producers see no error: they move to the new leaders while this one still answers."""
+        store = self.metadata
+        if self.controller is None or store is None or not self.config.get("controlled.shutdown.enable"):
+            return
+        tries = max(1, int(self.config.get("controlled.shutdown.max.retries")))
+        backoff_s = int(self.config.get("controlled.shutdown.retry.backoff.ms")) / 1000.0
+        start = time.monotonic()
+        if await store.controlled_shutdown(tries * backoff_s):  # type: ignore[attr-defined]
+            log.info("Controlled shutdown: leadership moved off broker %d in %.2f s", self.node_id,
+                     time.monotonic() - start)  # fmt: skip
+        else:
+            log.warning("Controlled shutdown: broker %d still leads partitions after %.0f s; stopping anyway",
+                        self.node_id, tries * backoff_s)  # fmt: skip
 
     async def abort(self) -> None:
         """Stop as a crash would: connections dropped unanswered, every file closed without a flush,
@@ -232,6 +311,9 @@ class Broker:
         if server is not None:
             await server.abort()
         await self._stop_background()
+        await self._leave_cluster()
+        if self.metadata is not None:
+            self.metadata.close_now()
         self._stop_metrics()
         self.release_files()
         log.info("Broker %d aborted", self.node_id)

@@ -65,8 +65,7 @@ def _per_ip_overrides(value: str) -> str | None:
 NOT_YET_USED = frozenset({
     "log.cleaner.enable", "log.cleaner.threads", "log.cleaner.delete.retention.ms", "log.cleaner.min.cleanable.ratio",
     "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", "auto.leader.rebalance.enable",
-    "unclean.leader.election.enable", "replica.lag.time.max.ms", "replica.fetch.max.bytes",
-    "inter.broker.listener.name", "zookeeper.connect", "zookeeper.session.timeout.ms",
+    "inter.broker.listener.name",
     "transaction.state.log.num.partitions", "transaction.state.log.replication.factor", "transaction.max.timeout.ms",
     "transactional.id.expiration.ms", "producer.id.expiration.ms", "log.local.retention.ms",
     "log.local.retention.bytes", "ssl.key.password", "num.network.threads", "num.io.threads",
@@ -221,6 +220,43 @@ for _args, _opts in [
     (("log.dir", S, "./rill-data", "Data directory used when log.dirs is not set.", None, HIGH), {}),
     (("zookeeper.connect", S, None, "ZooKeeper connection string for cluster metadata.", None, HIGH), {}),
     (("zookeeper.session.timeout.ms", INT, 18000, "ZooKeeper session timeout.", at_least(1), HIGH), {}),
+    (("replica.fetch.wait.max.ms", INT, 500, "Longest a follower's fetch waits at the leader.", _nonneg, MEDIUM), {}),
+    (("replica.fetch.backoff.ms", INT, 1000, "Wait after a failed follower fetch.", _nonneg, MEDIUM), {}),
+    (
+        (
+            "zookeeper.connection.timeout.ms",
+            INT,
+            None,
+            "How long a start waits to reach ZooKeeper (default: zookeeper.session.timeout.ms).",
+            None,
+            HIGH,
+        ),
+        {},
+    ),
+    (("broker.rack", S, None, "The rack of this broker (replica placement).", None, MEDIUM), {}),
+    (("controlled.shutdown.enable", B, "true", "Move leadership off a stopping broker first.", None, MEDIUM), {}),
+    (
+        (
+            "controlled.shutdown.max.retries",
+            INT,
+            3,
+            "Tries of a controlled shutdown before the broker stops anyway.",
+            None,
+            MEDIUM,
+        ),
+        {},
+    ),
+    (
+        (
+            "controlled.shutdown.retry.backoff.ms",
+            LONG,
+            5000,
+            "Wait between tries of a controlled shutdown.",
+            None,
+            MEDIUM,
+        ),
+        {},
+    ),
     (("num.partitions", INT, 1, "Partitions of an auto-created topic.", at_least(1), MEDIUM), {}),
     (
         (

@@ -176,3 +176,11 @@ class MetadataStore(Protocol):
     def add_listener(self, listener: MetadataListener) -> None:
         """Call ``listener`` with every change, after it is durable and before the change returns."""
         ...
+
+    async def close(self) -> None:
+        """Stop, letting what is under way finish."""
+        ...
+
+    def close_now(self) -> None:
+        """Stop at once (a crash, or a start that failed)."""
+        ...

@@ -9,6 +9,7 @@ to the change. Appends wake the delayed fetches that watch the partition.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import resource
 import time
@@ -25,6 +26,7 @@ from rill.log.log_manager import LogManager
 from rill.metadata.store import MetadataDelta, MetadataStore, PartitionState, TopicState
 from rill.replica.partition import Partition, TopicCompression
 from rill.replica.purgatory import DelayedOperationPurgatory
+from rill.replica.replica_fetcher import ReplicaFetcherManager
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,11 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch")
         self.produce_purgatory = DelayedOperationPurgatory("Produce")
+        self.fetchers: ReplicaFetcherManager | None = None  # set in a cluster: followers fetch from leaders
+        self._isr_changing: set[TopicPartition] = set()
+        self._expanding: asyncio.Future[None] | None = None
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         metadata.add_listener(self.on_metadata_delta)
 
     # -- following the metadata --------------------------------------------------------------------------
@@ -128,6 +135,8 @@ class ReplicaManager:
                 self._host([topic], states[start : start + LOG_CREATION_CHUNK])
                 if start + LOG_CREATION_CHUNK < len(states):
                     await asyncio.sleep(0)
+        if changed or delta.deleted:
+            self.update_fetchers()
 
     def _host(self, topics: Iterable[TopicState], only: list[PartitionState] | None = None) -> None:
         """Make or update the local partitions of ``topics`` (of ``only`` those states, when given). The
@@ -143,9 +152,13 @@ class ReplicaManager:
                 if partition is None:
                     new.append((tp, state, topic.topic_id, config, compression, min_isr))
                 else:
+                    was_leader, epoch = partition.is_leader, partition.leader_epoch
                     partition.update_state(state)
                     partition.update_config(config, compression, min_isr)
+                    if partition.is_leader and (not was_leader or state.leader_epoch != epoch):
+                        self._become_leader(partition)
                     self.produce_purgatory.check_and_complete(tp)  # leadership or the ISR may have changed
+                    self.fetch_purgatory.check_and_complete(tp)
         if not new:
             return
         failed: KafkaError | None = None
@@ -159,12 +172,75 @@ class ReplicaManager:
                 continue
             partition = Partition(tp, plog, state, self.node_id, compression, min_isr)
             self._partitions[tp] = partition
-            partition.log.leader_epoch_cache.assign(state.leader_epoch, plog.log_end_offset)
-            # A new leader's high watermark is the smallest log end offset in its ISR; the
-            # checkpointed value may be stale after a crash (here the ISR is this replica).
-            partition.maybe_increment_high_watermark()
+            if partition.is_leader:
+                self._become_leader(partition)
         if failed is not None:
             raise failed
+
+    def _become_leader(self, partition: Partition) -> None:
+        """This replica leads ``partition`` at a new epoch: the epoch starts at its log end (Kafka's makeLeader),
+        and the high watermark moves as far as the ISR allows (alone in the ISR: to the log end; a
+        checkpointed value may be stale after a crash)."""
+        partition.log.leader_epoch_cache.assign(partition.leader_epoch, partition.log.log_end_offset)
+        partition.maybe_increment_high_watermark()
+
+    def on_session_change(self, alive: bool) -> None:
+        """The metadata store's session with the cluster ended (``alive`` False): this broker may no longer
+        be the leader anywhere (the controller moves leadership when the session expires), so it stops acting
+        as one at once: produces are refused with NOT_LEADER_OR_FOLLOWER and waiting ones end. The state comes
+        back from the store once a new session is established."""
+        if alive:
+            return
+        for tp, partition in self._partitions.items():
+            if partition.is_leader:
+                partition.update_state(dataclasses.replace(partition.state, leader=-1))
+                self.produce_purgatory.check_and_complete(tp)
+                self.fetch_purgatory.check_and_complete(tp)
+
+    def update_fetchers(self) -> None:
+        """Give each partition this broker follows to the fetcher of its leader."""
+        if self.fetchers is not None:
+            self.fetchers.update(self._partitions, self.metadata.brokers())
+
+    async def maybe_shrink_isr(self, lag_time_max_ms: int) -> None:
+        """Take out of the ISR the followers not caught up for ``replica.lag.time.max.ms`` (as leader)."""
+        now = int(time.time() * 1000)
+        for tp, partition in list(self._partitions.items()):
+            if not partition.is_leader:
+                continue
+            out = partition.out_of_sync_replicas(now, lag_time_max_ms)
+            if out:
+                await self._alter_isr(partition, [r for r in partition.state.isr if r not in out], "shrink")
+
+    async def maybe_expand_isr(self, tp: TopicPartition) -> None:
+        partition = self._partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            return
+        back = partition.catching_up_replicas()
+        if back:
+            await self._alter_isr(partition, [*partition.state.isr, *back], "expand")
+
+    async def _alter_isr(self, partition: Partition, isr: list[int], what: str) -> None:
+        alter = getattr(self.metadata, "alter_partition", None)
+        if alter is None or partition.tp in self._isr_changing:
+            return
+        self._isr_changing.add(partition.tp)
+        try:
+            state = await alter(partition.tp.topic, partition.state, isr)
+            log.info("ISR of %s %s from %s to %s", partition.tp, what, list(partition.state.isr), list(state.isr))
+            if what == "shrink":
+                self.isr_shrinks += 1
+            else:
+                self.isr_expands += 1
+            if partition.state.leader_epoch == state.leader_epoch:
+                partition.update_state(state)
+                partition.maybe_increment_high_watermark()
+                self.produce_purgatory.check_and_complete(partition.tp)
+                self.fetch_purgatory.check_and_complete(partition.tp)
+        except KafkaError as e:
+            log.info("ISR %s of %s not made: %s", what, partition.tp, e.message)
+        finally:
+            self._isr_changing.discard(partition.tp)
 
     def _remove_partitions(self, gone: list[TopicPartition]) -> None:
         self._forget_partitions(gone)
@@ -262,6 +338,8 @@ class ReplicaManager:
         if partition.update_follower_fetch_state(replica_id, fetch_offset, int(time.time() * 1000)):
             self.produce_purgatory.check_and_complete(tp)
             self.fetch_purgatory.check_and_complete(tp)
+        if replica_id not in partition.state.isr and partition.catching_up_replicas():
+            self._expanding = asyncio.ensure_future(self.maybe_expand_isr(tp))
 
     # -- fetch -------------------------------------------------------------------------------------------
 

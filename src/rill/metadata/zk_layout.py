@@ -1,0 +1,175 @@
+"""The znodes of a Rill cluster in ZooKeeper, in the spirit of Kafka 2.x, and their JSON payloads (no I/O).
+
+All paths are below the chroot of ``zookeeper.connect`` (``host:port/chroot``):
+
+==========================================  =========================================================================
+``/cluster/id``                             ``{"version": "1", "id": <cluster id>}``: made once, by the first broker
+``/brokers/ids/<id>``                       ephemeral, one per live broker: ``{"version": 5, "host", "port",
+                                            "endpoints": ["PLAINTEXT://host:port"], "rack", "timestamp"}``
+``/controller``                             ephemeral: ``{"version": 1, "brokerid": <id>, "timestamp"}``
+``/controller_epoch``                       the controller epoch, a decimal number; every write of the controller
+                                            checks this znode's version, so a stale controller's writes fail
+``/brokers/topics/<topic>``                 the assignment: ``{"version": 3, "topic_id": <uuid>, "partitions":
+                                            {"0": [replicas], ...}, "adding_replicas": {...},
+                                            "removing_replicas": {...}}``
+``/brokers/topics/<topic>/partitions/<p>/state``  the partition's state: ``{"version": 1, "leader", "leader_epoch",
+                                            "isr": [...], "controller_epoch"}``; its znode version is the
+                                            partition epoch, and every change is conditional on it
+``/config/topics/<topic>``                  ``{"version": 1, "config": {name: value}}``
+``/config/brokers/<id>``, ``/config/brokers/<default>``  dynamic broker configs, per broker and cluster-wide
+``/admin/delete_topics/<topic>``            a deletion the controller is to carry out
+``/latest_producer_id_block``               ``{"version": 1, "broker", "block_start", "block_end"}``, changed
+                                            conditionally on its version
+==========================================  =========================================================================
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rill.metadata.store import BrokerInfo
+
+CLUSTER_ID = "/cluster/id"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+TOPIC_CONFIGS = "/config/topics"
+BROKER_CONFIGS = "/config/brokers"
+DEFAULT_BROKER = "<default>"
+DELETE_TOPICS = "/admin/delete_topics"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+
+# Persistent parents made at start (create is idempotent: "already there" is fine).
+PARENTS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, BROKER_CONFIGS, DELETE_TOPICS, "/cluster")
+
+
+def broker_path(node_id: int) -> str:
+    return f"{BROKER_IDS}/{node_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}/partitions"
+
+
+def state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{TOPIC_CONFIGS}/{topic}"
+
+
+def broker_config_path(node_id: int | None) -> str:
+    return f"{BROKER_CONFIGS}/{DEFAULT_BROKER if node_id is None else node_id}"
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _loads(data: bytes) -> Any:
+    return json.loads(data.decode("utf-8"))
+
+
+# -- payloads --------------------------------------------------------------------------------------------
+
+
+def encode_broker(broker: BrokerInfo, *, shutting_down: bool = False) -> bytes:
+    """A broker's registration; ``shutting_down`` marks a controlled shutdown (no longer live for leadership)."""
+    return _dumps({
+        "version": 5, "host": broker.host, "port": broker.port, "rack": broker.rack,
+        "endpoints": [f"PLAINTEXT://{broker.host}:{broker.port}"], "timestamp": str(int(time.time() * 1000)),
+        "shutting_down": shutting_down,
+    })  # fmt: skip
+
+
+def decode_broker(node_id: int, data: bytes) -> BrokerInfo:
+    d = _loads(data)
+    return BrokerInfo(node_id, str(d["host"]), int(d["port"]), d.get("rack"))
+
+
+def encode_controller(node_id: int) -> bytes:
+    return _dumps({"version": 1, "brokerid": node_id, "timestamp": str(int(time.time() * 1000))})
+
+
+def decode_controller(data: bytes) -> int:
+    return int(_loads(data)["brokerid"])
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """A topic's id and the replicas of each partition (``/brokers/topics/<topic>``)."""
+
+    topic_id: uuid.UUID
+    partitions: Mapping[int, tuple[int, ...]]
+
+
+def encode_assignment(a: Assignment) -> bytes:
+    parts = {str(p): list(r) for p, r in sorted(a.partitions.items())}
+    return _dumps({"version": 3, "topic_id": str(a.topic_id), "partitions": parts, "adding_replicas": {},
+                   "removing_replicas": {}})  # fmt: skip
+
+
+def decode_assignment(data: bytes) -> Assignment:
+    d = _loads(data)
+    return Assignment(uuid.UUID(d["topic_id"]), {int(p): tuple(r) for p, r in d["partitions"].items()})
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsr:
+    """A partition's state (``.../partitions/<p>/state``); ``partition_epoch`` is its znode version."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    partition_epoch: int = 0
+
+
+def encode_state(s: LeaderAndIsr) -> bytes:
+    return _dumps({"version": 1, "leader": s.leader, "leader_epoch": s.leader_epoch, "isr": list(s.isr),
+                   "controller_epoch": s.controller_epoch})  # fmt: skip
+
+
+def decode_state(data: bytes, version: int) -> LeaderAndIsr:
+    d = _loads(data)
+    return LeaderAndIsr(int(d["leader"]), int(d["leader_epoch"]), tuple(d["isr"]), int(d["controller_epoch"]), version)
+
+
+def encode_configs(configs: Mapping[str, str]) -> bytes:
+    return _dumps({"version": 1, "config": dict(configs)})
+
+
+def decode_configs(data: bytes) -> dict[str, str]:
+    if not data:
+        return {}
+    return {str(k): str(v) for k, v in _loads(data).get("config", {}).items()}
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dumps({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return str(_loads(data)["id"])
+
+
+def encode_producer_id_block(broker: int, start: int, end: int) -> bytes:
+    return _dumps({"version": 1, "broker": broker, "block_start": start, "block_end": end})
+
+
+def decode_producer_id_block(data: bytes) -> int:
+    """The first producer id after the block (0 when none was handed out)."""
+    if not data:
+        return 0
+    return int(_loads(data)["block_end"]) + 1

@@ -1,0 +1,671 @@
+"""The metadata store of a broker in a cluster: ZooKeeper (through kazoo) holds the truth.
+
+Layout: :mod:`rill.metadata.zk_layout`. The broker registers itself (an ephemeral znode: a ``broker.id``
+already registered is refused), keeps a local image of the cluster (brokers, topics with their partitions'
+leader, leader epoch, replicas, ISR and partition epoch, configs, the controller) and follows it through
+ZooKeeper watches. Watch events arrive on kazoo's threads; they only mark what changed, and one task on the
+event loop reads the marked znodes (in a worker thread) and applies the differences to the image as
+:class:`~rill.metadata.store.MetadataDelta`s, in order, telling the listeners. No ZooKeeper round trip runs on
+the event loop's thread.
+
+Changes are written to ZooKeeper and return once this broker's image shows them: a new topic once the
+controller has elected its partitions' leaders (as Kafka's CreateTopics waits, up to its timeout), a deletion
+once the controller has removed it. A partition's state is only ever changed conditionally on its znode version
+(the partition epoch), so two writers (the controller, a leader changing its ISR) cannot both win.
+
+When the ZooKeeper session is lost, the broker stops acting as leader at once (the controller will have moved
+leadership: its ephemeral znode is gone); once a new session is established it registers again and reloads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from rill.config import ensure_cluster_id, validate_topic_configs
+from rill.errors import ErrorCode, KafkaError
+from rill.metadata import zk_layout as zl
+from rill.metadata.placement import assign_replicas
+from rill.metadata.store import (
+    BrokerInfo,
+    MetadataDelta,
+    MetadataListener,
+    PartitionState,
+    TopicState,
+    topic_collision,
+    topic_name_problem,
+)
+
+log = logging.getLogger(__name__)
+
+PRODUCER_ID_BLOCK = 1000
+
+
+class ZooKeeperUnreachable(Exception):
+    """The ensemble could not be reached within ``zookeeper.connection.timeout.ms`` at start."""
+
+
+class ZkMetadataStore:
+    """A :class:`~rill.metadata.store.MetadataStore` backed by ZooKeeper."""
+
+    def __init__(
+        self,
+        connect: str,
+        node_id: int,
+        advertised: BrokerInfo,
+        *,
+        session_timeout_ms: int = 18000,
+        connection_timeout_ms: int = 18000,
+        cluster_id: str | None = None,
+        wait_timeout_s: float = 30.0,
+    ) -> None:
+        self._connect = connect
+        self._node_id = node_id
+        self._broker = advertised
+        self._wanted_cluster_id = cluster_id
+        self._connection_timeout_s = connection_timeout_ms / 1000.0
+        self._wait_timeout_s = wait_timeout_s
+        self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
+        self._listeners: list[MetadataListener] = []
+        self._topics: dict[str, TopicState] = {}
+        self._by_id: dict[uuid.UUID, TopicState] = {}
+        self._brokers: dict[int, BrokerInfo] = {}
+        self._controller_id = -1
+        self._broker_configs: dict[str, str] = {}
+        self._default_broker_configs: dict[str, str] = {}
+        self._cluster_id = ""
+        self._offset = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._dirty_topics: set[str] = set()
+        self._dirty_cluster = False
+        self._wake = asyncio.Event()
+        self._applied = asyncio.Condition()
+        self._follower: asyncio.Task[None] | None = None
+        self._watched_topics: set[str] = set()
+        self._watched_states: set[str] = set()  # partition state znodes with a data watch (kazoo threads add)
+        self._session_lost = False
+        self._reregistering: asyncio.Future[None] | None = None
+        self.on_session_change: Callable[[bool], None] | None = None
+
+    # -- start and stop ------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect, make the persistent parents, read or make the cluster id, register this broker, load the
+        image and start following it. An unreachable ensemble raises ZooKeeperUnreachable; a broker id already
+        registered raises KafkaError naming it."""
+        self._loop = asyncio.get_running_loop()
+        try:
+            await asyncio.to_thread(self._make_chroot)
+            await asyncio.to_thread(self.zk.start, self._connection_timeout_s)
+        except KazooTimeoutError:
+            await asyncio.to_thread(self.zk.stop)
+            raise ZooKeeperUnreachable(
+                f"cannot reach ZooKeeper at {self._connect} within {self._connection_timeout_s:g} s "
+                "(zookeeper.connection.timeout.ms)"
+            ) from None
+        self.zk.add_listener(self._on_state)
+        await asyncio.to_thread(self._prepare)
+        await self._register()
+        await asyncio.to_thread(self._watch_cluster)
+        await self._refresh_cluster()
+        self._follower = asyncio.create_task(self._follow(), name="zk-metadata")
+
+    def _make_chroot(self) -> None:
+        """Make the chroot of ``zookeeper.connect`` (``hosts/chroot``) when missing, as Kafka does."""
+        hosts, slash, chroot = self._connect.partition("/")
+        if not slash or not chroot.strip("/"):
+            return
+        client = KazooClient(hosts=hosts, timeout=self.zk._session_timeout / 1000.0)
+        try:
+            client.start(self._connection_timeout_s)
+            client.ensure_path("/" + chroot.strip("/"))
+        finally:
+            client.stop()
+            client.close()
+
+    def _prepare(self) -> None:
+        for path in zl.PARENTS:
+            self.zk.ensure_path(path)
+        with contextlib.suppress(NodeExistsError):
+            self.zk.create(zl.CLUSTER_ID, zl.encode_cluster_id(ensure_cluster_id(self._wanted_cluster_id)))
+        data, _ = self.zk.get(zl.CLUSTER_ID)
+        self._cluster_id = zl.decode_cluster_id(data)
+        if self._wanted_cluster_id and self._wanted_cluster_id != self._cluster_id:
+            raise KafkaError(
+                ErrorCode.INCONSISTENT_CLUSTER_ID,
+                f"ZooKeeper at {self._connect} holds cluster.id {self._cluster_id}, but cluster.id="
+                f"{self._wanted_cluster_id} was configured",
+            )
+
+    async def _register(self) -> None:
+        path = zl.broker_path(self._node_id)
+        try:
+            await asyncio.to_thread(self.zk.create, path, zl.encode_broker(self._broker), ephemeral=True)
+        except NodeExistsError:
+            data, stat = await asyncio.to_thread(self.zk.get, path)
+            if stat.ephemeralOwner != self.zk.client_id[0]:
+                other = zl.decode_broker(self._node_id, data)
+                raise KafkaError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"broker.id {self._node_id} is already registered in ZooKeeper at {self._connect} by a live "
+                    f"broker ({other.host}:{other.port})",
+                ) from None
+
+    async def close(self) -> None:
+        follower, self._follower = self._follower, None
+        if follower is not None:
+            follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await follower
+        await asyncio.to_thread(self._stop_client)
+
+    def _stop_client(self) -> None:
+        try:
+            self.zk.stop()
+            self.zk.close()
+        except Exception:
+            log.debug("closing the ZooKeeper client failed", exc_info=True)
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Mark this broker as shutting down, so that the controller moves the leadership of its partitions to
+        other ISR members, and wait (up to ``timeout_s``) until it leads none that another live ISR member could;
+        True when it got there."""
+        path = zl.broker_path(self._node_id)
+        await asyncio.to_thread(self.zk.set, path, zl.encode_broker(self._broker, shutting_down=True))
+        live = set(self._brokers) - {self._node_id}
+
+        def moved() -> bool:
+            return not any(
+                p.leader == self._node_id and any(r in live for r in p.isr if r != self._node_id)
+                for t in self._topics.values()
+                for p in t.partitions
+            )
+
+        try:
+            async with asyncio.timeout(timeout_s):
+                async with self._applied:
+                    await self._applied.wait_for(moved)
+            return True
+        except TimeoutError:
+            return False
+
+    def close_now(self) -> None:
+        if self._follower is not None:
+            self._follower.cancel()
+            self._follower = None
+        self._stop_client()
+
+    # -- following ZooKeeper ------------------------------------------------------------------------------
+
+    def _from_kazoo(self, mark: Callable[[], None]) -> None:
+        """Run ``mark`` on the loop (watch callbacks arrive on kazoo's threads)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(mark)
+
+    def _mark_cluster(self, *_: Any) -> bool:
+        def mark() -> None:
+            self._dirty_cluster = True
+            self._wake.set()
+
+        self._from_kazoo(mark)
+        return True
+
+    def _mark_topic(self, topic: str) -> None:
+        def mark() -> None:
+            self._dirty_topics.add(topic)
+            self._wake.set()
+
+        self._from_kazoo(mark)
+
+    def _watch_cluster(self) -> None:
+        """Watches (kazoo's recipes set them again after each event): brokers, the controller, the topic list,
+        the dynamic broker configs."""
+        self.zk.ChildrenWatch(zl.BROKER_IDS, self._mark_cluster)
+        self.zk.DataWatch(zl.CONTROLLER, self._mark_cluster)
+        self.zk.DataWatch(zl.broker_config_path(self._node_id), self._mark_cluster)
+        self.zk.DataWatch(zl.broker_config_path(None), self._mark_cluster)
+        self.zk.ChildrenWatch(zl.TOPICS, self._on_topic_list)
+
+    def _on_topic_list(self, names: list[str]) -> bool:
+        for name in names:
+            self._mark_topic(name)
+        self._mark_cluster()
+        return True
+
+    def _watch_topic(self, topic: str) -> None:
+        """Watches on one topic's assignment, configs, partition list and partition states (kazoo thread)."""
+
+        def on_change(*_: Any) -> bool:
+            self._mark_topic(topic)
+            return topic in self._watched_topics
+
+        self.zk.DataWatch(zl.topic_path(topic), on_change)
+        self.zk.DataWatch(zl.topic_config_path(topic), on_change)
+
+        def on_partitions(children: list[str]) -> bool:
+            for p in children:
+                path = zl.state_path(topic, int(p))
+                if path not in self._watched_states:
+                    self._watched_states.add(path)
+                    self.zk.DataWatch(path, on_change)
+            self._mark_topic(topic)
+            return topic in self._watched_topics
+
+        with contextlib.suppress(NoNodeError):
+            self.zk.ChildrenWatch(zl.partitions_path(topic), on_partitions)
+
+    async def _follow(self) -> None:
+        """Apply what the watches marked, in order, until cancelled."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                if self._dirty_cluster:
+                    self._dirty_cluster = False
+                    await self._refresh_cluster()
+                if self._dirty_topics:
+                    topics, self._dirty_topics = self._dirty_topics, set()
+                    await self._refresh_topics(sorted(topics))
+            except Exception:
+                log.exception("following the cluster metadata in ZooKeeper failed; retrying")
+                self._dirty_cluster = True
+                await asyncio.sleep(0.5)
+                self._wake.set()
+
+    async def _refresh_cluster(self) -> None:
+        brokers, controller, own, default, topics = await asyncio.to_thread(self._read_cluster)
+        configs_changed = own != self._broker_configs or default != self._default_broker_configs
+        self._brokers, self._controller_id = brokers, controller
+        self._broker_configs, self._default_broker_configs = own, default
+        new = [t for t in topics if t not in self._watched_topics]
+        self._watched_topics.update(new)
+        for t in new:
+            await asyncio.to_thread(self._watch_topic, t)
+        gone = [t for t in self._watched_topics if t not in topics]
+        for t in gone:
+            self._watched_topics.discard(t)
+            prefix = zl.partitions_path(t) + "/"
+            self._watched_states -= {p for p in self._watched_states if p.startswith(prefix)}
+        if new or gone:
+            await self._refresh_topics(sorted(set(new) | set(gone)))
+        if configs_changed:
+            await self._apply([], [], broker_configs=True)
+        async with self._applied:
+            self._applied.notify_all()
+
+    def _read_cluster(self) -> tuple[dict[int, BrokerInfo], int, dict[str, str], dict[str, str], set[str]]:
+        brokers: dict[int, BrokerInfo] = {}
+        for child in self.zk.get_children(zl.BROKER_IDS):
+            try:
+                data, _ = self.zk.get(f"{zl.BROKER_IDS}/{child}")
+            except NoNodeError:
+                continue
+            brokers[int(child)] = zl.decode_broker(int(child), data)
+        try:
+            controller = zl.decode_controller(self.zk.get(zl.CONTROLLER)[0])
+        except NoNodeError:
+            controller = -1
+        own = self._read_configs(zl.broker_config_path(self._node_id))
+        default = self._read_configs(zl.broker_config_path(None))
+        return brokers, controller, own, default, set(self.zk.get_children(zl.TOPICS))
+
+    def _read_configs(self, path: str) -> dict[str, str]:
+        try:
+            return zl.decode_configs(self.zk.get(path)[0])
+        except NoNodeError:
+            return {}
+
+    async def _refresh_topics(self, names: list[str]) -> None:
+        read = await asyncio.to_thread(lambda: {n: self._read_topic(n) for n in names})
+        changed = [t for n, t in read.items() if t is not None and self._topics.get(n) != t]
+        deleted = [self._topics[n] for n, t in read.items() if t is None and n in self._topics]
+        # A topic deleted and made again under its name: the old one goes first.
+        deleted += [self._topics[t.name] for t in changed if t.name in self._topics
+                    and self._topics[t.name].topic_id != t.topic_id]  # fmt: skip
+        if changed or deleted:
+            await self._apply(changed, deleted)
+
+    def _read_topic(self, name: str) -> TopicState | None:
+        try:
+            assignment = zl.decode_assignment(self.zk.get(zl.topic_path(name))[0])
+        except NoNodeError:
+            return None
+        parts: list[PartitionState] = []
+        for p, replicas in sorted(assignment.partitions.items()):
+            try:
+                data, stat = self.zk.get(zl.state_path(name, p))
+                s = zl.decode_state(data, stat.version)
+                parts.append(PartitionState(p, s.leader, s.leader_epoch, replicas, s.isr, s.partition_epoch))
+            except NoNodeError:  # the controller has not elected its leader yet
+                parts.append(PartitionState(p, -1, -1, replicas, (), -1))
+        configs = _valid_configs(name, self._read_configs(zl.topic_config_path(name)))
+        return TopicState(name, assignment.topic_id, tuple(parts), configs)
+
+    async def _apply(
+        self, changed: list[TopicState], deleted: list[TopicState], *, broker_configs: bool = False
+    ) -> None:
+        for t in deleted:
+            if self._topics.get(t.name) is t:
+                del self._topics[t.name]
+            self._by_id.pop(t.topic_id, None)
+        for t in changed:
+            self._topics[t.name] = t
+            self._by_id[t.topic_id] = t
+        self._offset += 1
+        delta = MetadataDelta(self._offset, tuple(changed), tuple(deleted), broker_configs)
+        for listener in list(self._listeners):
+            try:
+                await listener(delta)
+            except Exception:
+                log.exception("a broker component could not follow metadata change %d", self._offset)
+        async with self._applied:
+            self._applied.notify_all()
+
+    async def _wait_until(self, done: Callable[[], bool], what: str) -> None:
+        """Wait until this broker's image shows a change written to ZooKeeper."""
+        try:
+            async with asyncio.timeout(self._wait_timeout_s):
+                async with self._applied:
+                    await self._applied.wait_for(done)
+        except TimeoutError:
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{what} was written, but not yet in effect") from None
+
+    def _on_state(self, state: str) -> None:
+        """kazoo's connection states: a lost session ends this broker's leadership at once."""
+        if state == KazooState.LOST:
+            log.error("ZooKeeper session lost: this broker stops acting as leader until it registers again")
+            self._from_kazoo(lambda: self._session_changed(False))
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._from_kazoo(lambda: self._session_changed(True))
+
+    def _session_changed(self, alive: bool) -> None:
+        self._session_lost = not alive
+        if self.on_session_change is not None:
+            self.on_session_change(alive)
+        if alive:
+            self._reregistering = asyncio.ensure_future(self._reregister())
+
+    async def _reregister(self) -> None:
+        try:
+            await self._register()
+            log.info("Registered again in ZooKeeper with a new session")
+        except Exception as e:
+            log.error("could not register again in ZooKeeper: %s", e)
+        # The broker stopped leading when the session ended: every topic is told again, changed or not.
+        names = list(self._topics)
+        read = await asyncio.to_thread(lambda: {n: self._read_topic(n) for n in names})
+        await self._apply([t for t in read.values() if t is not None], [])
+        self._dirty_cluster = True
+        self._wake.set()
+
+    @property
+    def session_alive(self) -> bool:
+        return not self._session_lost
+
+    # -- MetadataStore: reads ------------------------------------------------------------------------------
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    @property
+    def controller_id(self) -> int:
+        return self._controller_id
+
+    @property
+    def offset(self) -> int:
+        return self._offset
+
+    def brokers(self) -> list[BrokerInfo]:
+        return [self._brokers[b] for b in sorted(self._brokers)]
+
+    def topics(self) -> Mapping[str, TopicState]:
+        return self._topics
+
+    def topic(self, name: str) -> TopicState | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
+        return self._by_id.get(topic_id)
+
+    def broker_configs(self) -> Mapping[str, str]:
+        return self._broker_configs
+
+    def default_broker_configs(self) -> Mapping[str, str]:
+        return self._default_broker_configs
+
+    def add_listener(self, listener: MetadataListener) -> None:
+        self._listeners.append(listener)
+
+    # -- MetadataStore: changes ----------------------------------------------------------------------------
+
+    def _check_replicas(self, replicas: Sequence[int]) -> None:
+        unknown = [r for r in replicas if r not in self._brokers]
+        if unknown or len(set(replicas)) != len(replicas) or not replicas:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"invalid replica assignment {list(replicas)}")
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str],
+        assignments: Mapping[int, list[int]] | None = None,
+    ) -> TopicState:
+        problem = topic_name_problem(name)
+        if problem:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+        if name in self._topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        collision = topic_collision(name, self._topics)
+        if collision:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, collision)
+        validate_topic_configs(configs)
+        if assignments:
+            if sorted(assignments) != list(range(len(assignments))):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partition ids must be 0..N-1")
+            for reps in assignments.values():
+                self._check_replicas(reps)
+            parts = {p: tuple(r) for p, r in assignments.items()}
+        else:
+            if num_partitions < 1:
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+            if replication_factor < 1:
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+            brokers = self.brokers()
+            if replication_factor > len(brokers):
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    f"Unable to replicate the partition {replication_factor} time(s): "
+                    f"the number of live brokers is {len(brokers)}.",
+                )
+            parts = assign_replicas(brokers, num_partitions, replication_factor)
+        topic_id = uuid.uuid4()
+
+        def write() -> None:
+            tx = self.zk.transaction()
+            tx.create(zl.topic_config_path(name), zl.encode_configs(configs))
+            tx.create(zl.topic_path(name), zl.encode_assignment(zl.Assignment(topic_id, parts)))
+            # The partition list exists with the topic, so a broker that sees the topic can watch it.
+            tx.create(zl.partitions_path(name))
+            results = tx.commit()
+            if any(isinstance(r, NodeExistsError) for r in results):
+                raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            failed = [r for r in results if isinstance(r, Exception)]
+            if failed:
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"cannot create topic {name}: {failed[0]!r}")
+
+        await asyncio.to_thread(write)
+
+        def created() -> bool:
+            t = self._topics.get(name)
+            return t is not None and t.topic_id == topic_id and all(p.leader >= 0 for p in t.partitions)
+
+        await self._wait_until(created, f"topic {name}")
+        return self._topics[name]
+
+    async def delete_topic(self, name: str) -> TopicState:
+        (topic,) = await self.delete_topics([name])
+        return topic
+
+    async def delete_topics(self, names: Sequence[str]) -> list[TopicState]:
+        topics = []
+        for name in dict.fromkeys(names):
+            topic = self._topics.get(name)
+            if topic is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+            topics.append(topic)
+
+        def write() -> None:
+            for t in topics:
+                with contextlib.suppress(NodeExistsError):
+                    self.zk.create(f"{zl.DELETE_TOPICS}/{t.name}")
+
+        await asyncio.to_thread(write)
+        ids = {t.topic_id for t in topics}
+        await self._wait_until(lambda: not ids & set(self._by_id), "the deletion")
+        return topics
+
+    async def create_partitions(
+        self, name: str, total: int, assignments: Sequence[list[int]] | None = None, *, validate_only: bool = False
+    ) -> TopicState:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        current = len(topic.partitions)
+        if total <= current:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {current} partitions, {total} would not be an increase.",
+            )
+        rf = topic.replication_factor
+        if assignments:
+            if len(assignments) != total - current:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Increasing the number of partitions by {total - current} but {len(assignments)} "
+                    "assignments provided.",
+                )
+            for reps in assignments:
+                self._check_replicas(reps)
+                if len(reps) != rf:
+                    raise KafkaError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"The manual partition assignment {reps} does not have the topic's replication factor {rf}.",
+                    )
+            added = {current + i: tuple(r) for i, r in enumerate(assignments)}
+        else:
+            fresh = assign_replicas(self.brokers(), total - current, rf)
+            added = {current + p: r for p, r in fresh.items()}
+        if validate_only:
+            return topic
+        parts = {s.partition: s.replicas for s in topic.partitions} | added
+
+        def write() -> None:
+            _, stat = self.zk.get(zl.topic_path(name))
+            assignment = zl.Assignment(topic.topic_id, parts)
+            try:
+                self.zk.set(zl.topic_path(name), zl.encode_assignment(assignment), version=stat.version)
+            except BadVersionError:
+                raise KafkaError(ErrorCode.REASSIGNMENT_IN_PROGRESS, f"topic {name} changed meanwhile") from None
+
+        await asyncio.to_thread(write)
+
+        def grown() -> bool:
+            t = self._topics.get(name)
+            return t is not None and len(t.partitions) == total and all(p.leader >= 0 for p in t.partitions)
+
+        await self._wait_until(grown, f"the new partitions of {name}")
+        return self._topics[name]
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        if name not in self._topics:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        validate_topic_configs(configs)
+        await self._set_configs(zl.topic_config_path(name), configs)
+        wanted = dict(configs)
+        await self._wait_until(lambda: name not in self._topics or self._topics[name].configs == wanted,
+                               f"the configs of {name}")  # fmt: skip
+
+    async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
+        await self._set_configs(zl.broker_config_path(self._node_id), configs)
+        wanted = dict(configs)
+        await self._wait_until(lambda: self._broker_configs == wanted, "the broker configs")
+
+    async def set_default_broker_configs(self, configs: Mapping[str, str]) -> None:
+        await self._set_configs(zl.broker_config_path(None), configs)
+        wanted = dict(configs)
+        await self._wait_until(lambda: self._default_broker_configs == wanted, "the broker configs")
+
+    async def _set_configs(self, path: str, configs: Mapping[str, str]) -> None:
+        def write() -> None:
+            data = zl.encode_configs(configs)
+            try:
+                self.zk.set(path, data)
+            except NoNodeError:
+                self.zk.create(path, data, makepath=True)
+
+        await asyncio.to_thread(write)
+
+    async def allocate_producer_ids(self, count: int) -> int:
+        def allocate() -> int:
+            while True:
+                try:
+                    data, stat = self.zk.get(zl.PRODUCER_ID_BLOCK)
+                except NoNodeError:
+                    try:
+                        self.zk.create(zl.PRODUCER_ID_BLOCK, zl.encode_producer_id_block(self._node_id, 0, count - 1))
+                        return 0
+                    except NodeExistsError:
+                        continue
+                first = zl.decode_producer_id_block(data)
+                block = zl.encode_producer_id_block(self._node_id, first, first + count - 1)
+                try:
+                    self.zk.set(zl.PRODUCER_ID_BLOCK, block, version=stat.version)
+                    return first
+                except BadVersionError:
+                    continue
+
+        return await asyncio.to_thread(allocate)
+
+    async def alter_partition(self, topic: str, state: PartitionState, isr: Sequence[int]) -> PartitionState:
+        """As leader, change a partition's ISR, conditionally on the partition epoch this broker knows
+        (Kafka's AlterPartition): a stale epoch is refused with FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION."""
+
+        def write() -> int:
+            new = zl.LeaderAndIsr(state.leader, state.leader_epoch, tuple(isr), -1)
+            data, stat = self.zk.get(zl.state_path(topic, state.partition))
+            current = zl.decode_state(data, stat.version)
+            if current.leader_epoch != state.leader_epoch or current.leader != self._node_id:
+                raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{topic}-{state.partition} has a newer leader")
+            new = zl.LeaderAndIsr(state.leader, state.leader_epoch, tuple(isr), current.controller_epoch)
+            try:
+                result = self.zk.set(zl.state_path(topic, state.partition), zl.encode_state(new),
+                                     version=state.partition_epoch)  # fmt: skip
+            except BadVersionError:
+                raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION, f"{topic}-{state.partition} changed") from None
+            return int(result.version)
+
+        version = await asyncio.to_thread(write)
+        return PartitionState(state.partition, state.leader, state.leader_epoch, state.replicas, tuple(isr), version)
+
+
+def _valid_configs(topic: str, configs: dict[str, str]) -> dict[str, str]:
+    kept: dict[str, str] = {}
+    for name, value in configs.items():
+        try:
+            validate_topic_configs({name: value})
+        except KafkaError as e:
+            log.warning("Topic %s: config %s=%r set aside, the default applies: %s", topic, name, value, e.message)
+            continue
+        kept[name] = value
+    return kept

@@ -1,0 +1,222 @@
+"""Followers fetch from their leaders: one fetcher task per source broker, as Kafka's ReplicaFetcherThread.
+
+A partition this broker follows is given to the fetcher of its leader (``ReplicaFetcherManager.update``, after
+every metadata change). Before its first fetch at a leader epoch the follower truncates its log to where it
+agrees with the leader (KIP-101/279): it asks the leader, with OffsetForLeaderEpoch, where its own latest epoch
+ends in the leader's log, and cuts its log there (never below its high watermark's reach on the leader: the
+leader's answer is the truth), so a replica that led before and wrote records the cluster never committed
+drops them and never diverges. Then it fetches from its log end offset as replica ``node.id`` (the leader
+counts that offset as this replica's position, which moves the high watermark), appends what comes back as
+follower (offsets and leader epochs as the leader wrote them), and takes the leader's high watermark.
+A leader that answers NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH is left alone until the metadata names the
+new leader; a fetcher whose leader is unreachable retries after ``replica.fetch.backoff.ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rill.cluster.channel import NetworkClient, NetworkClientConfig
+from rill.common import TopicPartition
+from rill.errors import ErrorCode, KafkaError
+from rill.metadata.store import BrokerInfo
+from rill.protocol import ApiKey
+from rill.replica.partition import Partition
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Fetching:
+    partition: Partition
+    leader_epoch: int
+    truncated: bool = False  # the log agrees with the leader's at this epoch
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader, in one loop."""
+
+    def __init__(self, node_id: int, leader: int, client: NetworkClient, *, max_bytes: int, wait_ms: int,
+                 backoff_ms: int) -> None:  # fmt: skip
+        self.node_id = node_id
+        self.leader = leader
+        self._client = client
+        self._max_bytes = max_bytes
+        self._wait_ms = wait_ms
+        self._backoff_s = backoff_ms / 1000.0
+        self.partitions: dict[TopicPartition, _Fetching] = {}
+        self._changed = asyncio.Event()
+        self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{leader}")
+        self.lag: dict[TopicPartition, int] = {}
+
+    def add(self, partition: Partition) -> None:
+        current = self.partitions.get(partition.tp)
+        if current is None or current.leader_epoch != partition.leader_epoch or current.partition is not partition:
+            self.partitions[partition.tp] = _Fetching(partition, partition.leader_epoch)
+            self._changed.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        if self.partitions.pop(tp, None) is not None:
+            self.lag.pop(tp, None)
+            self._changed.set()
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                self._changed.clear()
+                await self._changed.wait()
+                continue
+            try:
+                await self._truncate()
+                await self._fetch()
+            except asyncio.CancelledError:
+                raise
+            except KafkaError as e:
+                log.debug("Fetch from broker %d failed: %s", self.leader, e.message)
+                await asyncio.sleep(self._backoff_s)
+            except Exception:
+                log.exception("Replica fetcher for broker %d failed; retrying", self.leader)
+                await asyncio.sleep(self._backoff_s)
+
+    async def _truncate(self) -> None:
+        """OffsetForLeaderEpoch for the partitions not yet truncated at their current epoch."""
+        pending = [f for f in self.partitions.values() if not f.truncated]
+        if not pending:
+            return
+        topics: dict[str, list[dict[str, int]]] = {}
+        for f in pending:
+            latest = f.partition.log.leader_epoch_cache.latest_epoch
+            topics.setdefault(f.partition.tp.topic, []).append({
+                "partition": f.partition.tp.partition, "current_leader_epoch": f.leader_epoch,
+                "leader_epoch": latest if latest >= 0 else 0,
+            })  # fmt: skip
+        body = {"replica_id": self.node_id,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}  # fmt: skip
+        conn = await self._client.ready(self.leader)
+        response = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body)
+        assert response is not None
+        for t in response.body["topics"]:
+            for p in t["partitions"]:
+                found = self.partitions.get(TopicPartition(t["topic"], p["partition"]))
+                if found is None or found.truncated:
+                    continue
+                if p["error_code"]:
+                    log.debug("OffsetForLeaderEpoch of %s from %d: %s", found.partition.tp, self.leader,
+                              ErrorCode(p["error_code"]).name)  # fmt: skip
+                    continue
+                f = found
+                plog = f.partition.log
+                end = p["end_offset"]
+                if plog.leader_epoch_cache.latest_epoch < 0 or end < 0:
+                    target = plog.log_end_offset if end < 0 else min(end, plog.log_end_offset)
+                else:
+                    target = min(end, plog.log_end_offset)
+                if target < plog.log_end_offset:
+                    log.info("Truncating %s from %d to %d (leader %d's end of epoch %d)", f.partition.tp,
+                             plog.log_end_offset, target, self.leader, p["leader_epoch"])  # fmt: skip
+                    plog.truncate_to(target)
+                f.truncated = True
+
+    async def _fetch(self) -> None:
+        ready = [f for f in self.partitions.values() if f.truncated]
+        if not ready:
+            await asyncio.sleep(self._backoff_s)
+            return
+        topics: dict[str, list[dict[str, int]]] = {}
+        for f in ready:
+            topics.setdefault(f.partition.tp.topic, []).append({
+                "partition": f.partition.tp.partition, "current_leader_epoch": f.leader_epoch,
+                "fetch_offset": f.partition.log.log_end_offset, "log_start_offset": f.partition.log_start_offset,
+                "partition_max_bytes": self._max_bytes, "last_fetched_epoch": -1,
+            })  # fmt: skip
+        body = {
+            "replica_id": self.node_id, "replica_state": {"replica_id": self.node_id, "replica_epoch": -1},
+            "max_wait_ms": self._wait_ms, "min_bytes": 1, "max_bytes": 0x7FFFFFFF, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [], "rack_id": "",
+        }  # fmt: skip
+        conn = await self._client.ready(self.leader)
+        response = await conn.request(ApiKey.FETCH, body, max_version=12,
+                                      timeout_ms=self._wait_ms + 30_000)  # fmt: skip
+        assert response is not None
+        for t in response.body["responses"]:
+            for p in t["partitions"]:
+                self._apply(TopicPartition(t["topic"], p["partition_index"]), p)
+
+    def _apply(self, tp: TopicPartition, p: Mapping[str, object]) -> None:
+        f = self.partitions.get(tp)
+        if f is None:
+            return
+        code = ErrorCode(int(p["error_code"]))  # type: ignore[call-overload]
+        plog = f.partition.log
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            start = int(p["log_start_offset"])  # type: ignore[call-overload]
+            if start > plog.log_end_offset:  # the leader deleted what this replica lacks: start over there
+                log.info("%s: starting again at the leader's log start %d", tp, start)
+                plog.truncate_fully_and_start_at(start)
+            return
+        if code != ErrorCode.NO_ERROR:
+            log.debug("Fetch of %s from %d: %s", tp, self.leader, code.name)
+            return
+        records = p.get("records")
+        if isinstance(records, (bytes, bytearray, memoryview)) and len(records):
+            plog.append_as_follower(records)
+        hw = int(p["high_watermark"])  # type: ignore[call-overload]
+        plog.high_watermark = min(hw, plog.log_end_offset)
+        start = int(p["log_start_offset"])  # type: ignore[call-overload]
+        if start > plog.log_start_offset:
+            plog.maybe_increment_log_start_offset(min(start, plog.high_watermark))
+        self.lag[tp] = max(0, hw - plog.log_end_offset)
+
+
+class ReplicaFetcherManager:
+    """The fetchers of a broker, one per leader it follows partitions of."""
+
+    def __init__(self, node_id: int, config: object) -> None:
+        get = config.get  # type: ignore[attr-defined]
+        self.node_id = node_id
+        self._client = NetworkClient(NetworkClientConfig(client_id=f"broker-{node_id}-fetcher"))
+        self._max_bytes = int(get("replica.fetch.max.bytes"))
+        self._wait_ms = int(get("replica.fetch.wait.max.ms"))
+        self._backoff_ms = int(get("replica.fetch.backoff.ms"))
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+
+    def update(self, partitions: Mapping[TopicPartition, Partition], brokers: list[BrokerInfo]) -> None:
+        """Fetch each followed partition from its leader (and nothing else)."""
+        for b in brokers:
+            if b.node_id != self.node_id:
+                self._client.set_node(b.node_id, b.host, b.port)
+        wanted: dict[TopicPartition, int] = {}
+        for tp, partition in partitions.items():
+            leader = partition.state.leader
+            if leader >= 0 and leader != self.node_id and self.node_id in partition.state.replicas:
+                wanted[tp] = leader
+                fetcher = self._fetchers.get(leader)
+                if fetcher is None:
+                    fetcher = self._fetchers[leader] = ReplicaFetcher(
+                        self.node_id, leader, self._client, max_bytes=self._max_bytes, wait_ms=self._wait_ms,
+                        backoff_ms=self._backoff_ms,
+                    )  # fmt: skip
+                fetcher.add(partition)
+        for leader, fetcher in self._fetchers.items():
+            for tp in [tp for tp in fetcher.partitions if wanted.get(tp) != leader]:
+                fetcher.remove(tp)
+
+    def max_lag(self) -> int:
+        return max((lag for f in self._fetchers.values() for lag in f.lag.values()), default=0)
+
+    async def shutdown(self) -> None:
+        for fetcher in self._fetchers.values():
+            await fetcher.stop()
+        self._fetchers.clear()
+        await self._client.close()

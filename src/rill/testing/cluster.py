@@ -1,0 +1,173 @@
+"""A throwaway Rill cluster for tests: a ZooKeeper server and N brokers, each a ``rill broker`` process on a
+free 127.0.0.1 port, all stopped (and their data removed) on exit.
+
+``cluster(brokers=3)`` is a context manager giving a :class:`TestCluster`: ``.bootstrap_servers``, ``.brokers``
+(ids), ``.leader(topic, partition)``, ``.controller()``, ``.kill(id)`` (SIGKILL), ``.pause(id)`` /
+``.resume(id)`` (SIGSTOP/SIGCONT), ``.restart(id)``, ``.stop(id)`` (controlled), ``.start(id)``. Leaders and
+the controller are read from ZooKeeper, the source of truth.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from rill.testing import TestBroker
+from rill.testing.zookeeper import ZooKeeperEnsemble
+
+CLUSTER_DEFAULTS = {
+    # Failover in seconds, not the 18 s of Kafka's default session timeout (ZooKeeper's minimum is 2 ticks).
+    "zookeeper.session.timeout.ms": "4000",
+    "replica.lag.time.max.ms": "6000",
+    "replica.fetch.wait.max.ms": "200",
+    "replica.fetch.backoff.ms": "200",
+    "controlled.shutdown.retry.backoff.ms": "2000",
+    "offsets.topic.replication.factor": "3",
+    "default.replication.factor": "3",
+}
+
+
+class TestCluster:
+    """N brokers sharing one ZooKeeper; see the module docstring."""
+
+    __test__ = False  # not a test class, whatever pytest thinks of its name
+
+    def __init__(self, brokers: int = 3, overrides: Mapping[str, Any] | None = None, *, tick_ms: int = 500,
+                 data_dir: str | Path | None = None) -> None:  # fmt: skip
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir if data_dir is not None else tempfile.mkdtemp(prefix="rill-cluster-"))
+        self.zookeeper = ZooKeeperEnsemble(1, tick_ms=tick_ms, data_dir=self.data_dir / "zookeeper")
+        self.chroot = "/rill"
+        props = {**CLUSTER_DEFAULTS, **{k: str(v) for k, v in (overrides or {}).items()}}
+        props.setdefault("offsets.topic.replication.factor", str(min(3, brokers)))
+        props.setdefault("default.replication.factor", str(min(3, brokers)))
+        props["offsets.topic.replication.factor"] = str(min(int(props["offsets.topic.replication.factor"]), brokers))
+        props["default.replication.factor"] = str(min(int(props["default.replication.factor"]), brokers))
+        self._props = props
+        self._brokers: dict[int, TestBroker] = {}
+        self.size = brokers
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+
+    def start(self, broker_id: int | None = None) -> TestCluster:
+        """Start ZooKeeper and every broker, or (``broker_id``) one broker again."""
+        if broker_id is not None:
+            self._brokers[broker_id].start()
+            return self
+        self.zookeeper.start()
+        for i in range(self.size):
+            props = {**self._props, "node.id": str(i),
+                     "zookeeper.connect": self.zookeeper.connect_string + self.chroot}  # fmt: skip
+            b = TestBroker(props, subprocess=True, data_dir=self.data_dir / f"broker-{i}")
+            self._brokers[i] = b
+            b.start()
+        return self
+
+    def close(self) -> None:
+        try:
+            for b in self._brokers.values():
+                with contextlib.suppress(Exception):
+                    b.kill() if b.running else None
+        finally:
+            self.zookeeper.close()
+            if self._own_dir:
+                shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> TestCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- what tests ask ----------------------------------------------------------------------------------
+
+    @property
+    def brokers(self) -> list[int]:
+        return sorted(self._brokers)
+
+    def broker(self, broker_id: int) -> TestBroker:
+        return self._brokers[broker_id]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(b.bootstrap_servers for _, b in sorted(self._brokers.items()))
+
+    def _zk_get(self, path: str) -> bytes | None:
+        from kazoo.client import KazooClient
+        from kazoo.exceptions import NoNodeError
+
+        client = KazooClient(hosts=self.zookeeper.connect_string + self.chroot, timeout=5.0)
+        client.start(10)
+        try:
+            return bytes(client.get(path)[0])
+        except NoNodeError:
+            return None
+        finally:
+            client.stop()
+            client.close()
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The partition's leader as ZooKeeper has it (-1: none)."""
+        data = self._zk_get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+        return -1 if data is None else int(json.loads(data)["leader"])
+
+    def isr(self, topic: str, partition: int) -> list[int]:
+        data = self._zk_get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+        return [] if data is None else [int(r) for r in json.loads(data)["isr"]]
+
+    def controller(self) -> int:
+        data = self._zk_get("/controller")
+        return -1 if data is None else int(json.loads(data)["brokerid"])
+
+    def wait_for(self, condition: Any, timeout: float = 30.0, what: str = "the condition") -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} did not hold within {timeout:g} s")
+            time.sleep(0.05)
+
+    # -- faults ------------------------------------------------------------------------------------------
+
+    def kill(self, broker_id: int) -> None:
+        self._brokers[broker_id].kill()
+
+    def stop(self, broker_id: int) -> None:
+        """A controlled shutdown (SIGTERM): leadership moves off the broker before it stops."""
+        self._brokers[broker_id].stop(timeout=60.0)
+
+    def restart(self, broker_id: int, *, kill: bool = False) -> None:
+        self._brokers[broker_id].restart(kill=kill)
+
+    def pid(self, broker_id: int) -> int:
+        runner = self._brokers[broker_id]._runner
+        proc = getattr(runner, "_proc", None)
+        if proc is None:
+            raise RuntimeError(f"broker {broker_id} is not running")
+        return int(proc.pid)
+
+    def pause(self, broker_id: int) -> None:
+        os.kill(self.pid(broker_id), signal.SIGSTOP)
+
+    def resume(self, broker_id: int) -> None:
+        os.kill(self.pid(broker_id), signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def cluster(brokers: int = 3, overrides: Mapping[str, Any] | None = None, **configs: Any) -> Iterator[TestCluster]:
+    """Start a cluster (ZooKeeper and ``brokers`` brokers); everything is stopped and removed on exit."""
+    props = dict(overrides or {})
+    props.update({k.replace("_", "."): v for k, v in configs.items()})
+    c = TestCluster(brokers, props)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
