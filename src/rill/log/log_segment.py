@@ -10,8 +10,14 @@ Every batch in a segment has offsets in ``[base_offset, base_offset + 2**31 - 1]
 offsets strictly increase through the file. The segment writes with ``pwritev`` at its known
 size, so a failed write is cut off again with ``ftruncate`` and the file never holds a partial
 batch while the process runs; after a crash, ``recover`` re-validates every batch and truncates
-at the first bad byte. The file descriptor stays open until the segment is deleted, so
-``FileRegion``s handed to the network layer stay valid.
+at the first bad byte.
+
+The ``.log`` file's descriptor belongs to a ``SegmentFile``, which the segment and every ``FileRegion``
+cut from it (``region``) refer to; it is closed when the last of them lets go. A Fetch response still
+being sent when its segment is closed (the topic deleted, the segment deleted by retention with
+``file.delete.delay.ms`` = 0, the log truncated) thus keeps reading the file it was cut from, unlinked
+or not, and the descriptor's number is not given to another file meanwhile (Kafka keeps a segment open
+until no reader holds it, too).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from rill.common import FileRegion
 from rill.log.abstract_index import IndexFullError
 from rill.log.offset_index import OffsetIndex
 from rill.log.segment_state import SegmentState, cut_back, write_all
@@ -47,6 +54,20 @@ _SCAN_CHUNK = 64 * 1024
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
+
+
+class SegmentFile:
+    """An open file descriptor, closed when nothing refers to this object any more (CPython frees an
+    object, and so closes its descriptor, the moment its last reference goes)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __del__(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
 
 
 class LogSegment(SegmentState):
@@ -74,6 +95,7 @@ class LogSegment(SegmentState):
         self.created_ms = now_ms
         self.roll_jitter_ms = roll_jitter_ms
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._file: SegmentFile | None = SegmentFile(self._fd)  # closes the descriptor when the last holder goes
         try:
             self.offset_index = OffsetIndex(
                 dir / segment_file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_size, active
@@ -89,7 +111,7 @@ class LogSegment(SegmentState):
                 self.offset_index.close()
                 raise
         except BaseException:
-            os.close(self._fd)
+            self._fd, self._file = -1, None
             raise
         self.size = os.fstat(self._fd).st_size
         self.next_offset = base_offset
@@ -105,6 +127,11 @@ class LogSegment(SegmentState):
     @property
     def fd(self) -> int:
         return self._fd
+
+    def region(self, position: int, length: int) -> FileRegion:
+        """``length`` bytes of the ``.log`` file from ``position``, for ``os.sendfile``: the region holds
+        the file open until it is dropped, whatever happens to the segment meanwhile."""
+        return FileRegion(self._fd, position, length, self._file)
 
     @property
     def is_empty(self) -> bool:
@@ -374,15 +401,14 @@ class LogSegment(SegmentState):
             self.closed = True
             self.offset_index.close()
             self.time_index.close()
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = -1
+            # The descriptor closes now, or when the last FileRegion cut from it is dropped.
+            self._fd, self._file = -1, None
 
     def files(self) -> list[Path]:
         return [self.log_path, self.offset_index.path, self.time_index.path]
 
     def rename_to_deleted(self) -> None:
-        """Give every file the ``.deleted`` suffix; the fd stays open for readers."""
+        """Give every file the ``.deleted`` suffix; the file stays open for readers."""
         new_log = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
         with contextlib.suppress(FileNotFoundError):
             os.rename(self.log_path, new_log)
