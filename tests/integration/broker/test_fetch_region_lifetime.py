@@ -12,6 +12,7 @@ to the new topic's segment, and sent its batches, valid CRCs and all, labelled a
 from __future__ import annotations
 
 import asyncio
+import logging
 import select
 import time
 from collections.abc import Callable, Iterator
@@ -205,3 +206,27 @@ def test_log_truncated_during_fetch(broker: rill.testing.TestBroker) -> None:
         _slow_fetch(broker, admin, BATCHES * PER_BATCH // 2, truncate_a)
     finally:
         admin.close()
+
+
+def test_a_consumer_going_away_mid_response_is_no_warning(
+    broker: rill.testing.TestBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="rill.network")
+    admin = Wire(broker.bootstrap_servers, timeout=30.0)
+    try:
+        _create(admin, "a", {})
+        _fill(admin, "a", b"a")
+    finally:
+        admin.close()
+    reader = Wire(broker.bootstrap_servers, timeout=30.0, receive_buffer=16384)
+    reader.send_raw(_fetch_request("a", 0))
+    assert select.select([reader.sock], [], [], 10)[0], "no response started"
+    time.sleep(0.3)
+    reader.close()  # with unread bytes: the kernel resets the connection, the broker's sendfile fails
+
+    def sendfile_failed() -> bool:
+        return any("sendfile failed" in r.getMessage() for r in caplog.records)
+
+    _wait(sendfile_failed, "the broker to notice the consumer went away", 10)
+    failures = [r for r in caplog.records if "sendfile failed" in r.getMessage()]
+    assert all(r.levelno == logging.DEBUG for r in failures), [(r.levelname, r.getMessage()) for r in failures]
