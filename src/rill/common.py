@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 K = TypeVar("K", bound=Hashable)
+_NT = TypeVar("_NT", bound=tuple[Any, ...])
+
+
+class _FromFields(Protocol):
+    def __call__(self, cls: type[_NT], fields: Iterable[Any], /) -> _NT: ...
+
+
+named_tuple_from = cast(_FromFields, tuple.__new__)
+"""``named_tuple_from(cls, fields)``: the named tuple ``cls`` holding ``fields`` (all of them, in order),
+without the argument handling of ``cls(*fields)`` (for the 13 fields of a ``BatchHeader``: 0.17 us
+against 0.33): what the append path uses for the tuples it builds on every append."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,8 +24,6 @@ import os
 import struct
 from pathlib import Path
 
-from rill.log.segment_state import IndexState
-
 RESERVE_CHUNK = 16 * 1024
 
 
@@ -44,9 +42,7 @@ def _data_end(fd: int, length: int) -> int:
         return length
 
 
-class AbstractIndex(IndexState):
-    """The write-side fields live in ``IndexState`` (compiled where built; see rill.log.segment_state)."""
-
+class AbstractIndex:
     ENTRY: struct.Struct  # set by subclasses
     FIRST_MAY_BE_ZERO = False  # whether an all-zero first slot can be a valid entry (subclasses)
 
@@ -55,6 +51,8 @@ class AbstractIndex(IndexState):
         self.base_offset = base_offset
         self.entry_size = self.ENTRY.size
         self._max_entries = max(1, max_index_size // self.entry_size)
+        self._entries = 0  # used slots
+        self._reserved = 0  # bytes of the file with disk blocks reserved, all inside the map
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._mm: mmap.mmap | None = None
         self._last: tuple[int, ...] | None = None  # the last entry, once read or written

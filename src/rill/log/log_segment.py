@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import struct
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,7 +33,6 @@ from pathlib import Path
 from rill.common import FileRegion
 from rill.log.abstract_index import IndexFullError
 from rill.log.offset_index import OffsetIndex
-from rill.log.segment_state import SegmentState, cut_back, write_all
 from rill.log.time_index import TimeIndex
 from rill.records.batch import (
     BATCH_HEADER_SIZE,
@@ -50,10 +50,48 @@ TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 INT32_MAX = 2**31 - 1
 _SCAN_CHUNK = 64 * 1024
+_IOV_MAX = 1024
+_BASE_OFFSET = struct.Struct(">q")  # at byte 0 of a record batch (rill.records.batch)
+_LEADER_EPOCH = struct.Struct(">i")  # partitionLeaderEpoch, at byte 12
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
+
+
+def write_all(fd: int, bufs: Sequence[Buffer], position: int) -> int:
+    """pwritev every buffer at ``position`` (``_IOV_MAX`` at a time, again after a partial write);
+    returns bytes written. Raises OSError on failure, a call that writes nothing included."""
+    total = sum(map(len, bufs))
+    n = 0
+    if len(bufs) <= _IOV_MAX:
+        n = os.pwritev(fd, bufs, position)
+        if n == total:
+            return n
+    views = [memoryview(b).cast("B") for b in bufs]
+    written = 0
+    i = 0
+    while True:
+        written += n
+        # skip what the last call wrote: whole buffers, then the start of the next one
+        while n > 0:
+            if n >= len(views[i]):
+                n -= len(views[i])
+                i += 1
+            else:
+                views[i] = views[i][n:]
+                n = 0
+        if written == total:
+            return written
+        n = os.pwritev(fd, views[i : i + _IOV_MAX], position + written)
+        if n <= 0:
+            raise OSError("pwritev wrote nothing")
+
+
+def cut_back(fd: int, size: int) -> None:
+    """After a failed write: drop whatever part of it reached the file."""
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, size)
 
 
 class SegmentFile:
@@ -70,9 +108,8 @@ class SegmentFile:
             os.close(self.fd)
 
 
-class LogSegment(SegmentState):
-    """A segment (not thread safe, except ``flush`` which a worker thread may call). The write-side
-    fields and ``try_append`` are ``SegmentState``'s (compiled where built; see rill.log.segment_state)."""
+class LogSegment:
+    """A segment (not thread safe, except ``flush`` which a worker thread may call)."""
 
     def __init__(
         self,
@@ -113,13 +150,13 @@ class LogSegment(SegmentState):
         except BaseException:
             self._fd, self._file = -1, None
             raise
-        self.size = os.fstat(self._fd).st_size
+        self.size = os.fstat(self._fd).st_size  # bytes in the .log file
         self.next_offset = base_offset
-        self.max_timestamp = -1
+        self.max_timestamp = -1  # -1 (and its offset -1) while the segment has no timestamp
         self.offset_of_max_timestamp = -1
-        self.rolling_based_timestamp: int | None = None
+        self.rolling_based_timestamp: int | None = None  # the first batch's max timestamp; None when empty
         self.bytes_since_last_index_entry = 0
-        self.index_full = False
+        self.index_full = False  # read on every append; refreshed wherever the indexes change
         self._refresh_index_full()
 
     # ---- state --------------------------------------------------------------------------------
@@ -275,9 +312,61 @@ class LogSegment(SegmentState):
         for rel_pos, last_offset, max_ts, size in batches:
             self._index_batch(start + rel_pos, last_offset, max_ts, size)
 
-    def _add_index_entries_slow(self, last_offset: int, position: int) -> None:
-        # The reference for the index entries of one batch; the compiled SegmentState does the
-        # common case itself and calls this for the rest (see rill.log.segment_state).
+    def try_append(
+        self,
+        buf: bytearray | memoryview,
+        first_offset: int,
+        last_offset: int,
+        max_ts: int,
+        leader_epoch: int,
+        now_ms: int,
+        segment_bytes: int,
+        segment_ms: int,
+    ) -> bool:
+        """Append one whole batch from a producer (the path of nearly every produce request): False,
+        with nothing done, when it must go into a new segment (``should_roll``); else stamp its base
+        offset and partition leader epoch into ``buf``, write it at the end, index it and return True.
+        On OSError the file is cut back to its previous size and the error re-raised."""
+        size = len(buf)
+        if size < 16:
+            raise ValueError("try_append: not a record batch")
+        if self.size and self.should_roll(size, max_ts, last_offset, now_ms, segment_bytes, segment_ms):
+            return False
+        _BASE_OFFSET.pack_into(buf, 0, first_offset)
+        _LEADER_EPOCH.pack_into(buf, 12, leader_epoch)
+        start = self.size
+        try:
+            write_all(self._fd, (buf,), start)
+        except OSError:
+            cut_back(self._fd, start)
+            raise
+        self.size = start + size
+        if self.rolling_based_timestamp is None:
+            self.rolling_based_timestamp = max_ts
+        self._index_batch(start, last_offset, max_ts, size)
+        return True
+
+    def _index_batch(self, position: int, last_offset: int, max_ts: int, size: int) -> None:
+        """Account for a batch of ``size`` bytes written at ``position``."""
+        if max_ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self._add_index_entries(last_offset, position)
+        self.bytes_since_last_index_entry += size
+        self.next_offset = last_offset + 1
+
+    def should_roll(
+        self, size: int, max_ts: int, last_offset: int, now_ms: int, segment_bytes: int, segment_ms: int
+    ) -> bool:
+        """Must a batch of ``size`` bytes go into a new segment? By time: once its records span more
+        than ``segment_ms`` less the segment's ``roll_jitter_ms`` (or it was created that long ago)."""
+        if self.size > segment_bytes - size or self.index_full or last_offset - self.base_offset > INT32_MAX:
+            return True
+        rolling_ts = self.rolling_based_timestamp
+        waited = max_ts - rolling_ts if rolling_ts is not None and rolling_ts >= 0 else now_ms - self.created_ms
+        return waited > segment_ms - self.roll_jitter_ms
+
+    def _add_index_entries(self, last_offset: int, position: int) -> None:
         # Only a write fills an index; the paths that empty or grow one call _refresh_index_full.
         self.bytes_since_last_index_entry = 0
         try:
