@@ -330,20 +330,29 @@ class LogSegment:
         size = len(buf)
         if size < 16:
             raise ValueError("try_append: not a record batch")
-        if self.size and self.should_roll(size, max_ts, last_offset, now_ms, segment_bytes, segment_ms):
+        start = self.size
+        if start and self.should_roll(size, max_ts, last_offset, now_ms, segment_bytes, segment_ms):
             return False
         _BASE_OFFSET.pack_into(buf, 0, first_offset)
         _LEADER_EPOCH.pack_into(buf, 12, leader_epoch)
-        start = self.size
+        fd = self._fd
         try:
-            write_all(self._fd, (buf,), start)
+            written = os.pwrite(fd, buf, start)
+            if written != size:
+                write_all(fd, (memoryview(buf)[written:],), start + written)
         except OSError:
-            cut_back(self._fd, start)
+            cut_back(fd, start)
             raise
         self.size = start + size
         if self.rolling_based_timestamp is None:
             self.rolling_based_timestamp = max_ts
-        self._index_batch(start, last_offset, max_ts, size)
+        # _index_batch written out (this runs for nearly every produce request)
+        if max_ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self._add_index_entries(last_offset, start)
+        self.bytes_since_last_index_entry += size
+        self.next_offset = last_offset + 1
         return True
 
     def _index_batch(self, position: int, last_offset: int, max_ts: int, size: int) -> None:
