@@ -7,7 +7,7 @@ Files, named by the segment's base offset as 20 zero-padded digits::
     00000000000000000000.timeindex  TimeIndex, 12-byte entries (see rill.log.time_index)
 
 Every batch in a segment has offsets in ``[base_offset, base_offset + 2**31 - 1]`` and base
-offsets strictly increase through the file. The segment writes with ``pwritev`` at its known
+offsets strictly increase through the file. The segment writes with ``pwrite(v)`` at its known
 size, so a failed write is cut off again with ``ftruncate`` and the file never holds a partial
 batch while the process runs; after a crash, ``recover`` re-validates every batch and truncates
 at the first bad byte.
