@@ -22,7 +22,7 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 [ -e /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 command -v java >/dev/null 2>&1 || missing+=(default-jdk-headless)
 "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
-# The C extensions (record scanner, segment state) and their sanitizer test need a compiler and the Python headers.
+# The C extension (record scanner) and its sanitizer test need a compiler and the Python headers.
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 "$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
     || missing+=(python3-dev)

@@ -95,6 +95,9 @@ class Broker:
         before, after = raise_open_files_limit()
         if after != before:
             log.info("Raised the open files limit from %d to %d", before, after)
+        from rill.metrics import implementations
+
+        log.info("Implementations: %s", ", ".join(f"{m} {i}" for m, i in implementations().items()))
         log_dirs = [Path(d) for d in config.log_dirs]
         defaults = LogConfig.from_topic_configs(topic_config_defaults(config, {}), LogConfig())
         self.step = "loading the logs"

@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar, cast
 
 K = TypeVar("K", bound=Hashable)
+_NT = TypeVar("_NT", bound=tuple[Any, ...])
+
+
+class _FromFields(Protocol):
+    def __call__(self, cls: type[_NT], fields: Iterable[Any], /) -> _NT: ...
+
+
+named_tuple_from = cast(_FromFields, tuple.__new__)
+"""``named_tuple_from(cls, fields)``: the named tuple ``cls`` holding ``fields`` (all of them, in order),
+without the argument handling of ``cls(*fields)`` (for the 13 fields of a ``BatchHeader``: 0.17 us
+against 0.33): what the append path uses for the tuples it builds on every append."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,14 +33,17 @@ class TopicPartition:
 class FileRegion:
     """A byte range of an open file, sent to a socket with ``os.sendfile`` (zero copy).
 
-    ``fd`` stays open for as long as the segment that owns it exists; segments are deleted
-    only after ``file.delete.delay.ms``, so a region handed to the network layer stays valid
-    while its response is written.
+    ``owner`` is the object that keeps ``fd`` open (the log passes its segment's ``SegmentFile``): the
+    region holds it, so the descriptor stays open, and its number cannot be given to another file, until
+    the region is dropped, however the segment is closed meanwhile (its topic deleted, the segment deleted
+    by retention, the log truncated). Such a response still carries the bytes it was cut from. ``None``
+    only where the caller itself keeps ``fd`` open for longer than the region lives.
     """
 
     fd: int
     position: int
     length: int
+    owner: object = field(default=None, compare=False, repr=False)
 
 
 def repeated(keys: Iterable[K]) -> set[K]:

@@ -26,6 +26,8 @@ Metric (labels) and the Kafka metric it mirrors:
 - ``kafka_consumergroup_lag``, ``kafka_consumergroup_current_offset`` (consumergroup, topic, partition):
   the names kafka_exporter uses (Kafka's broker has no lag metric)
 - ``kafka_server_socketservermetrics_connection_count``: socket-server-metrics connection-count
+- ``rill_implementation_info`` (module, implementation): Rill's own, 1 for each module that has a compiled
+  implementation and a pure-Python twin, labelled with the one in use (``compiled`` or ``python``)
 
 The metrics live in their own ``CollectorRegistry`` (never the process-global one), so several brokers in one
 process (tests) do not collide. ``start_http_server`` serves them at ``/metrics``.
@@ -34,6 +36,7 @@ process (tests) do not collide. ``start_http_server`` serves them at ``/metrics`
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import socket
 import threading
@@ -81,6 +84,18 @@ PartitionSource = Callable[[], Iterable[PartitionStats]]
 GroupSource = Callable[[], Iterable[GroupOffset]]
 PurgatorySource = Callable[[], Mapping[str, int]]
 CountSource = Callable[[], int]
+
+
+TWINNED_MODULES = ("rill.records.scan",)
+"""Modules with a compiled implementation and a pure-Python twin (used where the package was installed
+without a C compiler); each says in ``ACCELERATED`` which one it runs."""
+
+
+def implementations() -> dict[str, str]:
+    """``compiled`` or ``python`` for each of ``TWINNED_MODULES``: the implementation in use."""
+    return {
+        name: "compiled" if importlib.import_module(name).ACCELERATED else "python" for name in TWINNED_MODULES
+    }
 
 
 def request_label(api_name: str) -> str:
@@ -386,6 +401,15 @@ class _Collector:
         yield GaugeMetricFamily(
             "kafka_server_socketservermetrics_connection_count", "Open client connections.", value=count
         )
+
+        info = GaugeMetricFamily(
+            "rill_implementation_info",
+            "1 per module with a compiled implementation and a pure-Python twin, labelled with the one in use.",
+            labels=["module", "implementation"],
+        )
+        for module, implementation in implementations().items():
+            info.add_metric([module, implementation], 1)
+        yield info
 
 
 # ------------------------------------------------------------------------------------------- HTTP endpoint

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import subprocess
 import sys
@@ -253,3 +254,31 @@ def test_partition_errors_are_counted_by_code() -> None:
         errors = "kafka_network_requestmetrics_errors_total"
         assert value(s, errors, request="Produce", error="UNKNOWN_TOPIC_OR_PARTITION") == 3
         assert value(s, errors, request="Fetch", error="UNKNOWN_TOPIC_OR_PARTITION") == 1
+
+
+def test_the_implementations_in_use_are_logged_and_exported(caplog: pytest.LogCaptureFixture) -> None:
+    """Whether the record scanner runs compiled or as its pure-Python twin: one INFO line at start and
+    ``rill_implementation_info`` at the metrics endpoint."""
+    from rill import testing
+    from rill.records import scan
+
+    expected = "compiled" if scan.ACCELERATED else "python"
+    other = "python" if scan.ACCELERATED else "compiled"
+    caplog.set_level(logging.INFO, logger="rill.broker")
+    metrics_port = _free_port()
+    with testing.broker({"metrics.port": str(metrics_port)}):
+        s = scrape(metrics_port)
+    name = "rill_implementation_info"
+    assert value(s, name, module="rill.records.scan", implementation=expected) == 1
+    assert (name, (("implementation", other), ("module", "rill.records.scan"))) not in s
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Implementations:")]
+    assert lines == [f"Implementations: rill.records.scan {expected}"]
+
+
+def test_the_pure_python_scanner_is_exported_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rill.records import scan
+
+    monkeypatch.setattr(scan, "ACCELERATED", False)  # as where the package was installed without a compiler
+    s = parse(BrokerMetrics().render().decode())
+    assert value(s, "rill_implementation_info", module="rill.records.scan", implementation="python") == 1
+    assert value(s, "rill_implementation_info", module="rill.records.scan", implementation="compiled") == 0

@@ -10,8 +10,10 @@ an uncached page of a mapped file costs milliseconds here). A thousand partition
 a few megabytes instead of 2 x 10 MiB each.
 Unused slots are zero. When the segment rolls or the log closes, the file is trimmed to its
 entries, so a trimmed file's length is exactly ``entries * entry_size``. On open, trailing
-all-zero slots are treated as unused (no valid entry is all zero, see the subclasses); only the
-blocks before the file's first hole are searched, as no entry lies in a hole.
+all-zero slots are treated as unused: no valid entry is all zero but the time index's first one,
+``(0, base offset)`` (see the subclasses), which counts when later slots are used or when the file
+holds that one slot alone (trimmed to it); only the blocks before the file's first hole are searched,
+as no entry lies in a hole.
 """
 
 from __future__ import annotations
@@ -21,8 +23,6 @@ import mmap
 import os
 import struct
 from pathlib import Path
-
-from rill.log.segment_state import IndexState
 
 RESERVE_CHUNK = 16 * 1024
 
@@ -42,16 +42,17 @@ def _data_end(fd: int, length: int) -> int:
         return length
 
 
-class AbstractIndex(IndexState):
-    """The write-side fields live in ``IndexState`` (compiled where built; see rill.log.segment_state)."""
-
+class AbstractIndex:
     ENTRY: struct.Struct  # set by subclasses
+    FIRST_MAY_BE_ZERO = False  # whether an all-zero first slot can be a valid entry (subclasses)
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool) -> None:
         self.path = path
         self.base_offset = base_offset
         self.entry_size = self.ENTRY.size
         self._max_entries = max(1, max_index_size // self.entry_size)
+        self._entries = 0  # used slots
+        self._reserved = 0  # bytes of the file with disk blocks reserved, all inside the map
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._mm: mmap.mmap | None = None
         self._last: tuple[int, ...] | None = None  # the last entry, once read or written
@@ -62,6 +63,8 @@ class AbstractIndex(IndexState):
                 os.ftruncate(self._fd, length)
             self._map(length)
             self._entries = self._count_used(_data_end(self._fd, length) // self.entry_size)
+            if self._entries == 0 and self.FIRST_MAY_BE_ZERO and length == self.entry_size:
+                self._entries = 1  # trimmed to a single all-zero entry
             self._reserved = self._entries * self.entry_size
             if writable:
                 self.resize(self._max_entries * self.entry_size)
@@ -79,7 +82,8 @@ class AbstractIndex(IndexState):
             self._mm = mmap.mmap(self._fd, length)
 
     def _count_used(self, slots: int) -> int:
-        """Number of leading non-zero slots (unused slots of a preallocated file are zero)."""
+        """Number of slots up to the last non-zero one (unused slots of a preallocated file are zero;
+        a used one is not, but for a first slot that ``FIRST_MAY_BE_ZERO``)."""
         if slots == 0 or self._mm is None:
             return 0
         zero = bytes(self.entry_size)
@@ -87,13 +91,18 @@ class AbstractIndex(IndexState):
         size = self.entry_size
         if mm[(slots - 1) * size : slots * size] != zero:
             return slots
-        lo, hi = 0, slots - 1  # answer in [lo, hi]; slot hi is zero
+        lo = 1 if self.FIRST_MAY_BE_ZERO else 0
+        if lo >= slots:
+            return 0
+        hi = slots - 1  # answer in [lo, hi]; slot hi is zero
         while lo < hi:
             mid = (lo + hi) // 2
             if mm[mid * size : (mid + 1) * size] == zero:
                 hi = mid
             else:
                 lo = mid + 1
+        if lo == 1 and mm[:size] == zero:
+            return 0  # slot 0 may be a zero entry, but with nothing after it, it is not known to be one
         return lo
 
     def resize(self, new_length: int) -> None:

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from rill.common import TopicPartition
+from rill.common import TopicPartition, named_tuple_from
 from rill.errors import ErrorCode, KafkaError
 from rill.fsutil import fsync_path
 from rill.log.checkpoints import (
@@ -49,12 +49,11 @@ from rill.log.log_validator import (
 )
 from rill.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from rill.records.batch import BatchHeader, Buffer, set_log_append_time, set_max_timestamp
+from rill.records.scan import LAST_OFFSET_DELTA_FIELD, MAX_TIMESTAMP_FIELD, PRODUCER_ID_FIELD, RECORDS_COUNT_FIELD
 
 __all__ = ["FetchDataInfo", "Log", "LogAppendInfo", "parse_topic_partition"]
 
 log = logging.getLogger(__name__)
-
-_new_tuple = tuple.__new__
 
 
 def _base_offset(segment: LogSegment) -> int:
@@ -259,10 +258,11 @@ class Log:
         fields = check_single_batch(view, config)
         if fields is None:
             return self._append_batches(view, leader_epoch, now_ms)
-        delta, max_ts, producer_id, count = fields[6], fields[8], fields[9], fields[12]
+        delta, max_ts = fields[LAST_OFFSET_DELTA_FIELD], fields[MAX_TIMESTAMP_FIELD]
+        producer_id, count = fields[PRODUCER_ID_FIELD], fields[RECORDS_COUNT_FIELD]
         header: BatchHeader | None = None
         if producer_id >= 0:
-            header = _new_tuple(BatchHeader, fields)
+            header = named_tuple_from(BatchHeader, fields)
             dup = self.producer_state.check_one(header)
             if dup is not None:
                 return self._duplicate_info(dup)
@@ -294,7 +294,7 @@ class Log:
         unflushed = self._unflushed_messages = self._unflushed_messages + count
         if unflushed >= config.flush_messages and self.on_flush_needed is not None:
             self.on_flush_needed(self)
-        return _new_tuple(
+        return named_tuple_from(
             LogAppendInfo,
             (first_offset, last_offset, append_time, self._log_start_offset, count, len(view), False, max_ts,
              last_offset if max_ts >= 0 else -1),
@@ -367,7 +367,7 @@ class Log:
         if leader_epoch > self.leader_epoch_cache.latest_epoch:
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
         self._count_unflushed(count)
-        return _new_tuple(
+        return named_tuple_from(
             LogAppendInfo,
             (first_offset, last_offset, append_time, self._log_start_offset, count, size, False, max_ts,
              offset_of_max_ts),

@@ -44,7 +44,7 @@ def read_regions(
         start = found[0]
         end = seg.end_position(start, remaining, max_offset, min_one_batch and not regions)
         if end > start:
-            regions.append(FileRegion(seg.fd, start, end - start))
+            regions.append(seg.region(start, end - start))
             remaining -= end - start
         if remaining <= 0 or end < seg.size:
             break

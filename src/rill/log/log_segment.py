@@ -7,11 +7,17 @@ Files, named by the segment's base offset as 20 zero-padded digits::
     00000000000000000000.timeindex  TimeIndex, 12-byte entries (see rill.log.time_index)
 
 Every batch in a segment has offsets in ``[base_offset, base_offset + 2**31 - 1]`` and base
-offsets strictly increase through the file. The segment writes with ``pwritev`` at its known
+offsets strictly increase through the file. The segment writes with ``pwrite(v)`` at its known
 size, so a failed write is cut off again with ``ftruncate`` and the file never holds a partial
 batch while the process runs; after a crash, ``recover`` re-validates every batch and truncates
-at the first bad byte. The file descriptor stays open until the segment is deleted, so
-``FileRegion``s handed to the network layer stay valid.
+at the first bad byte.
+
+The ``.log`` file's descriptor belongs to a ``SegmentFile``, which the segment and every ``FileRegion``
+cut from it (``region``) refer to; it is closed when the last of them lets go. A Fetch response still
+being sent when its segment is closed (the topic deleted, the segment deleted by retention with
+``file.delete.delay.ms`` = 0, the log truncated) thus keeps reading the file it was cut from, unlinked
+or not, and the descriptor's number is not given to another file meanwhile (Kafka keeps a segment open
+until no reader holds it, too).
 """
 
 from __future__ import annotations
@@ -19,13 +25,14 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import struct
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from rill.common import FileRegion
 from rill.log.abstract_index import IndexFullError
 from rill.log.offset_index import OffsetIndex
-from rill.log.segment_state import SegmentState, cut_back, write_all
 from rill.log.time_index import TimeIndex
 from rill.records.batch import (
     BATCH_HEADER_SIZE,
@@ -43,15 +50,66 @@ TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 INT32_MAX = 2**31 - 1
 _SCAN_CHUNK = 64 * 1024
+_IOV_MAX = 1024
+_BASE_OFFSET = struct.Struct(">q")  # at byte 0 of a record batch (rill.records.batch)
+_LEADER_EPOCH = struct.Struct(">i")  # partitionLeaderEpoch, at byte 12
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
-class LogSegment(SegmentState):
-    """A segment (not thread safe, except ``flush`` which a worker thread may call). The write-side
-    fields and ``try_append`` are ``SegmentState``'s (compiled where built; see rill.log.segment_state)."""
+def write_all(fd: int, bufs: Sequence[Buffer], position: int) -> int:
+    """pwritev every buffer at ``position`` (``_IOV_MAX`` at a time, again after a partial write);
+    returns bytes written. Raises OSError on failure, a call that writes nothing included."""
+    total = sum(map(len, bufs))
+    n = 0
+    if len(bufs) <= _IOV_MAX:
+        n = os.pwritev(fd, bufs, position)
+        if n == total:
+            return n
+    views = [memoryview(b).cast("B") for b in bufs]
+    written = 0
+    i = 0
+    while True:
+        written += n
+        # skip what the last call wrote: whole buffers, then the start of the next one
+        while n > 0:
+            if n >= len(views[i]):
+                n -= len(views[i])
+                i += 1
+            else:
+                views[i] = views[i][n:]
+                n = 0
+        if written == total:
+            return written
+        n = os.pwritev(fd, views[i : i + _IOV_MAX], position + written)
+        if n <= 0:
+            raise OSError("pwritev wrote nothing")
+
+
+def cut_back(fd: int, size: int) -> None:
+    """After a failed write: drop whatever part of it reached the file."""
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, size)
+
+
+class SegmentFile:
+    """An open file descriptor, closed when nothing refers to this object any more (CPython frees an
+    object, and so closes its descriptor, the moment its last reference goes)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __del__(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+class LogSegment:
+    """A segment (not thread safe, except ``flush`` which a worker thread may call)."""
 
     def __init__(
         self,
@@ -74,6 +132,7 @@ class LogSegment(SegmentState):
         self.created_ms = now_ms
         self.roll_jitter_ms = roll_jitter_ms
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._file: SegmentFile | None = SegmentFile(self._fd)  # closes the descriptor when the last holder goes
         try:
             self.offset_index = OffsetIndex(
                 dir / segment_file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_size, active
@@ -89,15 +148,15 @@ class LogSegment(SegmentState):
                 self.offset_index.close()
                 raise
         except BaseException:
-            os.close(self._fd)
+            self._fd, self._file = -1, None
             raise
-        self.size = os.fstat(self._fd).st_size
+        self.size = os.fstat(self._fd).st_size  # bytes in the .log file
         self.next_offset = base_offset
-        self.max_timestamp = -1
+        self.max_timestamp = -1  # -1 (and its offset -1) while the segment has no timestamp
         self.offset_of_max_timestamp = -1
-        self.rolling_based_timestamp: int | None = None
+        self.rolling_based_timestamp: int | None = None  # the first batch's max timestamp; None when empty
         self.bytes_since_last_index_entry = 0
-        self.index_full = False
+        self.index_full = False  # read on every append; refreshed wherever the indexes change
         self._refresh_index_full()
 
     # ---- state --------------------------------------------------------------------------------
@@ -105,6 +164,11 @@ class LogSegment(SegmentState):
     @property
     def fd(self) -> int:
         return self._fd
+
+    def region(self, position: int, length: int) -> FileRegion:
+        """``length`` bytes of the ``.log`` file from ``position``, for ``os.sendfile``: the region holds
+        the file open until it is dropped, whatever happens to the segment meanwhile."""
+        return FileRegion(self._fd, position, length, self._file)
 
     @property
     def is_empty(self) -> bool:
@@ -248,9 +312,70 @@ class LogSegment(SegmentState):
         for rel_pos, last_offset, max_ts, size in batches:
             self._index_batch(start + rel_pos, last_offset, max_ts, size)
 
-    def _add_index_entries_slow(self, last_offset: int, position: int) -> None:
-        # The reference for the index entries of one batch; the compiled SegmentState does the
-        # common case itself and calls this for the rest (see rill.log.segment_state).
+    def try_append(
+        self,
+        buf: bytearray | memoryview,
+        first_offset: int,
+        last_offset: int,
+        max_ts: int,
+        leader_epoch: int,
+        now_ms: int,
+        segment_bytes: int,
+        segment_ms: int,
+    ) -> bool:
+        """Append one whole batch from a producer (the path of nearly every produce request): False,
+        with nothing done, when it must go into a new segment (``should_roll``); else stamp its base
+        offset and partition leader epoch into ``buf``, write it at the end, index it and return True.
+        On OSError the file is cut back to its previous size and the error re-raised."""
+        size = len(buf)
+        if size < 16:
+            raise ValueError("try_append: not a record batch")
+        start = self.size
+        if start and self.should_roll(size, max_ts, last_offset, now_ms, segment_bytes, segment_ms):
+            return False
+        _BASE_OFFSET.pack_into(buf, 0, first_offset)
+        _LEADER_EPOCH.pack_into(buf, 12, leader_epoch)
+        fd = self._fd
+        try:
+            written = os.pwrite(fd, buf, start)
+            if written != size:
+                write_all(fd, (memoryview(buf)[written:],), start + written)
+        except OSError:
+            cut_back(fd, start)
+            raise
+        self.size = start + size
+        if self.rolling_based_timestamp is None:
+            self.rolling_based_timestamp = max_ts
+        # _index_batch written out (this runs for nearly every produce request)
+        if max_ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self._add_index_entries(last_offset, start)
+        self.bytes_since_last_index_entry += size
+        self.next_offset = last_offset + 1
+        return True
+
+    def _index_batch(self, position: int, last_offset: int, max_ts: int, size: int) -> None:
+        """Account for a batch of ``size`` bytes written at ``position``."""
+        if max_ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_ts, last_offset
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self._add_index_entries(last_offset, position)
+        self.bytes_since_last_index_entry += size
+        self.next_offset = last_offset + 1
+
+    def should_roll(
+        self, size: int, max_ts: int, last_offset: int, now_ms: int, segment_bytes: int, segment_ms: int
+    ) -> bool:
+        """Must a batch of ``size`` bytes go into a new segment? By time: once its records span more
+        than ``segment_ms`` less the segment's ``roll_jitter_ms`` (or it was created that long ago)."""
+        if self.size > segment_bytes - size or self.index_full or last_offset - self.base_offset > INT32_MAX:
+            return True
+        rolling_ts = self.rolling_based_timestamp
+        waited = max_ts - rolling_ts if rolling_ts is not None and rolling_ts >= 0 else now_ms - self.created_ms
+        return waited > segment_ms - self.roll_jitter_ms
+
+    def _add_index_entries(self, last_offset: int, position: int) -> None:
         # Only a write fills an index; the paths that empty or grow one call _refresh_index_full.
         self.bytes_since_last_index_entry = 0
         try:
@@ -374,15 +499,14 @@ class LogSegment(SegmentState):
             self.closed = True
             self.offset_index.close()
             self.time_index.close()
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = -1
+            # The descriptor closes now, or when the last FileRegion cut from it is dropped.
+            self._fd, self._file = -1, None
 
     def files(self) -> list[Path]:
         return [self.log_path, self.offset_index.path, self.time_index.path]
 
     def rename_to_deleted(self) -> None:
-        """Give every file the ``.deleted`` suffix; the fd stays open for readers."""
+        """Give every file the ``.deleted`` suffix; the file stays open for readers."""
         new_log = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
         with contextlib.suppress(FileNotFoundError):
             os.rename(self.log_path, new_log)

@@ -8,6 +8,7 @@ from typing import NamedTuple, NoReturn
 
 from crc32c_rs import crc32c
 
+from rill.common import named_tuple_from
 from rill.errors import ErrorCode, KafkaError, RecordValidationError
 from rill.log.log_config import LogConfig
 from rill.records.batch import (
@@ -26,11 +27,20 @@ from rill.records.batch import (
     set_log_append_time_split,
 )
 from rill.records.compression import decompress_chunks
-from rill.records.scan import MAX_CODEC, NOT_FROM_CLIENTS, check_batch, record_size, scan_records
+from rill.records.scan import (
+    ATTRIBUTES_FIELD,
+    BASE_TIMESTAMP_FIELD,
+    MAX_CODEC,
+    MAX_TIMESTAMP_FIELD,
+    NOT_FROM_CLIENTS,
+    RECORDS_COUNT_FIELD,
+    check_batch,
+    record_size,
+    scan_records,
+)
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _unpack_header = HEADER_STRUCT.unpack_from
-_new_tuple = tuple.__new__
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch at position 0 of a batch
 stamp_prefix = _PREFIX.pack_into
 """``stamp_prefix(buf, pos, base_offset, batch_length, leader_epoch)``: what the leader writes into
@@ -47,17 +57,18 @@ def check_single_batch(view: memoryview, config: LogConfig) -> tuple[int, ...] |
     log, for their keys.
     """
     fields = check_batch(view, config.single_batch_max_bytes, config.compacted)
-    if fields is None or not fields[5] & COMPRESSION_MASK or not config.compacted:
+    if fields is None or not fields[ATTRIBUTES_FIELD] & COMPRESSION_MASK or not config.compacted:
         return fields
     try:
-        summary = scan_batch_records(view, fields[5] & COMPRESSION_MASK, fields[12], config)
+        codec, count = fields[ATTRIBUTES_FIELD] & COMPRESSION_MASK, fields[RECORDS_COUNT_FIELD]
+        summary = scan_batch_records(view, codec, count, config)
     except KafkaError:
         return None
     if (
         summary.null_key >= 0
         or summary.bad_offset >= 0
         or summary.max_ts_delta is None
-        or fields[7] + summary.max_ts_delta != fields[8]
+        or fields[BASE_TIMESTAMP_FIELD] + summary.max_ts_delta != fields[MAX_TIMESTAMP_FIELD]
     ):
         return None
     return fields
@@ -264,7 +275,7 @@ def validate_batches(view: memoryview, config: LogConfig, *, from_client: bool) 
     while pos < end:
         if end - pos < BATCH_HEADER_SIZE:
             _reject_short(view, pos, end)
-        header = _new_tuple(BatchHeader, _unpack_header(view, pos))  # BatchHeader(*fields), without the copy
+        header = named_tuple_from(BatchHeader, _unpack_header(view, pos))
         size = header.batch_length + LOG_OVERHEAD
         if (
             header.magic != MAGIC_V2

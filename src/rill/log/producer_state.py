@@ -40,6 +40,7 @@ from typing import NamedTuple
 
 from crc32c_rs import crc32c
 
+from rill.common import named_tuple_from
 from rill.errors import ErrorCode, KafkaError
 from rill.records.batch import CONTROL_MASK, NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, increment_sequence
 
@@ -49,7 +50,6 @@ SNAPSHOT_SUFFIX = ".snapshot"
 SNAPSHOT_VERSION = 1
 NUM_BATCHES_TO_RETAIN = 5
 _HEAD = struct.Struct(">hIi")
-_new_tuple = tuple.__new__
 _ENTRY = struct.Struct(">qhiqiqiq")
 assert _ENTRY.size == 46
 
@@ -324,9 +324,8 @@ def _apply(entry: ProducerStateEntry, header: BatchHeader, first_offset: int, ts
     if header.attributes & CONTROL_MASK or first_seq == NO_SEQUENCE:
         return
     delta = header.last_offset_delta
-    # BatchMetadata(...) without the call of its generated __new__ (this runs on every append)
     entry.batches.append(
-        _new_tuple(
+        named_tuple_from(
             BatchMetadata,
             (first_seq, increment_sequence(first_seq, delta), first_offset, first_offset + delta, ts),
         )

@@ -8,7 +8,8 @@ Each entry is 12 bytes, big-endian::
 
 Both fields increase strictly. An entry is added beside each offset index entry when the
 segment's max timestamp grew, and once more when the segment rolls, so the last entry of an
-inactive segment holds its largest timestamp (what ``retention.ms`` compares against).
+inactive segment holds its largest timestamp (what ``retention.ms`` compares against). Only the
+first entry can be all zero: timestamp 0 at the segment's base offset (``FIRST_MAY_BE_ZERO``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rill.log.abstract_index import AbstractIndex
 
 class TimeIndex(AbstractIndex):
     ENTRY = struct.Struct(">qi")
+    FIRST_MAY_BE_ZERO = True
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool) -> None:
         super().__init__(path, base_offset, max_index_size, writable)
@@ -55,9 +57,9 @@ class TimeIndex(AbstractIndex):
         self._truncate_entries(keep)
 
     def sanity_ok(self, next_offset: int) -> bool:
-        """Kafka's cheap check: the last entry points inside the segment."""
+        """Kafka's cheap check: the last entry points inside the segment (an empty one has none)."""
         last = self.last_entry()
-        return last is None or self.base_offset <= last[1] < max(next_offset, self.base_offset + 1)
+        return last is None or self.base_offset <= last[1] < next_offset
 
     def all_entries(self) -> list[tuple[int, int]]:
         return [(ts, self.base_offset + rel) for ts, rel in (self.entry(n) for n in range(self._entries))]

@@ -521,6 +521,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 continue
             except InterruptedError:
                 continue
+            except ConnectionError as exc:  # the client went away (EPIPE, ECONNRESET): normal, not a fault
+                log.debug("closing connection from %s: sendfile failed: %s", self.info, exc)
+                self.abort()
+                return False
             except OSError as exc:
                 log.warning("closing connection from %s: sendfile failed: %s", self.info, exc)
                 self.abort()

@@ -30,6 +30,7 @@ from rill.records.batch import (
     LOG_OVERHEAD,
     MAGIC_V2,
     TIMESTAMP_TYPE_MASK,
+    BatchHeader,
 )
 from rill.records.compression import ZSTD
 
@@ -39,6 +40,14 @@ NOT_FROM_CLIENTS = CONTROL_MASK | TIMESTAMP_TYPE_MASK
 """Attribute bits a producer may not set: control batches, LogAppendTime (the broker's to set)."""
 MAX_CODEC = ZSTD
 """The highest compression id in attributes bits 0-2."""
+# Where the tuple ``check_batch`` returns (``HEADER_STRUCT``'s order: the fields of ``BatchHeader``) holds
+# the fields that the append path reads from it directly (a ``BatchHeader`` made of it costs 0.17 us more)
+ATTRIBUTES_FIELD = BatchHeader._fields.index("attributes")
+LAST_OFFSET_DELTA_FIELD = BatchHeader._fields.index("last_offset_delta")
+BASE_TIMESTAMP_FIELD = BatchHeader._fields.index("base_timestamp")
+MAX_TIMESTAMP_FIELD = BatchHeader._fields.index("max_timestamp")
+PRODUCER_ID_FIELD = BatchHeader._fields.index("producer_id")
+RECORDS_COUNT_FIELD = BatchHeader._fields.index("records_count")
 _MIN_RECORD_BODY = 6
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 

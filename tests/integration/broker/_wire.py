@@ -10,10 +10,18 @@ from rill.protocol import decode_response, encode_request
 
 
 class Wire:
-    def __init__(self, bootstrap: str, timeout: float = 10.0, source: str | None = None) -> None:
+    def __init__(
+        self, bootstrap: str, timeout: float = 10.0, source: str | None = None, receive_buffer: int | None = None
+    ) -> None:
         host, port = bootstrap.rsplit(":", 1)
-        source_address = (source, 0) if source is not None else None
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout, source_address=source_address)
+        if receive_buffer is None:
+            source_address = (source, 0) if source is not None else None
+            self.sock = socket.create_connection((host, int(port)), timeout=timeout, source_address=source_address)
+        else:  # SO_RCVBUF before connecting, so the window offered is that small from the start
+            self.sock = socket.socket()
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+            self.sock.settimeout(timeout)
+            self.sock.connect((host, int(port)))
         self._corr = 0
 
     def send_raw(self, data: bytes) -> None:

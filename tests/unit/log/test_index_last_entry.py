@@ -74,3 +74,55 @@ def test_an_untrimmed_index_reopens_without_reading_its_holes(tmp_path: Path, ki
     # each fault mapping a freshly zeroed page cache page and its read-ahead neighbours
     assert faults <= 3, f"{faults} page faults to reopen the index"
     again.close()
+
+
+@pytest.mark.parametrize("trimmed", [True, False])
+def test_a_time_index_entry_for_timestamp_zero_at_the_base_offset_survives_a_reopen(
+    tmp_path: Path, trimmed: bool
+) -> None:
+    """(0, base offset) is stored as twelve zero bytes, like an unused slot; Kafka keeps it, and so must we:
+    trimmed (a rolled segment, a clean close) or not (the active segment after a crash, with later entries)."""
+    path = tmp_path / "0.timeindex"
+    idx = TimeIndex(path, 500, 4096, True)
+    idx.maybe_append(0, 500)
+    if not trimmed:
+        idx.maybe_append(7, 503)
+    else:
+        idx.trim()
+    expected = idx.all_entries()
+    idx.close()
+    assert os.path.getsize(path) == (12 if trimmed else 4092 // 12 * 12)
+    again = TimeIndex(path, 500, 4096, False)
+    assert again.all_entries() == expected
+    assert again.lookup(0) == (0, 500) and again.last_entry() == expected[-1]
+    again.close()
+
+
+def test_an_unused_preallocated_time_index_stays_empty(tmp_path: Path) -> None:
+    path = tmp_path / "0.timeindex"
+    TimeIndex(path, 0, 4096, True).close()  # preallocated, never written: all slots zero
+    for writable in (True, False):
+        again = TimeIndex(path, 0, 4096, writable)
+        assert again.entries == 0 and again.last_entry() is None
+        again.close()
+
+
+def test_a_segment_of_timestamp_zero_keeps_its_time_index_entry_over_a_restart(tmp_path: Path) -> None:
+    from tests.unit.log.logtest_util import make_batch, open_log, small_config
+
+    config = small_config(index_interval_bytes=1)
+    log = open_log(tmp_path / "t-0", config)
+    for n in (1, 2, 2):  # the first batch holds the base offset alone
+        log.append(make_batch(n, ts=0, ts_step=0), leader_epoch=0)
+    log.roll()
+    first = log.segments[0]
+    entries = first.time_index.all_entries()
+    assert entries[0] == (0, 0)
+    end = log.log_end_offset
+    log.flush()
+    log.close()
+    log = open_log(tmp_path / "t-0", config, recovery_point=end, had_clean_shutdown=True)  # loaded, not recovered
+    try:
+        assert log.segments[0].time_index.all_entries() == entries
+    finally:
+        log.close()
