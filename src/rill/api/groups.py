@@ -12,6 +12,7 @@ from rill.api._authorized import authorized_operations
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.errors import ErrorCode, KafkaError
+from rill.metadata.store import OFFSETS_TOPIC
 from rill.protocol import ApiKey
 
 log = logging.getLogger(__name__)
@@ -63,11 +64,17 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> tuple[Error
     unavailable = coordinator.manager.unavailable_reason(key)
     if unavailable is not None:  # Kafka would have taken the partition offline: clients back off and ask again
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, unavailable, -1, "", -1
+    # The coordinator of a group is the leader of its partition of __consumer_offsets.
+    store = ctx.services.metadata
+    topic = store.topic(OFFSETS_TOPIC)
+    partition = coordinator.partition_for(key)
     node_id = ctx.services.node_id
-    for broker in ctx.services.metadata.brokers():
+    if topic is not None and partition < len(topic.partitions):
+        node_id = topic.partitions[partition].leader
+    for broker in store.brokers():
         if broker.node_id == node_id:
             return ErrorCode.NO_ERROR, None, node_id, broker.host, broker.port
-    return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC}-{partition} has no live leader", -1, "", -1
 
 
 @handler(ApiKey.FIND_COORDINATOR, 0, 6)

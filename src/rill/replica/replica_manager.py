@@ -205,7 +205,7 @@ class ReplicaManager:
     async def maybe_shrink_isr(self, lag_time_max_ms: int) -> None:
         """Take out of the ISR the followers not caught up for ``replica.lag.time.max.ms`` (as leader)."""
         now = int(time.time() * 1000)
-        for tp, partition in list(self._partitions.items()):
+        for partition in list(self._partitions.values()):
             if not partition.is_leader:
                 continue
             out = partition.out_of_sync_replicas(now, lag_time_max_ms)

@@ -35,6 +35,7 @@ from rill.coordinator.group.group_metadata import (
 from rill.coordinator.group.group_metadata_manager import GroupMetadataManager
 from rill.coordinator.group.group_offsets import GroupOffsetsMixin
 from rill.errors import ErrorCode, KafkaError
+from rill.metadata.store import OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin):
         self._rebalance_started: dict[str, float] = {}
         self.last_rebalance_ms: dict[str, float] = {}
         self._expiry_timer: asyncio.TimerHandle | None = None
+        self._led: set[int] = set()  # the partitions of __consumer_offsets whose groups are loaded here
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------
@@ -83,7 +85,8 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin):
         return self._loop
 
     def startup(self) -> None:
-        self.groups = self.manager.load_all()
+        self._led = self.manager.led_partitions()
+        self.groups = self.manager.load_all(self._led)
         for group in self.groups.values():
             for member in group.all_members():
                 self._schedule_heartbeat(group, member)
@@ -112,6 +115,44 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin):
             for member in group.all_members():
                 group.maybe_invoke_join_callback(member, JoinGroupResult(ErrorCode.NOT_COORDINATOR, member.member_id))
                 group.maybe_invoke_sync_callback(member, SyncGroupResult(ErrorCode.NOT_COORDINATOR))
+
+    def follow_leadership(self) -> None:
+        """Load the groups of the ``__consumer_offsets`` partitions this broker has come to lead, and unload
+        those of the partitions it no longer leads (their members are told NOT_COORDINATOR and find the new
+        coordinator), as Kafka's coordinator follows its partitions' leadership."""
+        led = self.manager.led_partitions()
+        gained, lost = led - self._led, self._led - led
+        self._led = led
+        for group_id in [g for g in self.groups if self.partition_for(g) in lost]:
+            group = self.groups.pop(group_id)
+            for member in group.all_members():
+                handle = self._heartbeats.pop((group_id, member.member_id), None)
+                if handle is not None:
+                    handle.cancel()
+                group.maybe_invoke_join_callback(member, JoinGroupResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+                group.maybe_invoke_sync_callback(member, SyncGroupResult(ErrorCode.NOT_COORDINATOR))
+            self._cancel_join_timer(group_id)
+            sync = self._sync_timers.pop(group_id, None)
+            if sync is not None:
+                sync.cancel()
+        if lost:
+            log.info("Unloaded the groups of %s partitions %s: another broker leads them", OFFSETS_TOPIC, sorted(lost))
+        if gained:
+            loaded = self.manager.load_all(gained)
+            for group_id, group in loaded.items():
+                self.groups[group_id] = group
+                for member in group.all_members():
+                    self._schedule_heartbeat(group, member)
+            log.info("Loaded %d group(s) of %s partitions %s", len(loaded), OFFSETS_TOPIC, sorted(gained))
+
+    def not_serving(self, group_id: str) -> ErrorCode | None:
+        """COORDINATOR_NOT_AVAILABLE while the coordinator is not running, NOT_COORDINATOR for a group whose
+        ``__consumer_offsets`` partition another broker leads (the client asks FindCoordinator again), else None."""
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if not self.manager.leads(self.partition_for(group_id)):
+            return ErrorCode.NOT_COORDINATOR
+        return None
 
     def partition_for(self, group_id: str) -> int:
         return self.manager.partition_for(group_id)
@@ -170,8 +211,8 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin):
 
         if not group_id:
             return fail(ErrorCode.INVALID_GROUP_ID)
-        if not self.active:
-            return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if (code := self.not_serving(group_id)) is not None:
+            return fail(code)
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
             return fail(ErrorCode.INVALID_SESSION_TIMEOUT)
         is_unknown = member_id == ""

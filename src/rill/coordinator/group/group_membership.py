@@ -48,6 +48,7 @@ class GroupMembershipMixin:
     groups: dict[str, GroupMetadata]
     manager: GroupMetadataManager
     active: bool
+    not_serving: Callable[[str], ErrorCode | None]
     _heartbeats: dict[tuple[str, str], asyncio.TimerHandle]
     _join_timers: dict[str, tuple[asyncio.TimerHandle, bool]]
     _sync_timers: dict[str, asyncio.TimerHandle]
@@ -106,8 +107,8 @@ class GroupMembershipMixin:
         def fail(code: ErrorCode) -> None:
             callback(SyncGroupResult(code))
 
-        if not self.active:
-            return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if (code := self.not_serving(group_id)) is not None:
+            return fail(code)
         group = self.groups.get(group_id)
         if group is None:
             return fail(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -208,8 +209,8 @@ class GroupMembershipMixin:
     # -- Heartbeat ---------------------------------------------------------------------------------------
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
-        if not self.active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if (code := self.not_serving(group_id)) is not None:
+            return code
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -275,8 +276,8 @@ class GroupMembershipMixin:
     ) -> tuple[ErrorCode, list[tuple[str, str | None, ErrorCode]]]:
         """Remove members given as (member id, group instance id, reason); returns the group-level error
         and each member's."""
-        if not self.active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        if (code := self.not_serving(group_id)) is not None:
+            return code, []
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NO_ERROR, [(m, i, ErrorCode.UNKNOWN_MEMBER_ID) for m, i, _ in leaving]

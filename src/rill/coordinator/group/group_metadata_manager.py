@@ -297,15 +297,32 @@ class GroupMetadataManager:
 
     # -- load ------------------------------------------------------------------------------------------
 
-    def load_all(self) -> dict[str, GroupMetadata]:
-        """Replay every local ``__consumer_offsets`` partition into groups."""
+    def leads(self, partition: int) -> bool:
+        """Whether this broker leads ``__consumer_offsets`` partition ``partition`` (so coordinates its
+        groups); True before the topic exists (the first write says why it cannot be made)."""
+        topic = self.metadata.topic(OFFSETS_TOPIC)
+        if topic is None or partition >= len(topic.partitions):
+            return True
+        return topic.partitions[partition].leader == self.replica_manager.node_id
+
+    def led_partitions(self) -> set[int]:
+        topic = self.metadata.topic(OFFSETS_TOPIC)
+        if topic is None:
+            return set()
+        return {s.partition for s in topic.partitions if s.leader == self.replica_manager.node_id}
+
+    def load_all(self, partitions: set[int] | None = None) -> dict[str, GroupMetadata]:
+        """Replay the local ``__consumer_offsets`` partitions this broker leads (or ``partitions``) into groups."""
         groups: dict[str, GroupMetadata] = {}
         topic = self.metadata.topic(OFFSETS_TOPIC)
         if topic is None:
             return groups
         started = time.monotonic()
         count = 0
+        wanted = self.led_partitions() if partitions is None else partitions
         for state in topic.partitions:
+            if state.partition not in wanted:
+                continue
             tp = TopicPartition(OFFSETS_TOPIC, state.partition)
             partition = self.replica_manager.partitions().get(tp)
             if partition is None:

@@ -26,7 +26,7 @@ from rill.coordinator.group.group_metadata import (
 )
 from rill.coordinator.group.group_metadata_manager import GroupMetadataManager
 from rill.errors import ErrorCode, KafkaError
-from rill.metadata.store import MetadataDelta
+from rill.metadata.store import OFFSETS_TOPIC, MetadataDelta
 from rill.protocol import decode_versioned
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,8 @@ class GroupOffsetsMixin:
     groups: dict[str, GroupMetadata]
     manager: GroupMetadataManager
     active: bool
+    not_serving: Callable[[str], ErrorCode | None]
+    follow_leadership: Callable[[], None]
     offset_metadata_max_bytes: int
     offsets_retention_ms: int
     retention_check_interval_ms: int
@@ -115,8 +117,8 @@ class GroupOffsetsMixin:
         def all_fail(code: ErrorCode) -> dict[TopicPartition, ErrorCode]:
             return {tp: code for tp in offsets}
 
-        if not self.active:
-            return all_fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if (code := self.not_serving(group_id)) is not None:
+            return all_fail(code)
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
@@ -180,8 +182,8 @@ class GroupOffsetsMixin:
         self, group_id: str, partitions: list[TopicPartition] | None
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
         """Committed offsets of a group (all of them when ``partitions`` is None); None = no commit."""
-        if not self.active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
+        if (code := self.not_serving(group_id)) is not None:
+            return code, {}
         group = self.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             return ErrorCode.NO_ERROR, {} if partitions is None else dict.fromkeys(partitions)
@@ -207,8 +209,8 @@ class GroupOffsetsMixin:
         return ErrorCode.NO_ERROR, out
 
     def describe_group(self, group_id: str) -> GroupSummary:
-        if not self.active:
-            return GroupSummary(group_id, "", "", "", (), ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if (code := self.not_serving(group_id)) is not None:
+            return GroupSummary(group_id, "", "", "", (), code)
         group = self.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             return GroupSummary(group_id, GroupState.DEAD.value, "", "", ())
@@ -232,8 +234,8 @@ class GroupOffsetsMixin:
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         out: dict[str, ErrorCode] = {}
         for group_id in group_ids:
-            if not self.active:
-                out[group_id] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if (code := self.not_serving(group_id)) is not None:
+                out[group_id] = code
                 continue
             group = self.groups.get(group_id)
             if group is None or group.is_in(GroupState.DEAD):
@@ -257,8 +259,8 @@ class GroupOffsetsMixin:
     def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        if not self.active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
+        if (code := self.not_serving(group_id)) is not None:
+            return code, {}
         group = self.groups.get(group_id)
         if group is None or group.is_in(GroupState.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
@@ -310,7 +312,11 @@ class GroupOffsetsMixin:
         """Kafka's onPartitionsDeleted: once a topic is deleted (or deleted and created again, under a new
         topic id), the offsets every group committed for it are removed and tombstoned, so that a consumer
         of a topic created later under the same name does not start from them."""
-        if not self.active or not delta.deleted:
+        if not self.active:
+            return
+        if any(t.name == OFFSETS_TOPIC for t in delta.changed):
+            self.follow_leadership()
+        if not delta.deleted:
             return
         deleted = {t.name for t in delta.deleted}
         self._remove_offsets(lambda g: [tp for tp in g.offsets if tp.topic in deleted], _now_ms(), "Removed")
