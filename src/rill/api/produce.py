@@ -1,4 +1,7 @@
-"""Produce (0): validate and append record batches to partition leaders; acks 0, 1 and all."""
+"""Produce (0): validate and append record batches to partition leaders; acks 0, 1 and all.
+
+With acks=0 the producer reads no response, so an error could not reach it: as Kafka does, the
+broker then closes the connection, and the producer refreshes its metadata and reconnects."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError, RecordValidationError
+from rill.network.handler import CloseConnection
 from rill.protocol import ApiKey
 
 log = logging.getLogger(__name__)
@@ -21,6 +25,7 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
     metrics = ctx.services.metrics
     transactional = request.get("transactional_id") is not None
     responses: list[Body] = []
+    failed: list[str] = []
     for topic_data in request["topic_data"]:
         name = resolve_topic_name(ctx, topic_data)
         partition_responses: list[Body] = []
@@ -58,6 +63,7 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
                 if metrics is not None and not info.duplicate:
                     metrics.on_produce(name, info.valid_bytes, info.record_count)
             except KafkaError as e:
+                failed.append(f"{name or topic_data.get('topic_id')}-{index}: {e.code.name}")
                 result["error_code"] = e.code
                 if metrics is not None:
                     metrics.on_error("PRODUCE", e.code)
@@ -86,5 +92,10 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
             }
         )
     if acks == 0:
+        if failed:
+            raise CloseConnection(
+                f"an acks=0 Produce from {ctx.client} (correlation id {ctx.correlation_id}) failed,"
+                f" closing its connection so that the producer refreshes its metadata: {', '.join(failed)}"
+            )
         return None
     return {"responses": responses, "throttle_time_ms": 0}
