@@ -57,13 +57,20 @@ def handler(api_key: int, min_version: int, max_version: int) -> Callable[[Handl
     return register
 
 
-def load_handlers() -> dict[int, ApiHandler]:
-    for name in HANDLER_MODULES:
+def load_handlers(modules: tuple[str, ...] | None = None) -> dict[int, ApiHandler]:
+    """Import every handler module (``HANDLER_MODULES`` unless given); a module that is missing or
+    registers no handler is an error (RuntimeError naming it), not an API quietly left out of
+    ApiVersions."""
+    modules = HANDLER_MODULES if modules is None else modules
+    for name in modules:
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as e:
-            if e.name != name:
-                raise
+            raise RuntimeError(f"handler module {name} cannot be imported: {e}") from e
+    registered = {h.fn.__module__ for h in REGISTRY.values()}
+    empty = [name for name in modules if name not in registered]
+    if empty:
+        raise RuntimeError(f"handler module(s) {', '.join(empty)} register no handler")
     return REGISTRY
 
 
