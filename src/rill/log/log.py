@@ -582,7 +582,13 @@ class Log:
         return due
 
     def maybe_increment_log_start_offset(self, offset: int, now_ms: int | None = None) -> bool:
-        """DeleteRecords: move the log start offset up to ``offset`` (at most the high watermark)."""
+        """DeleteRecords: move the log start offset up to ``offset`` (at most the high watermark).
+
+        The caller has made the new offset durable (the log-start-offset checkpoint) first; what
+        follows here is upkeep that a full disk may stop (the leader epoch checkpoint, the segments
+        wholly below the new start): it is logged and left for later (the epoch checkpoint is cut
+        back to the log start when the log is opened; retention deletes those segments), never
+        an error that would undo the move."""
         if offset > self._high_watermark:
             raise KafkaError(
                 ErrorCode.OFFSET_OUT_OF_RANGE,
@@ -591,8 +597,11 @@ class Log:
         if offset <= self._log_start_offset:
             return False
         self._log_start_offset = offset
-        self.leader_epoch_cache.truncate_from_start(offset)
-        self._delete_while(below_start_offset(offset), _now_ms() if now_ms is None else now_ms)
+        try:
+            self.leader_epoch_cache.truncate_from_start(offset)
+            self._delete_while(below_start_offset(offset), _now_ms() if now_ms is None else now_ms)
+        except (OSError, KafkaError) as e:
+            log.warning("%s: log start offset moved to %d; the upkeep after it waits: %s", self._tp, offset, e)
         return True
 
     # ---- truncation ---------------------------------------------------------------------------

@@ -365,7 +365,9 @@ class LogManager:
         self._checkpoint_seq += 1
         return CheckpointSnapshot(name, self._checkpoint_seq, out)
 
-    def _write_snapshot(self, snap: CheckpointSnapshot) -> None:
+    def _write_snapshot(self, snap: CheckpointSnapshot) -> list[Path]:
+        """Write ``snap``'s files; returns the log dirs whose file could not be written (logged)."""
+        failed: list[Path] = []
         with self._checkpoint_lock:
             for d, entries in snap.offsets.items():
                 key = (snap.name, d)
@@ -375,8 +377,10 @@ class LogManager:
                     write_offset_checkpoint(d / snap.name, entries)
                 except OSError as e:
                     log.error("Cannot write %s in %s: %s", snap.name, d, e)
+                    failed.append(d)
                     continue
                 self._written_seq[key] = snap.seq
+        return failed
 
     def _set_aside_dir(self, path: Path, suffix: str, rename: Callable[[Path], None] | None = None) -> None:
         """Rename a partition directory ``<name>.<uuid hex><suffix>`` (with ``rename``, a log's own, when it
@@ -403,6 +407,21 @@ class LogManager:
         """Write these checkpoints of every log dir in a worker thread, with the values they have now."""
         for snap in [self._snapshot(name) for name in names]:
             await asyncio.to_thread(self._write_snapshot, snap)
+
+    def write_log_start_offsets(self, moved: Mapping[TopicPartition, int]) -> set[TopicPartition]:
+        """DeleteRecords' durable step, taken before any log start offset moves: the
+        log-start-offset checkpoint of each log dir holding a partition of ``moved``, written with
+        those offsets (every other entry as it is) and fsynced. It runs on the caller's thread, the
+        loop (one small file per log dir, as when logs are deleted): nothing can take a snapshot of
+        the old offsets between this write and the caller moving them. Returns the partitions whose
+        checkpoint could not be written (or whose log dir is offline): those must not move."""
+        dirs = {self._log_dir_of[tp] for tp in moved if tp in self._log_dir_of}
+        snap = self._snapshot(LOG_START_OFFSET_CHECKPOINT, dirs)
+        for entries in snap.offsets.values():
+            for tp in entries.keys() & moved.keys():
+                entries[tp] = max(entries[tp], moved[tp])
+        failed = set(self._write_snapshot(snap))
+        return {tp for tp in moved if self._log_dir_of.get(tp) not in snap.offsets.keys() - failed}
 
     def checkpoint_recovery_points(self) -> None:
         self._write_snapshot(self._snapshot(RECOVERY_POINT_CHECKPOINT))

@@ -77,3 +77,42 @@ def test_a_full_disk_logs_once_when_writes_stop_and_once_when_they_resume(
         assert len(resumed) == 1 and resumed[0].startswith("t-0: writes succeed again"), resumed
         assert _lines(caplog, logging.WARNING, "t-0") == []
         w.close()
+
+
+def _delete_records(w: Wire, offset: int, topic: str = "t") -> tuple[int, int]:
+    body = {"topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": offset}]}], "timeout_ms": 5000}
+    part = w.call(ApiKey.DELETE_RECORDS, 2, body)["topics"][0]["partitions"][0]
+    return int(part["error_code"]), int(part["low_watermark"])
+
+
+def _earliest(w: Wire, topic: str = "t") -> int:
+    partitions = [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}]
+    body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": partitions}]}
+    return int(w.call(ApiKey.LIST_OFFSETS, 5, body)["topics"][0]["partitions"][0]["offset"])
+
+
+def test_delete_records_on_a_full_disk_is_refused_and_changes_nothing(tmpfs: Path) -> None:
+    """Compute, make durable, then apply: KAFKA_STORAGE_ERROR when the new log start offset cannot be
+    written, and the log start stays where it was, for the retry and after a restart; once space is
+    back the deletion is taken and survives a kill."""
+    with rill.testing.broker(data_dir=tmpfs / "data") as b:
+        w = Wire(b.bootstrap_servers)
+        _create(w)
+        for _ in range(10):
+            assert _produce(w, _batch(10)) == ErrorCode.NONE
+        _fill(tmpfs, w)
+        for _ in range(2):  # the retry is refused the same way
+            assert _delete_records(w, 5) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
+            assert _earliest(w) == 0
+        w.close()
+
+        (tmpfs / "filler").unlink()
+        b.restart(kill=True)
+        w = Wire(b.bootstrap_servers)
+        assert _earliest(w) == 0  # nothing of the refused deletion reached the disk either
+        assert _delete_records(w, 5) == (ErrorCode.NONE, 5)
+        w.close()
+        b.restart(kill=True)
+        w = Wire(b.bootstrap_servers)
+        assert _earliest(w) == 5
+        w.close()
