@@ -26,7 +26,16 @@ from rill.records.batch import (
     set_log_append_time_split,
 )
 from rill.records.compression import decompress_chunks
-from rill.records.scan import MAX_CODEC, NOT_FROM_CLIENTS, ScanResult, check_batch, record_size, scan_records
+from rill.records.scan import (
+    MAX_CODEC,
+    NOT_FROM_CLIENTS,
+    Flagged,
+    ScanResult,
+    check_batch,
+    flag_records,
+    record_size,
+    scan_records,
+)
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _unpack_header = HEADER_STRUCT.unpack_from
@@ -80,16 +89,16 @@ def scan_batch_records(
     count: int,
     config: LogConfig,
     time_bounds: tuple[int, int, int] | None = None,
-    flagged: list[FlaggedRecord] | None = None,
+    flagged: list[Flagged] | None = None,
 ) -> RecordsSummary:
     """Scan the ``count`` records of the batch ``view`` (decompressed piece by piece): INVALID_RECORD
     when one is malformed, when there are fewer or more than ``count``, or when one decompressed
     record is larger than ``LogConfig.max_decompressed_bytes``; CORRUPT_MESSAGE when the records do not
     decompress. ``time_bounds`` (the batch's base timestamp, the lowest and the highest allowed) asks
     for the first record whose timestamp lies outside (``RecordsSummary.bad_time``). The summary
-    names the first record of each kind; given ``flagged``, the scan goes record by record (slower:
-    for a batch already known to be refused) and appends every record with a null key, an offset
-    delta other than its number, or a timestamp outside the bounds."""
+    names the first record of each kind; given ``flagged``, the scan also appends to it every record
+    with a null key, an offset delta other than its number, or a timestamp outside the bounds
+    (``rill.records.scan.flag_records``)."""
     scan = _BatchScan(count, time_bounds, flagged)
     body = view[BATCH_HEADER_SIZE:]
     if codec == 0:
@@ -138,21 +147,11 @@ def scan_batch_records(
 _SCAN_CHUNK = 256 * 1024  # decompressed bytes scanned at a time: fits the CPU's L2 cache
 
 
-class FlaggedRecord(NamedTuple):
-    """One record of a batch that a check may refuse (``scan_batch_records`` with ``flagged``)."""
-
-    number: int
-    null_key: bool
-    bad_offset: bool
-    bad_time: bool
-    time_delta: int
-
-
 class _BatchScan:
     """The records of one batch scanned so far, over ``take`` calls on consecutive pieces."""
 
     def __init__(
-        self, count: int, time_bounds: tuple[int, int, int] | None, flagged: list[FlaggedRecord] | None = None
+        self, count: int, time_bounds: tuple[int, int, int] | None, flagged: list[Flagged] | None = None
     ) -> None:
         self.count = count
         self.bounds = time_bounds or ()
@@ -165,44 +164,15 @@ class _BatchScan:
 
     def take(self, data: Buffer) -> int:
         """Scan the whole records at the start of ``data``; returns the bytes left after them."""
-        if self.flagged is not None:
-            return self._take_each(memoryview(data).cast("B"))
         try:
-            found = scan_records(data, self.count, self.next_record, *self.bounds)
+            if self.flagged is None:
+                found = scan_records(data, self.count, self.next_record, *self.bounds)
+            else:
+                found = flag_records(self.flagged, data, self.count, self.next_record, *self.bounds)
         except ValueError as e:
             raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
         self._add(found)
         return len(data) - found.consumed
-
-    def _take_each(self, data: memoryview) -> int:
-        """``take`` one record at a time, noting each one a check may refuse in ``flagged``."""
-        assert self.flagged is not None
-        pos, end = 0, len(data)
-        while self.next_record < self.count:
-            size = record_size(data[pos:])
-            if not size or size > end - pos:
-                break  # the record runs into the next piece (or is malformed: the scan names it)
-            index = self.next_record
-            try:
-                found = scan_records(data[pos : pos + size], index + 1, index, *self.bounds)
-            except ValueError as e:
-                raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
-            if found.next_record == index:
-                break
-            self._add(found)
-            if found.null_key >= 0 or found.bad_offset >= 0 or found.bad_time >= 0:
-                self.flagged.append(
-                    FlaggedRecord(
-                        index, found.null_key >= 0, found.bad_offset >= 0, found.bad_time >= 0, found.bad_time_delta
-                    )
-                )
-            pos += size
-        if pos < end and self.next_record < self.count:
-            try:  # a malformed length field: the scan names the error
-                scan_records(data[pos:], self.count, self.next_record, *self.bounds)
-            except ValueError as e:
-                raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
-        return end - pos
 
     def _add(self, found: ScanResult) -> None:
         if found.min_ts_delta is not None and found.max_ts_delta is not None:
@@ -262,7 +232,7 @@ def validate_records(
             or summary.bad_time >= 0
         ):
             # Refused: read the records again, one by one, to name every one at fault.
-            flagged: list[FlaggedRecord] = []
+            flagged: list[Flagged] = []
             scan_batch_records(batch, codec, header.records_count, config, time_bounds, flagged)
             _refuse_records(index, flagged, codec, config.compacted, base, low, high)
     except RecordValidationError:
@@ -274,7 +244,7 @@ def validate_records(
 
 
 def _refuse_records(
-    batch: int, flagged: list[FlaggedRecord], codec: int, compacted: bool, base: int, low: int, high: int
+    batch: int, flagged: list[Flagged], codec: int, compacted: bool, base: int, low: int, high: int
 ) -> None:
     """Refuse batch number ``batch`` of the request for the records among ``flagged`` that fail a
     check (each for the first it fails, in Kafka's order), named in the error's ``record_errors`` as
@@ -282,20 +252,20 @@ def _refuse_records(
     has a CreateTime out of bounds, INVALID_RECORD otherwise, as Kafka answers."""
     errors: list[tuple[int, str]] = []
     late = False
-    for record in flagged:
-        if codec and record.bad_offset:
+    for number, null_key, bad_offset, bad_time, time_delta in flagged:
+        if codec and bad_offset:
             why = "an offset delta other than its place in the compressed batch"
-        elif compacted and record.null_key:
+        elif compacted and null_key:
             why = "no key; a compacted topic (cleanup.policy=compact) takes only keyed records"
-        elif record.bad_time:
+        elif bad_time:
             late = True
             why = (
-                f"CreateTime {base + record.time_delta} is outside [{low}, {high}]"
+                f"CreateTime {base + time_delta} is outside [{low}, {high}]"
                 " (message.timestamp.before.max.ms, message.timestamp.after.max.ms)"
             )
         else:
             continue
-        errors.append((record.number, why))
+        errors.append((number, why))
     if not errors:
         return
     first, why = errors[0]

@@ -15,7 +15,7 @@ import zstandard
 from crc32c import crc32c
 from logtest_util import BASE_TS, all_records, make_batch, open_log, small_config
 
-from rill.errors import ErrorCode, KafkaError
+from rill.errors import ErrorCode, KafkaError, RecordValidationError
 from rill.log.log_config import LogConfig
 from rill.records.batch import HEADER_STRUCT, parse_header
 from rill.records.builder import build_batch
@@ -261,3 +261,18 @@ def test_a_late_timestamp_in_a_huge_compressed_batch_is_found_without_inflating_
         tracemalloc.stop()
     assert f"record 63 of batch 0: CreateTime {BASE_TS + 7_200_000}" in message
     assert peak < 32 << 20, peak
+
+
+@pytest.mark.parametrize("codec", [0, LZ4], ids=["none", "lz4"])
+def test_every_refused_record_of_a_large_batch_is_named(tmp_path: Path, codec: int) -> None:
+    """Kafka names every record it refuses; so does Rill, in one compiled pass over the records (a
+    record-by-record walk took about a second for 100,000 records, with the loop stopped)."""
+    records = [Record(0, BASE_TS, None if i % 3 else b"k", b"v") for i in range(30_000)]
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=1 << 30, cleanup_policy="compact"))
+    with pytest.raises(RecordValidationError) as e:
+        log.append(build_batch(records, compression=codec), leader_epoch=0, now_ms=BASE_TS)
+    assert e.value.code == ErrorCode.INVALID_RECORD
+    assert [i for i, _ in e.value.record_errors] == [i for i in range(30_000) if i % 3]
+    assert "record 1 of batch 0: no key" in e.value.message and "20000 records" in e.value.message
+    assert log.log_end_offset == 0
+    log.close()
