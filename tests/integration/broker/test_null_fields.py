@@ -1,6 +1,6 @@
-"""Every API and version the broker advertises, sent with every nullable field null (and once with
-none null): the broker answers, or closes the connection on purpose, and never fails to encode its
-answer (a response field that cannot be null, filled from a request field that can). Metadata v10
+"""Every API and version the broker advertises, sent with every nullable field null (once more with
+unknown topic ids, and once with no field null): the broker answers each, and never fails to encode
+its answer (a response field that cannot be null, filled from a request field that can). Metadata v10
 and v11, whose topic name may be null in the request but not in the response, are answered as
 Kafka answers them: INVALID_REQUEST for every topic named."""
 
@@ -35,19 +35,25 @@ _SCALARS: dict[str, Any] = {
 }
 
 
-def _value(f: Field, version: int, nulls: bool) -> Any:
+def _scalar(type_: str, ids: bool) -> Any:
+    return uuid.uuid4() if ids and type_ == "uuid" else _SCALARS[type_]
+
+
+def _value(f: Field, version: int, nulls: bool, ids: bool) -> Any:
     if nulls and f.is_nullable(version):
         return None
     if f.is_array:
-        element = _body(f.fields, version, nulls) if f.fields else _SCALARS[f.element_type]
+        element = _body(f.fields, version, nulls, ids) if f.fields else _scalar(f.element_type, ids)
         return [element]
     if f.fields:
-        return _body(f.fields, version, nulls)
-    return _SCALARS[f.type]
+        return _body(f.fields, version, nulls, ids)
+    return _scalar(f.type, ids)
 
 
-def _body(fields: tuple[Field, ...], version: int, nulls: bool) -> dict[str, Any]:
-    return {f.key: _value(f, version, nulls) for f in fields if version in f.versions}
+def _body(fields: tuple[Field, ...], version: int, nulls: bool, ids: bool = False) -> dict[str, Any]:
+    """A request body with every field present at ``version``: nullable ones null when ``nulls``,
+    topic ids unknown ones (random) when ``ids``, else zero."""
+    return {f.key: _value(f, version, nulls, ids) for f in fields if version in f.versions}
 
 
 def _exchange(bootstrap: str, api_key: int, version: int, body: dict[str, Any]) -> str:
@@ -73,20 +79,20 @@ def test_nullable_request_fields_never_break_a_response(rill_broker, caplog: pyt
     w = Wire(bootstrap)
     table = w.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "p", "client_software_version": "1"})["api_keys"]
     w.close()
-    outcomes: dict[tuple[str, int, bool], str] = {}
+    outcomes: dict[tuple[str, int, bool, bool], str] = {}
     with caplog.at_level(logging.ERROR):
         for entry in table:
             spec = MESSAGES[entry["api_key"]]
             for version in range(entry["min_version"], entry["max_version"] + 1):
-                for nulls in (True, False):
-                    body = _body(spec.request.fields, version, nulls)
-                    outcomes[(spec.name, version, nulls)] = _exchange(bootstrap, spec.api_key, version, body)
+                for nulls, ids in ((True, False), (False, False), (True, True)):
+                    body = _body(spec.request.fields, version, nulls, ids)
+                    if spec.api_key == ApiKey.PRODUCE:
+                        body["acks"] = 1  # acks=0 would answer nothing
+                    outcomes[(spec.name, version, nulls, ids)] = _exchange(bootstrap, spec.api_key, version, body)
     failures = [r.getMessage() for r in caplog.records if "request handler failed" in r.getMessage()]
     assert failures == [], failures
-    # Only acks=0 Produce answers nothing; every other request gets an answer or a closed connection.
-    silent = [k for k, v in outcomes.items() if v == "silent" and k[0] != "Produce"]
-    assert silent == []
-    assert outcomes[("Metadata", 10, True)] == outcomes[("Metadata", 11, True)] == "answered"
+    assert [k for k, v in outcomes.items() if v != "answered"] == []
+    assert outcomes[("Metadata", 10, True, False)] == outcomes[("Metadata", 11, True, True)] == "answered"
 
 
 @pytest.mark.parametrize("version", [10, 11])
