@@ -75,15 +75,22 @@ def load_handlers(modules: tuple[str, ...] | None = None) -> dict[int, ApiHandle
 
 
 def supported_versions(handlers: dict[int, ApiHandler]) -> list[dict[str, int]]:
-    """The ApiVersions table: each handled API at the versions both its handler and the codec know."""
+    """The ApiVersions table: each handled API at the versions both its handler and the codec know.
+    A handler for an API the codec does not declare, or at no version it declares, is an error
+    (RuntimeError), not an API quietly left out of the table."""
     table = []
     for key in sorted(handlers):
         h = handlers[key]
         spec = MESSAGES.get(key)
         if spec is None:
-            continue
+            name = f"{h.fn.__module__}.{h.fn.__name__}"
+            raise RuntimeError(f"{name} handles API key {key}, which the codec does not declare")
         lo = max(h.min_version, spec.min_version)
         hi = min(h.max_version, spec.max_version)
-        if lo <= hi:
-            table.append({"api_key": key, "min_version": lo, "max_version": hi})
+        if lo > hi:
+            raise RuntimeError(
+                f"{h.fn.__module__}.{h.fn.__name__} handles {spec.name} v{h.min_version}-v{h.max_version};"
+                f" the codec declares v{spec.min_version}-v{spec.max_version}"
+            )
+        table.append({"api_key": key, "min_version": lo, "max_version": hi})
     return table

@@ -44,3 +44,18 @@ def test_every_module_declaring_a_handler_is_loaded() -> None:
     }
     assert declaring and declaring <= set(registry.HANDLER_MODULES)
     assert set(registry.load_handlers()) == {h.api_key for h in registry.REGISTRY.values()}
+
+
+async def _nothing(ctx: object, body: object) -> None:
+    return None
+
+
+def test_a_handler_the_codec_cannot_serve_is_an_error() -> None:
+    known = registry.ApiHandler(3, 0, 13, _nothing)
+    assert registry.supported_versions({3: known}) == [{"api_key": 3, "min_version": 0, "max_version": 13}]
+    undeclared = registry.ApiHandler(9999, 0, 1, _nothing)
+    with pytest.raises(RuntimeError, match="API key 9999, which the codec does not declare"):
+        registry.supported_versions({3: known, 9999: undeclared})
+    too_new = registry.ApiHandler(3, 90, 99, _nothing)
+    with pytest.raises(RuntimeError, match=r"handles Metadata v90-v99; the codec declares v0-v13"):
+        registry.supported_versions({3: too_new})
