@@ -1,7 +1,4 @@
-"""Produce (0): validate and append record batches to partition leaders; acks 0, 1 and all.
-
-With acks=0 the producer reads no response, so an error could not reach it: as Kafka does, the
-broker then closes the connection, and the producer refreshes its metadata and reconnects."""
+"""Produce (0): validate and append record batches to partition leaders; acks 0, 1 and all."""
 
 from __future__ import annotations
 
@@ -24,8 +21,8 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
     replica_manager = ctx.services.replica_manager
     metrics = ctx.services.metrics
     transactional = request.get("transactional_id") is not None
+    failed: list[str] = []  # "topic-partition: error" of each partition refused
     responses: list[Body] = []
-    failed: list[str] = []
     for topic_data in request["topic_data"]:
         name = resolve_topic_name(ctx, topic_data)
         partition_responses: list[Body] = []
@@ -92,6 +89,8 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
             }
         )
     if acks == 0:
+        # The producer reads no response, so an error could not reach it: as Kafka does, the broker
+        # closes the connection, and the producer refreshes its metadata and reconnects.
         if failed:
             raise CloseConnection(
                 f"an acks=0 Produce from {ctx.client} (correlation id {ctx.correlation_id}) failed,"
