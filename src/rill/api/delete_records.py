@@ -46,12 +46,19 @@ async def handle_delete_records(ctx: RequestContext, request: Body) -> Body:
         targets: dict[TopicPartition, int] = {}
         for _, partition, target in moving:
             targets[partition.tp] = max(target, targets.get(partition.tp, target))
-        failed = rm.persist_log_start_offsets(targets)
+        failed = await rm.persist_log_start_offsets(targets)
+        # No await from here on: the offsets written move now, before any checkpoint is read again.
         for out, partition, _ in moving:
             if partition.tp in failed:
                 out["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
                 continue
-            partition.log.maybe_increment_log_start_offset(targets[partition.tp])
+            try:
+                if rm.leader_partition(partition.tp) is not partition:  # gone while the checkpoint was written
+                    raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                partition.log.maybe_increment_log_start_offset(targets[partition.tp])
+            except KafkaError as e:
+                out["error_code"] = e.code
+                continue
             out["low_watermark"] = partition.log_start_offset
             log.info("Deleted records of %s before %d for %s", partition.tp, out["low_watermark"], ctx.client)
     return {"throttle_time_ms": 0, "topics": topics}

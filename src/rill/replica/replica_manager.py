@@ -122,10 +122,10 @@ class ReplicaManager:
         if failed is not None:
             raise failed
 
-    def persist_log_start_offsets(self, moved: Mapping[TopicPartition, int]) -> set[TopicPartition]:
+    async def persist_log_start_offsets(self, moved: Mapping[TopicPartition, int]) -> set[TopicPartition]:
         """DeleteRecords: make the new log start offsets ``moved`` durable before they apply; returns
         the partitions whose checkpoint could not be written (see ``LogManager.write_log_start_offsets``)."""
-        return self.log_manager.write_log_start_offsets(moved)
+        return await self.log_manager.write_log_start_offsets(moved)
 
     # -- lookups -----------------------------------------------------------------------------------------
 
