@@ -379,10 +379,9 @@ class LogManager:
         moves = tuple(self._start_offset_moves) if name == LOG_START_OFFSET_CHECKPOINT else ()
         return CheckpointSnapshot(name, self._checkpoint_seq, out, moves)
 
-    def _write_snapshot(self, snap: CheckpointSnapshot, move: StartOffsetMove | None = None) -> list[Path]:
-        """Write ``snap``'s files; returns the log dirs whose file could not be written (logged). Given
-        ``move``, decides it under the same lock: no other write comes between."""
-        failed: list[Path] = []
+    def _write_snapshot(self, snap: CheckpointSnapshot, move: StartOffsetMove | None = None) -> None:
+        """Write ``snap``'s files (a file that cannot be written is logged). Given ``move``, decides it
+        under the same lock: no other write comes between."""
         with self._checkpoint_lock:
             for d, entries in snap.offsets.items():
                 key = (snap.name, d)
@@ -399,14 +398,12 @@ class LogManager:
                     write_offset_checkpoint(d / snap.name, entries)
                 except OSError as e:
                     log.error("Cannot write %s in %s: %s", snap.name, d, e)
-                    failed.append(d)
                     continue
                 self._written_seq[key] = snap.seq
                 for m in moves:
                     m.written.add(d)
             if move is not None:
                 move.decided = True
-        return failed
 
     def _set_aside_dir(self, path: Path, suffix: str, rename: Callable[[Path], None] | None = None) -> None:
         """Rename a partition directory ``<name>.<uuid hex><suffix>`` (with ``rename``, a log's own, when it
