@@ -8,7 +8,9 @@ Prints, for the payloads the suite produces (``bench.worker.payloads``):
   segment's descriptor pointed at /dev/null (so the write costs well under a microsecond): the
   Python and C cost of an append above its write;
 - reading the records of a compressed 1 MB batch (``scan_batch_records``: decompression in pieces
-  plus the scan) beside decompression alone, in us per MB of records, by piece size.
+  plus the scan) beside decompression alone, in us per MB of records, by piece size;
+- ``Log.append`` of one compressed batch (16 KiB and 1 MiB of records, lz4 and zstd), write to
+  /dev/null: what the records' check costs a compressed produce.
 Each figure is the best of several timed loops.
 """
 
@@ -77,6 +79,25 @@ def append_cost(repeat: int) -> float:
     return out * 1e6
 
 
+def compressed_append_cost(total: int, size: int, codec: int, repeat: int) -> float:
+    """us per ``Log.append`` of one batch of ``total`` bytes of ``size`` B records compressed with
+    ``codec`` (the write goes to /dev/null)."""
+    batch, _ = batch_of(size, total, codec)
+    view = memoryview(bytearray(batch))
+    loops = max(20, 20_000 * 1024 // total)
+    null = os.open(os.devnull, os.O_WRONLY)
+    work = Path(tempfile.mkdtemp(prefix="scan-bench-"))
+    try:
+        log = Log(work / "t-0", LogConfig(max_message_bytes=8 << 20, segment_bytes=1 << 30))
+        os.dup2(null, log.segments[-1].fd)
+        out = best(lambda: log.append(view, leader_epoch=0, now_ms=TS), loops, repeat)
+        log.close()
+    finally:
+        os.close(null)
+        shutil.rmtree(work)
+    return out * 1e6
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
@@ -117,6 +138,13 @@ def main(argv: list[str] | None = None) -> int:
                 dec, both = best(decompress, 5, repeat), best(read, 5, repeat)
                 row.append(f"{chunk >> 10:>3} KiB pieces {dec * 1e6:6.0f} / {both * 1e6:6.0f}")
             print("  ".join(row))
+
+    print("\nLog.append of one compressed batch, write to /dev/null, us:")
+    for total in (16 << 10, 1 << 20):
+        for size in (100, 1024):
+            cells = [f"{compression.CODEC_NAMES[c]} {compressed_append_cost(total, size, c, repeat):8.1f}"
+                     for c in (compression.LZ4, compression.ZSTD)]
+            print(f"  {total >> 10:>5} KiB of {size:>5} B records: " + "  ".join(cells))
     return 0
 
 

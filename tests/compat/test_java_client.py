@@ -240,3 +240,23 @@ def test_group_commits_then_two_members_resume(rill_broker, java_check: Runner, 
         f"consumed {n}",
     ]
     assert_lines([line for line in out if line.startswith("rec ")], expected_lines(n, seed, partitions))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_the_java_producer_fails_exactly_the_records_named_in_record_errors(
+    rill_broker, java_check: Runner, codec: str
+) -> None:
+    """A batch with keyless records, to a compacted topic: the broker names every one of them in
+    RecordErrors, and the Java producer fails exactly those with InvalidRecordException and the rest
+    of the batch with its "part of a batch which had one more more invalid records" error."""
+    lines = [line for line in java_check(rill_broker.bootstrap_servers, "record-errors", f"re-{codec}", 10, codec)
+             if line.startswith("result ")]
+    assert len(lines) == 10, lines
+    for i, line in enumerate(lines):
+        _, index, kind, *_ = line.split(" ", 3)
+        assert int(index) == i
+        if i % 3 == 0:
+            assert kind == "InvalidRecordException", line
+        else:
+            assert kind == "KafkaException" and "invalid records" in line, line

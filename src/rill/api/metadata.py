@@ -63,6 +63,10 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
     version = ctx.api_version
     store = ctx.services.metadata
     requested = request.get("topics")
+    if requested and version < 12:
+        refused = _id_lookup_before_v12(requested, version)
+        if refused is not None:
+            return refused
     topics: list[Body] = []
     if requested is None or (version == 0 and not requested):
         topics = [topic_body(t, version) for _, t in sorted(store.topics().items())]
@@ -120,3 +124,25 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
             "cluster", request.get("include_cluster_authorized_operations", False)
         ),
     }
+
+
+def _id_lookup_before_v12(requested: list[Body], version: int) -> Body | None:
+    """Metadata v10 and v11 carry a topic id beside each name, but topic ids are looked up only from
+    v12, where the response's topic name may be null. As Kafka does, a v10/v11 request with a null
+    name or a topic id is answered INVALID_REQUEST for every topic it names (a null name as "")."""
+    for entry in requested:
+        topic_id = entry.get("topic_id")
+        if entry.get("name") is None or (topic_id is not None and topic_id != ZERO_UUID):
+            log.debug("Metadata v%d names a topic by id or with a null name: INVALID_REQUEST", version)
+            topics: list[Body] = [
+                {
+                    "error_code": ErrorCode.INVALID_REQUEST,
+                    "name": e.get("name") or "",
+                    "topic_id": e.get("topic_id") or ZERO_UUID,
+                    "is_internal": False,
+                    "partitions": [],
+                }
+                for e in requested
+            ]
+            return {"throttle_time_ms": 0, "brokers": [], "topics": topics}
+    return None

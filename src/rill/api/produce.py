@@ -13,6 +13,7 @@ from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError, RecordValidationError
+from rill.network.handler import CloseConnection
 from rill.protocol import ApiKey
 
 log = logging.getLogger(__name__)
@@ -24,6 +25,7 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
     replica_manager = ctx.services.replica_manager
     metrics = ctx.services.metrics
     transactional = request.get("transactional_id") is not None
+    failed: list[str] = []  # "topic-partition: error" of each partition refused
     responses: list[Body] = []
     waiting: list[tuple[Body, TopicPartition, int]] = []  # acks=all results whose records are not committed yet
     for topic_data in request["topic_data"]:
@@ -65,6 +67,7 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
                 if metrics is not None and not info.duplicate:
                     metrics.on_produce(name, info.valid_bytes, info.record_count)
             except KafkaError as e:
+                failed.append(f"{name or topic_data.get('topic_id')}-{index}: {e.code.name}")
                 result["error_code"] = e.code
                 if metrics is not None:
                     metrics.on_error("PRODUCE", e.code)
@@ -93,6 +96,13 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
             }
         )
     if acks == 0:
+        # The producer reads no response, so an error could not reach it: as Kafka does, the broker
+        # closes the connection, and the producer refreshes its metadata and reconnects.
+        if failed:
+            raise CloseConnection(
+                f"an acks=0 Produce from {ctx.client} (correlation id {ctx.correlation_id}) failed,"
+                f" closing its connection so that the producer refreshes its metadata: {', '.join(failed)}"
+            )
         return None
     if waiting:
         timeout_s = max(request.get("timeout_ms", 0), 0) / 1000.0

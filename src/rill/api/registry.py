@@ -57,26 +57,40 @@ def handler(api_key: int, min_version: int, max_version: int) -> Callable[[Handl
     return register
 
 
-def load_handlers() -> dict[int, ApiHandler]:
-    for name in HANDLER_MODULES:
+def load_handlers(modules: tuple[str, ...] | None = None) -> dict[int, ApiHandler]:
+    """Import every handler module (``HANDLER_MODULES`` unless given); a module that is missing or
+    registers no handler is an error (RuntimeError naming it), not an API quietly left out of
+    ApiVersions."""
+    modules = HANDLER_MODULES if modules is None else modules
+    for name in modules:
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as e:
-            if e.name != name:
-                raise
+            raise RuntimeError(f"handler module {name} cannot be imported: {e}") from e
+    registered = {h.fn.__module__ for h in REGISTRY.values()}
+    empty = [name for name in modules if name not in registered]
+    if empty:
+        raise RuntimeError(f"handler module(s) {', '.join(empty)} register no handler")
     return REGISTRY
 
 
 def supported_versions(handlers: dict[int, ApiHandler]) -> list[dict[str, int]]:
-    """The ApiVersions table: each handled API at the versions both its handler and the codec know."""
+    """The ApiVersions table: each handled API at the versions both its handler and the codec know.
+    A handler for an API the codec does not declare, or at no version it declares, is an error
+    (RuntimeError), not an API quietly left out of the table."""
     table = []
     for key in sorted(handlers):
         h = handlers[key]
         spec = MESSAGES.get(key)
         if spec is None:
-            continue
+            name = f"{h.fn.__module__}.{h.fn.__name__}"
+            raise RuntimeError(f"{name} handles API key {key}, which the codec does not declare")
         lo = max(h.min_version, spec.min_version)
         hi = min(h.max_version, spec.max_version)
-        if lo <= hi:
-            table.append({"api_key": key, "min_version": lo, "max_version": hi})
+        if lo > hi:
+            raise RuntimeError(
+                f"{h.fn.__module__}.{h.fn.__name__} handles {spec.name} v{h.min_version}-v{h.max_version};"
+                f" the codec declares v{spec.min_version}-v{spec.max_version}"
+            )
+        table.append({"api_key": key, "min_version": lo, "max_version": hi})
     return table

@@ -130,6 +130,7 @@ class Log:
                 seg.close()
             raise
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._writes_failing = False  # a write failed and none succeeded since (logged once each way)
         self._unflushed_messages = 0
         self.last_flush_ms = now
         self.on_flush_needed: Callable[[Log], None] | None = None
@@ -286,6 +287,8 @@ class Log:
         except OSError as e:
             raise self._storage_error(e) from e
         self._leo = last_offset + 1
+        if self._writes_failing:
+            self._writes_resumed()
         if header is not None:
             self.producer_state.append_one(header, first_offset, max_ts)
         # ``_appended`` written out: this is the path of nearly every produce request.
@@ -415,10 +418,21 @@ class Log:
         except OSError as e:
             raise self._storage_error(e) from e
         self._leo = infos[-1][1] + 1
+        if self._writes_failing:
+            self._writes_resumed()
 
-    def _storage_error(self, e: OSError) -> KafkaError:
-        log.error("%s: append failed, log end stays at %d: %s", self._tp, self._leo, e)
-        return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self._tp}: write failed: {e}")
+    def _storage_error(self, e: OSError, what: str = "write failed") -> KafkaError:
+        """KAFKA_STORAGE_ERROR for a failed write; the first failure after a success is logged (one
+        warning when the partition stops taking writes, one line when it takes them again: a full
+        disk would otherwise log every produce request)."""
+        if not self._writes_failing:
+            self._writes_failing = True
+            log.warning("%s: writes fail, log end stays at %d until one succeeds: %s: %s", self._tp, self._leo, what, e)
+        return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self._tp}: {what}: {e}")
+
+    def _writes_resumed(self) -> None:
+        self._writes_failing = False
+        log.info("%s: writes succeed again (log end %d)", self._tp, self._leo)
 
     def _count_unflushed(self, count: int) -> None:
         self._unflushed_messages += count
@@ -461,7 +475,7 @@ class Log:
         except OSError as e:
             if old.size:
                 old.on_become_active(self._config.segment_index_bytes)
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self._tp}: cannot roll a segment: {e}") from e
+            raise self._storage_error(e, "cannot roll a segment") from e
         self._segments.append(segment)
         try:
             self.producer_state.take_snapshot(base)
@@ -568,7 +582,13 @@ class Log:
         return due
 
     def maybe_increment_log_start_offset(self, offset: int, now_ms: int | None = None) -> bool:
-        """DeleteRecords: move the log start offset up to ``offset`` (at most the high watermark)."""
+        """DeleteRecords: move the log start offset up to ``offset`` (at most the high watermark).
+
+        The caller has made the new offset durable (the log-start-offset checkpoint) first; what
+        follows here is upkeep that a full disk may stop (the leader epoch checkpoint, the segments
+        wholly below the new start): it is logged and left for later (the epoch checkpoint is cut
+        back to the log start when the log is opened; retention deletes those segments), never
+        an error that would undo the move."""
         if offset > self._high_watermark:
             raise KafkaError(
                 ErrorCode.OFFSET_OUT_OF_RANGE,
@@ -577,8 +597,11 @@ class Log:
         if offset <= self._log_start_offset:
             return False
         self._log_start_offset = offset
-        self.leader_epoch_cache.truncate_from_start(offset)
-        self._delete_while(below_start_offset(offset), _now_ms() if now_ms is None else now_ms)
+        try:
+            self.leader_epoch_cache.truncate_from_start(offset)
+            self._delete_while(below_start_offset(offset), _now_ms() if now_ms is None else now_ms)
+        except (OSError, KafkaError) as e:
+            log.warning("%s: log start offset moved to %d; the upkeep after it waits: %s", self._tp, offset, e)
         return True
 
     # ---- truncation ---------------------------------------------------------------------------

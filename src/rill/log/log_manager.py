@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,17 @@ _CHECKPOINT_VALUES: dict[str, Callable[[Log], int]] = {
 }
 
 
+@dataclass(eq=False, slots=True)
+class StartOffsetMove:
+    """New log start offsets (DeleteRecords) on their way to ``log-start-offset-checkpoint``: every
+    snapshot of that checkpoint taken meanwhile carries them. Once ``decided`` they go on only into
+    the log dirs ``written`` with them (the caller moves those offsets; the others stay refused)."""
+
+    offsets: dict[TopicPartition, int]
+    written: set[Path] = field(default_factory=set)
+    decided: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class CheckpointSnapshot:
     """One checkpoint's entries per log dir, as read on the loop, numbered in the order they were read."""
@@ -72,6 +83,7 @@ class CheckpointSnapshot:
     name: str
     seq: int
     offsets: dict[Path, dict[TopicPartition, int]]
+    moves: tuple[StartOffsetMove, ...] = ()
 
 
 class LogDirInUseError(RuntimeError):
@@ -132,6 +144,7 @@ class LogManager:
         self._wake: asyncio.Event | None = None
         self._flush_requested: set[TopicPartition] = set()
         self._checkpoint_lock = threading.Lock()
+        self._start_offset_moves: list[StartOffsetMove] = []  # DeleteRecords offsets being made durable
         self._checkpoint_seq = 0
         self._written_seq: dict[tuple[str, Path], int] = {}
 
@@ -387,20 +400,34 @@ class LogManager:
             if d in out:
                 out[d][tp] = value(plog)
         self._checkpoint_seq += 1
-        return CheckpointSnapshot(name, self._checkpoint_seq, out)
+        moves = tuple(self._start_offset_moves) if name == LOG_START_OFFSET_CHECKPOINT else ()
+        return CheckpointSnapshot(name, self._checkpoint_seq, out, moves)
 
-    def _write_snapshot(self, snap: CheckpointSnapshot) -> None:
+    def _write_snapshot(self, snap: CheckpointSnapshot, move: StartOffsetMove | None = None) -> None:
+        """Write ``snap``'s files (a file that cannot be written is logged). Given ``move``, decides it
+        under the same lock: no other write comes between."""
         with self._checkpoint_lock:
             for d, entries in snap.offsets.items():
                 key = (snap.name, d)
                 if self._written_seq.get(key, 0) > snap.seq:
                     continue  # a newer snapshot of this file is on disk already
+                moves = [m for m in snap.moves if not m.decided or d in m.written]
+                moves = [m for m in moves if m.offsets.keys() & entries.keys()]
+                if moves:
+                    entries = dict(entries)
+                    for m in moves:
+                        for tp in m.offsets.keys() & entries.keys():
+                            entries[tp] = max(entries[tp], m.offsets[tp])
                 try:
                     write_offset_checkpoint(d / snap.name, entries)
                 except OSError as e:
                     log.error("Cannot write %s in %s: %s", snap.name, d, e)
                     continue
                 self._written_seq[key] = snap.seq
+                for m in moves:
+                    m.written.add(d)
+            if move is not None:
+                move.decided = True
 
     def _set_aside_dir(self, path: Path, suffix: str, rename: Callable[[Path], None] | None = None) -> None:
         """Rename a partition directory ``<name>.<uuid hex><suffix>`` (with ``rename``, a log's own, when it
@@ -427,6 +454,24 @@ class LogManager:
         """Write these checkpoints of every log dir in a worker thread, with the values they have now."""
         for snap in [self._snapshot(name) for name in names]:
             await asyncio.to_thread(self._write_snapshot, snap)
+
+    async def write_log_start_offsets(self, moved: Mapping[TopicPartition, int]) -> set[TopicPartition]:
+        """DeleteRecords' durable step, taken before any log start offset moves: the
+        log-start-offset checkpoint of each log dir holding a partition of ``moved``, written (in a
+        worker thread, fsynced) with those offsets and every other entry as it is. Returns the
+        partitions whose checkpoint could not be written (or whose log dir is offline): those must
+        not move. The caller moves the others before it next awaits; until then every snapshot of
+        that checkpoint carries them, so none writes the old offsets over the new ones."""
+        move = StartOffsetMove(dict(moved))
+        self._start_offset_moves.append(move)
+        try:
+            dirs = {self._log_dir_of[tp] for tp in moved if tp in self._log_dir_of}
+            snap = self._snapshot(LOG_START_OFFSET_CHECKPOINT, dirs)
+            await asyncio.to_thread(self._write_snapshot, snap, move)
+        finally:
+            move.decided = True
+            self._start_offset_moves.remove(move)
+        return {tp for tp in moved if self._log_dir_of.get(tp) not in move.written}
 
     def checkpoint_recovery_points(self) -> None:
         self._write_snapshot(self._snapshot(RECOVERY_POINT_CHECKPOINT))

@@ -4,7 +4,7 @@ batch level)."""
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple, NoReturn
+from typing import NamedTuple
 
 from crc32c_rs import crc32c
 
@@ -34,7 +34,10 @@ from rill.records.scan import (
     MAX_TIMESTAMP_FIELD,
     NOT_FROM_CLIENTS,
     RECORDS_COUNT_FIELD,
+    Flagged,
+    ScanResult,
     check_batch,
+    flag_records,
     record_size,
     scan_records,
 )
@@ -53,11 +56,11 @@ def check_single_batch(view: memoryview, config: LogConfig) -> tuple[int, ...] |
     maxTimestamp is its records' largest); None otherwise (those functions then name the error), and
     None whenever the log bounds CreateTimes (``LogConfig.single_batch_max_bytes`` is then -1).
     The produce fast path: one compiled pass over header, CRC and uncompressed records
-    (``rill.records.scan.check_batch``); a compressed batch's records are read only on a compacted
-    log, for their keys.
+    (``rill.records.scan.check_batch``); a compressed batch's records are decompressed piece by piece
+    and scanned (``scan_batch_records``).
     """
     fields = check_batch(view, config.single_batch_max_bytes, config.compacted)
-    if fields is None or not fields[ATTRIBUTES_FIELD] & COMPRESSION_MASK or not config.compacted:
+    if fields is None or not fields[ATTRIBUTES_FIELD] & COMPRESSION_MASK:
         return fields
     try:
         codec, count = fields[ATTRIBUTES_FIELD] & COMPRESSION_MASK, fields[RECORDS_COUNT_FIELD]
@@ -65,7 +68,7 @@ def check_single_batch(view: memoryview, config: LogConfig) -> tuple[int, ...] |
     except KafkaError:
         return None
     if (
-        summary.null_key >= 0
+        (config.compacted and summary.null_key >= 0)
         or summary.bad_offset >= 0
         or summary.max_ts_delta is None
         or fields[BASE_TIMESTAMP_FIELD] + summary.max_ts_delta != fields[MAX_TIMESTAMP_FIELD]
@@ -86,14 +89,22 @@ class RecordsSummary(NamedTuple):
 
 
 def scan_batch_records(
-    view: memoryview, codec: int, count: int, config: LogConfig, time_bounds: tuple[int, int, int] | None = None
+    view: memoryview,
+    codec: int,
+    count: int,
+    config: LogConfig,
+    time_bounds: tuple[int, int, int] | None = None,
+    flagged: list[Flagged] | None = None,
 ) -> RecordsSummary:
     """Scan the ``count`` records of the batch ``view`` (decompressed piece by piece): INVALID_RECORD
     when one is malformed, when there are fewer or more than ``count``, or when one decompressed
     record is larger than ``LogConfig.max_decompressed_bytes``; CORRUPT_MESSAGE when the records do not
     decompress. ``time_bounds`` (the batch's base timestamp, the lowest and the highest allowed) asks
-    for the first record whose timestamp lies outside (``RecordsSummary.bad_time``)."""
-    scan = _BatchScan(count, time_bounds)
+    for the first record whose timestamp lies outside (``RecordsSummary.bad_time``). The summary
+    names the first record of each kind; given ``flagged``, the scan also appends to it every record
+    with a null key, an offset delta other than its number, or a timestamp outside the bounds
+    (``rill.records.scan.flag_records``)."""
+    scan = _BatchScan(count, time_bounds, flagged)
     body = view[BATCH_HEADER_SIZE:]
     if codec == 0:
         return scan.summary(scan.take(body))
@@ -144,9 +155,12 @@ _SCAN_CHUNK = 256 * 1024  # decompressed bytes scanned at a time: fits the CPU's
 class _BatchScan:
     """The records of one batch scanned so far, over ``take`` calls on consecutive pieces."""
 
-    def __init__(self, count: int, time_bounds: tuple[int, int, int] | None) -> None:
+    def __init__(
+        self, count: int, time_bounds: tuple[int, int, int] | None, flagged: list[Flagged] | None = None
+    ) -> None:
         self.count = count
         self.bounds = time_bounds or ()
+        self.flagged = flagged
         self.next_record = 0
         self.min_ts: int | None = None
         self.max_ts: int | None = None
@@ -156,9 +170,16 @@ class _BatchScan:
     def take(self, data: Buffer) -> int:
         """Scan the whole records at the start of ``data``; returns the bytes left after them."""
         try:
-            found = scan_records(data, self.count, self.next_record, *self.bounds)
+            if self.flagged is None:
+                found = scan_records(data, self.count, self.next_record, *self.bounds)
+            else:
+                found = flag_records(self.flagged, data, self.count, self.next_record, *self.bounds)
         except ValueError as e:
             raise KafkaError(ErrorCode.INVALID_RECORD, str(e)) from None
+        self._add(found)
+        return len(data) - found.consumed
+
+    def _add(self, found: ScanResult) -> None:
         if found.min_ts_delta is not None and found.max_ts_delta is not None:
             self.min_ts = found.min_ts_delta if self.min_ts is None else min(self.min_ts, found.min_ts_delta)
             self.max_ts = found.max_ts_delta if self.max_ts is None else max(self.max_ts, found.max_ts_delta)
@@ -169,7 +190,6 @@ class _BatchScan:
         if self.bad_time < 0:
             self.bad_time, self.bad_time_delta = found.bad_time, found.bad_time_delta
         self.next_record = found.next_record
-        return len(data) - found.consumed
 
     def summary(self, left: int) -> RecordsSummary:
         """What the batch holds, once every piece was taken and ``left`` bytes were not read:
@@ -192,65 +212,72 @@ def validate_records(
     request, its header checked by ``validate_batches``); returns the largest record timestamp, which
     the caller writes into the header's maxTimestamp when it differs, as Kafka does.
 
-    Uncompressed records are always read. Compressed ones are read only on a compacted log or one
-    that bounds CreateTimes (the design keeps a compressed batch compressed until a consumer reads
-    it; reading every one would cost the broker two to three times its CPU on such produce); the
-    header's maxTimestamp is then returned as it is.
-
-    INVALID_RECORD when a record is malformed, when the batch holds more or fewer records than it
-    declares, when a record lacks a key on a compacted topic, or when the records of a compressed
-    batch do not carry offset deltas 0, 1, 2, ... (Kafka rewrites such a batch, a relic of old
-    clients; Rill refuses it); INVALID_TIMESTAMP when a CreateTime lies outside
+    Every record is read, compressed ones decompressed piece by piece (the batch is still stored as
+    it came). INVALID_RECORD when a record is malformed, when the batch holds more or fewer records
+    than it declares, when a record lacks a key on a compacted topic, or when the records of a
+    compressed batch do not carry offset deltas 0, 1, 2, ... (Kafka rewrites such a batch, a relic
+    of old clients; Rill refuses it); INVALID_TIMESTAMP when a CreateTime lies outside
     ``message.timestamp.before.max.ms`` / ``after.max.ms``; CORRUPT_MESSAGE when the records do
-    not decompress.
+    not decompress. A batch refused for some of its records names every one of them
+    (``RecordValidationError.record_errors``), as Kafka's RecordErrors do.
     """
     batch = view[pos : pos + header.batch_length + LOG_OVERHEAD]
     codec = header.attributes & COMPRESSION_MASK
     bounds = config.create_time_bounds
-    if codec and not config.compacted and bounds is None:
-        # As the design has it, a compressed batch stays compressed until a consumer reads it: its
-        # frame and checksum are checked, its records only when the topic needs what they hold.
-        return header.max_timestamp
     base = header.base_timestamp
     low = high = 0
     if bounds is not None:
         low, high = max(_INT64_MIN, now_ms - bounds[0]), min(_INT64_MAX, now_ms + bounds[1])
+    time_bounds = None if bounds is None else (base, low, high)
     try:
-        summary = scan_batch_records(
-            batch, codec, header.records_count, config, None if bounds is None else (base, low, high)
-        )
+        summary = scan_batch_records(batch, codec, header.records_count, config, time_bounds)
+        if (
+            (codec and summary.bad_offset >= 0)
+            or (config.compacted and summary.null_key >= 0)
+            or summary.bad_time >= 0
+        ):
+            # Refused: read the records again, one by one, to name every one at fault.
+            flagged: list[Flagged] = []
+            scan_batch_records(batch, codec, header.records_count, config, time_bounds, flagged)
+            _refuse_records(index, flagged, codec, config.compacted, base, low, high)
+    except RecordValidationError:
+        raise
     except KafkaError as e:
         raise KafkaError(e.code, f"record batch at position {pos}: {e.message}") from None
-    if codec and summary.bad_offset >= 0:
-        _refuse_record(
-            ErrorCode.INVALID_RECORD,
-            index,
-            summary.bad_offset,
-            "an offset delta other than its place in the compressed batch",
-        )
-    if config.compacted and summary.null_key >= 0:
-        _refuse_record(
-            ErrorCode.INVALID_RECORD,
-            index,
-            summary.null_key,
-            "no key; a compacted topic (cleanup.policy=compact) takes only keyed records",
-        )
-    if summary.bad_time >= 0:
-        _refuse_record(
-            ErrorCode.INVALID_TIMESTAMP,
-            index,
-            summary.bad_time,
-            f"CreateTime {base + summary.bad_time_delta} is outside [{low}, {high}]"
-            " (message.timestamp.before.max.ms, message.timestamp.after.max.ms)",
-        )
     assert summary.max_ts_delta is not None  # records_count > 0
     return base + summary.max_ts_delta
 
 
-def _refuse_record(code: ErrorCode, batch: int, record: int, why: str) -> NoReturn:
-    """Refuse batch number ``batch`` of the request for its record number ``record``, which the
-    error's ``record_errors`` names as Kafka's RecordErrors do: by its index in the batch."""
-    raise RecordValidationError(code, f"record {record} of batch {batch}: {why}", [(record, why)])
+def _refuse_records(
+    batch: int, flagged: list[Flagged], codec: int, compacted: bool, base: int, low: int, high: int
+) -> None:
+    """Refuse batch number ``batch`` of the request for the records among ``flagged`` that fail a
+    check (each for the first it fails, in Kafka's order), named in the error's ``record_errors`` as
+    Kafka's RecordErrors name them: by their index in the batch. INVALID_TIMESTAMP when one of them
+    has a CreateTime out of bounds, INVALID_RECORD otherwise, as Kafka answers."""
+    errors: list[tuple[int, str]] = []
+    late = False
+    for number, null_key, bad_offset, bad_time, time_delta in flagged:
+        if codec and bad_offset:
+            why = "an offset delta other than its place in the compressed batch"
+        elif compacted and null_key:
+            why = "no key; a compacted topic (cleanup.policy=compact) takes only keyed records"
+        elif bad_time:
+            late = True
+            why = (
+                f"CreateTime {base + time_delta} is outside [{low}, {high}]"
+                " (message.timestamp.before.max.ms, message.timestamp.after.max.ms)"
+            )
+        else:
+            continue
+        errors.append((number, why))
+    if not errors:
+        return
+    first, why = errors[0]
+    message = f"record {first} of batch {batch}: {why}"
+    if len(errors) > 1:
+        message += f" ({len(errors)} records of the batch refused)"
+    raise RecordValidationError(ErrorCode.INVALID_TIMESTAMP if late else ErrorCode.INVALID_RECORD, message, errors)
 
 
 def validate_batches(view: memoryview, config: LogConfig, *, from_client: bool) -> list[tuple[int, BatchHeader]]:

@@ -48,6 +48,9 @@ typedef struct {
     long long base_ts, low, high;
     long long bad_time;       /* index of the first record whose timestamp lies outside, -1: none */
     long long bad_time_delta; /* its timestamp delta */
+    PyObject *flagged;        /* NULL, or a list: (index, null key, bad offset, bad time, time delta) of
+                               * every record with a null key, an offset delta other than its index or
+                               * a timestamp outside [low, high] */
 } scan_state;
 
 /* Error messages, shared with the Python twin word for word. */
@@ -136,29 +139,33 @@ scan(const uint8_t *buf, Py_ssize_t n, long long count, scan_state *st)
         if (length > end - q)
             break;
         const uint8_t *rec = q, *rec_end = q + length;
-        long long i = st->index;
+        long long i = st->index, ts_delta;
+        int late = 0, misplaced, keyless;
         q++; /* attributes */
-        if (field_varint(&q, rec_end, 10, i, length, &v) < 0)
+        if (field_varint(&q, rec_end, 10, i, length, &ts_delta) < 0)
             return -1;
-        if (v < st->min_ts)
-            st->min_ts = v;
-        if (v > st->max_ts)
-            st->max_ts = v;
-        if (st->check_time && st->bad_time < 0) {
+        if (ts_delta < st->min_ts)
+            st->min_ts = ts_delta;
+        if (ts_delta > st->max_ts)
+            st->max_ts = ts_delta;
+        if (st->check_time && (st->bad_time < 0 || st->flagged != NULL)) {
             /* base + delta is the record's timestamp; -1 (none) passes; past int64 is outside */
             long long ts;
-            if (__builtin_add_overflow(st->base_ts, v, &ts) || (ts != -1 && (ts < st->low || ts > st->high))) {
+            late = __builtin_add_overflow(st->base_ts, ts_delta, &ts) || (ts != -1 && (ts < st->low || ts > st->high));
+            if (late && st->bad_time < 0) {
                 st->bad_time = i;
-                st->bad_time_delta = v;
+                st->bad_time_delta = ts_delta;
             }
         }
         if (field_varint(&q, rec_end, 5, i, length, &v) < 0)
             return -1;
-        if (v != i && st->bad_offset < 0)
+        misplaced = v != i;
+        if (misplaced && st->bad_offset < 0)
             st->bad_offset = i;
         if (field_varint(&q, rec_end, 5, i, length, &v) < 0) /* key */
             return -1;
-        if (v < 0) {
+        keyless = v < 0;
+        if (keyless) {
             if (st->null_key < 0)
                 st->null_key = i;
         } else if (v > rec_end - q) {
@@ -196,6 +203,15 @@ scan(const uint8_t *buf, Py_ssize_t n, long long count, scan_state *st)
         }
         if (q != rec_end)
             return fail(E_SIZE, i, (long long)(q - rec), length);
+        if (st->flagged != NULL && (keyless || misplaced || late)) {
+            PyObject *item = Py_BuildValue("(LiiiL)", i, keyless, misplaced, late, ts_delta);
+            if (item == NULL)
+                return -1;
+            int appended = PyList_Append(st->flagged, item);
+            Py_DECREF(item);
+            if (appended < 0)
+                return -1;
+        }
         p = rec_end;
         st->index++;
     }
@@ -216,6 +232,7 @@ scan_init(scan_state *st, long long index)
     st->base_ts = st->low = st->high = 0;
     st->bad_time = -1;
     st->bad_time_delta = 0;
+    st->flagged = NULL;
 }
 
 PyDoc_STRVAR(scan_records_doc,
@@ -231,7 +248,7 @@ PyDoc_STRVAR(scan_records_doc,
 "Raises ValueError on a malformed record.");
 
 static PyObject *
-scan_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+scan_records_into(PyObject *const *args, Py_ssize_t nargs, PyObject *flagged)
 {
     if (nargs != 3 && nargs != 6)
         return PyErr_Format(PyExc_TypeError, "scan_records takes 3 or 6 arguments, %zd given", nargs);
@@ -247,6 +264,7 @@ scan_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     scan_state st;
     scan_init(&st, index);
+    st.flagged = flagged;
     if (nargs == 6) {
         st.check_time = 1;
         st.base_ts = ints[2];
@@ -262,6 +280,26 @@ scan_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                              st.bad_time, st.bad_time_delta);
     return Py_BuildValue("(nLLLLLLL)", st.consumed, st.index, st.min_ts, st.max_ts, st.null_key, st.bad_offset,
                          st.bad_time, st.bad_time_delta);
+}
+
+static PyObject *
+scan_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return scan_records_into(args, nargs, NULL);
+}
+
+PyDoc_STRVAR(flag_records_doc,
+"flag_records(flagged, data, count, index[, base_ts, low, high]) -> what scan_records returns\n\n"
+"``scan_records``, which also appends to the list ``flagged`` one tuple (index, null key, offset\n"
+"delta other than its index, timestamp outside [low, high], timestamp delta) for every record\n"
+"read that has one of those (flags 0 or 1).");
+
+static PyObject *
+flag_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || !PyList_Check(args[0]))
+        return PyErr_Format(PyExc_TypeError, "flag_records takes a list first");
+    return scan_records_into(args + 1, nargs - 1, args[0]);
 }
 
 static inline int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
@@ -380,6 +418,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"scan_records", (PyCFunction)(void (*)(void))scan_records, METH_FASTCALL, scan_records_doc},
+    {"flag_records", (PyCFunction)(void (*)(void))flag_records, METH_FASTCALL, flag_records_doc},
     {"check_batch", (PyCFunction)(void (*)(void))check_batch, METH_FASTCALL, check_batch_doc},
     {NULL, NULL, 0, NULL},
 };

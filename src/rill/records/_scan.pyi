@@ -1,6 +1,9 @@
-from rill.records.scan import Buffer
+from rill.records.scan import Buffer, Flagged
 
 def scan_records(
     data: Buffer, count: int, index: int, /, *bounds: int
+) -> tuple[int, int, int | None, int | None, int, int, int, int]: ...
+def flag_records(
+    flagged: list[Flagged], data: Buffer, count: int, index: int, /, *bounds: int
 ) -> tuple[int, int, int | None, int | None, int, int, int, int]: ...
 def check_batch(view: Buffer, max_bytes: int, require_keys: bool, /) -> tuple[int, ...] | None: ...

@@ -10,6 +10,10 @@
     3 lz4     LZ4 frame format (magic 04 22 4D 18), independent 64 KiB blocks, no content size, as Kafka
               writes it
     4 zstd    zstd frames (content size optional; several frames are concatenated)
+
+Every compressed payload must decompress whole: an empty one, one cut short or one with bytes after
+its last frame or member is corrupt (zstd's stream reader stops quietly at the end of its input, so
+the frames' block headers are walked to tell a complete stream from a truncated one).
 """
 
 from __future__ import annotations
@@ -92,7 +96,7 @@ def _lz4_compress(data: Buffer, level: int | None = None) -> bytes:
 
 
 def _lz4_decompress(data: Buffer) -> bytes:
-    return bytes(lz4.frame.decompress(data))
+    return b"".join(_lz4_chunks(data, -1))  # -1: no bound on a piece
 
 
 def _zstd_compress(data: Buffer, level: int | None = None) -> bytes:
@@ -104,6 +108,7 @@ def _zstd_compress(data: Buffer, level: int | None = None) -> bytes:
 
 
 def _zstd_decompress(data: Buffer) -> bytes:
+    check_zstd_frames(data)
     d = _zstd_decompressor.decompressobj(read_across_frames=True)
     out = d.decompress(data)
     return bytes(out)
@@ -197,7 +202,51 @@ def _lz4_chunks(data: Buffer, chunk: int) -> Iterator[Buffer]:
         rest = d.unused_data
 
 
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_SKIPPABLE = 0x184D2A50  # to 0x184D2A5F: skippable frames, a 4-byte length and that many bytes
+_U32 = struct.Struct("<I")
+_BLOCK_HEADER = struct.Struct("<HB")  # 3 bytes, little-endian: last flag, type (2 bits), size (21 bits)
+_DICT_ID_BYTES = (0, 1, 2, 4)
+
+
+def check_zstd_frames(data: Buffer) -> None:
+    """ValueError unless ``data`` is whole zstd frames (RFC 8878: magic, frame header, blocks up to
+    the one flagged last, optional checksum; or skippable frames) that end exactly where it ends.
+    Only the headers are read, one per block: a block holds up to 128 KiB of content."""
+    view = memoryview(data).cast("B")
+    end = len(view)
+    pos = 0
+    while pos < end:
+        if end - pos < 8:
+            raise ValueError(f"truncated zstd frame at byte {pos}")
+        (magic,) = _U32.unpack_from(view, pos)
+        if magic & 0xFFFFFFF0 == _ZSTD_SKIPPABLE:
+            (size,) = _U32.unpack_from(view, pos + 4)
+            pos += 8 + size
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise ValueError(f"no zstd frame at byte {pos}")
+        descriptor = view[pos + 4]
+        single_segment = descriptor >> 5 & 1
+        content_size_bytes = (single_segment, 2, 4, 8)[descriptor >> 6]
+        pos += 5 + (1 - single_segment) + _DICT_ID_BYTES[descriptor & 3] + content_size_bytes
+        last = 0
+        while not last:
+            if end - pos < 3:
+                raise ValueError(f"truncated zstd frame at byte {pos}")
+            low, high = _BLOCK_HEADER.unpack_from(view, pos)
+            header = low | high << 16
+            last, kind, size = header & 1, header >> 1 & 3, header >> 3
+            if kind == 3:
+                raise ValueError(f"reserved zstd block type at byte {pos}")
+            pos += 3 + (1 if kind == 1 else size)  # an RLE block holds one byte
+        pos += 4 * (descriptor >> 2 & 1)  # the content checksum
+    if pos != end:
+        raise ValueError("truncated zstd frame")
+
+
 def _zstd_chunks(data: Buffer, chunk: int) -> Iterator[Buffer]:
+    check_zstd_frames(data)
     reader = _zstd_decompressor.stream_reader(data, read_across_frames=True)
     while out := reader.read(chunk):
         yield out
@@ -206,10 +255,12 @@ def _zstd_chunks(data: Buffer, chunk: int) -> Iterator[Buffer]:
 def decompress_chunks(codec: int, data: Buffer, chunk: int, limit: int) -> Iterator[Buffer]:
     """``decompress`` in pieces of at most ``chunk`` bytes (snappy: its blocks, none above ``limit``),
     so that a batch can be read without being held decompressed whole. Malformed input raises
-    ``KafkaError(CORRUPT_MESSAGE)``, possibly after some pieces."""
+    ``KafkaError(CORRUPT_MESSAGE)``, possibly after some pieces (a truncated zstd stream before any)."""
     try:
         if codec == NONE:
             yield data
+        elif not data and codec in _DECOMPRESS:
+            raise ValueError("no compressed data")
         elif codec == GZIP:
             yield from _gzip_chunks(data, chunk)
         elif codec == SNAPPY:
@@ -234,6 +285,8 @@ def decompress(codec: int, data: Buffer) -> bytes:
     if fn is None:
         raise KafkaError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"unknown compression codec {codec}")
     try:
+        if not data:
+            raise ValueError("no compressed data")
         return fn(data)
     except KafkaError:
         raise

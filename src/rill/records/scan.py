@@ -98,6 +98,11 @@ def _field(b: Buffer, p: int, rec_end: int, max_bytes: int, index: int, length: 
         raise ValueError(f"record {index}: fields run past the record's length {length}") from None
 
 
+Flagged = tuple[int, int, int, int, int]
+"""A record ``flag_records`` notes: (index, null key, offset delta other than its index, timestamp
+outside the bounds, timestamp delta), the flags 0 or 1."""
+
+
 def py_scan_records(data: Buffer, count: int, index: int, *bounds: int) -> ScanResult:
     """The pure-Python ``scan_records``: check the complete records at the start of ``data`` (a
     records section, decompressed), numbering them from ``index``, stopping at record ``count`` or
@@ -106,6 +111,19 @@ def py_scan_records(data: Buffer, count: int, index: int, *bounds: int) -> ScanR
     ``bounds``, when given, are the batch's base timestamp and the lowest and highest timestamp
     allowed: the result then names the first record whose timestamp (base + delta) lies outside.
     A timestamp of -1 (none) passes; one past the int64 range does not."""
+    return _py_scan(None, data, count, index, bounds)
+
+
+def py_flag_records(flagged: list[Flagged], data: Buffer, count: int, index: int, *bounds: int) -> ScanResult:
+    """The pure-Python ``flag_records``: ``scan_records`` that also appends to ``flagged`` every
+    record read with a null key, an offset delta other than its index, or (given ``bounds``) a
+    timestamp outside them (``Flagged``)."""
+    return _py_scan(flagged, data, count, index, bounds)
+
+
+def _py_scan(
+    flagged: list[Flagged] | None, data: Buffer, count: int, index: int, bounds: tuple[int, ...]
+) -> ScanResult:
     b = memoryview(data).cast("B") if not isinstance(data, bytes | bytearray) else data
     end = len(b)
     p = 0
@@ -130,15 +148,19 @@ def py_scan_records(data: Buffer, count: int, index: int, *bounds: int) -> ScanR
         ts, q = _field(b, q, rec_end, 10, index, length)
         min_ts = min(min_ts, ts)
         max_ts = max(max_ts, ts)
-        if bounds and bad_time < 0:
+        late = False
+        if bounds:
             t = base_ts + ts
-            if t != -1 and not (low <= t <= high and _INT64_MIN <= t <= _INT64_MAX):
+            late = t != -1 and not (low <= t <= high and _INT64_MIN <= t <= _INT64_MAX)
+            if late and bad_time < 0:
                 bad_time, bad_time_delta = index, ts
         delta, q = _field(b, q, rec_end, 5, index, length)
-        if delta != index and bad_offset < 0:
+        misplaced = delta != index
+        if misplaced and bad_offset < 0:
             bad_offset = index
         n, q = _field(b, q, rec_end, 5, index, length)  # key
-        if n < 0:
+        keyless = n < 0
+        if keyless:
             if null_key < 0:
                 null_key = index
         elif n > rec_end - q:
@@ -169,6 +191,8 @@ def py_scan_records(data: Buffer, count: int, index: int, *bounds: int) -> ScanR
             raise ValueError(
                 f"record {index}: fields end at byte {q - rec} of the record, its length says {length}"
             )
+        if flagged is not None and (keyless or misplaced or late):
+            flagged.append((index, int(keyless), int(misplaced), int(late), ts))
         p = rec_end
         index += 1
     if index == start:
@@ -229,8 +253,14 @@ class _ScanRecords(Protocol):
     def __call__(self, data: Buffer, count: int, index: int, *bounds: int) -> ScanResult: ...
 
 
+class _FlagRecords(Protocol):
+    def __call__(self, flagged: list[Flagged], data: Buffer, count: int, index: int, *bounds: int) -> ScanResult: ...
+
+
 scan_records: _ScanRecords
 """``py_scan_records``, compiled when the extension is built."""
+flag_records: _FlagRecords
+"""``py_flag_records``, compiled when the extension is built."""
 check_batch: Callable[[Buffer, int, bool], tuple[int, ...] | None]
 """``py_check_batch``, compiled when the extension is built."""
 
@@ -238,11 +268,14 @@ try:
     from rill.records import _scan
 except ImportError:  # built without a compiler: the twins do the same, slower
     ACCELERATED = False
-    scan_records, check_batch = py_scan_records, py_check_batch
+    scan_records, flag_records, check_batch = py_scan_records, py_flag_records, py_check_batch
 else:
     ACCELERATED = True
 
     def scan_records(data: Buffer, count: int, index: int, *bounds: int) -> ScanResult:
         return ScanResult._make(_scan.scan_records(data, count, index, *bounds))
+
+    def flag_records(flagged: list[Flagged], data: Buffer, count: int, index: int, *bounds: int) -> ScanResult:
+        return ScanResult._make(_scan.flag_records(flagged, data, count, index, *bounds))
 
     check_batch = _scan.check_batch

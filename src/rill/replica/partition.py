@@ -206,8 +206,10 @@ class Partition:
                 out.append(bytes(batch))
         return b"".join(out) if changed else records
 
-    def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: advance the log start offset (-1 = the high watermark); returns the low watermark."""
+    def delete_records_target(self, offset: int) -> int:
+        """DeleteRecords, first step: check the request and return the log start offset it asks for
+        (``offset``, or the high watermark for -1; never below the current start). Changes nothing:
+        the caller makes the new offset durable, then moves the log start."""
         if not self.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if not self.log.config.delete_enabled:  # a compacted topic keeps the latest record of every key
@@ -221,5 +223,4 @@ class Partition:
                 ErrorCode.OFFSET_OUT_OF_RANGE,
                 f"offset {offset} is not within [0, high watermark {self.high_watermark}]",
             )
-        self.log.maybe_increment_log_start_offset(target)
-        return self.log.log_start_offset
+        return max(target, self.log.log_start_offset)

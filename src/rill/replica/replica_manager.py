@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 from rill.common import FileRegion, TopicPartition
 from rill.errors import ErrorCode, KafkaError
-from rill.log.checkpoints import LOG_START_OFFSET_CHECKPOINT
 from rill.log.log import LogAppendInfo
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
@@ -270,9 +269,10 @@ class ReplicaManager:
             f"open-files limit of {limit}; at most {most} more fit"
         )
 
-    async def persist_log_start_offsets(self) -> None:
-        """Write every log's start offset to its log dir's checkpoint now (after DeleteRecords)."""
-        await self.log_manager.write_checkpoints(LOG_START_OFFSET_CHECKPOINT)
+    async def persist_log_start_offsets(self, moved: Mapping[TopicPartition, int]) -> set[TopicPartition]:
+        """DeleteRecords: make the new log start offsets ``moved`` durable before they apply; returns
+        the partitions whose checkpoint could not be written (see ``LogManager.write_log_start_offsets``)."""
+        return await self.log_manager.write_log_start_offsets(moved)
 
     # -- lookups -----------------------------------------------------------------------------------------
 

@@ -95,6 +95,7 @@ public final class RillJavaCheck {
                 case "produce" -> produce(bootstrap, args[2], Integer.parseInt(args[3]), args[4],
                         Integer.parseInt(args[5]), args[6]);
                 case "consume" -> consume(bootstrap, args[2], Integer.parseInt(args[3]));
+                case "record-errors" -> recordErrors(bootstrap, args[2], Integer.parseInt(args[3]), args[4]);
                 case "edges" -> edges(bootstrap, args[2], Long.parseLong(args[3]));
                 case "group" -> group(bootstrap, args[2], args[3], args[4], Integer.parseInt(args[5]));
                 default -> throw new Failure("unknown scenario " + args[1]);
@@ -365,6 +366,40 @@ public final class RillJavaCheck {
             }
         }
         out("produced " + n + " codec=" + codec + " partitions=" + partitions);
+    }
+
+    // ------------------------------------------------------------------ record errors
+
+    /** n records in one batch to a compacted topic, every third without a key; prints each send's outcome:
+     * "result I ok" or "result I EXCEPTION_CLASS MESSAGE". */
+    static void recordErrors(String bootstrap, String topic, int n, String codec) throws Exception {
+        try (Admin admin = Admin.create(common(bootstrap, "rill-java-record-errors-admin"))) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1)
+                    .configs(Map.of("cleanup.policy", "compact")))).all().get();
+        }
+        Properties p = common(bootstrap, "rill-java-record-errors");
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, codec);
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "60000"); // one batch: flush() sends it
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "false");
+        p.put(ProducerConfig.RETRIES_CONFIG, "0");
+        List<Future<RecordMetadata>> sent = new ArrayList<>(n);
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            for (int i = 0; i < n; i++) {
+                byte[] key = i % 3 == 0 ? null : ("k" + i).getBytes(StandardCharsets.UTF_8);
+                sent.add(producer.send(new ProducerRecord<>(topic, 0, key, ("v" + i).getBytes(StandardCharsets.UTF_8))));
+            }
+            producer.flush();
+            for (int i = 0; i < n; i++) {
+                try {
+                    sent.get(i).get();
+                    out("result " + i + " ok");
+                } catch (ExecutionException e) {
+                    out("result " + i + " " + e.getCause().getClass().getSimpleName() + " " + e.getCause().getMessage());
+                }
+            }
+        }
     }
 
     // ------------------------------------------------------------------ consume (assign)

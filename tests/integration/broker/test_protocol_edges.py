@@ -216,7 +216,7 @@ def test_a_refused_record_is_named_in_record_errors(wire: Wire) -> None:
     late = [Record(0, now + i * 3_600_000, None, b"v", []) for i in range(3)]  # records 1 and 2 are too new
     resp = _produce(wire, "named-bounded", build_batch(late, compression=4))
     assert resp["error_code"] == ErrorCode.INVALID_TIMESTAMP
-    assert [e["batch_index"] for e in resp["record_errors"]] == [1]
+    assert [e["batch_index"] for e in resp["record_errors"]] == [1, 2]
     assert f"CreateTime {now + 3_600_000}" in resp["record_errors"][0]["batch_index_error_message"]
     # A batch that is taken names no record; nothing of the refused batches was written.
     assert _produce(wire, "named-bounded", build_batch(late[:1]))["record_errors"] == []

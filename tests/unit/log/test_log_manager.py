@@ -313,3 +313,38 @@ def test_a_first_start_is_not_called_an_unclean_shutdown(tmp_path: Path, caplog:
         manager.shutdown()
     loaded = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Loaded 0 logs")]
     assert len(loaded) == 1 and loaded[0].endswith("(no logs yet)")
+
+
+def test_new_log_start_offsets_are_carried_by_checkpoints_read_while_they_are_written(tmpfs: Path) -> None:
+    """DeleteRecords writes its new log start offset before it moves it. A periodic checkpoint whose
+    values were read meanwhile (the old offset) and written after it must carry the new offset, not put
+    the old one back; and a new offset whose write failed (a full disk: refused, the log start stays)
+    must not reach the file through such a checkpoint either."""
+    ck = tmpfs / "log-start-offset-checkpoint"
+    m = LogManager([tmpfs], small_config())
+    m.startup()
+    lg = m.get_or_create_log(TP, uuid.uuid4(), small_config())
+    lg.append(make_batch(10), leader_epoch=0)
+    lg.high_watermark = 10
+
+    async def delete_records(offset: int) -> tuple[set[TopicPartition], object]:
+        task = asyncio.create_task(m.write_log_start_offsets({TP: offset}))
+        await asyncio.sleep(0)  # the write is under way in its thread
+        during = m._snapshot(ck.name)  # the periodic write reads the values now...
+        return await task, during
+
+    failed, during = asyncio.run(delete_records(6))
+    assert failed == set() and read_offset_checkpoint(ck) == {TP: 6}
+    assert lg.maybe_increment_log_start_offset(6)  # as the handler does, before it awaits again
+    m._write_snapshot(during)  # ...and writes them only now
+    assert read_offset_checkpoint(ck) == {TP: 6}
+
+    with open(tmpfs / "filler", "wb", buffering=0) as f, pytest.raises(OSError):
+        while True:
+            f.write(bytes(64 * 1024))
+    failed, during = asyncio.run(delete_records(8))
+    assert failed == {TP} and lg.log_start_offset == 6  # refused: the caller leaves the start where it is
+    (tmpfs / "filler").unlink()
+    m._write_snapshot(during)
+    assert read_offset_checkpoint(ck) == {TP: 6}
+    m.shutdown()

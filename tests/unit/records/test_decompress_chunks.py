@@ -47,20 +47,48 @@ def test_uncompressed_data_is_one_piece() -> None:
     assert list(decompress_chunks(NONE, b"abc", 1, 1)) == [b"abc"]
 
 
-@pytest.mark.parametrize("codec", [GZIP, LZ4], ids=["gzip", "lz4"])
-def test_a_truncated_stream_is_corrupt(codec: int) -> None:
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: compression.CODEC_NAMES[c])
+@pytest.mark.parametrize("cut", [1, 4, 9, 100, 0.5])
+def test_a_truncated_stream_is_corrupt(codec: int, cut: int | float) -> None:
     packed = compress(codec, DATA)
+    torn = packed[: int(len(packed) * cut)] if isinstance(cut, float) else packed[: len(packed) - cut]
     with pytest.raises(KafkaError) as e:
-        for _ in decompress_chunks(codec, packed[: len(packed) // 2], 64 * 1024, 1 << 20):
+        for _ in decompress_chunks(codec, torn, 64 * 1024, 1 << 20):
             pass
+    assert e.value.code == ErrorCode.CORRUPT_MESSAGE
+    with pytest.raises(KafkaError) as e:
+        decompress(codec, torn)
     assert e.value.code == ErrorCode.CORRUPT_MESSAGE
 
 
-def test_a_truncated_zstd_stream_yields_less() -> None:
-    # zstd's stream reader stops at the end of its input: the record count catches the shortfall.
-    packed = compress(ZSTD, DATA)
-    got = b"".join(bytes(p) for p in decompress_chunks(ZSTD, packed[: len(packed) // 2], 64 * 1024, 1 << 20))
-    assert len(got) < len(DATA) and DATA.startswith(got)
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: compression.CODEC_NAMES[c])
+def test_no_data_and_trailing_bytes_are_corrupt(codec: int) -> None:
+    for bad in (b"", compress(codec, DATA) + b"\x00" * 12):
+        with pytest.raises(KafkaError) as e:
+            list(decompress_chunks(codec, bad, 64 * 1024, 1 << 20))
+        assert e.value.code == ErrorCode.CORRUPT_MESSAGE
+        with pytest.raises(KafkaError) as e:
+            decompress(codec, bad)
+        assert e.value.code == ErrorCode.CORRUPT_MESSAGE
+
+
+def test_zstd_frames_of_every_shape_are_read_whole() -> None:
+    """Frames with and without content size and checksum, several blocks, RLE and raw blocks, a
+    skippable frame between two: all read; each cut short is corrupt."""
+    parts = [
+        zstandard.ZstdCompressor(level=1, write_content_size=False, write_checksum=True).compress(DATA),
+        struct.pack("<II", 0x184D2A53, 5) + b"skip!",
+        zstandard.ZstdCompressor(level=19, write_content_size=True).compress(b"z" * 300_000),
+        zstandard.ZstdCompressor(level=1).compress(os.urandom(200_000)),  # raw blocks
+    ]
+    whole = b"".join(parts)
+    expected = DATA + b"z" * 300_000
+    got = b"".join(bytes(p) for p in decompress_chunks(ZSTD, whole, 64 * 1024, 1 << 20))
+    assert got[: len(expected)] == expected and len(got) == len(expected) + 200_000
+    compression.check_zstd_frames(whole)
+    for end in (len(parts[0]) - 1, len(parts[0]) + 3, len(whole) - len(parts[3]) // 2):
+        with pytest.raises(ValueError):
+            compression.check_zstd_frames(whole[:end])
 
 
 def test_garbage_is_corrupt_for_every_codec() -> None:

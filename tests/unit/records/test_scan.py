@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from rill.records import _scan, scan
 from rill.records.batch import BATCH_HEADER_SIZE, HEADER_STRUCT, parse_header
 from rill.records.builder import build_batch
-from rill.records.record import Record, write_varint
+from rill.records.record import Record, encode_record, write_varint
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -218,3 +218,42 @@ def test_check_batch_refuses_what_the_general_path_must_name() -> None:
     struct.pack_into(">I", more, 17, crc32c(bytes(more[21:])))
     assert both_checks(more) is None
     assert parse_header(good).records_count == 3
+
+
+flag_st = st.lists(
+    st.tuples(st.booleans(), st.booleans(), st.integers(-5000, 5000)),  # keyless, misplaced, timestamp delta
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(flag_st, st.data())
+def test_flag_records_notes_every_record_a_check_refuses(
+    records: list[tuple[bool, bool, int]], data: st.DataObject
+) -> None:
+    """``flag_records`` (compiled and twin alike) notes every record with a null key, an offset delta
+    other than its index or a timestamp outside the bounds, not only the first of each, and returns
+    what ``scan_records`` returns; split anywhere, the two calls note the same records."""
+    body = bytearray()
+    for i, (keyless, misplaced, delta) in enumerate(records):
+        encode_record(body, i + 1 if misplaced else i, delta, None if keyless else b"k", b"v")
+    low, high = BASE_TS - 1000, BASE_TS + 1000
+    expected = [
+        (i, int(keyless), int(misplaced), int(not low <= BASE_TS + delta <= high), delta)
+        for i, (keyless, misplaced, delta) in enumerate(records)
+        if keyless or misplaced or not low <= BASE_TS + delta <= high
+    ]
+    for bounds in ((), (BASE_TS, low, high)):
+        want = expected if bounds else [(i, k, m, 0, d) for i, k, m, _, d in expected if k or m]
+        c_flagged: list[scan.Flagged] = []
+        py_flagged: list[scan.Flagged] = []
+        c = scan.ScanResult._make(_scan.flag_records(c_flagged, bytes(body), len(records), 0, *bounds))
+        py = scan.py_flag_records(py_flagged, bytes(body), len(records), 0, *bounds)
+        assert c == py == both_scans(bytes(body), len(records), 0, *bounds)
+        assert c_flagged == py_flagged == want
+        cut = data.draw(st.integers(0, len(body)))
+        split: list[scan.Flagged] = []
+        first = scan.flag_records(split, bytes(body[:cut]), len(records), 0, *bounds)
+        scan.flag_records(split, bytes(body[first.consumed :]), len(records), first.next_record, *bounds)
+        assert split == want
