@@ -3,7 +3,8 @@
 The brokers are listed alternating by rack (when racks are set: brokers of one rack are interleaved with those
 of the others, so consecutive brokers in the list sit in different racks), then the first replica of partition
 ``p`` goes to broker ``(start + p) % n`` and each further replica ``shift`` brokers on, the shift growing by one
-every ``n`` partitions, from a random start. Leaders (first replicas) spread evenly, followers of one broker's
+every ``n`` partitions, from a random start; with racks, a follower that would share a rack with another
+replica of its partition moves on to the next broker of an unused rack. Leaders (first replicas) spread evenly, followers of one broker's
 partitions spread over the others, and, with racks, each partition's replicas span as many racks as they can.
 """
 
@@ -32,6 +33,8 @@ def assign_replicas(
 ) -> dict[int, tuple[int, ...]]:
     """The replicas of partitions ``0..partitions-1`` over ``brokers`` (at least ``replication_factor``)."""
     ids = rack_alternated(brokers)
+    rack = {b.node_id: b.rack or "" for b in brokers}
+    racks = len(set(rack.values()))
     n = len(ids)
     if replication_factor > n:
         raise ValueError(f"replication factor {replication_factor} is more than the {n} brokers")
@@ -45,6 +48,15 @@ def assign_replicas(
         first = (start + p) % n
         replicas = [ids[first]]
         for j in range(replication_factor - 1):
-            replicas.append(ids[(first + 1 + (shift + j) % (n - 1)) % n])
+            index = (first + 1 + (shift + j) % (n - 1)) % n
+            # With racks, a follower goes to the next broker (from the shifted one) whose rack holds none of
+            # this partition's replicas yet, until every rack holds one.
+            for step in range(n):
+                candidate = ids[(index + step) % n]
+                used = {rack[x] for x in replicas}
+                if candidate in replicas or (len(used) < racks and rack[candidate] in used):
+                    continue
+                replicas.append(candidate)
+                break
         out[p] = tuple(replicas)
     return out
