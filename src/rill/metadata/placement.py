@@ -4,8 +4,9 @@ The brokers are listed alternating by rack (when racks are set: brokers of one r
 of the others, so consecutive brokers in the list sit in different racks), then the first replica of partition
 ``p`` goes to broker ``(start + p) % n`` and each further replica ``shift`` brokers on, the shift growing by one
 every ``n`` partitions, from a random start; with racks, a follower that would share a rack with another
-replica of its partition moves on to the next broker of an unused rack. Leaders (first replicas) spread evenly, followers of one broker's
-partitions spread over the others, and, with racks, each partition's replicas span as many racks as they can.
+replica of its partition moves on to the next broker of an unused rack. Leaders (first replicas) spread
+evenly, followers of one broker's partitions spread over the others, and each partition's replicas span as
+many racks as they can.
 """
 
 from __future__ import annotations
