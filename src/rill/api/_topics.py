@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from rill.api.context import RequestContext
+from rill.errors import ErrorCode
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -27,3 +28,34 @@ def topic_id_of(ctx: RequestContext, name: str | None) -> uuid.UUID:
         return ZERO_UUID
     topic = ctx.services.metadata.topic(name)
     return topic.topic_id if topic is not None else ZERO_UUID
+
+
+class LeaderHints:
+    """KIP-951: partitions answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carry their current leader
+    and epoch, and the response the leaders' endpoints, so a client moves at once instead of after a metadata
+    refresh."""
+
+    MOVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
+
+    def __init__(self, ctx: RequestContext) -> None:
+        self._ctx = ctx
+        self._leaders: set[int] = set()
+
+    def add(self, result: dict[str, Any], topic: str | None, partition: int) -> None:
+        """Set ``current_leader`` on a partition result whose error says its leader moved."""
+        if topic is None or result.get("error_code") not in self.MOVED:
+            return
+        state = self._ctx.services.metadata.topic(topic)
+        if state is None or partition >= len(state.partitions):
+            return
+        p = state.partitions[partition]
+        result["current_leader"] = {"leader_id": p.leader, "leader_epoch": p.leader_epoch}
+        if p.leader >= 0:
+            self._leaders.add(p.leader)
+
+    def node_endpoints(self) -> list[dict[str, Any]]:
+        return [
+            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in self._ctx.services.metadata.brokers()
+            if b.node_id in self._leaders
+        ]

@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from rill.api._topics import ZERO_UUID, resolve_topic_name
+from rill.api._topics import ZERO_UUID, LeaderHints, resolve_topic_name
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import TopicPartition
@@ -149,8 +149,10 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
         await rm.wait_for_appends(watch, remaining)
     metrics = ctx.services.metrics
     responses: list[Body] = []
+    hints = LeaderHints(ctx)
     for (name, topic_id), ps in zip(names, parts, strict=True):
         for p in ps:
+            hints.add(p, name or None, p["partition_index"])
             size = p.pop("_size")
             if metrics is not None:
                 if size:
@@ -158,4 +160,5 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
                 if p["error_code"]:
                     metrics.on_error("FETCH", p["error_code"])
         responses.append({"topic": name, "topic_id": topic_id, "partitions": ps})
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses,
+            "node_endpoints": hints.node_endpoints()}  # fmt: skip

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from rill.api._topics import resolve_topic_name
+from rill.api._topics import LeaderHints, resolve_topic_name
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import TopicPartition
@@ -111,4 +111,8 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
             if code:
                 result["error_code"] = code
                 log.debug("Produce to %s from %s not committed: %s", tp, ctx.client, code.name)
-    return {"responses": responses, "throttle_time_ms": 0}
+    hints = LeaderHints(ctx)
+    for topic in responses:
+        for result in topic["partition_responses"]:
+            hints.add(result, topic["name"] or None, result["index"])
+    return {"responses": responses, "throttle_time_ms": 0, "node_endpoints": hints.node_endpoints()}
