@@ -216,7 +216,12 @@ class Broker:
         )
         await store.start()
         self.controller = KafkaController(
-            store.zk, self.node_id, unclean_leader_election=bool(config.get("unclean.leader.election.enable"))
+            store.zk,
+            self.node_id,
+            unclean_leader_election=bool(config.get("unclean.leader.election.enable")),
+            auto_rebalance=bool(config.get("auto.leader.rebalance.enable")),
+            imbalance_percentage=int(config.get("leader.imbalance.per.broker.percentage")),
+            imbalance_check_interval_s=float(config.get("leader.imbalance.check.interval.seconds")),
         )
         return store
 

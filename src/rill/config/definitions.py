@@ -64,7 +64,7 @@ def _per_ip_overrides(value: str) -> str | None:
 # lists them).
 NOT_YET_USED = frozenset({
     "log.cleaner.enable", "log.cleaner.threads", "log.cleaner.delete.retention.ms", "log.cleaner.min.cleanable.ratio",
-    "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", "auto.leader.rebalance.enable",
+    "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
     "inter.broker.listener.name",
     "transaction.state.log.num.partitions", "transaction.state.log.replication.factor", "transaction.max.timeout.ms",
     "transactional.id.expiration.ms", "producer.id.expiration.ms", "log.local.retention.ms",
@@ -220,6 +220,28 @@ for _args, _opts in [
     (("log.dir", S, "./rill-data", "Data directory used when log.dirs is not set.", None, HIGH), {}),
     (("zookeeper.connect", S, None, "ZooKeeper connection string for cluster metadata.", None, HIGH), {}),
     (("zookeeper.session.timeout.ms", INT, 18000, "ZooKeeper session timeout.", at_least(1), HIGH), {}),
+    (
+        (
+            "leader.imbalance.per.broker.percentage",
+            INT,
+            10,
+            "Share of a broker's preferred partitions led elsewhere that starts a preferred leader election.",
+            _nonneg,
+            HIGH,
+        ),
+        {},
+    ),
+    (
+        (
+            "leader.imbalance.check.interval.seconds",
+            LONG,
+            300,
+            "How often the controller checks the leader imbalance.",
+            at_least(1),
+            HIGH,
+        ),
+        {},
+    ),
     (("replica.fetch.wait.max.ms", INT, 500, "Longest a follower's fetch waits at the leader.", _nonneg, MEDIUM), {}),
     (("replica.fetch.backoff.ms", INT, 1000, "Wait after a failed follower fetch.", _nonneg, MEDIUM), {}),
     (

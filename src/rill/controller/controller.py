@@ -17,6 +17,13 @@ partition states agree with them (``reconcile``, idempotent, run after every cha
 - a partition with no leader gets one as soon as a member of its ISR is live again;
 - a topic marked for deletion is removed (assignment, partition states, configs, the mark).
 
+Elections asked for (ElectLeaders writes ``/admin/preferred_replica_election``) are carried out: a preferred
+election makes the first replica of the assignment leader when it is live and in the ISR; an unclean one gives
+a partition without a leader a live replica. With ``auto.leader.rebalance.enable``, every
+``leader.imbalance.check.interval.seconds`` the controller runs a preferred election for the partitions of each
+broker that leads fewer than ``leader.imbalance.per.broker.percentage`` percent of its preferred partitions'
+share.
+
 A broker shutting down in a controlled way marks its registration (``"shutting_down": true``): it is no longer
 live for leadership, so its partitions move to other ISR members before it stops.
 """
@@ -31,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from rill.metadata import zk_layout as zl
 
@@ -90,10 +97,23 @@ def elect(
 class KafkaController:
     """Campaigns for the controller role on this broker's ZooKeeper client and acts while it holds it."""
 
-    def __init__(self, zk: KazooClient, node_id: int, *, unclean_leader_election: bool = False) -> None:
+    def __init__(
+        self,
+        zk: KazooClient,
+        node_id: int,
+        *,
+        unclean_leader_election: bool = False,
+        auto_rebalance: bool = False,
+        imbalance_percentage: int = 10,
+        imbalance_check_interval_s: float = 300.0,
+    ) -> None:
         self.zk = zk
         self.node_id = node_id
         self.unclean = unclean_leader_election
+        self.auto_rebalance = auto_rebalance
+        self.imbalance_percentage = imbalance_percentage
+        self.imbalance_check_interval_s = imbalance_check_interval_s
+        self._rebalance_due = False
         self.epoch = -1
         self._epoch_version = -1
         self.active = False
@@ -137,6 +157,7 @@ class KafkaController:
         self.zk.ChildrenWatch(zl.BROKER_IDS, self._on_brokers)
         self.zk.ChildrenWatch(zl.TOPICS, self._on_topics)
         self.zk.ChildrenWatch(zl.DELETE_TOPICS, self._poke)
+        self.zk.DataWatch(zl.LEADER_ELECTION, self._poke)
 
     def _on_brokers(self, ids: list[str]) -> bool:
         """A registration's data changes when its broker starts a controlled shutdown: watch each one."""
@@ -167,7 +188,11 @@ class KafkaController:
 
     async def _run(self) -> None:
         while True:
-            await self._wake.wait()
+            try:
+                async with asyncio.timeout(self.imbalance_check_interval_s):
+                    await self._wake.wait()
+            except TimeoutError:
+                self._rebalance_due = self.auto_rebalance
             self._wake.clear()
             try:
                 await asyncio.to_thread(self._step)
@@ -244,8 +269,71 @@ class KafkaController:
                 change = elect(replicas, current, live, self.epoch, self.unclean)
                 if change is not None:
                     writes.append(Election(topic, p, change[0], version, change[1]))
+        requested = self.zk.exists(zl.LEADER_ELECTION)
+        writes += self._requested_elections(live, {(w.topic, w.partition) for w in writes})
         if writes:
             self._write(writes)
+        if requested is not None:  # done: a request written since (another version) stays for the next pass
+            with contextlib.suppress(NoNodeError, BadVersionError):
+                self.zk.delete(zl.LEADER_ELECTION, version=requested.version)
+
+    def _requested_elections(self, live: set[int], pending: set[tuple[str, int]]) -> list[Election]:
+        """The elections asked for through ElectLeaders, and those the auto rebalance finds due."""
+        try:
+            election_type, partitions = zl.decode_election(self.zk.get(zl.LEADER_ELECTION)[0])
+        except NoNodeError:
+            election_type, partitions = 0, []
+        if self._rebalance_due:
+            self._rebalance_due = False
+            partitions += self._imbalanced(live)
+        out: list[Election] = []
+        for topic, p in dict.fromkeys(partitions):
+            if (topic, p) in pending:
+                continue
+            try:
+                replicas = zl.decode_assignment(self.zk.get(zl.topic_path(topic))[0]).partitions[p]
+                data, stat = self.zk.get(zl.state_path(topic, p))
+            except (NoNodeError, KeyError):
+                continue
+            s = zl.decode_state(data, stat.version)
+            if election_type == 0:
+                preferred = replicas[0]
+                if s.leader == preferred or preferred not in live or preferred not in s.isr:
+                    continue
+                new = zl.LeaderAndIsr(preferred, s.leader_epoch + 1, s.isr, self.epoch)
+                out.append(Election(topic, p, new, stat.version, "preferred leader election"))
+            elif s.leader < 0 or s.leader not in live:
+                alive = [r for r in replicas if r in live]
+                if alive:
+                    new = zl.LeaderAndIsr(alive[0], s.leader_epoch + 1, (alive[0],), self.epoch)
+                    out.append(Election(topic, p, new, stat.version, "unclean election asked for"))
+        return out
+
+    def _imbalanced(self, live: set[int]) -> list[tuple[str, int]]:
+        """Partitions whose preferred leader is live and not leading, for each broker whose share of such
+        partitions passes ``leader.imbalance.per.broker.percentage``."""
+        preferred: dict[int, list[tuple[str, int, bool]]] = {}
+        for topic in self.zk.get_children(zl.TOPICS):
+            try:
+                assignment = zl.decode_assignment(self.zk.get(zl.topic_path(topic))[0])
+            except NoNodeError:
+                continue
+            for p, replicas in assignment.partitions.items():
+                try:
+                    leader = zl.decode_state(*self._get_state(topic, p)).leader
+                except NoNodeError:
+                    continue
+                preferred.setdefault(replicas[0], []).append((topic, p, leader == replicas[0]))
+        out: list[tuple[str, int]] = []
+        for broker, parts in preferred.items():
+            behind = [(t, p) for t, p, leading in parts if not leading]
+            if broker in live and behind and len(behind) * 100 > self.imbalance_percentage * len(parts):
+                out += behind
+        return out
+
+    def _get_state(self, topic: str, partition: int) -> tuple[bytes, int]:
+        data, stat = self.zk.get(zl.state_path(topic, partition))
+        return data, stat.version
 
     def _write(self, writes: list[Election]) -> None:
         """Write partition states in transactions that check the controller epoch (fenced when stale) and each

@@ -18,6 +18,9 @@ All paths are below the chroot of ``zookeeper.connect`` (``host:port/chroot``):
 ``/config/topics/<topic>``                  ``{"version": 1, "config": {name: value}}``
 ``/config/brokers/<id>``, ``/config/brokers/<default>``  dynamic broker configs, per broker and cluster-wide
 ``/admin/delete_topics/<topic>``            a deletion the controller is to carry out
+``/admin/preferred_replica_election``       leader elections asked for (ElectLeaders): ``{"version": 1,
+                                            "election_type": 0 (preferred) or 1 (unclean), "partitions":
+                                            [{"topic", "partition"}, ...]}``, removed once carried out
 ``/latest_producer_id_block``               ``{"version": 1, "broker", "block_start", "block_end"}``, changed
                                             conditionally on its version
 ==========================================  =========================================================================
@@ -43,6 +46,7 @@ TOPIC_CONFIGS = "/config/topics"
 BROKER_CONFIGS = "/config/brokers"
 DEFAULT_BROKER = "<default>"
 DELETE_TOPICS = "/admin/delete_topics"
+LEADER_ELECTION = "/admin/preferred_replica_election"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 # Persistent parents made at start (create is idempotent: "already there" is fine).
@@ -162,6 +166,16 @@ def encode_cluster_id(cluster_id: str) -> bytes:
 
 def decode_cluster_id(data: bytes) -> str:
     return str(_loads(data)["id"])
+
+
+def encode_election(election_type: int, partitions: list[tuple[str, int]]) -> bytes:
+    return _dumps({"version": 1, "election_type": election_type,
+                   "partitions": [{"topic": t, "partition": p} for t, p in partitions]})  # fmt: skip
+
+
+def decode_election(data: bytes) -> tuple[int, list[tuple[str, int]]]:
+    d = _loads(data)
+    return int(d.get("election_type", 0)), [(str(e["topic"]), int(e["partition"])) for e in d["partitions"]]
 
 
 def encode_producer_id_block(broker: int, start: int, end: int) -> bytes:

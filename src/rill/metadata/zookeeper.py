@@ -637,6 +637,38 @@ class ZkMetadataStore:
 
         return await asyncio.to_thread(allocate)
 
+    async def elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, int]], timeout_s: float
+    ) -> set[tuple[str, int]]:
+        """Ask the controller for leader elections (0: preferred, 1: unclean) and wait until each partition has
+        the leader it asked for; returns the partitions that did not get one within ``timeout_s``."""
+
+        def done(topic: str, p: int) -> bool:
+            t = self._topics.get(topic)
+            if t is None or p >= len(t.partitions):
+                return True
+            state = t.partitions[p]
+            return state.leader == state.replicas[0] if election_type == 0 else state.leader >= 0
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        data = zl.encode_election(election_type, partitions)
+        while True:
+            try:
+                await asyncio.to_thread(self.zk.create, zl.LEADER_ELECTION, data)
+                break
+            except NodeExistsError:  # another election is under way: wait for the controller to finish it
+                if loop.time() > deadline:
+                    return set(partitions)
+                await asyncio.sleep(0.1)
+        try:
+            async with asyncio.timeout_at(deadline):
+                async with self._applied:
+                    await self._applied.wait_for(lambda: all(done(t, p) for t, p in partitions))
+        except TimeoutError:
+            pass
+        return {(t, p) for t, p in partitions if not done(t, p)}
+
     async def alter_partition(self, topic: str, state: PartitionState, isr: Sequence[int]) -> PartitionState:
         """As leader, change a partition's ISR, conditionally on the partition epoch this broker knows
         (Kafka's AlterPartition): a stale epoch is refused with FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION."""
