@@ -114,6 +114,7 @@ class KafkaController:
         self.imbalance_percentage = imbalance_percentage
         self.imbalance_check_interval_s = imbalance_check_interval_s
         self._rebalance_due = False
+        self._reassigning = False
         self.epoch = -1
         self._epoch_version = -1
         self.active = False
@@ -187,13 +188,20 @@ class KafkaController:
         return self._poke()
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_check = loop.time() + self.imbalance_check_interval_s
         while True:
-            try:
-                async with asyncio.timeout(self.imbalance_check_interval_s):
+            # While a reassignment waits for its new replicas to join the ISR, look again twice a second.
+            wait = max(0.0, next_check - loop.time())
+            if self._reassigning:
+                wait = min(wait, 0.5)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
                     await self._wake.wait()
-            except TimeoutError:
-                self._rebalance_due = self.auto_rebalance
             self._wake.clear()
+            if loop.time() >= next_check:
+                next_check = loop.time() + self.imbalance_check_interval_s
+                self._rebalance_due = self.auto_rebalance
             try:
                 await asyncio.to_thread(self._step)
             except Exception:
@@ -269,6 +277,7 @@ class KafkaController:
                 change = elect(replicas, current, live, self.epoch, self.unclean)
                 if change is not None:
                     writes.append(Election(topic, p, change[0], version, change[1]))
+        self._complete_reassignments(live)
         requested = self.zk.exists(zl.LEADER_ELECTION)
         writes += self._requested_elections(live, {(w.topic, w.partition) for w in writes})
         if writes:
@@ -276,6 +285,49 @@ class KafkaController:
         if requested is not None:  # done: a request written since (another version) stays for the next pass
             with contextlib.suppress(NoNodeError, BadVersionError):
                 self.zk.delete(zl.LEADER_ELECTION, version=requested.version)
+
+    def _complete_reassignments(self, live: set[int]) -> None:
+        """A reassigned partition whose target replicas are all in the ISR gets them as its replicas: the
+        others leave (their brokers drop the partition), the ISR keeps only targets, and a leader outside the
+        targets hands over to the first live target in the ISR (leader epoch + 1). One transaction per
+        partition, checked against the controller epoch, the partition state's and the assignment's versions."""
+        self._reassigning = False
+        for topic in self.zk.get_children(zl.TOPICS):
+            try:
+                data, astat = self.zk.get(zl.topic_path(topic))
+            except NoNodeError:
+                continue
+            a = zl.decode_assignment(data)
+            for p in sorted(set(a.adding) | set(a.removing)):
+                self._reassigning = True
+                target = tuple(r for r in a.partitions[p] if r not in a.removing.get(p, ()))
+                try:
+                    s = zl.decode_state(*self._get_state(topic, p))
+                except NoNodeError:
+                    continue
+                if not set(target) <= set(s.isr):
+                    continue
+                leader, epoch = s.leader, s.leader_epoch
+                if leader not in target or leader not in live:
+                    candidates = [r for r in target if r in live and r in s.isr]
+                    if not candidates:
+                        continue
+                    leader, epoch = candidates[0], epoch + 1
+                new_state = zl.LeaderAndIsr(leader, epoch, tuple(r for r in s.isr if r in target), self.epoch)
+                done = zl.Assignment(a.topic_id, {**a.partitions, p: target},
+                                     {q: r for q, r in a.adding.items() if q != p},
+                                     {q: r for q, r in a.removing.items() if q != p})  # fmt: skip
+                tx = self.zk.transaction()
+                tx.check(zl.CONTROLLER_EPOCH, self._epoch_version)
+                tx.set_data(zl.state_path(topic, p), zl.encode_state(new_state), version=s.partition_epoch)
+                tx.set_data(zl.topic_path(topic), zl.encode_assignment(done), version=astat.version)
+                if any(isinstance(r, Exception) for r in tx.commit()):
+                    self._poke()  # raced with another change: the next pass tries again
+                    return
+                log.info("Partition %s-%d reassigned to %s: leader %d, leader epoch %d, ISR %s", topic, p,
+                         list(target), leader, epoch, list(new_state.isr))  # fmt: skip
+                data, astat = self.zk.get(zl.topic_path(topic))
+                a = zl.decode_assignment(data)
 
     def _requested_elections(self, live: set[int], pending: set[tuple[str, int]]) -> list[Election]:
         """The elections asked for through ElectLeaders, and those the auto rebalance finds due."""

@@ -32,7 +32,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rill.metadata.store import BrokerInfo
@@ -112,21 +112,32 @@ def decode_controller(data: bytes) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
-    """A topic's id and the replicas of each partition (``/brokers/topics/<topic>``)."""
+    """A topic's id and the replicas of each partition (``/brokers/topics/<topic>``); during a reassignment a
+    partition's replicas are the target ones followed by the others, and ``adding``/``removing`` name the
+    replicas being added and removed (Kafka's KIP-455 layout)."""
 
     topic_id: uuid.UUID
     partitions: Mapping[int, tuple[int, ...]]
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 def encode_assignment(a: Assignment) -> bytes:
-    parts = {str(p): list(r) for p, r in sorted(a.partitions.items())}
-    return _dumps({"version": 3, "topic_id": str(a.topic_id), "partitions": parts, "adding_replicas": {},
-                   "removing_replicas": {}})  # fmt: skip
+    def lists(m: Mapping[int, tuple[int, ...]]) -> dict[str, list[int]]:
+        return {str(p): list(r) for p, r in sorted(m.items()) if r}
+
+    return _dumps({"version": 3, "topic_id": str(a.topic_id), "partitions": lists(a.partitions),
+                   "adding_replicas": lists(a.adding), "removing_replicas": lists(a.removing)})  # fmt: skip
 
 
 def decode_assignment(data: bytes) -> Assignment:
     d = _loads(data)
-    return Assignment(uuid.UUID(d["topic_id"]), {int(p): tuple(r) for p, r in d["partitions"].items()})
+
+    def tuples(m: Mapping[str, list[int]] | None) -> dict[int, tuple[int, ...]]:
+        return {int(p): tuple(r) for p, r in (m or {}).items()}
+
+    return Assignment(uuid.UUID(d["topic_id"]), tuples(d["partitions"]), tuples(d.get("adding_replicas")),
+                      tuples(d.get("removing_replicas")))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -344,7 +344,8 @@ class ZkMetadataStore:
             try:
                 data, stat = self.zk.get(zl.state_path(name, p))
                 s = zl.decode_state(data, stat.version)
-                parts.append(PartitionState(p, s.leader, s.leader_epoch, replicas, s.isr, s.partition_epoch))
+                parts.append(PartitionState(p, s.leader, s.leader_epoch, replicas, s.isr, s.partition_epoch,
+                                            assignment.adding.get(p, ()), assignment.removing.get(p, ())))  # fmt: skip
             except NoNodeError:  # the controller has not elected its leader yet
                 parts.append(PartitionState(p, -1, -1, replicas, (), -1))
         configs = _valid_configs(name, self._read_configs(zl.topic_config_path(name)))
@@ -668,6 +669,58 @@ class ZkMetadataStore:
         except TimeoutError:
             pass
         return {(t, p) for t, p in partitions if not done(t, p)}
+
+    async def alter_reassignments(
+        self, targets: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> dict[tuple[str, int], KafkaError | None]:
+        """Start (target replicas) or cancel (None) partition reassignments, written to the topics' assignments
+        for the controller to carry out (KIP-455): the target replicas are added, caught up, then the others
+        removed. Returns each partition's error (None when accepted)."""
+        out: dict[tuple[str, int], KafkaError | None] = {}
+        by_topic: dict[str, dict[int, Sequence[int] | None]] = {}
+        for (topic, p), target in targets.items():
+            state = self._topics.get(topic)
+            if state is None or not 0 <= p < len(state.partitions):
+                out[(topic, p)] = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{p} does not exist")
+            elif target is not None and (not target or len(set(target)) != len(target)
+                                         or any(r not in self._brokers for r in target)):  # fmt: skip
+                out[(topic, p)] = KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                             f"invalid replica assignment {list(target)} for {topic}-{p}")  # fmt: skip
+            else:
+                by_topic.setdefault(topic, {})[p] = target
+
+        def write(topic: str, wanted: dict[int, Sequence[int] | None]) -> dict[int, KafkaError | None]:
+            while True:
+                data, stat = self.zk.get(zl.topic_path(topic))
+                a = zl.decode_assignment(data)
+                parts, adding, removing = dict(a.partitions), dict(a.adding), dict(a.removing)
+                errors: dict[int, KafkaError | None] = {}
+                for p, target in wanted.items():
+                    ongoing = bool(adding.get(p) or removing.get(p))
+                    original = tuple(r for r in parts[p] if r not in adding.get(p, ()))
+                    if target is None:
+                        if not ongoing:
+                            errors[p] = KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                                                   f"no reassignment of {topic}-{p} is in progress")  # fmt: skip
+                            continue
+                        parts[p], adding[p], removing[p] = original, (), ()
+                    else:
+                        new = tuple(target)
+                        parts[p] = new + tuple(r for r in original if r not in new)
+                        adding[p] = tuple(r for r in new if r not in original)
+                        removing[p] = tuple(r for r in original if r not in new)
+                    errors[p] = None
+                try:
+                    self.zk.set(zl.topic_path(topic), zl.encode_assignment(
+                        zl.Assignment(a.topic_id, parts, adding, removing)), version=stat.version)  # fmt: skip
+                    return errors
+                except BadVersionError:
+                    continue
+
+        for topic, wanted in by_topic.items():
+            for p, error in (await asyncio.to_thread(write, topic, wanted)).items():
+                out[(topic, p)] = error
+        return out
 
     async def alter_partition(self, topic: str, state: PartitionState, isr: Sequence[int]) -> PartitionState:
         """As leader, change a partition's ISR, conditionally on the partition epoch this broker knows

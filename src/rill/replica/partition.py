@@ -85,9 +85,12 @@ class Partition:
         return self.state.leader == self.node_id
 
     def update_state(self, state: PartitionState) -> None:
-        """Take a new leader, epoch, replica set or ISR. A new epoch resets what was known of the followers."""
-        if state.leader_epoch != self.state.leader_epoch or state.replicas != self.state.replicas:
+        """Take a new leader, epoch, replica set or ISR. A new epoch resets what was known of the followers; a
+        new replica set (a reassignment) keeps it for the replicas that stay."""
+        if state.leader_epoch != self.state.leader_epoch:
             self.followers = {r: ReplicaState() for r in state.replicas if r != self.node_id}
+        elif state.replicas != self.state.replicas:
+            self.followers = {r: self.followers.get(r) or ReplicaState() for r in state.replicas if r != self.node_id}
         self.state = state
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:

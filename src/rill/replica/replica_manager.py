@@ -129,6 +129,13 @@ class ReplicaManager:
         if delta.broker_configs:
             changed = list(self.metadata.topics().values())
         for topic in changed:
+            # A reassignment that moved this broker's replica away: the replica goes (Kafka's StopReplica).
+            dropped = [tp for tp in self._partitions if tp.topic == topic.name
+                       and (tp.partition >= len(topic.partitions)
+                            or self.node_id not in topic.partitions[tp.partition].replicas)]  # fmt: skip
+            if dropped:
+                self._forget_partitions(dropped)
+                await self.log_manager.delete_logs_async(dropped)
             states = [s for s in topic.partitions if self.node_id in s.replicas]
             for start in range(0, max(len(states), 1), LOG_CREATION_CHUNK):
                 self._host([topic], states[start : start + LOG_CREATION_CHUNK])
