@@ -36,8 +36,10 @@ def test_a_partition_moves_to_other_brokers_and_keeps_its_records() -> None:
             assert producer.flush(30) == 0
             c.wait_for(lambda: c.leader("moving", 0) in (2, 3) and sorted(c.isr("moving", 0)) == [2, 3], 60,
                        "the partition on brokers 2 and 3")  # fmt: skip
+
             def listed() -> list[object]:
-                return list(w.call(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 5000, "topics": None})["topics"])
+                body = {"timeout_ms": 5000, "topics": None}
+                return list(w.call(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, body)["topics"])
 
             c.wait_for(lambda: not listed(), 10, "the reassignment listed as done")
             body["topics"][0]["partitions"][0]["replicas"] = None  # nothing left to cancel
