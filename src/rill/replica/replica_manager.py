@@ -130,9 +130,8 @@ class ReplicaManager:
             changed = list(self.metadata.topics().values())
         for topic in changed:
             # A reassignment that moved this broker's replica away: the replica goes (Kafka's StopReplica).
-            dropped = [tp for tp in self._partitions if tp.topic == topic.name
-                       and (tp.partition >= len(topic.partitions)
-                            or self.node_id not in topic.partitions[tp.partition].replicas)]  # fmt: skip
+            dropped = [tp for s in topic.partitions if self.node_id not in s.replicas
+                       and (tp := TopicPartition(topic.name, s.partition)) in self._partitions]  # fmt: skip
             if dropped:
                 self._forget_partitions(dropped)
                 await self.log_manager.delete_logs_async(dropped)
