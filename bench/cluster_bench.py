@@ -25,10 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.harness import RunFailed, check_errors, run_worker  # noqa: E402
-from rill.testing.cluster import cluster  # noqa: E402
+from bench.harness import RunFailed, check_errors, run_worker
+from rill.testing.cluster import cluster
 
 CASES = (
     ("RF=1 acks=1", 1, "1", {}),
