@@ -38,6 +38,7 @@ from types import FrameType
 from typing import IO, Any
 
 from rill.cli._common import (
+    EXIT_USAGE,
     CliError,
     add_connection_options,
     client_config,
@@ -70,7 +71,7 @@ def compile_format(fmt: str) -> Renderer:
         elif ch == "%":
             if i + 1 >= len(fmt) or fmt[i + 1] not in _TOKENS:
                 bad = fmt[i : i + 2]
-                raise CliError(f"invalid --format token '{bad}' (known: %s %k %t %p %o %T %h %S %K %%)")
+                raise CliError(f"invalid --format token '{bad}' (known: %s %k %t %p %o %T %h %S %K %%)", EXIT_USAGE)
             token = fmt[i + 1]
             if token == "%":
                 literal += b"%"
@@ -164,7 +165,7 @@ def parse_offset(text: str) -> int | str:
     try:
         return int(text)
     except ValueError:
-        raise CliError(f"invalid --offset '{text}': expected earliest, latest or a number") from None
+        raise CliError(f"invalid --offset '{text}': expected earliest, latest or a number", EXIT_USAGE) from None
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -347,11 +348,11 @@ def _consume_loop(session: _Session, render: Renderer, out: IO[bytes]) -> None:
 def _body(argv: list[str]) -> int:
     args = _build_parser().parse_args(argv)
     if args.group and args.partition:
-        raise CliError("--partition cannot be combined with --group (the group assigns partitions)")
+        raise CliError("--partition cannot be combined with --group (the group assigns partitions)", EXIT_USAGE)
     if args.count is not None and args.count < 0:
-        raise CliError(f"invalid --count {args.count}")
+        raise CliError(f"invalid --count {args.count}", EXIT_USAGE)
     if args.json and args.format:
-        raise CliError("--json and --format cannot be combined")
+        raise CliError("--json and --format cannot be combined", EXIT_USAGE)
     render: Renderer = render_json if args.json else compile_format(args.format or "%s\\n")
     start: int | str | None = "earliest" if args.from_beginning else None
     if args.offset is not None:

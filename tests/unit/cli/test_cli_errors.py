@@ -87,3 +87,15 @@ def test_malformed_arguments_are_usage_errors() -> None:
     ):
         line = one_line_error(run_rill(*args, "--bootstrap-server", "127.0.0.1:1", "--timeout", "1"), 2)
         assert "cannot reach" not in line, (args, line)
+
+
+def test_consume_usage_errors_exit_2() -> None:
+    """Caught before any broker is contacted, with status 2, as every other command's usage errors."""
+    for args, text in (
+        (["--offset", "soon"], "invalid --offset"),
+        (["--format", "%q"], "invalid --format token"),
+        (["--partition", "0", "--group", "g"], "cannot be combined with --group"),
+        (["--count", "-3"], "invalid --count"),
+        (["--json", "--format", "%s"], "cannot be combined"),
+    ):
+        assert text in one_line_error(run_rill("consume", "t", "--bootstrap-server", "127.0.0.1:1", *args), 2)
