@@ -72,6 +72,7 @@ class ZkMetadataStore:
         self._broker = advertised
         self._wanted_cluster_id = cluster_id
         self._connection_timeout_s = connection_timeout_ms / 1000.0
+        self._session_timeout_s = session_timeout_ms / 1000.0
         self._wait_timeout_s = wait_timeout_s
         self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
         self._listeners: list[MetadataListener] = []
@@ -146,18 +147,36 @@ class ZkMetadataStore:
             )
 
     async def _register(self) -> None:
+        """Register this broker (an ephemeral znode). A registration of another session at the same address is
+        this broker's own from before a crash: its session ends within the session timeout, and the start waits
+        for it. One at another address is another live broker with this id: refused."""
         path = zl.broker_path(self._node_id)
-        try:
-            await asyncio.to_thread(self.zk.create, path, zl.encode_broker(self._broker), ephemeral=True)
-        except NodeExistsError:
-            data, stat = await asyncio.to_thread(self.zk.get, path)
-            if stat.ephemeralOwner != self.zk.client_id[0]:
+        deadline = asyncio.get_running_loop().time() + self._session_timeout_s * 1.5
+        waited = False
+        while True:
+            try:
+                await asyncio.to_thread(self.zk.create, path, zl.encode_broker(self._broker), ephemeral=True)
+                return
+            except NodeExistsError:
+                try:
+                    data, stat = await asyncio.to_thread(self.zk.get, path)
+                except NoNodeError:
+                    continue
+                if stat.ephemeralOwner == self.zk.client_id[0]:
+                    return
                 other = zl.decode_broker(self._node_id, data)
-                raise KafkaError(
-                    ErrorCode.INVALID_REQUEST,
-                    f"broker.id {self._node_id} is already registered in ZooKeeper at {self._connect} by a live "
-                    f"broker ({other.host}:{other.port})",
-                ) from None
+                if (other.host, other.port) != (self._broker.host, self._broker.port) or (
+                    asyncio.get_running_loop().time() > deadline
+                ):
+                    raise KafkaError(
+                        ErrorCode.INVALID_REQUEST,
+                        f"broker.id {self._node_id} is already registered in ZooKeeper at {self._connect} by a "
+                        f"live broker ({other.host}:{other.port})",
+                    ) from None
+                if not waited:
+                    log.info("Waiting for the registration of this broker's previous session to expire")
+                    waited = True
+                await asyncio.sleep(0.2)
 
     async def close(self) -> None:
         follower, self._follower = self._follower, None
