@@ -244,6 +244,8 @@ class ReplicaManager:
                 self.fetch_purgatory.check_and_complete(partition.tp)
         except KafkaError as e:
             log.info("ISR %s of %s not made: %s", what, partition.tp, e.message)
+        except Exception as e:  # ZooKeeper unreachable, a lost session: the next check tries again
+            log.warning("ISR %s of %s not made: %s", what, partition.tp, e)
         finally:
             self._isr_changing.discard(partition.tp)
 
