@@ -137,15 +137,37 @@ class ReplicaManager:
                 await self.log_manager.delete_logs_async(dropped)
             states = [s for s in topic.partitions if self.node_id in s.replicas]
             for start in range(0, max(len(states), 1), LOG_CREATION_CHUNK):
-                self._host([topic], states[start : start + LOG_CREATION_CHUNK])
-                if start + LOG_CREATION_CHUNK < len(states):
-                    await asyncio.sleep(0)
+                await self._host_async([topic], states[start : start + LOG_CREATION_CHUNK])
         if changed or delta.deleted:
             self.update_fetchers()
 
     def _host(self, topics: Iterable[TopicState], only: list[PartitionState] | None = None) -> None:
         """Make or update the local partitions of ``topics`` (of ``only`` those states, when given). The
         logs that can be made are hosted; a failure to make one is raised at the end."""
+        new = self._update_hosted(topics, only)
+        if new:
+            failed: KafkaError | None = None
+            try:
+                self.log_manager.get_or_create_logs([(tp, tid, cfg) for tp, _, tid, cfg, _, _ in new])
+            except KafkaError as e:  # the logs that could be made are hosted; the error is raised at the end
+                failed = e
+            self._make_partitions(new, failed)
+
+    async def _host_async(self, topics: Iterable[TopicState], only: list[PartitionState] | None = None) -> None:
+        """``_host`` with the new logs' files made in a worker thread (the loop serves others meanwhile)."""
+        new = self._update_hosted(topics, only)
+        if new:
+            failed: KafkaError | None = None
+            try:
+                await self.log_manager.get_or_create_logs_async([(tp, tid, cfg) for tp, _, tid, cfg, _, _ in new])
+            except KafkaError as e:
+                failed = e
+            self._make_partitions(new, failed)
+
+    def _update_hosted(
+        self, topics: Iterable[TopicState], only: list[PartitionState] | None
+    ) -> list[tuple[TopicPartition, PartitionState, uuid.UUID | None, LogConfig, TopicCompression, int]]:
+        """Update the hosted partitions of ``topics``; returns those to make."""
         new: list[tuple[TopicPartition, PartitionState, uuid.UUID | None, LogConfig, TopicCompression, int]] = []
         for topic in topics:
             config, compression, min_isr = self._configs_for(topic)
@@ -164,13 +186,13 @@ class ReplicaManager:
                         self._become_leader(partition)
                     self.produce_purgatory.check_and_complete(tp)  # leadership or the ISR may have changed
                     self.fetch_purgatory.check_and_complete(tp)
-        if not new:
-            return
-        failed: KafkaError | None = None
-        try:
-            self.log_manager.get_or_create_logs([(tp, tid, cfg) for tp, _, tid, cfg, _, _ in new])
-        except KafkaError as e:  # the logs that could be made are hosted; the error is raised at the end
-            failed = e
+        return new
+
+    def _make_partitions(
+        self,
+        new: list[tuple[TopicPartition, PartitionState, uuid.UUID | None, LogConfig, TopicCompression, int]],
+        failed: KafkaError | None,
+    ) -> None:
         for tp, state, _, _, compression, min_isr in new:
             plog = self.log_manager.get_log(tp)
             if plog is None:
