@@ -26,6 +26,20 @@ Metric (labels) and the Kafka metric it mirrors:
 - ``kafka_consumergroup_lag``, ``kafka_consumergroup_current_offset`` (consumergroup, topic, partition):
   the names kafka_exporter uses (Kafka's broker has no lag metric)
 - ``kafka_server_socketservermetrics_connection_count``: socket-server-metrics connection-count
+- ``kafka_server_replicamanager_`` ``partitioncount``, ``leadercount``, ``underreplicatedpartitions`` (led
+  partitions whose ISR is smaller than their replicas), ``underminisrpartitioncount`` (led partitions whose ISR is
+  smaller than ``min.insync.replicas``): ReplicaManager's gauges of those names
+- ``kafka_server_replicamanager_isrshrinks_total``, ``_isrexpands_total``: ReplicaManager IsrShrinksPerSec,
+  IsrExpandsPerSec (ISR changes this broker made as leader)
+- ``kafka_server_replicafetchermanager_maxlag`` (clientid): ReplicaFetcherManager MaxLag (``clientid="Replica"``),
+  the largest lag in offsets of a partition this broker follows
+- ``kafka_controller_kafkacontroller_activecontrollercount``: KafkaController ActiveControllerCount, 1 on the
+  controller (and on a single broker, its own controller), 0 elsewhere
+- ``kafka_controller_kafkacontroller_offlinepartitionscount``: KafkaController OfflinePartitionsCount, partitions
+  without a live leader; the controller's count (0 on other brokers, as in Kafka)
+- ``kafka_controller_controllerstats_leaderelectionrateandtimems_total``,
+  ``_uncleanleaderelections_total``: ControllerStats LeaderElectionRateAndTimeMs (its count; no timing) and
+  UncleanLeaderElectionsPerSec, the elections this broker made while controller
 - ``rill_implementation_info`` (module, implementation): Rill's own, 1 for each module that has a compiled
   implementation and a pure-Python twin, labelled with the one in use (``compiled`` or ``python``)
 
@@ -78,6 +92,23 @@ class GroupOffset:
     topic: str
     partition: int
     committed_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationStats:
+    """The broker's replication and controller state as the scrape sees it."""
+
+    partitions: int
+    leaders: int
+    under_replicated: int
+    under_min_isr: int
+    isr_shrinks: int
+    isr_expands: int
+    fetcher_max_lag: int
+    active_controller: int
+    offline_partitions: int
+    leader_elections: int
+    unclean_elections: int
 
 
 PartitionSource = Callable[[], Iterable[PartitionStats]]
@@ -153,6 +184,7 @@ class BrokerMetrics:
         self._group_source: GroupSource | None = None
         self._purgatory_source: PurgatorySource | None = None
         self._connection_source: CountSource | None = None
+        self._replication_source: Callable[[], ReplicationStats] | None = None
         self.registry.register(_Collector(self))
 
     # -- hot path ----------------------------------------------------------------------------------------
@@ -218,12 +250,16 @@ class BrokerMetrics:
         """Read the connection count at scrape time instead of through ``set_connections``."""
         self._connection_source = source
 
+    def set_replication_source(self, source: Callable[[], ReplicationStats] | None) -> None:
+        self._replication_source = source
+
     def attach(self, broker: Any) -> None:
         """Wire the lazy sources from a started ``rill.broker.Broker``: replica manager, server, groups."""
         replica_manager = getattr(broker, "replica_manager", None)
         if replica_manager is not None:
             self.set_partition_source(lambda: _partition_stats(replica_manager))
             self.set_purgatory_source(lambda: _purgatory_sizes(replica_manager))
+            self.set_replication_source(lambda: _replication_stats(broker))
         server = getattr(broker, "socket_server", None) or getattr(broker, "_server", None)
         if server is not None and hasattr(server, "connection_count"):
             self.set_connection_source(lambda: int(server.connection_count))
@@ -257,6 +293,29 @@ def _partition_stats(replica_manager: Any) -> list[PartitionStats]:
             )
         )
     return stats
+
+
+def _replication_stats(broker: Any) -> ReplicationStats:
+    """ReplicaManager's counts over the partitions this broker leads; the controller's over the cluster."""
+    rm, store, controller = broker.replica_manager, broker.metadata, broker.controller
+    partitions = list(rm.partitions().values())
+    leaders = under = under_min = 0
+    for p in partitions:
+        if p.is_leader:
+            isr = len(p.state.isr)
+            leaders += 1
+            under += isr < len(p.state.replicas)
+            under_min += isr < p.min_insync_replicas
+    active = bool(controller.active) if controller is not None else store.controller_id == broker.node_id
+    offline = 0
+    if active:
+        live = {b.node_id for b in store.brokers()}
+        offline = sum(s.leader not in live for t in list(store.topics().values()) for s in t.partitions)
+    return ReplicationStats(
+        len(partitions), leaders, under, under_min, int(rm.isr_shrinks), int(rm.isr_expands),
+        int(rm.fetchers.max_lag()) if rm.fetchers is not None else 0, int(active), offline,
+        int(getattr(controller, "elections", 0)), int(getattr(controller, "unclean_elections", 0)),
+    )  # fmt: skip
 
 
 def _purgatory_sizes(replica_manager: Any) -> dict[str, int]:
@@ -315,6 +374,37 @@ class _Collector:
         yield from self._topic_families()
         yield from self._request_families()
         yield from self._source_families()
+        yield from self._replication_families()
+
+    def _replication_families(self) -> Iterator[Any]:
+        source = self._m._replication_source
+        stats = _snapshot(lambda: [source()] if source is not None else [], "replication stats")
+        if not stats:
+            return
+        r: ReplicationStats = stats[0]
+        rm, kc = "kafka_server_replicamanager_", "kafka_controller_kafkacontroller_"
+        cs = "kafka_controller_controllerstats_"
+        for family, name, doc, value in (
+            (GaugeMetricFamily, rm + "partitioncount", "Partitions hosted.", r.partitions),
+            (GaugeMetricFamily, rm + "leadercount", "Partitions led.", r.leaders),
+            (GaugeMetricFamily, rm + "underreplicatedpartitions", "Led, ISR < replicas.", r.under_replicated),
+            (GaugeMetricFamily, rm + "underminisrpartitioncount", "Led partitions, ISR < min.insync.replicas.",
+             r.under_min_isr),
+            (CounterMetricFamily, rm + "isrshrinks", "ISR shrinks made as leader.", r.isr_shrinks),
+            (CounterMetricFamily, rm + "isrexpands", "ISR expansions made as leader.", r.isr_expands),
+            (GaugeMetricFamily, kc + "activecontrollercount", "1 on the controller.", r.active_controller),
+            (GaugeMetricFamily, kc + "offlinepartitionscount", "Partitions without a live leader (controller).",
+             r.offline_partitions),
+            (CounterMetricFamily, cs + "leaderelectionrateandtimems", "Leader elections made as controller.",
+             r.leader_elections),
+            (CounterMetricFamily, cs + "uncleanleaderelections", "Unclean elections made as controller.",
+             r.unclean_elections),
+        ):  # fmt: skip
+            yield family(name, doc, value=value)
+        lag = GaugeMetricFamily("kafka_server_replicafetchermanager_maxlag", "Largest lag (offsets) of a followed "
+                                "partition.", labels=["clientid"])  # fmt: skip
+        lag.add_metric(["Replica"], r.fetcher_max_lag)
+        yield lag
 
     def _topic_families(self) -> Iterator[Any]:
         prefix = "kafka_server_brokertopicmetrics_"

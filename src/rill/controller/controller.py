@@ -55,6 +55,8 @@ class Election:
     state: zl.LeaderAndIsr
     expected_version: int
     why: str
+    elected: bool = False  # a new leader for an existing partition (counted as an election)
+    unclean: bool = False  # ... taken from outside the ISR
 
 
 def elect(
@@ -122,6 +124,7 @@ class KafkaController:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.elections = 0  # leader elections made (a metric)
+        self.unclean_elections = 0  # of which unclean ones
         self._watched: set[str] = set()  # znodes with a data watch (added on kazoo's threads)
 
     async def start(self) -> None:
@@ -276,7 +279,10 @@ class KafkaController:
                     current, version = None, -1
                 change = elect(replicas, current, live, self.epoch, self.unclean)
                 if change is not None:
-                    writes.append(Election(topic, p, change[0], version, change[1]))
+                    new, why = change
+                    elected = current is not None and new.leader not in (-1, current.leader)
+                    unclean = elected and current is not None and new.leader not in current.isr
+                    writes.append(Election(topic, p, new, version, why, elected, unclean))
         self._complete_reassignments(live)
         requested = self.zk.exists(zl.LEADER_ELECTION)
         writes += self._requested_elections(live, {(w.topic, w.partition) for w in writes})
@@ -353,12 +359,13 @@ class KafkaController:
                 if s.leader == preferred or preferred not in live or preferred not in s.isr:
                     continue
                 new = zl.LeaderAndIsr(preferred, s.leader_epoch + 1, s.isr, self.epoch)
-                out.append(Election(topic, p, new, stat.version, "preferred leader election"))
+                out.append(Election(topic, p, new, stat.version, "preferred leader election", True))
             elif s.leader < 0 or s.leader not in live:
                 alive = [r for r in replicas if r in live]
                 if alive:
                     new = zl.LeaderAndIsr(alive[0], s.leader_epoch + 1, (alive[0],), self.epoch)
-                    out.append(Election(topic, p, new, stat.version, "unclean election asked for"))
+                    out.append(Election(topic, p, new, stat.version, "unclean election asked for", True,
+                                        alive[0] not in s.isr))  # fmt: skip
         return out
 
     def _imbalanced(self, live: set[int]) -> list[tuple[str, int]]:
@@ -414,8 +421,9 @@ class KafkaController:
                 self._poke()
                 continue
             for w in chunk:
-                if w.why != "new partition":
+                if w.elected:
                     self.elections += 1
+                    self.unclean_elections += w.unclean
                 log.info("Partition %s-%d: leader %d, leader epoch %d, ISR %s (%s)", w.topic, w.partition,
                          w.state.leader, w.state.leader_epoch, list(w.state.isr), w.why)  # fmt: skip
 

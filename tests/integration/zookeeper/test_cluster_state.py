@@ -1,0 +1,189 @@
+"""What a cluster tells about itself when brokers die: Metadata and DescribeCluster as Kafka answers them
+(real clients: confluent-kafka, kafka-python, and Metadata v0 on the wire), and the replication metrics
+on each broker's ``/metrics`` endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError as CKError
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from rill.cluster.channel import NetworkClient, NetworkClientConfig
+from rill.errors import ErrorCode
+from rill.protocol import ApiKey
+from rill.testing.cluster import TestCluster, cluster
+
+pytestmark = pytest.mark.timeout(240)
+
+RACKS = {i: {"broker.rack": f"rack-{i}"} for i in range(3)}
+
+
+def _admin(c: TestCluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": c.bootstrap_servers, "log_level": 0})
+
+
+def _create(admin: AdminClient, *topics: NewTopic) -> None:
+    for f in admin.create_topics(list(topics), operation_timeout=30).values():
+        f.result(60)
+
+
+def _pick_victim(c: TestCluster, topic: str) -> int:
+    """A broker that neither leads ``topic``-0 nor is the controller."""
+    return next(b for b in c.brokers if b not in (c.leader(topic, 0), c.controller()))
+
+
+def _kafka_python_partitions(c: TestCluster, topics: list[str]) -> dict[str, dict[str, Any]]:
+    admin = KafkaAdminClient(bootstrap_servers=c.bootstrap_servers, request_timeout_ms=10000)
+    try:
+        return {t["name"]: t["partitions"][0] for t in admin.describe_topics(topics)}
+    finally:
+        admin.close()
+
+
+def _metadata_v0(c: TestCluster, broker: int, topic: str) -> dict[str, Any]:
+    async def ask() -> dict[str, Any]:
+        client = NetworkClient(NetworkClientConfig(client_id="metadata-v0"))
+        b = c.broker(broker)
+        client.set_node(broker, b.host, b.port)
+        try:
+            response = await client.request(broker, ApiKey.METADATA, {"topics": [{"name": topic}]}, version=0)
+            assert response is not None
+            return dict(response.body["topics"][0]["partitions"][0])
+        finally:
+            await client.close()
+
+    return asyncio.run(ask())
+
+
+def test_metadata_and_describe_cluster_show_dead_brokers_offline_replicas_and_leaderless_partitions() -> None:
+    with cluster(3, broker_overrides=RACKS) as c:
+        admin = _admin(c)
+        _create(admin, NewTopic("replicated", 1, 3))
+        victim = _pick_victim(c, "replicated")
+        _create(admin, NewTopic("single", 1, replica_assignment=[[victim]]))
+        c.wait_for(lambda: c.leader("single", 0) == victim and len(c.isr("replicated", 0)) == 3)
+
+        described = admin.describe_cluster().result(30)
+        assert sorted((n.id, n.rack) for n in described.nodes) == [(i, f"rack-{i}") for i in range(3)]
+        assert described.controller.id == c.controller()
+        parts = _kafka_python_partitions(c, ["replicated", "single"])
+        assert parts["replicated"]["offline_replicas"] == [] and parts["replicated"]["error_code"] == 0
+
+        c.kill(victim)
+        c.wait_for(lambda: c.leader("single", 0) == -1 and victim not in c.isr("replicated", 0), 60,
+                   "the controller acting on the dead broker")  # fmt: skip
+
+        def settled() -> bool:
+            md = admin.list_topics(timeout=10)
+            return victim not in md.brokers and victim not in md.topics["replicated"].partitions[0].isrs
+
+        c.wait_for(settled, 30, "every broker's metadata following ZooKeeper")
+        md = admin.list_topics(timeout=10)
+        assert sorted(md.brokers) == sorted(set(c.brokers) - {victim})
+        assert md.controller_id == c.controller()
+        rep = md.topics["replicated"].partitions[0]
+        assert rep.error is None and rep.leader == c.leader("replicated", 0)
+        assert rep.replicas == [0, 1, 2] and sorted(rep.isrs) == sorted(set(c.brokers) - {victim})
+        # The topic stays listed; its leaderless partition answers LEADER_NOT_AVAILABLE with leader -1.
+        assert md.topics["single"].error is None
+        single = md.topics["single"].partitions[0]
+        assert single.leader == -1 and single.error is not None
+        assert single.error.code() == CKError.LEADER_NOT_AVAILABLE
+        assert single.replicas == [victim] and single.isrs == [victim]  # the ISR is kept: no unclean election
+
+        parts = _kafka_python_partitions(c, ["replicated", "single"])
+        assert parts["replicated"]["error_code"] == 0 and parts["replicated"]["offline_replicas"] == [victim]
+        assert parts["single"]["error_code"] == ErrorCode.LEADER_NOT_AVAILABLE
+        assert parts["single"]["leader_id"] == -1 and parts["single"]["offline_replicas"] == [victim]
+        assert parts["single"]["leader_epoch"] >= 1
+
+        # Version 0 lists only live replicas, with REPLICA_NOT_AVAILABLE when some are left out.
+        alive = next(b for b in c.brokers if b != victim)
+        v0 = _metadata_v0(c, alive, "replicated")
+        assert v0["error_code"] == ErrorCode.REPLICA_NOT_AVAILABLE and victim not in v0["replica_nodes"]
+
+        described = admin.describe_cluster().result(30)
+        assert sorted(n.id for n in described.nodes) == sorted(set(c.brokers) - {victim})
+        assert described.controller.id == c.controller()
+
+        c.start(victim)
+        c.wait_for(lambda: c.leader("single", 0) == victim and len(c.isr("replicated", 0)) == 3, 60)
+
+        def healed() -> bool:
+            p = _kafka_python_partitions(c, ["replicated", "single"])
+            return all(v["error_code"] == 0 and v["offline_replicas"] == [] for v in p.values())
+
+        c.wait_for(healed, 30, "the metadata showing the broker back")
+        assert admin.list_topics(timeout=10).topics["single"].partitions[0].leader == victim
+
+
+def _scrape(c: TestCluster, broker: int) -> dict[str, float]:
+    url = f"http://127.0.0.1:{c.metrics_port(broker)}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+URP = "kafka_server_replicamanager_underreplicatedpartitions"
+UNDER_MIN_ISR = "kafka_server_replicamanager_underminisrpartitioncount"
+OFFLINE = "kafka_controller_kafkacontroller_offlinepartitionscount"
+ACTIVE = "kafka_controller_kafkacontroller_activecontrollercount"
+ELECTIONS = "kafka_controller_controllerstats_leaderelectionrateandtimems_total"
+EXPANDS = "kafka_server_replicamanager_isrexpands_total"
+MAX_LAG = "kafka_server_replicafetchermanager_maxlag"
+
+
+def test_replication_metrics_follow_a_dead_follower_a_dead_leader_and_the_controller() -> None:
+    with cluster(3, metrics=True) as c:
+        admin = _admin(c)
+        _create(admin, NewTopic("watched", 1, 3, config={"min.insync.replicas": "3"}))
+        c.wait_for(lambda: len(c.isr("watched", 0)) == 3)
+        leader, controller = c.leader("watched", 0), c.controller()
+        c.wait_for(lambda: sum(_scrape(c, b)[ACTIVE] for b in c.brokers) == 1, 10, "one active controller")
+        assert _scrape(c, controller)[ACTIVE] == 1
+        before = _scrape(c, leader)
+        assert before[URP] == 0 and before[UNDER_MIN_ISR] == 0
+        assert before["kafka_server_replicamanager_leadercount"] >= 1
+        assert MAX_LAG in _scrape(c, next(b for b in c.brokers if b != leader))
+
+        # A follower dies: the leader counts the partition under-replicated (and under min.insync.replicas),
+        # then, the follower back and caught up, no longer; the ISR expansion is counted.
+        follower = next(b for b in c.brokers if b not in (leader, controller))
+        c.kill(follower)
+        c.wait_for(lambda: _scrape(c, leader)[URP] == 1, 30, "UnderReplicatedPartitions rising on the leader")
+        assert _scrape(c, leader)[UNDER_MIN_ISR] == 1
+        c.start(follower)
+        c.wait_for(lambda: _scrape(c, leader)[URP] == 0, 60, "UnderReplicatedPartitions falling again")
+        after = _scrape(c, leader)
+        assert after[UNDER_MIN_ISR] == 0 and after[EXPANDS] >= before[EXPANDS] + 1
+
+        # An RF=1 partition whose broker dies is offline: counted by the controller alone.
+        host = next(b for b in c.brokers if b != controller)
+        _create(admin, NewTopic("lonely", 1, replica_assignment=[[host]]))
+        assert _scrape(c, controller)[OFFLINE] == 0
+        c.kill(host)
+        c.wait_for(lambda: _scrape(c, controller)[OFFLINE] == 1, 30, "OfflinePartitionsCount on the controller")
+        assert all(_scrape(c, b)[OFFLINE] == 0 for b in c.brokers if b not in (controller, host))
+        elections = _scrape(c, controller)[ELECTIONS]
+        c.start(host)
+        c.wait_for(lambda: _scrape(c, controller)[OFFLINE] == 0, 60, "the partition online again")
+        assert _scrape(c, controller)[ELECTIONS] == elections + 1  # its leader came back: one election
+
+        # The controller dies: another broker takes the role, and counts the election of the new leaders of
+        # the partitions the dead one led.
+        _create(admin, NewTopic("moved", 1, replica_assignment=[[controller, *(b for b in c.brokers
+                                                                                 if b != controller)]]))
+        c.wait_for(lambda: c.leader("moved", 0) == controller and len(c.isr("moved", 0)) == 3)
+        c.kill(controller)
+        c.wait_for(lambda: c.controller() not in (-1, controller), 30, "a new controller")
+        successor = c.controller()
+        c.wait_for(lambda: c.leader("moved", 0) not in (-1, controller), 30, "a new leader of moved-0")
+        c.wait_for(lambda: _scrape(c, successor)[ACTIVE] == 1, 10)
+        assert _scrape(c, successor)[ELECTIONS] >= 1
+        assert sum(_scrape(c, b)[ACTIVE] for b in c.brokers if b != controller) == 1
