@@ -89,7 +89,7 @@ def test_metadata_and_describe_cluster_show_dead_brokers_offline_replicas_and_le
         assert md.controller_id == c.controller()
         rep = md.topics["replicated"].partitions[0]
         assert rep.error is None and rep.leader == c.leader("replicated", 0)
-        assert rep.replicas == [0, 1, 2] and sorted(rep.isrs) == sorted(set(c.brokers) - {victim})
+        assert sorted(rep.replicas) == [0, 1, 2] and sorted(rep.isrs) == sorted(set(c.brokers) - {victim})
         # The topic stays listed; its leaderless partition answers LEADER_NOT_AVAILABLE with leader -1.
         assert md.topics["single"].error is None
         single = md.topics["single"].partitions[0]
