@@ -10,7 +10,8 @@ partition states agree with them (``reconcile``, idempotent, run after every cha
 - a new partition gets as leader its first live replica, and the live replicas as ISR;
 - a partition whose leader is not live (dead, or shutting down) gets a new leader: the first replica, in
   assignment order, that is live and in the ISR, at leader epoch + 1. With none, and
-  ``unclean.leader.election.enable`` false, it stays offline (leader -1) with its ISR kept, so nothing committed
+  ``unclean.leader.election.enable`` false (the topic's config, else the cluster-wide dynamic one, else the
+  broker's), it stays offline (leader -1) with its ISR kept, so nothing committed
   is lost: it comes back when an ISR member does. With it true, a live replica outside the ISR is taken and the
   records only the old ISR had are lost;
 - replicas that are not live leave the ISR (the leader stays);
@@ -183,11 +184,12 @@ class KafkaController:
         return on_change
 
     def _on_topics(self, names: list[str]) -> bool:
+        """Watch each topic's assignment, and its configs (``unclean.leader.election.enable`` may change)."""
         for name in names:
-            path = zl.topic_path(name)
-            if path not in self._watched:
-                self._watched.add(path)
-                self.zk.DataWatch(path, self._on_registration(path))
+            for path in (zl.topic_path(name), zl.topic_config_path(name)):
+                if path not in self._watched:
+                    self._watched.add(path)
+                    self.zk.DataWatch(path, self._on_registration(path))
         return self._poke()
 
     async def _run(self) -> None:
@@ -265,6 +267,7 @@ class KafkaController:
             self._delete_topic(topic)
         live = self.live_brokers()
         writes: list[Election] = []
+        unclean_by_topic: dict[str, bool] = {}
         for topic in self.zk.get_children(zl.TOPICS):
             try:
                 assignment = zl.decode_assignment(self.zk.get(zl.topic_path(topic))[0])
@@ -277,7 +280,12 @@ class KafkaController:
                     version = stat.version
                 except NoNodeError:
                     current, version = None, -1
-                change = elect(replicas, current, live, self.epoch, self.unclean)
+                unclean = self.unclean
+                if current is not None and not any(r in live for r in current.isr):  # only then does it matter
+                    if topic not in unclean_by_topic:
+                        unclean_by_topic[topic] = self._unclean_for(topic)
+                    unclean = unclean_by_topic[topic]
+                change = elect(replicas, current, live, self.epoch, unclean)
                 if change is not None:
                     new, why = change
                     elected = current is not None and new.leader not in (-1, current.leader)
@@ -393,6 +401,18 @@ class KafkaController:
     def _get_state(self, topic: str, partition: int) -> tuple[bytes, int]:
         data, stat = self.zk.get(zl.state_path(topic, partition))
         return data, stat.version
+
+    def _unclean_for(self, topic: str) -> bool:
+        """``unclean.leader.election.enable`` for ``topic``: its topic config, else the cluster-wide dynamic
+        broker config, else this broker's own."""
+        for path in (zl.topic_config_path(topic), zl.broker_config_path(None)):
+            try:
+                value = zl.decode_configs(self.zk.get(path)[0]).get("unclean.leader.election.enable")
+            except NoNodeError:
+                continue
+            if value is not None:
+                return value.strip().lower() == "true"
+        return self.unclean
 
     def _write(self, writes: list[Election]) -> None:
         """Write partition states in transactions that check the controller epoch (fenced when stale) and each

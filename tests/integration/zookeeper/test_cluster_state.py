@@ -5,12 +5,13 @@ on each broker's ``/metrics`` endpoint."""
 from __future__ import annotations
 
 import asyncio
+import time
 import urllib.request
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError as CKError
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kafka.admin import KafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -187,3 +188,53 @@ def test_replication_metrics_follow_a_dead_follower_a_dead_leader_and_the_contro
         c.wait_for(lambda: _scrape(c, successor)[ACTIVE] == 1, 10)
         assert _scrape(c, successor)[ELECTIONS] >= 1
         assert sum(_scrape(c, b)[ACTIVE] for b in c.brokers if b != controller) == 1
+
+
+UNCLEAN = "kafka_controller_controllerstats_uncleanleaderelections_total"
+
+
+def test_a_topics_unclean_leader_election_config_lets_an_out_of_sync_replica_lead_and_loses_its_records() -> None:
+    """The broker default is false; the topic's own ``unclean.leader.election.enable``, set while the partition
+    is offline, is what the controller must follow (as Kafka's does), and what the unclean election loses
+    shows."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    with cluster(3, metrics=True) as c:
+        admin = _admin(c)
+        controller = c.controller()
+        first, second = (b for b in c.brokers if b != controller)
+        _create(admin, NewTopic("lossy", 1, replica_assignment=[[first, second]]))
+        c.wait_for(lambda: c.leader("lossy", 0) == first and len(c.isr("lossy", 0)) == 2)
+
+        c.kill(second)
+        c.wait_for(lambda: c.isr("lossy", 0) == [first], 30, "the dead follower out of the ISR")
+        producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "log_level": 0})
+        for i in range(5):
+            producer.produce("lossy", f"acked-{i}".encode(), partition=0)
+        assert producer.flush(30) == 0
+
+        def watermarks() -> tuple[int, int]:
+            consumer = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": "w", "log_level": 0})
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition("lossy", 0), timeout=10)
+                return int(low), int(high)
+            finally:
+                consumer.close()
+
+        assert watermarks() == (0, 5)
+        c.kill(first)
+        c.wait_for(lambda: c.leader("lossy", 0) == -1, 30, "the partition offline")
+        c.start(second)  # out of sync: with the default, it does not lead
+        c.wait_for(lambda: second in admin.list_topics(timeout=10).brokers, 30, "the follower registered")
+        time.sleep(2)
+        assert c.leader("lossy", 0) == -1 and _scrape(c, controller)[UNCLEAN] == 0
+        # The topic's config allows it: the controller acts on the change itself.
+        resource = ConfigResource("topic", "lossy", set_config={"unclean.leader.election.enable": "true"})
+        for f in admin.alter_configs([resource]).values():
+            f.result(30)
+        c.wait_for(lambda: c.leader("lossy", 0) == second, 30, "an unclean election")
+        assert c.isr("lossy", 0) == [second]
+        assert _scrape(c, controller)[UNCLEAN] == 1
+        c.start(first)  # comes back as a follower and truncates to the new leader's log: the acked records go
+        c.wait_for(lambda: len(c.isr("lossy", 0)) == 2, 60, "the old leader back in the ISR")
+        c.wait_for(lambda: watermarks() == (0, 0), 30, "the new leader's log, without the acked records")
