@@ -238,3 +238,29 @@ def test_a_topics_unclean_leader_election_config_lets_an_out_of_sync_replica_lea
         c.start(first)  # comes back as a follower and truncates to the new leader's log: the acked records go
         c.wait_for(lambda: len(c.isr("lossy", 0)) == 2, 60, "the old leader back in the ISR")
         c.wait_for(lambda: watermarks() == (0, 0), 30, "the new leader's log, without the acked records")
+
+
+SHRINKS = "kafka_server_replicamanager_isrshrinks_total"
+
+
+def test_a_stalled_follower_is_shrunk_out_of_the_isr_by_its_leader_and_expanded_back() -> None:
+    """A follower paused longer than ``replica.lag.time.max.ms`` but within its session: the leader (not the
+    controller) takes it out of the ISR and counts the shrink, then takes it back once it catches up."""
+    with cluster(3, metrics=True, zookeeper_session_timeout_ms=20000, replica_lag_time_max_ms=2000) as c:
+        admin = _admin(c)
+        _create(admin, NewTopic("stalled", 1, 3))
+        c.wait_for(lambda: len(c.isr("stalled", 0)) == 3)
+        leader = c.leader("stalled", 0)
+        follower = next(b for b in c.brokers if b != leader)
+        before = _scrape(c, leader)
+        c.pause(follower)
+        try:
+            c.wait_for(lambda: follower not in c.isr("stalled", 0), 15, "the leader shrinking the ISR")
+            during = _scrape(c, leader)
+            assert during[SHRINKS] == before[SHRINKS] + 1 and during[URP] == 1
+        finally:
+            c.resume(follower)
+        c.wait_for(lambda: len(c.isr("stalled", 0)) == 3, 30, "the follower back in the ISR")
+        c.wait_for(lambda: _scrape(c, leader)[URP] == 0, 10)
+        assert _scrape(c, leader)[EXPANDS] == before[EXPANDS] + 1
+        assert c.leader("stalled", 0) == leader  # its session held: no election
