@@ -7,7 +7,8 @@ version, so a controller that lost its session (a paused "zombie") cannot write 
 The controller watches the live brokers, the topics' assignments and the deletions asked for, and makes the
 partition states agree with them (``reconcile``, idempotent, run after every change it watches):
 
-- a new partition gets as leader its first live replica, and the live replicas as ISR;
+- a new partition gets as leader its first live replica, and the live replicas as ISR (with none live, it
+  gets no state until one is);
 - a partition whose leader is not live (dead, or shutting down) gets a new leader: the first replica, in
   assignment order, that is live and in the ISR, at leader epoch + 1. With none, and
   ``unclean.leader.election.enable`` false (the topic's config, else the cluster-wide dynamic one, else the
@@ -68,10 +69,14 @@ def elect(
     unclean: bool,
 ) -> tuple[zl.LeaderAndIsr, str] | None:
     """The partition state the controller writes given the live brokers, or None when nothing changes."""
-    if current is None:
+    if current is None or (current.leader == -1 and not current.isr):
+        # Never led (an empty ISR holds nothing committed): its live replicas start it; with none live it
+        # waits for one, as Kafka's NewPartition does (a state with an empty ISR could never get a leader).
         alive = [r for r in replicas if r in live]
-        leader = alive[0] if alive else -1
-        return zl.LeaderAndIsr(leader, 0, tuple(alive), controller_epoch), "new partition"
+        if not alive:
+            return None
+        epoch = 0 if current is None else current.leader_epoch + 1
+        return zl.LeaderAndIsr(alive[0], epoch, tuple(alive), controller_epoch), "new partition"
     isr_live = [r for r in current.isr if r in live]
     if current.leader in live:
         if len(isr_live) == len(current.isr):

@@ -264,3 +264,61 @@ def test_a_stalled_follower_is_shrunk_out_of_the_isr_by_its_leader_and_expanded_
         c.wait_for(lambda: _scrape(c, leader)[URP] == 0, 10)
         assert _scrape(c, leader)[EXPANDS] == before[EXPANDS] + 1
         assert c.leader("stalled", 0) == leader  # its session held: no election
+
+
+def _send_create_topic(c: TestCluster, broker: int, topic: str, replicas: list[int]) -> None:
+    """Send CreateTopics to ``broker`` without waiting for its answer (it comes once leaders are elected)."""
+
+    async def send() -> None:
+        client = NetworkClient(NetworkClientConfig(client_id="create"))
+        b = c.broker(broker)
+        client.set_node(broker, b.host, b.port)
+        body = {"topics": [{"name": topic, "num_partitions": -1, "replication_factor": -1, "configs": [],
+                            "assignments": [{"partition_index": 0, "broker_ids": replicas}]}],
+                "timeout_ms": 30000, "validate_only": False}  # fmt: skip
+        try:
+            await client.request(broker, ApiKey.CREATE_TOPICS, body, timeout_ms=1000)
+        except Exception:
+            pass  # timed out waiting for the answer: the topic is written
+        finally:
+            await client.close()
+
+    asyncio.run(send())
+
+
+def test_a_partition_created_while_its_only_replica_shuts_down_gets_a_leader_when_the_replica_returns() -> None:
+    """The controller sees a new partition none of whose replicas is live (its broker is in a controlled
+    shutdown): the partition must wait for a replica, not be stored leaderless with an empty ISR, which
+    no broker could ever leave."""
+    import json
+    import threading
+
+    from kazoo.client import KazooClient
+
+    with cluster(3, zookeeper_session_timeout_ms=10000, controlled_shutdown_retry_backoff_ms=4000) as c:
+        admin = _admin(c)
+        controller = c.controller()
+        leaving, other = (b for b in c.brokers if b != controller)
+        _create(admin, NewTopic("held", 1, replica_assignment=[[leaving, controller, other]]))
+        c.wait_for(lambda: c.leader("held", 0) == leaving and len(c.isr("held", 0)) == 3)
+        zk = KazooClient(hosts=c.zookeeper.connect_string + c.chroot, timeout=10.0)
+        zk.start(10)
+        try:
+            c.pause(controller)  # the shutdown of `leaving` waits for the controller to move its leadership
+            stopping = threading.Thread(target=c.stop, args=(leaving,))
+            try:
+                stopping.start()
+                c.wait_for(lambda: json.loads(zk.get(f"/brokers/ids/{leaving}")[0]).get("shutting_down"), 5,
+                           "the controlled shutdown marked")  # fmt: skip
+                _send_create_topic(c, other, "late", [leaving])  # to a broker: clients would ask the controller
+                c.wait_for(lambda: zk.exists("/brokers/topics/late") is not None, 5, "the topic written")
+            finally:
+                c.resume(controller)
+                stopping.join(60)
+        finally:
+            zk.stop()
+            zk.close()
+        assert not c.broker(leaving).running and c.leader("held", 0) in (controller, other)
+        c.start(leaving)
+        c.wait_for(lambda: c.leader("late", 0) == leaving, 30, "the returning replica leading the new partition")
+        assert c.isr("late", 0) == [leaving]
