@@ -27,7 +27,7 @@ Metric (labels) and the Kafka metric it mirrors:
   the names kafka_exporter uses (Kafka's broker has no lag metric)
 - ``kafka_server_socketservermetrics_connection_count``: socket-server-metrics connection-count
 - ``kafka_server_replicamanager_`` ``partitioncount``, ``leadercount``, ``underreplicatedpartitions`` (led
-  partitions whose ISR is smaller than their replicas), ``underminisrpartitioncount`` (led partitions whose ISR is
+  partitions whose ISR is smaller than their replication factor), ``underminisrpartitioncount`` (led partitions whose ISR is
   smaller than ``min.insync.replicas``): ReplicaManager's gauges of those names
 - ``kafka_server_replicamanager_isrshrinks_total``, ``_isrexpands_total``: ReplicaManager IsrShrinksPerSec,
   IsrExpandsPerSec (ISR changes this broker made as leader)
@@ -304,7 +304,8 @@ def _replication_stats(broker: Any) -> ReplicationStats:
         if p.is_leader:
             isr = len(p.state.isr)
             leaders += 1
-            under += isr < len(p.state.replicas)
+            # Kafka's replication factor: a reassignment's replicas on their way out do not count.
+            under += isr < len(p.state.replicas) - len(p.state.removing_replicas)
             under_min += isr < p.min_insync_replicas
     active = bool(controller.active) if controller is not None else store.controller_id == broker.node_id
     offline = 0

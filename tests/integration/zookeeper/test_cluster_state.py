@@ -322,3 +322,40 @@ def test_a_partition_created_while_its_only_replica_shuts_down_gets_a_leader_whe
         c.start(leaving)
         c.wait_for(lambda: c.leader("late", 0) == leaving, 30, "the returning replica leading the new partition")
         assert c.isr("late", 0) == [leaving]
+
+
+def test_a_partition_being_moved_is_under_replicated_only_below_its_target_replication_factor() -> None:
+    """While a reassignment moves a partition from [leader, old] to [leader, new], its replicas are the three
+    of them; Kafka counts it under-replicated against the target's two (the leaving replica does not count)."""
+    from tests.integration.broker._wire import Wire
+
+    with cluster(3, metrics=True, zookeeper_session_timeout_ms=10000, auto_leader_rebalance_enable="false") as c:
+        admin = _admin(c)
+        controller = c.controller()
+        new = next(b for b in c.brokers if b != controller)
+        old = next(b for b in c.brokers if b not in (controller, new))
+        _create(admin, NewTopic("moving", 1, replica_assignment=[[controller, old]]))
+        c.wait_for(lambda: len(c.isr("moving", 0)) == 2)
+        assert _scrape(c, controller)[URP] == 0
+        wire = Wire(c.broker(controller).bootstrap_servers)
+        c.pause(new)  # the new replica cannot catch up: the move stays under way
+        try:
+            body = {"timeout_ms": 30000, "topics": [{"name": "moving", "partitions": [
+                {"partition_index": 0, "replicas": [controller, new]}]}]}  # fmt: skip
+            resp = wire.call(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, body)
+            assert resp["responses"][0]["partitions"][0]["error_code"] == 0, resp
+            listed = {"timeout_ms": 5000, "topics": None}
+            c.wait_for(lambda: wire.call(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, listed)["topics"], 10)
+
+            def replicas() -> list[int]:
+                md = wire.call(ApiKey.METADATA, 5, {"topics": [{"name": "moving"}]})
+                return list(md["topics"][0]["partitions"][0]["replica_nodes"])
+
+            c.wait_for(lambda: len(replicas()) == 3, 10, "the leader's image with the three replicas")
+            assert sorted(c.isr("moving", 0)) == sorted([controller, old])
+            assert _scrape(c, controller)[URP] == 0  # ISR 2 of a target of 2
+        finally:
+            c.resume(new)
+            wire.close()
+        c.wait_for(lambda: sorted(c.isr("moving", 0)) == sorted([controller, new]), 60, "the move done")
+        assert _scrape(c, controller)[URP] == 0
