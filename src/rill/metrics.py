@@ -27,8 +27,9 @@ Metric (labels) and the Kafka metric it mirrors:
   the names kafka_exporter uses (Kafka's broker has no lag metric)
 - ``kafka_server_socketservermetrics_connection_count``: socket-server-metrics connection-count
 - ``kafka_server_replicamanager_`` ``partitioncount``, ``leadercount``, ``underreplicatedpartitions`` (led
-  partitions whose ISR is smaller than their replication factor), ``underminisrpartitioncount`` (led partitions whose ISR is
-  smaller than ``min.insync.replicas``): ReplicaManager's gauges of those names
+  partitions whose ISR is smaller than their replication factor), ``underminisrpartitioncount`` (led
+  partitions whose ISR is smaller than ``min.insync.replicas``), ``atminisrpartitioncount`` (equal to it):
+  ReplicaManager's gauges of those names
 - ``kafka_server_replicamanager_isrshrinks_total``, ``_isrexpands_total``: ReplicaManager IsrShrinksPerSec,
   IsrExpandsPerSec (ISR changes this broker made as leader)
 - ``kafka_server_replicafetchermanager_maxlag`` (clientid): ReplicaFetcherManager MaxLag (``clientid="Replica"``),
@@ -102,6 +103,7 @@ class ReplicationStats:
     leaders: int
     under_replicated: int
     under_min_isr: int
+    at_min_isr: int
     isr_shrinks: int
     isr_expands: int
     fetcher_max_lag: int
@@ -299,7 +301,7 @@ def _replication_stats(broker: Any) -> ReplicationStats:
     """ReplicaManager's counts over the partitions this broker leads; the controller's over the cluster."""
     rm, store, controller = broker.replica_manager, broker.metadata, broker.controller
     partitions = list(rm.partitions().values())
-    leaders = under = under_min = 0
+    leaders = under = under_min = at_min = 0
     for p in partitions:
         if p.is_leader:
             isr = len(p.state.isr)
@@ -307,13 +309,14 @@ def _replication_stats(broker: Any) -> ReplicationStats:
             # Kafka's replication factor: a reassignment's replicas on their way out do not count.
             under += isr < len(p.state.replicas) - len(p.state.removing_replicas)
             under_min += isr < p.min_insync_replicas
+            at_min += isr == p.min_insync_replicas
     active = bool(controller.active) if controller is not None else store.controller_id == broker.node_id
     offline = 0
     if active:
         live = {b.node_id for b in store.brokers()}
         offline = sum(s.leader not in live for t in list(store.topics().values()) for s in t.partitions)
     return ReplicationStats(
-        len(partitions), leaders, under, under_min, int(rm.isr_shrinks), int(rm.isr_expands),
+        len(partitions), leaders, under, under_min, at_min, int(rm.isr_shrinks), int(rm.isr_expands),
         int(rm.fetchers.max_lag()) if rm.fetchers is not None else 0, int(active), offline,
         int(getattr(controller, "elections", 0)), int(getattr(controller, "unclean_elections", 0)),
     )  # fmt: skip
@@ -391,6 +394,8 @@ class _Collector:
             (GaugeMetricFamily, rm + "underreplicatedpartitions", "Led, ISR < replicas.", r.under_replicated),
             (GaugeMetricFamily, rm + "underminisrpartitioncount", "Led partitions, ISR < min.insync.replicas.",
              r.under_min_isr),
+            (GaugeMetricFamily, rm + "atminisrpartitioncount", "Led partitions, ISR = min.insync.replicas.",
+             r.at_min_isr),
             (CounterMetricFamily, rm + "isrshrinks", "ISR shrinks made as leader.", r.isr_shrinks),
             (CounterMetricFamily, rm + "isrexpands", "ISR expansions made as leader.", r.isr_expands),
             (GaugeMetricFamily, kc + "activecontrollercount", "1 on the controller.", r.active_controller),

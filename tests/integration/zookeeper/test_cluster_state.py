@@ -133,6 +133,7 @@ def _scrape(c: TestCluster, broker: int) -> dict[str, float]:
 
 URP = "kafka_server_replicamanager_underreplicatedpartitions"
 UNDER_MIN_ISR = "kafka_server_replicamanager_underminisrpartitioncount"
+AT_MIN_ISR = "kafka_server_replicamanager_atminisrpartitioncount"
 OFFLINE = "kafka_controller_kafkacontroller_offlinepartitionscount"
 ACTIVE = "kafka_controller_kafkacontroller_activecontrollercount"
 ELECTIONS = "kafka_controller_controllerstats_leaderelectionrateandtimems_total"
@@ -149,7 +150,7 @@ def test_replication_metrics_follow_a_dead_follower_a_dead_leader_and_the_contro
         c.wait_for(lambda: sum(_scrape(c, b)[ACTIVE] for b in c.brokers) == 1, 10, "one active controller")
         assert _scrape(c, controller)[ACTIVE] == 1
         before = _scrape(c, leader)
-        assert before[URP] == 0 and before[UNDER_MIN_ISR] == 0
+        assert before[URP] == 0 and before[UNDER_MIN_ISR] == 0 and before[AT_MIN_ISR] == 1  # ISR 3, min 3
         assert before["kafka_server_replicamanager_leadercount"] >= 1
         assert MAX_LAG in _scrape(c, next(b for b in c.brokers if b != leader))
 
@@ -158,7 +159,7 @@ def test_replication_metrics_follow_a_dead_follower_a_dead_leader_and_the_contro
         follower = next(b for b in c.brokers if b not in (leader, controller))
         c.kill(follower)
         c.wait_for(lambda: _scrape(c, leader)[URP] == 1, 30, "UnderReplicatedPartitions rising on the leader")
-        assert _scrape(c, leader)[UNDER_MIN_ISR] == 1
+        assert _scrape(c, leader)[UNDER_MIN_ISR] == 1 and _scrape(c, leader)[AT_MIN_ISR] == 0
         c.start(follower)
         c.wait_for(lambda: _scrape(c, leader)[URP] == 0, 60, "UnderReplicatedPartitions falling again")
         after = _scrape(c, leader)
