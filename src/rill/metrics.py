@@ -26,20 +26,32 @@ Metric (labels) and the Kafka metric it mirrors:
 - ``kafka_consumergroup_lag``, ``kafka_consumergroup_current_offset`` (consumergroup, topic, partition):
   the names kafka_exporter uses (Kafka's broker has no lag metric)
 - ``kafka_server_socketservermetrics_connection_count``: socket-server-metrics connection-count
+- ``kafka_server_replicamanager_`` ``partitioncount``, ``leadercount``, ``underreplicatedpartitions`` (led
+  partitions whose ISR is smaller than their replication factor), ``underminisrpartitioncount`` (led
+  partitions whose ISR is smaller than ``min.insync.replicas``), ``atminisrpartitioncount`` (equal to it):
+  ReplicaManager's gauges of those names
+- ``kafka_server_replicamanager_isrshrinks_total``, ``_isrexpands_total``: ReplicaManager IsrShrinksPerSec,
+  IsrExpandsPerSec (ISR changes this broker made as leader)
+- ``kafka_server_replicafetchermanager_maxlag`` (clientid): ReplicaFetcherManager MaxLag (``clientid="Replica"``),
+  the largest lag in offsets of a partition this broker follows
+- ``kafka_controller_kafkacontroller_activecontrollercount``: KafkaController ActiveControllerCount, 1 on the
+  controller (and on a single broker, its own controller), 0 elsewhere
+- ``kafka_controller_kafkacontroller_offlinepartitionscount``: KafkaController OfflinePartitionsCount, partitions
+  without a live leader; the controller's count (0 on other brokers, as in Kafka)
+- ``kafka_controller_controllerstats_leaderelectionrateandtimems_total``,
+  ``_uncleanleaderelections_total``: ControllerStats LeaderElectionRateAndTimeMs (its count; no timing) and
+  UncleanLeaderElectionsPerSec, the elections this broker made while controller
 - ``rill_implementation_info`` (module, implementation): Rill's own, 1 for each module that has a compiled
   implementation and a pure-Python twin, labelled with the one in use (``compiled`` or ``python``)
 
 The metrics live in their own ``CollectorRegistry`` (never the process-global one), so several brokers in one
-process (tests) do not collide. ``start_http_server`` serves them at ``/metrics``.
+process (tests) do not collide. ``start_http_server`` (in ``rill.metrics_http``) serves them at ``/metrics``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import logging
-import socket
-import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -47,7 +59,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from rill.errors import ErrorCode
 
@@ -78,6 +89,24 @@ class GroupOffset:
     topic: str
     partition: int
     committed_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationStats:
+    """The broker's replication and controller state as the scrape sees it."""
+
+    partitions: int
+    leaders: int
+    under_replicated: int
+    under_min_isr: int
+    at_min_isr: int
+    isr_shrinks: int
+    isr_expands: int
+    fetcher_max_lag: int
+    active_controller: int
+    offline_partitions: int
+    leader_elections: int
+    unclean_elections: int
 
 
 PartitionSource = Callable[[], Iterable[PartitionStats]]
@@ -153,6 +182,7 @@ class BrokerMetrics:
         self._group_source: GroupSource | None = None
         self._purgatory_source: PurgatorySource | None = None
         self._connection_source: CountSource | None = None
+        self._replication_source: Callable[[], ReplicationStats] | None = None
         self.registry.register(_Collector(self))
 
     # -- hot path ----------------------------------------------------------------------------------------
@@ -218,12 +248,16 @@ class BrokerMetrics:
         """Read the connection count at scrape time instead of through ``set_connections``."""
         self._connection_source = source
 
+    def set_replication_source(self, source: Callable[[], ReplicationStats] | None) -> None:
+        self._replication_source = source
+
     def attach(self, broker: Any) -> None:
         """Wire the lazy sources from a started ``rill.broker.Broker``: replica manager, server, groups."""
         replica_manager = getattr(broker, "replica_manager", None)
         if replica_manager is not None:
             self.set_partition_source(lambda: _partition_stats(replica_manager))
             self.set_purgatory_source(lambda: _purgatory_sizes(replica_manager))
+            self.set_replication_source(lambda: _replication_stats(broker))
         server = getattr(broker, "socket_server", None) or getattr(broker, "_server", None)
         if server is not None and hasattr(server, "connection_count"):
             self.set_connection_source(lambda: int(server.connection_count))
@@ -257,6 +291,31 @@ def _partition_stats(replica_manager: Any) -> list[PartitionStats]:
             )
         )
     return stats
+
+
+def _replication_stats(broker: Any) -> ReplicationStats:
+    """ReplicaManager's counts over the partitions this broker leads; the controller's over the cluster."""
+    rm, store, controller = broker.replica_manager, broker.metadata, broker.controller
+    partitions = list(rm.partitions().values())
+    leaders = under = under_min = at_min = 0
+    for p in partitions:
+        if p.is_leader:
+            isr = len(p.state.isr)
+            leaders += 1
+            # Kafka's replication factor: a reassignment's replicas on their way out do not count.
+            under += isr < len(p.state.replicas) - len(p.state.removing_replicas)
+            under_min += isr < p.min_insync_replicas
+            at_min += isr == p.min_insync_replicas
+    active = bool(controller.active) if controller is not None else store.controller_id == broker.node_id
+    offline = 0
+    if active:
+        live = {b.node_id for b in store.brokers()}
+        offline = sum(s.leader not in live for t in list(store.topics().values()) for s in t.partitions)
+    return ReplicationStats(
+        len(partitions), leaders, under, under_min, at_min, int(rm.isr_shrinks), int(rm.isr_expands),
+        int(rm.fetchers.max_lag()) if rm.fetchers is not None else 0, int(active), offline,
+        int(getattr(controller, "elections", 0)), int(getattr(controller, "unclean_elections", 0)),
+    )  # fmt: skip
 
 
 def _purgatory_sizes(replica_manager: Any) -> dict[str, int]:
@@ -315,6 +374,39 @@ class _Collector:
         yield from self._topic_families()
         yield from self._request_families()
         yield from self._source_families()
+        yield from self._replication_families()
+
+    def _replication_families(self) -> Iterator[Any]:
+        source = self._m._replication_source
+        stats = _snapshot(lambda: [source()] if source is not None else [], "replication stats")
+        if not stats:
+            return
+        r: ReplicationStats = stats[0]
+        rm, kc = "kafka_server_replicamanager_", "kafka_controller_kafkacontroller_"
+        cs = "kafka_controller_controllerstats_"
+        for family, name, doc, value in (
+            (GaugeMetricFamily, rm + "partitioncount", "Partitions hosted.", r.partitions),
+            (GaugeMetricFamily, rm + "leadercount", "Partitions led.", r.leaders),
+            (GaugeMetricFamily, rm + "underreplicatedpartitions", "Led, ISR < replicas.", r.under_replicated),
+            (GaugeMetricFamily, rm + "underminisrpartitioncount", "Led partitions, ISR < min.insync.replicas.",
+             r.under_min_isr),
+            (GaugeMetricFamily, rm + "atminisrpartitioncount", "Led partitions, ISR = min.insync.replicas.",
+             r.at_min_isr),
+            (CounterMetricFamily, rm + "isrshrinks", "ISR shrinks made as leader.", r.isr_shrinks),
+            (CounterMetricFamily, rm + "isrexpands", "ISR expansions made as leader.", r.isr_expands),
+            (GaugeMetricFamily, kc + "activecontrollercount", "1 on the controller.", r.active_controller),
+            (GaugeMetricFamily, kc + "offlinepartitionscount", "Partitions without a live leader (controller).",
+             r.offline_partitions),
+            (CounterMetricFamily, cs + "leaderelectionrateandtimems", "Leader elections made as controller.",
+             r.leader_elections),
+            (CounterMetricFamily, cs + "uncleanleaderelections", "Unclean elections made as controller.",
+             r.unclean_elections),
+        ):  # fmt: skip
+            yield family(name, doc, value=value)
+        lag = GaugeMetricFamily("kafka_server_replicafetchermanager_maxlag", "Largest lag (offsets) of a followed "
+                                "partition.", labels=["clientid"])  # fmt: skip
+        lag.add_metric(["Replica"], r.fetcher_max_lag)
+        yield lag
 
     def _topic_families(self) -> Iterator[Any]:
         prefix = "kafka_server_brokertopicmetrics_"
@@ -412,135 +504,7 @@ class _Collector:
         yield info
 
 
-# ------------------------------------------------------------------------------------------- HTTP endpoint
+# The endpoint lives in its own module; imported here so that ``rill.metrics`` offers it as before.
+from rill.metrics_http import MetricsServer, start_http_server  # noqa: E402
 
-
-class MetricsServer:
-    """A running ``/metrics`` endpoint: call it (or ``stop()``) to stop; ``port`` is the bound port."""
-
-    def __init__(self, host: str, port: int, stop: Callable[[], None], fd: int = -1) -> None:
-        self.host = host
-        self.port = port
-        self.fd = fd  # the listening socket's descriptor
-        self._stop = stop
-        self._stopped = False
-
-    def stop(self) -> None:
-        if not self._stopped:
-            self._stopped = True
-            self._stop()
-
-    def __call__(self) -> None:
-        self.stop()
-
-
-def start_http_server(host: str, port: int, metrics: BrokerMetrics) -> MetricsServer:
-    """Serve ``metrics`` at ``http://host:port/metrics`` (port 0 picks a free one).
-
-    Called from a running asyncio loop, the endpoint is served on that loop, so sources read broker state
-    from the thread that owns it; called elsewhere, it runs in a daemon thread.
-    """
-    sock = socket.create_server((host, port), reuse_port=False)
-    bound_port = int(sock.getsockname()[1])
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
-    if loop is not None:
-        return _serve_on_loop(loop, sock, host, bound_port, metrics)
-    return _serve_in_thread(sock, host, bound_port, metrics)
-
-
-_MAX_REQUEST_HEAD = 16 * 1024
-_READ_TIMEOUT_S = 10.0
-
-
-def _http_response(status: str, body: bytes, content_type: str = "text/plain; charset=utf-8") -> bytes:
-    head = (
-        f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    )
-    return head.encode("ascii") + body
-
-
-def _respond(request_head: bytes, metrics: BrokerMetrics) -> bytes:
-    line = request_head.split(b"\r\n", 1)[0].decode("latin-1")
-    parts = line.split()
-    if len(parts) < 2:
-        return _http_response("400 Bad Request", b"bad request\n")
-    method, target = parts[0], parts[1].split("?", 1)[0]
-    if method not in ("GET", "HEAD"):
-        return _http_response("405 Method Not Allowed", b"only GET\n")
-    if target not in ("/metrics", "/"):
-        return _http_response("404 Not Found", b"metrics are at /metrics\n")
-    body = metrics.render()
-    response = _http_response("200 OK", body, CONTENT_TYPE_LATEST)
-    return response if method == "GET" else response[: len(response) - len(body)]
-
-
-def _serve_on_loop(
-    loop: asyncio.AbstractEventLoop, sock: socket.socket, host: str, port: int, metrics: BrokerMetrics
-) -> MetricsServer:
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
-            writer.write(_respond(head, metrics))
-            await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    holder: list[asyncio.Server] = []
-
-    async def serve() -> None:
-        holder.append(await asyncio.start_server(handle, sock=sock, limit=_MAX_REQUEST_HEAD))
-
-    task = loop.create_task(serve(), name="metrics-http")
-
-    def stop() -> None:
-        if holder:
-            holder[0].close()
-        else:
-            task.cancel()
-            sock.close()
-
-    return MetricsServer(host, port, stop, sock.fileno())
-
-
-def _serve_in_thread(sock: socket.socket, host: str, port: int, metrics: BrokerMetrics) -> MetricsServer:
-    stopping = threading.Event()
-    sock.settimeout(0.2)
-
-    def serve_one(conn: socket.socket) -> None:
-        with conn:
-            conn.settimeout(_READ_TIMEOUT_S)
-            head = b""
-            try:
-                while b"\r\n\r\n" not in head and len(head) < _MAX_REQUEST_HEAD:
-                    chunk = conn.recv(4096)
-                    if not chunk:
-                        return
-                    head += chunk
-                conn.sendall(_respond(head, metrics))
-            except OSError:
-                pass
-
-    def loop() -> None:
-        while not stopping.is_set():
-            try:
-                conn, _addr = sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                break
-            threading.Thread(target=serve_one, args=(conn,), daemon=True, name="metrics-conn").start()
-
-    thread = threading.Thread(target=loop, daemon=True, name="metrics-http")
-    thread.start()
-
-    def stop() -> None:
-        stopping.set()
-        thread.join(timeout=2.0)
-        sock.close()
-
-    return MetricsServer(host, port, stop, sock.fileno())
+__all__ = ["BrokerMetrics", "GroupOffset", "MetricsServer", "PartitionStats", "ReplicationStats", "start_http_server"]

@@ -196,6 +196,13 @@ def test_broker_counters_move_by_the_amounts_sent() -> None:
         produce_requests = "kafka_network_requestmetrics_requests_total"
         assert value(during, produce_requests, request="Produce") > value(before, produce_requests, request="Produce")
         assert value(during, "kafka_network_requestmetrics_totaltime_seconds_count", request="Produce") >= 1
+        # A single broker leads what it hosts, with nothing under-replicated, and is its own controller.
+        assert value(during, "kafka_server_replicamanager_leadercount") == value(
+            during, "kafka_server_replicamanager_partitioncount"
+        ) >= 1
+        assert value(during, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+        assert value(during, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+        assert value(during, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
 
         group = f"g-{uuid.uuid4().hex[:8]}"
         out = _cli("consume", topic, "--group", group, "--from-beginning", "--count", "200", *bs)

@@ -10,7 +10,7 @@ from rill.api._authorized import authorized_operations
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.errors import ErrorCode, KafkaError
-from rill.metadata.store import TopicState, topic_name_problem
+from rill.metadata.store import PartitionState, TopicState, topic_name_problem
 from rill.protocol import ApiKey
 
 log = logging.getLogger(__name__)
@@ -18,25 +18,39 @@ log = logging.getLogger(__name__)
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def topic_body(topic: TopicState, version: int) -> Body:
-    partitions = [
-        {
-            "error_code": 0,
-            "partition_index": p.partition,
-            "leader_id": p.leader,
-            "leader_epoch": p.leader_epoch,
-            "replica_nodes": list(p.replicas),
-            "isr_nodes": list(p.isr),
-            "offline_replicas": [],
-        }
-        for p in topic.partitions
-    ]
+def partition_body(p: PartitionState, live: set[int], version: int) -> Body:
+    """One partition as Kafka's metadata cache answers it: a leader that is not a live broker (none, or one
+    whose registration is gone) is answered as leader -1 with LEADER_NOT_AVAILABLE, the leader epoch, replicas
+    and ISR kept; ``offline_replicas`` names the replicas whose broker is not live. Version 0 lists only the
+    live replicas and ISR members, with REPLICA_NOT_AVAILABLE when some are left out."""
+    replicas, isr = list(p.replicas), list(p.isr)
+    error = ErrorCode.NONE
+    if version == 0:
+        replicas, isr = [r for r in replicas if r in live], [r for r in isr if r in live]
+        if len(replicas) < len(p.replicas) or len(isr) < len(p.isr):
+            error = ErrorCode.REPLICA_NOT_AVAILABLE
+    leader = p.leader
+    if leader not in live:
+        leader, error = -1, ErrorCode.LEADER_NOT_AVAILABLE
+    return {
+        "error_code": error,
+        "partition_index": p.partition,
+        "leader_id": leader,
+        "leader_epoch": p.leader_epoch,
+        "replica_nodes": replicas,
+        "isr_nodes": isr,
+        "offline_replicas": [r for r in p.replicas if r not in live],
+    }
+
+
+def topic_body(topic: TopicState, version: int, live: set[int]) -> Body:
+    """A topic's entry: its error stays NONE when some of its partitions have no leader (as in Kafka)."""
     return {
         "error_code": 0,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.internal,
-        "partitions": partitions,
+        "partitions": [partition_body(p, live, version) for p in topic.partitions],
     }
 
 
@@ -68,8 +82,9 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
         if refused is not None:
             return refused
     topics: list[Body] = []
+    live = {b.node_id for b in store.brokers()}
     if requested is None or (version == 0 and not requested):
-        topics = [topic_body(t, version) for _, t in sorted(store.topics().items())]
+        topics = [topic_body(t, version, live) for _, t in sorted(store.topics().items())]
     else:
         allow_auto = request.get("allow_auto_topic_creation", True) if version >= 4 else True
         for entry in requested:
@@ -107,7 +122,7 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
                         )
                         continue
             if topic is not None:
-                topics.append(topic_body(topic, version))
+                topics.append(topic_body(topic, version, live))
     if request.get("include_topic_authorized_operations", False):
         for t in topics:
             t["topic_authorized_operations"] = authorized_operations("topic", True)

@@ -7,10 +7,12 @@ version, so a controller that lost its session (a paused "zombie") cannot write 
 The controller watches the live brokers, the topics' assignments and the deletions asked for, and makes the
 partition states agree with them (``reconcile``, idempotent, run after every change it watches):
 
-- a new partition gets as leader its first live replica, and the live replicas as ISR;
+- a new partition gets as leader its first live replica, and the live replicas as ISR (with none live, it
+  gets no state until one is);
 - a partition whose leader is not live (dead, or shutting down) gets a new leader: the first replica, in
   assignment order, that is live and in the ISR, at leader epoch + 1. With none, and
-  ``unclean.leader.election.enable`` false, it stays offline (leader -1) with its ISR kept, so nothing committed
+  ``unclean.leader.election.enable`` false (the topic's config, else the cluster-wide dynamic one, else the
+  broker's), it stays offline (leader -1) with its ISR kept, so nothing committed
   is lost: it comes back when an ISR member does. With it true, a live replica outside the ISR is taken and the
   records only the old ISR had are lost;
 - replicas that are not live leave the ISR (the leader stays);
@@ -55,6 +57,8 @@ class Election:
     state: zl.LeaderAndIsr
     expected_version: int
     why: str
+    elected: bool = False  # a new leader for an existing partition (counted as an election)
+    unclean: bool = False  # ... taken from outside the ISR
 
 
 def elect(
@@ -65,10 +69,14 @@ def elect(
     unclean: bool,
 ) -> tuple[zl.LeaderAndIsr, str] | None:
     """The partition state the controller writes given the live brokers, or None when nothing changes."""
-    if current is None:
+    if current is None or (current.leader == -1 and not current.isr):
+        # Never led (an empty ISR holds nothing committed): its live replicas start it; with none live it
+        # waits for one, as Kafka's NewPartition does (a state with an empty ISR could never get a leader).
         alive = [r for r in replicas if r in live]
-        leader = alive[0] if alive else -1
-        return zl.LeaderAndIsr(leader, 0, tuple(alive), controller_epoch), "new partition"
+        if not alive:
+            return None
+        epoch = 0 if current is None else current.leader_epoch + 1
+        return zl.LeaderAndIsr(alive[0], epoch, tuple(alive), controller_epoch), "new partition"
     isr_live = [r for r in current.isr if r in live]
     if current.leader in live:
         if len(isr_live) == len(current.isr):
@@ -122,6 +130,7 @@ class KafkaController:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.elections = 0  # leader elections made (a metric)
+        self.unclean_elections = 0  # of which unclean ones
         self._watched: set[str] = set()  # znodes with a data watch (added on kazoo's threads)
 
     async def start(self) -> None:
@@ -180,11 +189,12 @@ class KafkaController:
         return on_change
 
     def _on_topics(self, names: list[str]) -> bool:
+        """Watch each topic's assignment, and its configs (``unclean.leader.election.enable`` may change)."""
         for name in names:
-            path = zl.topic_path(name)
-            if path not in self._watched:
-                self._watched.add(path)
-                self.zk.DataWatch(path, self._on_registration(path))
+            for path in (zl.topic_path(name), zl.topic_config_path(name)):
+                if path not in self._watched:
+                    self._watched.add(path)
+                    self.zk.DataWatch(path, self._on_registration(path))
         return self._poke()
 
     async def _run(self) -> None:
@@ -262,6 +272,7 @@ class KafkaController:
             self._delete_topic(topic)
         live = self.live_brokers()
         writes: list[Election] = []
+        unclean_by_topic: dict[str, bool] = {}
         for topic in self.zk.get_children(zl.TOPICS):
             try:
                 assignment = zl.decode_assignment(self.zk.get(zl.topic_path(topic))[0])
@@ -274,9 +285,17 @@ class KafkaController:
                     version = stat.version
                 except NoNodeError:
                     current, version = None, -1
-                change = elect(replicas, current, live, self.epoch, self.unclean)
+                unclean = self.unclean
+                if current is not None and not any(r in live for r in current.isr):  # only then does it matter
+                    if topic not in unclean_by_topic:
+                        unclean_by_topic[topic] = self._unclean_for(topic)
+                    unclean = unclean_by_topic[topic]
+                change = elect(replicas, current, live, self.epoch, unclean)
                 if change is not None:
-                    writes.append(Election(topic, p, change[0], version, change[1]))
+                    new, why = change
+                    elected = current is not None and new.leader not in (-1, current.leader)
+                    unclean = elected and current is not None and new.leader not in current.isr
+                    writes.append(Election(topic, p, new, version, why, elected, unclean))
         self._complete_reassignments(live)
         requested = self.zk.exists(zl.LEADER_ELECTION)
         writes += self._requested_elections(live, {(w.topic, w.partition) for w in writes})
@@ -353,12 +372,13 @@ class KafkaController:
                 if s.leader == preferred or preferred not in live or preferred not in s.isr:
                     continue
                 new = zl.LeaderAndIsr(preferred, s.leader_epoch + 1, s.isr, self.epoch)
-                out.append(Election(topic, p, new, stat.version, "preferred leader election"))
+                out.append(Election(topic, p, new, stat.version, "preferred leader election", True))
             elif s.leader < 0 or s.leader not in live:
                 alive = [r for r in replicas if r in live]
                 if alive:
                     new = zl.LeaderAndIsr(alive[0], s.leader_epoch + 1, (alive[0],), self.epoch)
-                    out.append(Election(topic, p, new, stat.version, "unclean election asked for"))
+                    out.append(Election(topic, p, new, stat.version, "unclean election asked for", True,
+                                        alive[0] not in s.isr))  # fmt: skip
         return out
 
     def _imbalanced(self, live: set[int]) -> list[tuple[str, int]]:
@@ -387,6 +407,18 @@ class KafkaController:
         data, stat = self.zk.get(zl.state_path(topic, partition))
         return data, stat.version
 
+    def _unclean_for(self, topic: str) -> bool:
+        """``unclean.leader.election.enable`` for ``topic``: its topic config, else the cluster-wide dynamic
+        broker config, else this broker's own."""
+        for path in (zl.topic_config_path(topic), zl.broker_config_path(None)):
+            try:
+                value = zl.decode_configs(self.zk.get(path)[0]).get("unclean.leader.election.enable")
+            except NoNodeError:
+                continue
+            if value is not None:
+                return value.strip().lower() == "true"
+        return self.unclean
+
     def _write(self, writes: list[Election]) -> None:
         """Write partition states in transactions that check the controller epoch (fenced when stale) and each
         state's version; a write that lost a race is retried by the next reconciliation."""
@@ -414,8 +446,9 @@ class KafkaController:
                 self._poke()
                 continue
             for w in chunk:
-                if w.why != "new partition":
+                if w.elected:
                     self.elections += 1
+                    self.unclean_elections += w.unclean
                 log.info("Partition %s-%d: leader %d, leader epoch %d, ISR %s (%s)", w.topic, w.partition,
                          w.state.leader, w.state.leader_epoch, list(w.state.isr), w.why)  # fmt: skip
 

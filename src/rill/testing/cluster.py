@@ -4,7 +4,9 @@ free 127.0.0.1 port, all stopped (and their data removed) on exit.
 ``cluster(brokers=3)`` is a context manager giving a :class:`TestCluster`: ``.bootstrap_servers``, ``.brokers``
 (ids), ``.leader(topic, partition)``, ``.controller()``, ``.kill(id)`` (SIGKILL), ``.pause(id)`` /
 ``.resume(id)`` (SIGSTOP/SIGCONT), ``.restart(id)``, ``.stop(id)`` (controlled), ``.start(id)``. Leaders and
-the controller are read from ZooKeeper, the source of truth.
+the controller are read from ZooKeeper, the source of truth. With ``metrics=True`` each broker serves its
+Prometheus metrics on a port of its own (``.metrics_port(id)``, kept across restarts);
+``broker_overrides={id: {...}}`` gives one broker configs of its own (``broker.rack``, say).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -41,7 +44,8 @@ class TestCluster:
     __test__ = False  # not a test class, whatever pytest thinks of its name
 
     def __init__(self, brokers: int = 3, overrides: Mapping[str, Any] | None = None, *, tick_ms: int = 500,
-                 data_dir: str | Path | None = None) -> None:  # fmt: skip
+                 data_dir: str | Path | None = None, metrics: bool = False,
+                 broker_overrides: Mapping[int, Mapping[str, Any]] | None = None) -> None:  # fmt: skip
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir if data_dir is not None else tempfile.mkdtemp(prefix="rill-cluster-"))
         self.zookeeper = ZooKeeperEnsemble(1, tick_ms=tick_ms, data_dir=self.data_dir / "zookeeper")
@@ -54,6 +58,8 @@ class TestCluster:
         self._props = props
         self._brokers: dict[int, TestBroker] = {}
         self.size = brokers
+        self._metrics = metrics
+        self._broker_props = {i: {k: str(v) for k, v in o.items()} for i, o in (broker_overrides or {}).items()}
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -66,6 +72,9 @@ class TestCluster:
         for i in range(self.size):
             props = {**self._props, "node.id": str(i),
                      "zookeeper.connect": self.zookeeper.connect_string + self.chroot}  # fmt: skip
+            props.update(self._broker_props.get(i, {}))
+            if self._metrics:
+                props["metrics.port"] = str(_free_port())
             b = TestBroker(props, subprocess=True, data_dir=self.data_dir / f"broker-{i}")
             self._brokers[i] = b
             b.start()
@@ -99,6 +108,10 @@ class TestCluster:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(b.bootstrap_servers for _, b in sorted(self._brokers.items()))
+
+    def metrics_port(self, broker_id: int) -> int:
+        """The broker's ``metrics.port`` (started with ``metrics=True``)."""
+        return int(self._brokers[broker_id].overrides["metrics.port"])
 
     def _zk_get(self, path: str) -> bytes | None:
         from kazoo.client import KazooClient
@@ -160,12 +173,20 @@ class TestCluster:
         os.kill(self.pid(broker_id), signal.SIGCONT)
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @contextlib.contextmanager
-def cluster(brokers: int = 3, overrides: Mapping[str, Any] | None = None, **configs: Any) -> Iterator[TestCluster]:
+def cluster(brokers: int = 3, overrides: Mapping[str, Any] | None = None, *, metrics: bool = False,
+            broker_overrides: Mapping[int, Mapping[str, Any]] | None = None, **configs: Any,
+            ) -> Iterator[TestCluster]:  # fmt: skip
     """Start a cluster (ZooKeeper and ``brokers`` brokers); everything is stopped and removed on exit."""
     props = dict(overrides or {})
     props.update({k.replace("_", "."): v for k, v in configs.items()})
-    c = TestCluster(brokers, props)
+    c = TestCluster(brokers, props, metrics=metrics, broker_overrides=broker_overrides)
     try:
         c.start()
         yield c

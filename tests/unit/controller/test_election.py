@@ -25,6 +25,13 @@ def test_a_new_partition_takes_its_first_live_replica() -> None:
     assert new == zl.LeaderAndIsr(2, 0, (2, 3), 7) and why == "new partition"
 
 
+def test_a_new_partition_without_a_live_replica_waits_for_one() -> None:
+    assert elect(REPLICAS, None, {4}, 7, False) is None  # no state: nothing stored that no one could leave
+    # A state stored leaderless with an empty ISR (nothing was ever committed) starts like a new partition.
+    new, why = elect(REPLICAS, _state(-1, 0, ()), {3}, 7, False) or (None, "")
+    assert new == zl.LeaderAndIsr(3, 1, (3,), 7) and why == "new partition"
+
+
 def test_a_dead_leader_is_replaced_by_the_first_live_isr_member_in_assignment_order() -> None:
     new, _ = elect(REPLICAS, _state(1, 4, (3, 1, 2)), {2, 3}, 7, False) or (None, "")
     assert new is not None and (new.leader, new.leader_epoch, new.isr) == (2, 5, (3, 2))
