@@ -257,20 +257,24 @@ class KafkaController:
     # -- reconciliation (worker thread) --------------------------------------------------------------------
 
     def live_brokers(self) -> set[int]:
+        return self._registered()[0]
+
+    def _registered(self) -> tuple[set[int], set[int]]:
+        """The live brokers, and those of them in a controlled shutdown (not live for leadership)."""
         live: set[int] = set()
+        stopping: set[int] = set()
         for child in self.zk.get_children(zl.BROKER_IDS):
             try:
                 data, _ = self.zk.get(f"{zl.BROKER_IDS}/{child}")
             except NoNodeError:
                 continue
-            if not json.loads(data).get("shutting_down"):
-                live.add(int(child))
-        return live
+            (stopping if json.loads(data).get("shutting_down") else live).add(int(child))
+        return live, stopping
 
     def reconcile(self) -> None:
         for topic in self.zk.get_children(zl.DELETE_TOPICS):
             self._delete_topic(topic)
-        live = self.live_brokers()
+        live, stopping = self._registered()
         writes: list[Election] = []
         unclean_by_topic: dict[str, bool] = {}
         for topic in self.zk.get_children(zl.TOPICS):
@@ -290,7 +294,12 @@ class KafkaController:
                     if topic not in unclean_by_topic:
                         unclean_by_topic[topic] = self._unclean_for(topic)
                     unclean = unclean_by_topic[topic]
-                change = elect(replicas, current, live, self.epoch, unclean)
+                alive = live
+                if current is not None and current.leader in stopping and not any(
+                    r in live for r in current.isr if r != current.leader
+                ):  # a stopping leader with no one to hand over to leads until it is gone, as in Kafka
+                    alive = live | {current.leader}
+                change = elect(replicas, current, alive, self.epoch, unclean)
                 if change is not None:
                     new, why = change
                     elected = current is not None and new.leader not in (-1, current.leader)
