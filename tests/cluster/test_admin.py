@@ -15,9 +15,9 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from tests.cluster._helpers import admin, create_topic
 
 from rill.testing.cluster import TestCluster
-from tests.cluster._helpers import admin, create_topic
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

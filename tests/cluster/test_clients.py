@@ -9,9 +9,9 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from tests.cluster._helpers import create_topic, read_all
 
 from rill.testing.cluster import TestCluster
-from tests.cluster._helpers import create_topic, read_all
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

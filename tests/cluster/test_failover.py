@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import pytest
 from confluent_kafka import KafkaError, Producer
+from tests.cluster._helpers import create_topic, read_all
 
 from rill.testing.cluster import TestCluster
-from tests.cluster._helpers import create_topic, read_all
 
 pytestmark = [pytest.mark.slow]
 
@@ -48,7 +48,7 @@ class LoadProducer:
             seq = self.sent
             sent_at = time.monotonic()
             producer.produce(self.topic, key=str(seq).encode(), value=str(seq).encode(),
-                             on_delivery=lambda err, msg, s=seq, t=sent_at: self._delivered(err, msg, s, t))  # fmt: skip
+                             on_delivery=lambda e, m, s=seq, t=sent_at: self._delivered(e, m, s, t))  # fmt: skip
             self.sent += 1
             next_at += interval
             producer.poll(max(0.0, next_at - time.monotonic()))
@@ -98,7 +98,7 @@ def test_controlled_shutdown_of_each_broker_under_load(rill3: TestCluster, recor
     try:
         time.sleep(1.0)
         for broker in rill3.brokers:
-            _wait_full_isr(rill3, ["fo-controlled", "__consumer_offsets"] if False else ["fo-controlled"])
+            _wait_full_isr(rill3, ["fo-controlled"])
             led = [p for p in range(PARTITIONS) if rill3.leader("fo-controlled", p) == broker]
             t0 = time.monotonic()
             rill3.stop(broker)
