@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from tests.cluster._helpers import create_topic, read_all
 
 from rill.testing.cluster import TestCluster
@@ -74,6 +74,52 @@ class LoadProducer:
         return max(waits, default=float("nan"))
 
 
+@dataclass
+class TailConsumer:
+    """Reads the topic from the start while it is written (assigned partitions, no group), with
+    ``auto.offset.reset=error`` so that any offset the cluster calls out of range shows up as an error."""
+
+    bootstrap: str
+    topic: str
+    seen: dict[int, list[int]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> TailConsumer:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"tail-{self.topic}",
+                             "auto.offset.reset": "error", "enable.auto.commit": False})  # fmt: skip
+        consumer.assign([TopicPartition(self.topic, p, 0) for p in range(PARTITIONS)])
+        try:
+            while not self._stop.is_set():
+                msg = consumer.poll(0.2)
+                if msg is None:
+                    continue
+                if msg.error() is not None:
+                    if msg.error().code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                        self.errors.append(str(msg.error()))
+                    continue
+                self.seen.setdefault(msg.partition(), []).append(int(msg.value()))
+        finally:
+            consumer.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(30)
+
+    def check(self) -> None:
+        assert self.errors == []
+        for p, values in self.seen.items():
+            assert len(values) == len(set(values)), f"partition {p}: the consumer saw records twice"
+            assert values == sorted(values), f"partition {p}: the consumer saw records out of order"
+
+
 def _wait_full_isr(c: TestCluster, topics: list[str]) -> None:
     c.wait_for(lambda: all(len(c.isr(t, p)) == 3 for t in topics for p in range(PARTITIONS)), 40, "the full ISR")
 
@@ -94,6 +140,7 @@ def test_controlled_shutdown_of_each_broker_under_load(rill3: TestCluster, recor
     create_topic(rill3, "fo-controlled", partitions=PARTITIONS)
     _wait_full_isr(rill3, ["fo-controlled"])
     load = LoadProducer(rill3.bootstrap_servers, "fo-controlled").start()
+    tail = TailConsumer(rill3.bootstrap_servers, "fo-controlled").start()
     pauses = []
     try:
         time.sleep(1.0)
@@ -114,7 +161,10 @@ def test_controlled_shutdown_of_each_broker_under_load(rill3: TestCluster, recor
         time.sleep(1.0)
     finally:
         load.stop()
+        time.sleep(1.0)
+        tail.stop()
     record_property("controlled_shutdown_pause_s", max(pauses))
+    tail.check()
     assert load.errors == []
     assert load.acked_count() > 1000
     _check_read_back(rill3, load)
@@ -126,6 +176,7 @@ def test_sigkill_of_a_leader_under_load(rill3: TestCluster, record_property) -> 
     create_topic(rill3, "fo-kill", partitions=PARTITIONS)
     _wait_full_isr(rill3, ["fo-kill"])
     load = LoadProducer(rill3.bootstrap_servers, "fo-kill").start()
+    tail = TailConsumer(rill3.bootstrap_servers, "fo-kill").start()
     try:
         time.sleep(1.0)
         victim = rill3.leader("fo-kill", 0)
@@ -141,7 +192,10 @@ def test_sigkill_of_a_leader_under_load(rill3: TestCluster, record_property) -> 
         time.sleep(1.0)
     finally:
         load.stop()
+        time.sleep(1.0)
+        tail.stop()
     record_property("sigkill_pause_s", pause)
+    tail.check()
     assert load.errors == []
     _check_read_back(rill3, load)
     assert pause < SESSION_TIMEOUT_S + 1.0, f"producer paused {pause:.2f} s after a SIGKILL"
