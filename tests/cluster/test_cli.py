@@ -9,7 +9,8 @@ import sys
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import NewPartitions, NewTopic
 from tests.cluster._helpers import admin
 
 from rill.testing.cluster import TestCluster
@@ -59,6 +60,11 @@ def test_filters_while_a_broker_is_down(rill3: TestCluster) -> None:
         assert all(sorted(r["isr"]) == [0, 1] for r in under)
         unavailable = describe(rill3, "--unavailable-partitions", "--exclude-internal")
         assert [(r["topic"], r["partition"], r["leader"]) for r in unavailable] == [("cli-solo", 0, None)]
+        # new partitions need three live brokers: refused, and the topic keeps its three
+        grow = client.create_partitions([NewPartitions("cli-rf3", 5)], request_timeout=20)["cli-rf3"]
+        with pytest.raises(KafkaException, match="INVALID_REPLICATION_FACTOR"):
+            grow.result(30)
+        assert len(client.list_topics("cli-rf3", timeout=10).topics["cli-rf3"].partitions) == 3
         one = describe(rill3, "cli-rf3", "--under-replicated-partitions")
         assert len(one) == 3
         text = topics(rill3, "describe", "--unavailable-partitions").stdout

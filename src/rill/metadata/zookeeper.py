@@ -453,6 +453,18 @@ class ZkMetadataStore:
         if unknown or len(set(replicas)) != len(replicas) or not replicas:
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"invalid replica assignment {list(replicas)}")
 
+    def _place(self, partitions: int, replication_factor: int) -> dict[int, tuple[int, ...]]:
+        """Replicas for new partitions over the live brokers; INVALID_REPLICATION_FACTOR when there are fewer
+        live brokers than replicas (a new topic, or new partitions of a topic, while brokers are down)."""
+        brokers = self.brokers()
+        if replication_factor > len(brokers):
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication_factor} time(s): "
+                f"the number of live brokers is {len(brokers)}.",
+            )
+        return assign_replicas(brokers, partitions, replication_factor)
+
     async def create_topic(
         self,
         name: str,
@@ -481,14 +493,7 @@ class ZkMetadataStore:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
             if replication_factor < 1:
                 raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-            brokers = self.brokers()
-            if replication_factor > len(brokers):
-                raise KafkaError(
-                    ErrorCode.INVALID_REPLICATION_FACTOR,
-                    f"Unable to replicate the partition {replication_factor} time(s): "
-                    f"the number of live brokers is {len(brokers)}.",
-                )
-            parts = assign_replicas(brokers, num_partitions, replication_factor)
+            parts = self._place(num_partitions, replication_factor)
         topic_id = uuid.uuid4()
 
         def write() -> None:
@@ -564,7 +569,7 @@ class ZkMetadataStore:
                     )
             added = {current + i: tuple(r) for i, r in enumerate(assignments)}
         else:
-            fresh = assign_replicas(self.brokers(), total - current, rf)
+            fresh = self._place(total - current, rf)
             added = {current + p: r for p, r in fresh.items()}
         if validate_only:
             return topic
