@@ -14,6 +14,18 @@ from rill.testing.cluster import TestCluster
 pytestmark = [pytest.mark.slow]
 
 
+@pytest.mark.timeout(60)
+def test_a_killed_broker_restarts_at_once(rill3: TestCluster) -> None:
+    """Killed, a broker's ZooKeeper session (and its registration) lives on until the session timeout: a broker
+    started again at once waits for it to expire, rather than taking it for another live broker of its id."""
+    create_topic(rill3, "ft-restart", partitions=PARTITIONS)
+    _wait_full_isr(rill3, ["ft-restart"])
+    t0 = time.monotonic()
+    rill3.restart(1, kill=True)
+    print(f"broker 1 killed and started again in {time.monotonic() - t0:.1f} s")
+    _wait_full_isr(rill3, ["ft-restart"])
+
+
 @pytest.mark.timeout(120)
 def test_controller_killed_another_takes_over(rill3: TestCluster) -> None:
     create_topic(rill3, "ft-ctl", partitions=PARTITIONS)
@@ -60,3 +72,18 @@ def test_leader_paused_past_its_session_comes_back_as_a_follower(rill3: TestClus
         load.stop()
     assert load.errors == []
     _check_read_back(rill3, load)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.rill_cluster_config(brokers=2)
+def test_a_broker_stops_on_sigterm_when_zookeeper_is_gone(rill_cluster: TestCluster) -> None:
+    """A controlled shutdown needs ZooKeeper; without it the broker gives up after controlled.shutdown.max.retries
+    x controlled.shutdown.retry.backoff.ms (here 3 x 2 s) and stops anyway, as Kafka does, rather than hang."""
+    create_topic(rill_cluster, "ft-nozk", partitions=2, replication_factor=2)
+    rill_cluster.zookeeper.kill(0)
+    for b in rill_cluster.brokers:
+        t0 = time.monotonic()
+        rill_cluster.broker(b).stop(timeout=30)  # raises when the broker had to be killed
+        took = time.monotonic() - t0
+        print(f"broker {b} stopped without ZooKeeper in {took:.1f} s")
+        assert took < 15

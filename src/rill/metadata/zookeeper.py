@@ -1,7 +1,8 @@
 """The metadata store of a broker in a cluster: ZooKeeper (through kazoo) holds the truth.
 
 Layout: :mod:`rill.metadata.zk_layout`. The broker registers itself (an ephemeral znode: a ``broker.id``
-already registered is refused), keeps a local image of the cluster (brokers, topics with their partitions'
+already registered by a live broker is refused; one left by a session not yet expired is waited out), keeps a
+local image of the cluster (brokers, topics with their partitions'
 leader, leader epoch, replicas, ISR and partition epoch, configs, the controller) and follows it through
 ZooKeeper watches. Watch events arrive on kazoo's threads; they only mark what changed, and one task on the
 event loop reads the marked znodes (in a worker thread) and applies the differences to the image as
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -47,6 +49,8 @@ from rill.metadata.store import (
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK = 1000
+# Beyond the session timeout, how long a registration left by another session may take to expire.
+REGISTRATION_GRACE_S = 2.0
 
 
 class ZooKeeperUnreachable(Exception):
@@ -72,6 +76,7 @@ class ZkMetadataStore:
         self._broker = advertised
         self._wanted_cluster_id = cluster_id
         self._connection_timeout_s = connection_timeout_ms / 1000.0
+        self._session_timeout_s = session_timeout_ms / 1000.0
         self._wait_timeout_s = wait_timeout_s
         self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
         self._listeners: list[MetadataListener] = []
@@ -146,18 +151,30 @@ class ZkMetadataStore:
             )
 
     async def _register(self) -> None:
+        """Create this broker's ephemeral registration. One left by another session is waited out for up to the
+        session timeout (a broker killed and started again at once finds its old session still alive in
+        ZooKeeper until it expires); one still there after that belongs to a live broker of the same id."""
         path = zl.broker_path(self._node_id)
-        try:
-            await asyncio.to_thread(self.zk.create, path, zl.encode_broker(self._broker), ephemeral=True)
-        except NodeExistsError:
-            data, stat = await asyncio.to_thread(self.zk.get, path)
-            if stat.ephemeralOwner != self.zk.client_id[0]:
-                other = zl.decode_broker(self._node_id, data)
-                raise KafkaError(
-                    ErrorCode.INVALID_REQUEST,
-                    f"broker.id {self._node_id} is already registered in ZooKeeper at {self._connect} by a live "
-                    f"broker ({other.host}:{other.port})",
-                ) from None
+        deadline = time.monotonic() + self._session_timeout_s + REGISTRATION_GRACE_S
+        while True:
+            try:
+                await asyncio.to_thread(self.zk.create, path, zl.encode_broker(self._broker), ephemeral=True)
+                return
+            except NodeExistsError:
+                try:
+                    data, stat = await asyncio.to_thread(self.zk.get, path)
+                except NoNodeError:
+                    continue  # it expired meanwhile
+                if stat.ephemeralOwner == self.zk.client_id[0]:
+                    return
+                if time.monotonic() > deadline:
+                    other = zl.decode_broker(self._node_id, data)
+                    raise KafkaError(
+                        ErrorCode.INVALID_REQUEST,
+                        f"broker.id {self._node_id} is already registered in ZooKeeper at {self._connect} by a "
+                        f"live broker ({other.host}:{other.port})",
+                    ) from None
+                await asyncio.sleep(0.2)
 
     async def close(self) -> None:
         follower, self._follower = self._follower, None
@@ -176,10 +193,10 @@ class ZkMetadataStore:
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Mark this broker as shutting down, so that the controller moves the leadership of its partitions to
-        other ISR members, and wait (up to ``timeout_s``) until it leads none that another live ISR member could;
-        True when it got there."""
+        other ISR members, and wait (up to ``timeout_s``, the mark's write included: with ZooKeeper unreachable
+        the write waits for a connection) until it leads none that another live ISR member could; True when it
+        got there."""
         path = zl.broker_path(self._node_id)
-        await asyncio.to_thread(self.zk.set, path, zl.encode_broker(self._broker, shutting_down=True))
         live = set(self._brokers) - {self._node_id}
 
         def moved() -> bool:
@@ -191,10 +208,14 @@ class ZkMetadataStore:
 
         try:
             async with asyncio.timeout(timeout_s):
+                await asyncio.to_thread(self.zk.set, path, zl.encode_broker(self._broker, shutting_down=True))
                 async with self._applied:
                     await self._applied.wait_for(moved)
             return True
         except TimeoutError:
+            return False
+        except Exception as e:  # ZooKeeper refused the write or the connection was lost: stop anyway
+            log.warning("controlled shutdown could not mark broker %d as shutting down: %r", self._node_id, e)
             return False
 
     def close_now(self) -> None:
