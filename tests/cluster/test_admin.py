@@ -68,10 +68,23 @@ def test_create_topic_with_explicit_assignments(rill3: TestCluster) -> None:
     assert [md.partitions[p].replicas for p in range(3)] == [[2, 0], [1, 2], [0, 1]]
     assert [md.partitions[p].leader for p in range(3)] == [2, 1, 0]
     assert [rill3.leader("ad-assigned", p) for p in range(3)] == [2, 1, 0]
-    bad = NewTopic("ad-bad-assignment", 1, replica_assignment=[[0, 7]])
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+@pytest.mark.parametrize(("assignment", "why"), [
+    ([[0, 7]], "unknown broker"),
+    ([[0, 1], [1, 2, 0]], "partitions with different replica counts"),
+    ([[1, 1]], "a broker twice"),
+])  # fmt: skip
+def test_create_topic_refuses_bad_assignments(rill3: TestCluster, assignment: list[list[int]], why: str,
+                                              validate_only: bool) -> None:  # fmt: skip
+    client = admin(rill3)
+    new = NewTopic("ad-bad", len(assignment), replica_assignment=assignment)
+    future = client.create_topics([new], request_timeout=30, validate_only=validate_only)["ad-bad"]
     with pytest.raises(Exception, match="INVALID_REPLICA_ASSIGNMENT"):
-        client.create_topics([bad], request_timeout=30)["ad-bad-assignment"].result(40)
-    assert "ad-bad-assignment" not in client.list_topics(timeout=10).topics
+        future.result(40)
+    assert "ad-bad" not in client.list_topics(timeout=10).topics
+    assert rill3._zk_get("/brokers/topics/ad-bad") is None
 
 
 def test_create_topic_refuses_a_replication_factor_above_the_brokers(rill3: TestCluster) -> None:

@@ -42,6 +42,7 @@ from rill.metadata.store import (
     MetadataListener,
     PartitionState,
     TopicState,
+    check_assignment,
     topic_collision,
     topic_name_problem,
 )
@@ -504,10 +505,7 @@ class ZkMetadataStore:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, collision)
         validate_topic_configs(configs)
         if assignments:
-            if sorted(assignments) != list(range(len(assignments))):
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partition ids must be 0..N-1")
-            for reps in assignments.values():
-                self._check_replicas(reps)
+            check_assignment(assignments, self._brokers)
             parts = {p: tuple(r) for p, r in assignments.items()}
         else:
             if num_partitions < 1:
