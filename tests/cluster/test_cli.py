@@ -69,6 +69,8 @@ def test_filters_while_a_broker_is_down(rill3: TestCluster) -> None:
         assert len(one) == 3
         text = topics(rill3, "describe", "--unavailable-partitions").stdout
         assert "cli-solo" in text and "none" in text
+        table = topics(rill3, "describe", "cli-solo").stdout
+        assert "none" in table.splitlines()[-1]
     finally:
         rill3.start(2)
     rill3.wait_for(lambda: all(len(rill3.isr("cli-rf3", p)) == 3 for p in range(3)), 30, "the full ISR again")

@@ -83,6 +83,10 @@ def _partition_rows(tm: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _leader(p: dict[str, Any]) -> object:
+    return "none" if p["leader"] is None else p["leader"]
+
+
 def _under_replicated(p: dict[str, Any], live: set[int]) -> bool:
     return len(p["isr"]) < len(p["replicas"])
 
@@ -134,7 +138,7 @@ def _describe(args: argparse.Namespace) -> int:
         )
         table = Table(
             ("PARTITION", "LEADER", "REPLICAS", "ISR"),
-            [(p["partition"], p["leader"], p["replicas"], p["isr"]) for p in d["partitions"]],
+            [(p["partition"], _leader(p), p["replicas"], p["isr"]) for p in d["partitions"]],
         )
         print_table(table)
     return 0
@@ -154,9 +158,8 @@ def _describe_filtered(args: argparse.Namespace, md: Any) -> int:
         print_json(rows)
         return 0
     if rows:
-        print_table(Table(("TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"),
-                          [(r["topic"], r["partition"], r["leader"] if r["leader"] is not None else "none",
-                            r["replicas"], r["isr"]) for r in rows]))  # fmt: skip
+        cells = [(r["topic"], r["partition"], _leader(r), r["replicas"], r["isr"]) for r in rows]
+        print_table(Table(("TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"), cells))
     return 0
 
 
