@@ -50,6 +50,32 @@ def test_controller_killed_another_takes_over(rill3: TestCluster) -> None:
     assert rill3.controller() != old
 
 
+@pytest.mark.timeout(120)
+def test_controller_paused_past_its_session_is_fenced(rill3: TestCluster) -> None:
+    """A paused controller (a zombie) comes back to find another controller: it rejoins as a plain broker, its
+    replicas back in the ISR, and the new controller goes on electing leaders."""
+    create_topic(rill3, "ft-zombie", partitions=PARTITIONS)
+    _wait_full_isr(rill3, ["ft-zombie"])
+    old = rill3.controller()
+    rill3.pause(old)
+    try:
+        rill3.wait_for(lambda: rill3.controller() not in (old, -1), SESSION_TIMEOUT_S + 5, "a new controller")
+    finally:
+        rill3.resume(old)
+    new = rill3.controller()
+    _wait_full_isr(rill3, ["ft-zombie"])
+    assert rill3.controller() == new
+    victim = next(b for b in rill3.brokers if b not in (old, new))
+    led = [p for p in range(PARTITIONS) if rill3.leader("ft-zombie", p) == victim]
+    rill3.kill(victim)
+    try:
+        rill3.wait_for(lambda: all(rill3.leader("ft-zombie", p) not in (victim, -1) for p in range(PARTITIONS)),
+                       SESSION_TIMEOUT_S + 5, f"leaders of {led} elected again")  # fmt: skip
+    finally:
+        rill3.start(victim)
+    _wait_full_isr(rill3, ["ft-zombie"])
+
+
 @pytest.mark.timeout(150)
 def test_leader_paused_past_its_session_comes_back_as_a_follower(rill3: TestCluster) -> None:
     create_topic(rill3, "ft-pause", partitions=PARTITIONS)
