@@ -12,6 +12,10 @@ fails the test's setup. When a test fails, the end of a subprocess broker's log 
 
 ``zookeeper`` is a standalone ZooKeeper server for the test (``rill.testing.zookeeper``); clients
 connect to ``zookeeper.connect_string``.
+
+``rill_cluster`` is a cluster for the test (``rill.testing.cluster.TestCluster``): a ZooKeeper server and three
+``rill broker`` processes. The ``rill_cluster_config`` marker takes ``brokers=N`` and broker configs given to every
+broker (``min_insync_replicas=2`` stands for ``min.insync.replicas``), the closest marker winning.
 """
 
 from __future__ import annotations
@@ -23,11 +27,14 @@ import pytest
 
 if TYPE_CHECKING:
     from rill.testing import TestBroker
+    from rill.testing.cluster import TestCluster
     from rill.testing.zookeeper import ZooKeeperEnsemble
 
 MARKER = "rill_broker_config"
+CLUSTER_MARKER = "rill_cluster_config"
 LOG_LINES = 300
 _BROKER = pytest.StashKey["TestBroker"]()
+_CLUSTER = pytest.StashKey["TestCluster"]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,6 +42,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{MARKER}([dict], **configs): broker configs for the rill_broker fixture (keywords: _ for .), and the "
         "options subprocess, startup_timeout, data_dir",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{CLUSTER_MARKER}(brokers=3, **configs): the rill_cluster fixture's size and broker configs (_ for .)",
     )
 
 
@@ -78,6 +89,26 @@ def zookeeper() -> Iterator[ZooKeeperEnsemble]:
         yield running
 
 
+@pytest.fixture
+def rill_cluster(request: pytest.FixtureRequest) -> Iterator[TestCluster]:
+    """A running cluster for this test (ZooKeeper and, by default, three brokers); ``.bootstrap_servers`` names
+    every broker. Stopped, and its data removed, when the test ends."""
+    from rill.testing.cluster import cluster
+
+    configs: dict[str, Any] = {}
+    for marker in reversed(list(request.node.iter_markers(CLUSTER_MARKER))):
+        if marker.args:
+            raise TypeError(f"{CLUSTER_MARKER} takes keyword arguments only, not {marker.args!r}")
+        configs.update(marker.kwargs)
+    brokers = int(configs.pop("brokers", 3))
+    with cluster(brokers, **configs) as running:
+        request.node.stash[_CLUSTER] = running
+        try:
+            yield running
+        finally:
+            del request.node.stash[_CLUSTER]
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     # Before the report is made, while the broker (and its data directory) is still there.
@@ -86,4 +117,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         tail = running.log_tail(LOG_LINES)
         if tail:
             item.add_report_section(call.when, "rill broker log", tail)
+    members = item.stash.get(_CLUSTER, None)
+    if members is not None and call.excinfo is not None and not call.excinfo.errisinstance(pytest.skip.Exception):
+        for broker_id in members.brokers:
+            tail = members.broker(broker_id).log_tail(LOG_LINES // 3)
+            if tail:
+                item.add_report_section(call.when, f"rill broker {broker_id} log", tail)
     yield

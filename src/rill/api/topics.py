@@ -14,6 +14,7 @@ from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import (
     INTERNAL_TOPICS,
     MAX_PARTITIONS_PER_REQUEST,
+    check_assignment,
     topic_collision,
     topic_name_problem,
 )
@@ -116,6 +117,8 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
                         f"The target replication factor of {replication_factor} cannot be reached because only "
                         f"{len(store.brokers())} broker(s) are registered.",
                     )
+            if assignments:  # checked here too for validate_only, which the store never sees
+                check_assignment(assignments, (b.node_id for b in store.brokers()))
             if validate_only:
                 topic_id = uuid.uuid4()  # as Kafka's controller answers: the id the topic would have had
                 n = len(assignments) if assignments else num_partitions

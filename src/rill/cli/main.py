@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "groups": ("rill.cli.groups", "list, describe, reset and delete consumer groups"),
     "dump-log": ("rill.cli.dump_log", "print the batches and indexes of log segment files"),
     "pipeline": ("rill.cli.pipeline", "run a data pipeline job"),
+    "cluster": ("rill.cli.cluster", "run a local replicated cluster (ZooKeeper and N brokers) in the foreground"),
 }
 
 EXIT_ERROR = 1

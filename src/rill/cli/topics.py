@@ -1,14 +1,16 @@
 """``rill topics``: list, describe, create, delete topics and alter their configs (Kafka's ``kafka-topics``).
 
     rill topics list [--exclude-internal]
-    rill topics describe [TOPIC]
+    rill topics describe [TOPIC] [--under-replicated-partitions | --unavailable-partitions]
     rill topics create TOPIC [--partitions N] [--replication-factor R] [--config k=v ...] [--if-not-exists]
     rill topics delete TOPIC [--if-exists]
     rill topics alter-config TOPIC [--add-config k=v[,k=v]] [--delete-config k[,k]]
 
 Kafka's own form works too: ``rill topics --create --topic T --partitions 3``, ``--list``, ``--describe``,
 ``--delete``. Partitions and replication factor left out take the broker's defaults (``num.partitions``,
-``default.replication.factor``).
+``default.replication.factor``). ``describe`` shows each partition's leader, replicas and ISR; as with
+kafka-topics, ``--under-replicated-partitions`` lists only the partitions whose ISR is smaller than their
+replica set, ``--unavailable-partitions`` only those without a live leader.
 """
 
 from __future__ import annotations
@@ -81,9 +83,23 @@ def _partition_rows(tm: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _leader(p: dict[str, Any]) -> object:
+    return "none" if p["leader"] is None else p["leader"]
+
+
+def _under_replicated(p: dict[str, Any], live: set[int]) -> bool:
+    return len(p["isr"]) < len(p["replicas"])
+
+
+def _unavailable(p: dict[str, Any], live: set[int]) -> bool:
+    return p["leader"] is None or p["leader"] not in live
+
+
 def _describe(args: argparse.Namespace) -> int:
     admin = admin_client(args)
     md = fetch_metadata(admin, args.timeout)
+    if args.under_replicated_partitions or args.unavailable_partitions:
+        return _describe_filtered(args, md)
     if args.topic:
         names = [args.topic]
         require_topic(md, args.topic)
@@ -122,9 +138,28 @@ def _describe(args: argparse.Namespace) -> int:
         )
         table = Table(
             ("PARTITION", "LEADER", "REPLICAS", "ISR"),
-            [(p["partition"], p["leader"], p["replicas"], p["isr"]) for p in d["partitions"]],
+            [(p["partition"], _leader(p), p["replicas"], p["isr"]) for p in d["partitions"]],
         )
         print_table(table)
+    return 0
+
+
+def _describe_filtered(args: argparse.Namespace, md: Any) -> int:
+    """Only the partitions that match the filter, one line each (kafka-topics' form): no configs, no topic lines."""
+    if args.topic:
+        require_topic(md, args.topic)
+        names = [args.topic]
+    else:
+        names = sorted(n for n in md.topics if not (args.exclude_internal and _is_internal(n)))
+    live = set(md.brokers)
+    wanted = _under_replicated if args.under_replicated_partitions else _unavailable
+    rows = [{"topic": n, **p} for n in names for p in _partition_rows(md.topics[n]) if wanted(p, live)]
+    if args.json:
+        print_json(rows)
+        return 0
+    if rows:
+        cells = [(r["topic"], r["partition"], _leader(r), r["replicas"], r["isr"]) for r in rows]
+        print_table(Table(("TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR"), cells))
     return 0
 
 
@@ -202,6 +237,11 @@ def _build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("describe", help="show partitions, leaders, replicas and config overrides")
     p.add_argument("topic", nargs="?", metavar="TOPIC", help="topic to describe (default: all)")
     p.add_argument("--exclude-internal", action="store_true", help="hide internal topics when describing all")
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--under-replicated-partitions", action="store_true",
+                      help="only the partitions whose ISR is smaller than their replicas")  # fmt: skip
+    only.add_argument("--unavailable-partitions", action="store_true",
+                      help="only the partitions without a live leader")  # fmt: skip
     add_connection_options(p)
     p.set_defaults(run=_describe)
 

@@ -46,6 +46,8 @@ from rill.metadata import zk_layout as zl
 
 log = logging.getLogger(__name__)
 
+RESIGN_TIMEOUT_S = 2.0
+
 
 @dataclass(frozen=True, slots=True)
 class Election:
@@ -146,7 +148,10 @@ class KafkaController:
                 await task
         if self.active:
             self.active = False
-            await asyncio.to_thread(self._resign)
+            # Bounded: with ZooKeeper unreachable the calls wait for a connection (closing the client ends them),
+            # and the session's expiry removes /controller anyway.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.to_thread(self._resign), RESIGN_TIMEOUT_S)
 
     def _resign(self) -> None:
         try:

@@ -38,6 +38,7 @@ from rill.metadata.store import (
     MetadataListener,
     PartitionState,
     TopicState,
+    check_assignment,
     topic_collision,
     topic_name_problem,
 )
@@ -314,10 +315,7 @@ class EmbeddedMetadataStore:
         if collision:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, collision)
         if assignments:
-            if sorted(assignments) != list(range(len(assignments))):
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partition ids must be 0..N-1")
-            for reps in assignments.values():
-                self._check_replicas(reps)
+            check_assignment(assignments, (b.node_id for b in self.brokers()))
             return tuple(self._new_partition(i, assignments[i]) for i in range(len(assignments)))
         if num_partitions < 1:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")

@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from rill.errors import ErrorCode, KafkaError
+
 # Kafka's name rules for topics: at most 249 characters of [a-zA-Z0-9._-], and not "." or "..".
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -37,6 +39,22 @@ def topic_name_problem(name: str) -> str | None:
             f"topic name {name!r} contains illegal characters {''.join(bad)!r} (allowed: a-z A-Z 0-9 . _ -)"
         )
     return None
+
+
+def check_assignment(assignments: Mapping[int, Sequence[int]], brokers: Iterable[int]) -> None:
+    """Kafka's checks of a new topic's replica assignment: partitions numbered 0..N-1, each with at least one
+    replica, on known brokers, none twice, and every partition with as many replicas as the first; anything else
+    raises INVALID_REPLICA_ASSIGNMENT."""
+    if sorted(assignments) != list(range(len(assignments))):
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partition ids must be 0..N-1")
+    known = set(brokers)
+    sizes = {len(replicas) for replicas in assignments.values()}
+    for replicas in assignments.values():
+        unknown = [r for r in replicas if r not in known]
+        if unknown or len(set(replicas)) != len(replicas) or not replicas:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"invalid replica assignment {list(replicas)}")
+    if len(sizes) > 1:
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All partitions should have the same number of replicas")
 
 
 def topic_collision(name: str, existing: Iterable[str]) -> str | None:

@@ -1,7 +1,8 @@
 """The metadata store of a broker in a cluster: ZooKeeper (through kazoo) holds the truth.
 
 Layout: :mod:`rill.metadata.zk_layout`. The broker registers itself (an ephemeral znode: a ``broker.id``
-already registered is refused), keeps a local image of the cluster (brokers, topics with their partitions'
+already registered by a live broker is refused; one left by a session not yet expired is waited out), keeps a
+local image of the cluster (brokers, topics with their partitions'
 leader, leader epoch, replicas, ISR and partition epoch, configs, the controller) and follows it through
 ZooKeeper watches. Watch events arrive on kazoo's threads; they only mark what changed, and one task on the
 event loop reads the marked znodes (in a worker thread) and applies the differences to the image as
@@ -40,6 +41,7 @@ from rill.metadata.store import (
     MetadataListener,
     PartitionState,
     TopicState,
+    check_assignment,
     topic_collision,
     topic_name_problem,
 )
@@ -47,6 +49,7 @@ from rill.metadata.store import (
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK = 1000
+# Beyond the session timeout, how long a registration left by another session may take to expire.
 
 
 class ZooKeeperUnreachable(Exception):
@@ -195,10 +198,10 @@ class ZkMetadataStore:
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Mark this broker as shutting down, so that the controller moves the leadership of its partitions to
-        other ISR members, and wait (up to ``timeout_s``) until it leads none that another live ISR member could;
-        True when it got there."""
+        other ISR members, and wait (up to ``timeout_s``, the mark's write included: with ZooKeeper unreachable
+        the write waits for a connection) until it leads none that another live ISR member could; True when it
+        got there."""
         path = zl.broker_path(self._node_id)
-        await asyncio.to_thread(self.zk.set, path, zl.encode_broker(self._broker, shutting_down=True))
         live = set(self._brokers) - {self._node_id}
 
         def moved() -> bool:
@@ -210,10 +213,14 @@ class ZkMetadataStore:
 
         try:
             async with asyncio.timeout(timeout_s):
+                await asyncio.to_thread(self.zk.set, path, zl.encode_broker(self._broker, shutting_down=True))
                 async with self._applied:
                     await self._applied.wait_for(moved)
             return True
         except TimeoutError:
+            return False
+        except Exception as e:  # ZooKeeper refused the write or the connection was lost: stop anyway
+            log.warning("controlled shutdown could not mark broker %d as shutting down: %r", self._node_id, e)
             return False
 
     def close_now(self) -> None:
@@ -473,6 +480,18 @@ class ZkMetadataStore:
         if unknown or len(set(replicas)) != len(replicas) or not replicas:
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"invalid replica assignment {list(replicas)}")
 
+    def _place(self, partitions: int, replication_factor: int) -> dict[int, tuple[int, ...]]:
+        """Replicas for new partitions over the live brokers; INVALID_REPLICATION_FACTOR when there are fewer
+        live brokers than replicas (a new topic, or new partitions of a topic, while brokers are down)."""
+        brokers = self.brokers()
+        if replication_factor > len(brokers):
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication_factor} time(s): "
+                f"the number of live brokers is {len(brokers)}.",
+            )
+        return assign_replicas(brokers, partitions, replication_factor)
+
     async def create_topic(
         self,
         name: str,
@@ -491,24 +510,14 @@ class ZkMetadataStore:
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, collision)
         validate_topic_configs(configs)
         if assignments:
-            if sorted(assignments) != list(range(len(assignments))):
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partition ids must be 0..N-1")
-            for reps in assignments.values():
-                self._check_replicas(reps)
+            check_assignment(assignments, self._brokers)
             parts = {p: tuple(r) for p, r in assignments.items()}
         else:
             if num_partitions < 1:
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
             if replication_factor < 1:
                 raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-            brokers = self.brokers()
-            if replication_factor > len(brokers):
-                raise KafkaError(
-                    ErrorCode.INVALID_REPLICATION_FACTOR,
-                    f"Unable to replicate the partition {replication_factor} time(s): "
-                    f"the number of live brokers is {len(brokers)}.",
-                )
-            parts = assign_replicas(brokers, num_partitions, replication_factor)
+            parts = self._place(num_partitions, replication_factor)
         topic_id = uuid.uuid4()
 
         def write() -> None:
@@ -584,7 +593,7 @@ class ZkMetadataStore:
                     )
             added = {current + i: tuple(r) for i, r in enumerate(assignments)}
         else:
-            fresh = assign_replicas(self.brokers(), total - current, rf)
+            fresh = self._place(total - current, rf)
             added = {current + p: r for p, r in fresh.items()}
         if validate_only:
             return topic

@@ -44,9 +44,12 @@ class ProcessRunner:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         with open(self.log_path, "a") as log_file:
+            # A session of its own: a terminal's Ctrl-C reaches the program that started the broker, which stops
+            # it in order, not every process at once; the broker still stops when that program dies (stdin).
             self._proc = proc = sp.Popen(
-                self._args, stdout=sp.PIPE, stderr=log_file, stdin=sp.PIPE, text=True, bufsize=1
-            )
+                self._args, stdout=sp.PIPE, stderr=log_file, stdin=sp.PIPE, text=True, bufsize=1,
+                start_new_session=True,
+            )  # fmt: skip
         drop_in_forked_children(self)
         ready: list[tuple[str, int]] = []
 

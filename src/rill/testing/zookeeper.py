@@ -424,7 +424,13 @@ class ZooKeeperEnsemble:
             preexec = _die_with_parent()
             server.proc = _SPAWNER.popen(
                 lambda: sp.Popen(
-                    args, stdin=sp.DEVNULL, stdout=log, stderr=sp.STDOUT, cwd=server.directory, preexec_fn=preexec
+                    args,
+                    stdin=sp.DEVNULL,
+                    stdout=log,
+                    stderr=sp.STDOUT,
+                    cwd=server.directory,
+                    preexec_fn=preexec,
+                    start_new_session=True,  # out of reach of a terminal's Ctrl-C: stopped by its owner, in order
                 )
             )
         finally:

@@ -224,10 +224,20 @@ class GroupMetadataManager:
         return TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
 
     async def maybe_create_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` the first time a group needs it (Kafka creates it lazily too)."""
+        """Create ``__consumer_offsets`` the first time a group needs it (Kafka creates it lazily too), with
+        ``offsets.topic.replication.factor`` replicas. While fewer brokers are alive it is not created (as in
+        Kafka: COORDINATOR_NOT_AVAILABLE, which clients retry), so a cluster starting up or with brokers down
+        never gets an offsets topic with fewer replicas than configured, one it could never repair."""
         if self.metadata.topic(OFFSETS_TOPIC) is not None:
             return
-        rf = max(1, min(self.replication_factor, len(self.metadata.brokers())))
+        rf = self.replication_factor
+        alive = len(self.metadata.brokers())
+        if alive < rf:
+            raise KafkaError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                f"Number of alive brokers '{alive}' does not meet the required replication factor '{rf}' for "
+                f"{OFFSETS_TOPIC} (configured via 'offsets.topic.replication.factor')",
+            )
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "producer",
