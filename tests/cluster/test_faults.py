@@ -41,6 +41,8 @@ def test_controller_killed_another_takes_over(rill3: TestCluster) -> None:
         rill3.wait_for(lambda: all(rill3.leader("ft-ctl", p) not in (old, -1) for p in range(PARTITIONS)), 10,
                        "leaders off the killed controller")  # fmt: skip
         create_topic(rill3, "ft-ctl-after", partitions=2, replication_factor=2)
+        # Every broker learns of the topic from ZooKeeper: the one that created it first, the others soon after.
+        rill3.wait_for(lambda: "ft-ctl-after" in admin(rill3).list_topics(timeout=10).topics, 10, "the new topic")
         md = admin(rill3).list_topics(timeout=10)
         assert md.controller_id == rill3.controller()
         assert all(p.leader not in (old, -1) for p in md.topics["ft-ctl-after"].partitions.values())
