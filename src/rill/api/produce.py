@@ -111,4 +111,32 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
             if code:
                 result["error_code"] = code
                 log.debug("Produce to %s from %s not committed: %s", tp, ctx.client, code.name)
-    return {"responses": responses, "throttle_time_ms": 0}
+    return {"responses": responses, "throttle_time_ms": 0, "node_endpoints": _leader_hints(ctx, responses)}
+
+
+def _leader_hints(ctx: RequestContext, responses: list[Body]) -> list[Body]:
+    """KIP-951: each partition refused because this broker does not lead it gets the leader (and its epoch) this
+    broker knows, and the response the endpoints of those leaders, so that the producer sends there at once rather
+    than after a metadata refresh (which, just after a leader change, another broker may still answer with the
+    old leader). Tagged fields: older versions and clients that ignore them see nothing."""
+    store = ctx.services.metadata
+    leaders: set[int] = set()
+    for topic in responses:
+        state = store.topic(topic["name"]) if topic["name"] else None
+        if state is None:
+            continue
+        for result in topic["partition_responses"]:
+            if result.get("error_code") not in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH):
+                continue
+            index = result["index"]
+            if not 0 <= index < len(state.partitions):
+                continue
+            partition = state.partitions[index]
+            if partition.leader >= 0 and partition.leader != ctx.services.node_id:
+                result["current_leader"] = {"leader_id": partition.leader, "leader_epoch": partition.leader_epoch}
+                leaders.add(partition.leader)
+    return [
+        {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+        for b in store.brokers()
+        if b.node_id in leaders
+    ]
