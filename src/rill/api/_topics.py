@@ -49,6 +49,8 @@ class LeaderHints:
         if state is None or partition >= len(state.partitions):
             return
         p = state.partitions[partition]
+        if p.leader == self._ctx.services.node_id:  # this broker's image is behind: it knows no better leader
+            return
         result["current_leader"] = {"leader_id": p.leader, "leader_epoch": p.leader_epoch}
         if p.leader >= 0:
             self._leaders.add(p.leader)
