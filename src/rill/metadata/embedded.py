@@ -41,6 +41,7 @@ from rill.metadata.store import (
     check_assignment,
     topic_collision,
     topic_name_problem,
+    valid_stored_configs,
 )
 
 log = logging.getLogger(__name__)
@@ -72,22 +73,7 @@ def _topic_from_json(name: str, t: Mapping[str, Any]) -> TopicState:
         PartitionState(partition=i, leader=p[0], leader_epoch=p[1], replicas=tuple(p[2]), isr=tuple(p[3]))
         for i, p in enumerate(t["partitions"])
     )
-    return TopicState(name, uuid.UUID(t["id"]), parts, _valid_configs(name, dict(t.get("configs", {}))))
-
-
-def _valid_configs(topic: str, configs: dict[str, str]) -> dict[str, str]:
-    """The stored configs of ``topic`` that validate; each one that does not (written by another version,
-    or refused by this one) is logged and set aside: a start never fails on it."""
-    kept: dict[str, str] = {}
-    for name, value in configs.items():
-        try:
-            validate_topic_configs({name: value})
-        except KafkaError as e:
-            log.warning("Topic %s: stored config %s=%r set aside, the default applies: %s", topic, name, value,
-                        e.message)  # fmt: skip
-            continue
-        kept[name] = value
-    return kept
+    return TopicState(name, uuid.UUID(t["id"]), parts, valid_stored_configs(name, dict(t.get("configs", {}))))
 
 
 class EmbeddedMetadataStore:

@@ -9,6 +9,7 @@ A change the store refuses raises ``KafkaError`` and changes nothing. A single n
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+log = logging.getLogger(__name__)
+
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
@@ -66,6 +69,24 @@ def topic_collision(name: str, existing: Iterable[str]) -> str | None:
     key = name.replace(".", "_")
     other = min((t for t in existing if t != name and t.replace(".", "_") == key), default=None)
     return None if other is None else f"Topic '{name}' collides with existing topic: {other}"
+
+
+def valid_stored_configs(topic: str, configs: Mapping[str, str]) -> dict[str, str]:
+    """The stored configs of ``topic`` that validate; each one that does not (written by another version, or
+    refused by this one) is logged and set aside: loading the metadata never fails on it."""
+    from rill.config import validate_topic_configs
+    from rill.errors import KafkaError
+
+    kept: dict[str, str] = {}
+    for name, value in configs.items():
+        try:
+            validate_topic_configs({name: value})
+        except KafkaError as e:
+            log.warning("Topic %s: stored config %s=%r set aside, the default applies: %s", topic, name, value,
+                        e.message)  # fmt: skip
+            continue
+        kept[name] = value
+    return kept
 
 
 def dynamic_broker_configs(store: MetadataStore) -> dict[str, str]:

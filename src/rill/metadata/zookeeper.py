@@ -44,12 +44,11 @@ from rill.metadata.store import (
     check_assignment,
     topic_collision,
     topic_name_problem,
+    valid_stored_configs,
 )
 
 log = logging.getLogger(__name__)
 
-PRODUCER_ID_BLOCK = 1000
-# Beyond the session timeout, how long a registration left by another session may take to expire.
 
 
 class ZooKeeperUnreachable(Exception):
@@ -374,7 +373,7 @@ class ZkMetadataStore:
                                             assignment.adding.get(p, ()), assignment.removing.get(p, ())))  # fmt: skip
             except NoNodeError:  # the controller has not elected its leader yet
                 parts.append(PartitionState(p, -1, -1, replicas, (), -1))
-        configs = _valid_configs(name, self._read_configs(zl.topic_config_path(name)))
+        configs = valid_stored_configs(name, self._read_configs(zl.topic_config_path(name)))
         return TopicState(name, assignment.topic_id, tuple(parts), configs)
 
     async def _apply(
@@ -770,15 +769,3 @@ class ZkMetadataStore:
 
         version = await asyncio.to_thread(write)
         return PartitionState(state.partition, state.leader, state.leader_epoch, state.replicas, tuple(isr), version)
-
-
-def _valid_configs(topic: str, configs: dict[str, str]) -> dict[str, str]:
-    kept: dict[str, str] = {}
-    for name, value in configs.items():
-        try:
-            validate_topic_configs({name: value})
-        except KafkaError as e:
-            log.warning("Topic %s: config %s=%r set aside, the default applies: %s", topic, name, value, e.message)
-            continue
-        kept[name] = value
-    return kept
