@@ -1,0 +1,71 @@
+"""The log cleaner's map from record keys to the offset of their latest record (Kafka's SkimpyOffsetMap).
+
+Keys are stored as their 16-byte MD5 digest, as Kafka's map stores them; two keys with the same digest
+would count as one (with MD5 over record keys, not a practical concern). The map holds at most
+``slots`` entries: ``log.cleaner.dedupe.buffer.size`` split among the cleaner threads, times
+``log.cleaner.io.buffer.load.factor``, divided by the 24 bytes an entry takes in Kafka's buffer (digest
+plus offset). When a log's dirty section has more distinct keys than that, the cleaner cleans the part
+that fits and the rest at its next run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+DIGEST_SIZE = 16
+ENTRY_SIZE = DIGEST_SIZE + 8
+
+
+def slots_for(buffer_bytes: int, load_factor: float) -> int:
+    """How many keys a map made of ``buffer_bytes`` takes at ``load_factor``."""
+    return max(1, int(buffer_bytes // ENTRY_SIZE * load_factor))
+
+
+def key_digest(key: bytes) -> bytes:
+    return hashlib.md5(key, usedforsecurity=False).digest()
+
+
+class OffsetMap:
+    """Key digest -> latest offset, bounded by ``slots`` distinct keys."""
+
+    __slots__ = ("_map", "inserts", "latest_offset", "lookups", "slots")
+
+    def __init__(self, slots: int) -> None:
+        if slots < 1:
+            raise ValueError("an offset map needs at least one slot")
+        self.slots = slots
+        self._map: dict[bytes, int] = {}
+        self.latest_offset = -1  # the largest offset put in the map
+        self.lookups = 0
+        self.inserts = 0
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    @property
+    def full(self) -> bool:
+        return len(self._map) >= self.slots
+
+    @property
+    def utilization(self) -> float:
+        return len(self._map) / self.slots
+
+    def would_fit(self, digests: list[bytes]) -> bool:
+        """Would putting all of ``digests`` stay within the slots?"""
+        new = sum(1 for d in set(digests) if d not in self._map)
+        return len(self._map) + new <= self.slots
+
+    def put(self, digest: bytes, offset: int) -> None:
+        self.inserts += 1
+        self._map[digest] = offset
+        if offset > self.latest_offset:
+            self.latest_offset = offset
+
+    def get(self, digest: bytes) -> int:
+        """The latest offset of the key, -1 when the map does not hold it."""
+        self.lookups += 1
+        return self._map.get(digest, -1)
+
+    def clear(self) -> None:
+        self._map.clear()
+        self.latest_offset = -1

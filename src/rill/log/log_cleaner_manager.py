@@ -1,0 +1,295 @@
+"""The log cleaner of a broker (Kafka's LogCleaner and LogCleanerManager): which compacted log to clean
+next, the ``cleaner-offset-checkpoint`` of each log dir, and the cleaner threads.
+
+A log is cleanable when its ``cleanup.policy`` holds ``compact`` and it has dirty records below its
+first uncleanable offset (see rill.log.log_cleaner). Its dirty ratio is the bytes of its segments from
+the first dirty offset to the first uncleanable one over the bytes of all its segments below that;
+the log with the largest ratio at or above ``min.cleanable.dirty.ratio`` is cleaned first, and a log
+whose oldest dirty record is older than ``max.compaction.lag.ms`` is cleaned whatever its ratio.
+
+Each log dir's ``cleaner-offset-checkpoint`` (the offset checkpoint format: version 0, count,
+``topic partition offset`` lines) holds each compacted log's first dirty offset: everything below it
+has been cleaned. An entry below the log start offset, or above the log end, counts as the log start.
+
+``log.cleaner.threads`` cleanings run at once, each on the event loop for its choice and swap and in a
+worker thread for the reading and writing. A cleaning that fails (a corrupt batch, a full disk) marks its
+log uncleanable until the broker restarts, with the reason logged; the others go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rill.common import TopicPartition
+from rill.log.checkpoints import read_offset_checkpoint, write_offset_checkpoint
+from rill.log.cleaner_offset_map import OffsetMap, slots_for
+from rill.log.log import Log
+from rill.log.log_cleaner import CleanerAbortedError, CleanResult, Throttler, clean, discard, plan_cleaning
+
+log = logging.getLogger("rill.log_cleaner")
+
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerConfig:
+    """The broker's ``log.cleaner.*`` settings."""
+
+    enable: bool = True
+    threads: int = 1
+    backoff_ms: int = 15000
+    dedupe_buffer_size: int = 128 * 1024 * 1024
+    io_buffer_load_factor: float = 0.9
+    io_max_bytes_per_second: float = 1.7976931348623157e308
+
+    @classmethod
+    def from_broker(cls, config: Any) -> CleanerConfig:
+        getter = getattr(config, "get", None)
+        if getter is None:
+            return cls()
+
+        def get(name: str, default: Any) -> Any:
+            try:
+                value = getter(name)
+            except (KeyError, ValueError):
+                return default
+            return default if value is None else value
+
+        return cls(
+            enable=str(get("log.cleaner.enable", True)).lower() == "true",
+            threads=int(get("log.cleaner.threads", 1)),
+            backoff_ms=int(get("log.cleaner.backoff.ms", 15000)),
+            dedupe_buffer_size=int(get("log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024)),
+            io_buffer_load_factor=float(get("log.cleaner.io.buffer.load.factor", 0.9)),
+            io_max_bytes_per_second=float(get("log.cleaner.io.max.bytes.per.second", 1.7976931348623157e308)),
+        )
+
+
+@dataclass(slots=True)
+class CleanerStats:
+    """What the metrics report (Kafka's kafka.log:type=LogCleaner and LogCleanerManager names)."""
+
+    max_dirty_percent: float = 0.0
+    last_recopy_percent: float = 0.0
+    last_clean_secs: float = 0.0
+    max_clean_secs: float = 0.0
+    last_buffer_utilization: float = 0.0
+    last_run_ms: int = field(default_factory=_now_ms)
+    cleanings: int = 0
+
+
+class LogCleaner:
+    """Cleans the compacted logs of a set of logs (``logs()``: tp -> (log, log dir))."""
+
+    def __init__(self, config: CleanerConfig) -> None:
+        self.config = config
+        self.first_dirty: dict[TopicPartition, int] = {}
+        self.in_progress: dict[TopicPartition, Log] = {}
+        self.uncleanable: dict[TopicPartition, str] = {}
+        self.stats = CleanerStats()
+        self.throttler = Throttler(config.io_max_bytes_per_second)
+        self._abort = threading.Event()
+        self._checkpoint_lock = threading.Lock()
+        self._wake: asyncio.Event | None = None
+
+    # ---- checkpoints --------------------------------------------------------------------------
+
+    def load_checkpoints(self, log_dirs: list[Path]) -> None:
+        for d in log_dirs:
+            try:
+                self.first_dirty.update(read_offset_checkpoint(d / CLEANER_OFFSET_CHECKPOINT))
+            except (OSError, ValueError) as e:
+                log.warning("Ignoring unreadable %s in %s: %s", CLEANER_OFFSET_CHECKPOINT, d, e)
+
+    def checkpoint_snapshot(
+        self, logs: dict[TopicPartition, tuple[Log, Path]]
+    ) -> dict[Path, dict[TopicPartition, int]]:
+        out: dict[Path, dict[TopicPartition, int]] = {}
+        for tp, (plog, d) in logs.items():
+            if tp in self.first_dirty and plog.config.compacted:
+                out.setdefault(d, {})[tp] = self.first_dirty[tp]
+        return out
+
+    def write_checkpoints(self, snapshot: dict[Path, dict[TopicPartition, int]], dirs: list[Path]) -> None:
+        """Write each log dir's ``cleaner-offset-checkpoint`` (blocking)."""
+        with self._checkpoint_lock:
+            for d in dirs:
+                try:
+                    write_offset_checkpoint(d / CLEANER_OFFSET_CHECKPOINT, snapshot.get(d, {}))
+                except OSError as e:
+                    log.error("Cannot write %s in %s: %s", CLEANER_OFFSET_CHECKPOINT, d, e)
+
+    # ---- choosing -----------------------------------------------------------------------------
+
+    def first_dirty_offset(self, plog: Log) -> int:
+        tp = plog.topic_partition
+        offset = self.first_dirty.get(tp, plog.log_start_offset)
+        if plog.truncated_to is not None:
+            offset = min(offset, plog.truncated_to)
+            plog.truncated_to = None
+        if offset < plog.log_start_offset or offset > plog.log_end_offset:
+            offset = plog.log_start_offset
+        self.first_dirty[tp] = offset
+        return offset
+
+    def dirty_ratio(self, plog: Log, now_ms: int) -> tuple[float, bool]:
+        """(dirty bytes / cleanable bytes, whether max.compaction.lag.ms forces a cleaning)."""
+        first_dirty = self.first_dirty_offset(plog)
+        segments = plog.segments
+        end = min(segments[-1].base_offset, plog.high_watermark)
+        config = plog.config
+        clean = dirty = 0
+        must = False
+        for i, seg in enumerate(segments[:-1]):
+            if seg.base_offset >= end:
+                break
+            upper = segments[i + 1].base_offset
+            if upper <= first_dirty:
+                clean += seg.size
+                continue
+            if config.min_compaction_lag_ms > 0 and seg.largest_timestamp() > now_ms - config.min_compaction_lag_ms:
+                break
+            if (
+                not dirty
+                and config.max_compaction_lag_ms < 2**63 - 1
+                and seg.rolling_based_timestamp is not None
+                and seg.rolling_based_timestamp >= 0
+                and now_ms - seg.rolling_based_timestamp > config.max_compaction_lag_ms
+            ):
+                must = True
+            dirty += seg.size
+        total = clean + dirty
+        return (dirty / total if total else 0.0), must and dirty > 0
+
+    def pick(self, logs: dict[TopicPartition, tuple[Log, Path]], now_ms: int) -> Log | None:
+        """The dirtiest cleanable log (None: nothing to clean)."""
+        best: tuple[bool, float, Log] | None = None
+        max_dirty = 0.0
+        for tp, (plog, _) in logs.items():
+            if not plog.config.compacted or tp in self.in_progress or tp in self.uncleanable:
+                continue
+            ratio, must = self.dirty_ratio(plog, now_ms)
+            max_dirty = max(max_dirty, ratio)
+            if ratio <= 0 or (ratio < plog.config.min_cleanable_dirty_ratio and not must):
+                continue
+            if best is None or (must, ratio) > best[:2]:
+                best = (must, ratio, plog)
+        self.stats.max_dirty_percent = 100 * max_dirty
+        return None if best is None else best[2]
+
+    # ---- cleaning -----------------------------------------------------------------------------
+
+    async def clean_one(self, logs: dict[TopicPartition, tuple[Log, Path]], offset_map: OffsetMap) -> bool:
+        """Clean the dirtiest log once; False when there was none to clean."""
+        now = _now_ms()
+        plog = self.pick(logs, now)
+        if plog is None:
+            return False
+        tp = plog.topic_partition
+        plan = plan_cleaning(plog, self.first_dirty_offset(plog), now)
+        if plan is None:
+            return False
+        self.in_progress[tp] = plog
+        try:
+            try:
+                result = await asyncio.to_thread(clean, plan, offset_map, self.throttler, self._abort)
+            except CleanerAbortedError:
+                return False
+            except Exception as e:
+                self.uncleanable[tp] = str(e)
+                log.error("%s is uncleanable (the cleaner leaves it until the broker restarts): %s", tp, e)
+                return True
+            if result is None:
+                return False
+            self._swap(result, logs)
+            return True
+        finally:
+            self.in_progress.pop(tp, None)
+            self.stats.last_run_ms = _now_ms()
+
+    def clean_now(self, plog: Log, offset_map: OffsetMap, now_ms: int | None = None) -> CleanResult | None:
+        """One cleaning of ``plog`` whatever its dirty ratio, all in the calling thread (tools, tests)."""
+        now = _now_ms() if now_ms is None else now_ms
+        plan = plan_cleaning(plog, self.first_dirty_offset(plog), now)
+        result = None if plan is None else clean(plan, offset_map, self.throttler)
+        if result is not None:
+            self._swap(result, {plog.topic_partition: (plog, plog.dir.parent)})
+        return result
+
+    def _swap(self, result: CleanResult, logs: dict[TopicPartition, tuple[Log, Path]]) -> None:
+        """Put the cleaned segments in the log (on the loop), when it still holds what was cleaned."""
+        plan = result.plan
+        plog = plan.log
+        tp = plog.topic_partition
+        entry = logs.get(tp)
+        old = [s.segment for g in result.groups for s in g]
+        unchanged = entry is not None and entry[0] is plog and plog.truncated_to is None
+        unchanged = unchanged and all(
+            s.segment.size == s.size and not s.segment.closed for g in result.groups for s in g
+        )
+        if not unchanged or not plog.replace_segments(old, result.cleaned):
+            log.info("%s: the log changed while it was cleaned; the cleaning is dropped", tp)
+            discard(result.cleaned)
+            return
+        self.first_dirty[tp] = result.map_end
+        read, written = result.bytes_read, result.bytes_written
+        stats = self.stats
+        stats.cleanings += 1
+        stats.last_clean_secs = result.seconds
+        stats.max_clean_secs = max(stats.max_clean_secs, result.seconds)
+        stats.last_recopy_percent = 100 * written / read if read else 0.0
+        stats.last_buffer_utilization = 100 * result.map_utilization
+        log.info(
+            "log-cleaner: cleaned %s: offsets %d-%d, %d segments into %d, %.1f MB read, %.1f MB written,"
+            " %d of %d records removed, first dirty offset %d -> %d, %.3f s (%.1f MB/s)",
+            tp, plog.log_start_offset, result.map_end - 1, len(old), len(result.cleaned), read / 1e6,
+            written / 1e6, result.records_removed, result.records_read, plan.first_dirty, result.map_end,
+            result.seconds, read / 1e6 / result.seconds if result.seconds > 0 else 0.0,
+        )  # fmt: skip
+
+    async def run(self, logs_of: Any, dirs_of: Any) -> None:
+        """The cleaner threads, until cancelled. ``logs_of()`` gives tp -> (log, log dir) now;
+        ``dirs_of()`` the online log dirs."""
+        threads = max(1, self.config.threads)
+        slots = slots_for(self.config.dedupe_buffer_size // threads, self.config.io_buffer_load_factor)
+        self._wake = asyncio.Event()
+        self._abort.clear()
+
+        async def worker() -> None:
+            offset_map = OffsetMap(slots)
+            while True:
+                cleaned = await self.clean_one(logs_of(), offset_map)
+                offset_map.clear()
+                if cleaned:
+                    logs = logs_of()
+                    snap = self.checkpoint_snapshot(logs)
+                    await asyncio.to_thread(self.write_checkpoints, snap, dirs_of())
+                    continue
+                assert self._wake is not None
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.config.backoff_ms / 1000)
+                self._wake.clear()
+
+        tasks = [asyncio.create_task(worker(), name=f"log-cleaner-{i}") for i in range(threads)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            self._abort.set()  # a cleaning in a worker thread stops at its next batch
+            for t in tasks:
+                t.cancel()
+            self._wake = None
+
+    def wake(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
