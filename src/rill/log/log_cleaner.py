@@ -50,6 +50,7 @@ from rill.records.batch import (
     MAGIC_V2,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    Buffer,
     CorruptRecordError,
     crc_ok,
     parse_header,
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from rill.log.log import Log
 
 _READ_CHUNK = 1 << 20
+_PENDING_LIMIT = 16 << 20  # the most of one source's cleaned batches held while deciding where they go
 DELETE_HORIZON_MASK = 0x40  # attributes bit 6: baseTimestamp holds the time the batch's tombstones may go
 
 
@@ -265,25 +267,6 @@ def build_map(
     return map_end, read
 
 
-def group_segments(sources: list[SourceSegment], config: LogConfig) -> list[list[SourceSegment]]:
-    """Consecutive segments that fit one segment together (bytes, index bytes, offset range)."""
-    groups: list[list[SourceSegment]] = []
-    for src in sources:
-        if groups:
-            g = groups[-1]
-            size = sum(s.size for s in g) + src.size
-            index = (sum(s.index_entries for s in g) + src.index_entries) * 12
-            if (
-                size <= config.segment_bytes
-                and index <= config.segment_index_bytes
-                and src.end_offset - 1 - g[0].base_offset <= INT32_MAX
-            ):
-                g.append(src)
-                continue
-        groups.append([src])
-    return groups
-
-
 def rebuild_batch(h: BatchHeader, data: bytes, kept: list[RecordInfo], horizon: int | None = None) -> bytes:
     """The batch holding only the ``kept`` records, compressed with the batch's codec, under the same header
     (base offset, last offset delta, epoch, producer fields). Without ``horizon`` the records' bytes are
@@ -329,19 +312,16 @@ def clean(
     map_end, read = build_map(plan, offset_map, throttler, abort)
     if map_end <= plan.first_dirty:
         return None
-    sources = [s for s in plan.sources if s.base_offset < map_end]
-    result = CleanResult(plan, group_segments(sources, plan.config), [], map_end, bytes_read=read)
+    result = CleanResult(plan, [], [], map_end, bytes_read=read)
     result.map_utilization = offset_map.utilization
     try:
-        for group in result.groups:
-            result.cleaned.append(_clean_group(plan, group, offset_map, map_end, result, throttler, abort))
-        if result.cleaned:
-            with contextlib.suppress(OSError):
-                fd = os.open(plan.dir, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+        _write_cleaned(plan, [s for s in plan.sources if s.base_offset < map_end], offset_map, result, throttler, abort)
+        with contextlib.suppress(OSError):
+            fd = os.open(plan.dir, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
     except BaseException:
         discard(result.cleaned)
         raise
@@ -356,44 +336,80 @@ def discard(segments: list[LogSegment]) -> None:
             seg.delete_files()
 
 
-def _clean_group(
-    plan: CleanPlan,
-    group: list[SourceSegment],
-    offset_map: OffsetMap,
-    map_end: int,
-    result: CleanResult,
-    throttler: Throttler | None,
-    abort: threading.Event | None,
-) -> LogSegment:
+def _new_output(plan: CleanPlan, base: int) -> LogSegment:
     config = plan.config
-    base = group[0].base_offset
     for s in (".log", ".index", ".timeindex"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(plan.dir / f"{base:020d}{s}{CLEANED_SUFFIX}")
-    out = LogSegment(
+    return LogSegment(
         plan.dir, base, index_interval_bytes=config.index_interval_bytes, max_index_size=config.segment_index_bytes,
         now_ms=plan.now_ms, roll_jitter_ms=0, active=True, suffix=CLEANED_SUFFIX,
     )  # fmt: skip
+
+
+def _finish(out: LogSegment) -> None:
+    out.on_become_inactive()
+    out.flush()
+    out.rename_suffix(SWAP_SUFFIX)
+
+
+def _write_cleaned(
+    plan: CleanPlan,
+    sources: list[SourceSegment],
+    offset_map: OffsetMap,
+    result: CleanResult,
+    throttler: Throttler | None,
+    abort: threading.Event | None,
+) -> None:
+    """Rewrite ``sources`` into as few cleaned segments as fit: a source's kept batches join the current
+    cleaned segment when they fit in it (``segment.bytes``, its indexes not full, offsets within 2**31 of its
+    base), else a new cleaned segment starts at the source's base offset. Each cleaned segment is renamed
+    ``.swap`` when complete; ``result.groups`` names the sources each one replaces."""
+    config = plan.config
     horizon = plan.now_ms + config.delete_retention_ms
-    try:
-        for src in group:
-            for h, batch in iter_batches(src, throttler, abort):
-                buf = _filter_batch(h, batch, offset_map, map_end, plan.now_ms, horizon, result)
-                if buf is None:
-                    continue
-                nh = h if buf is batch else parse_header(buf)
-                last = nh.base_offset + nh.last_offset_delta
-                out.append([buf], [(0, last, nh.max_timestamp, nh.size)])
-                result.bytes_written += nh.size
-                if throttler is not None:
-                    throttler.maybe_throttle(nh.size)
-        out.on_become_inactive()
-        out.flush()
-        out.rename_suffix(SWAP_SUFFIX)
-    except BaseException:
-        discard([out])
-        raise
-    return out
+    out: LogSegment | None = None
+
+    def write(seg: LogSegment, buf: Buffer, h: BatchHeader) -> None:
+        seg.append([buf], [(0, h.base_offset + h.last_offset_delta, h.max_timestamp, h.size)])
+        result.bytes_written += h.size
+        if throttler is not None:
+            throttler.maybe_throttle(h.size)
+
+    def start(src: SourceSegment) -> LogSegment:
+        if out is not None:
+            _finish(out)
+        seg = _new_output(plan, src.base_offset)
+        result.cleaned.append(seg)
+        result.groups.append([])
+        return seg
+
+    for src in sources:
+        joins = out is not None and not out.index_full and src.end_offset - 1 - out.base_offset <= INT32_MAX
+        room = min(config.segment_bytes - out.size, _PENDING_LIMIT) if out is not None and joins else -1
+        pending: list[tuple[bytes, BatchHeader]] | None = [] if joins else None
+        pending_size = 0
+        if out is None or not joins:
+            out = start(src)
+        for h, batch in iter_batches(src, throttler, abort):
+            buf = _filter_batch(h, batch, offset_map, result.map_end, plan.now_ms, horizon, result)
+            if buf is None:
+                continue
+            nh = h if buf is batch else parse_header(buf)
+            if pending is None:
+                write(out, buf, nh)
+                continue
+            pending.append((bytes(buf), nh))
+            pending_size += nh.size
+            if pending_size > room:  # the source does not fit the current cleaned segment: it starts the next
+                out = start(src)
+                for pbuf, ph in pending:
+                    write(out, pbuf, ph)
+                pending = None
+        for pbuf, ph in pending or ():
+            write(out, pbuf, ph)
+        result.groups[-1].append(src)
+    if out is not None:
+        _finish(out)
 
 
 def _filter_batch(
