@@ -148,7 +148,7 @@ def plan_cleaning(log: Log, first_dirty: int, now_ms: int) -> CleanPlan | None:
         if lag > 0 and seg.base_offset >= first_dirty and seg.largest_timestamp() > now_ms - lag:
             end = min(end, seg.base_offset)
             break
-        file = seg._file
+        file = seg.file
         if file is None:  # closed: the log is going away
             return None
         sources.append(

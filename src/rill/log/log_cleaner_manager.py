@@ -31,7 +31,15 @@ from rill.common import TopicPartition
 from rill.log.checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from rill.log.cleaner_offset_map import OffsetMap, slots_for
 from rill.log.log import Log
-from rill.log.log_cleaner import CleanerAbortedError, CleanResult, Throttler, clean, discard, plan_cleaning
+from rill.log.log_cleaner import (
+    CleanerAbortedError,
+    CleanPlan,
+    CleanResult,
+    Throttler,
+    clean,
+    discard,
+    plan_cleaning,
+)
 
 log = logging.getLogger("rill.log_cleaner")
 
@@ -102,6 +110,8 @@ class LogCleaner:
         self._abort = threading.Event()
         self._checkpoint_lock = threading.Lock()
         self._wake: asyncio.Event | None = None
+        self._running = 0  # cleanings in worker threads
+        self._idle = threading.Condition()
 
     # ---- checkpoints --------------------------------------------------------------------------
 
@@ -203,10 +213,13 @@ class LogCleaner:
         self.in_progress[tp] = plog
         try:
             try:
-                result = await asyncio.to_thread(clean, plan, offset_map, self.throttler, self._abort)
+                result = await asyncio.to_thread(self._clean_in_thread, plan, offset_map)
             except CleanerAbortedError:
                 return False
             except Exception as e:
+                if any(s.segment.closed for s in plan.sources):  # the log was deleted meanwhile
+                    log.info("%s: cleaning stopped, the log is gone: %s", tp, e)
+                    return True
                 self.uncleanable[tp] = str(e)
                 log.error("%s is uncleanable (the cleaner leaves it until the broker restarts): %s", tp, e)
                 return True
@@ -217,6 +230,26 @@ class LogCleaner:
         finally:
             self.in_progress.pop(tp, None)
             self.stats.last_run_ms = _now_ms()
+
+    def _clean_in_thread(self, plan: CleanPlan, offset_map: OffsetMap) -> CleanResult | None:
+        with self._idle:
+            if self._abort.is_set():
+                raise CleanerAbortedError
+            self._running += 1
+        try:
+            return clean(plan, offset_map, self.throttler, self._abort)
+        finally:
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop the cleanings in worker threads at their next batch and wait for them (blocking): none may
+        touch a log dir after the broker let go of it. Their files are removed, or, when a cleaning had
+        finished, its ``.swap`` files are completed at the next start."""
+        self._abort.set()
+        with self._idle:
+            self._idle.wait_for(lambda: self._running == 0, timeout)
 
     def clean_now(self, plog: Log, offset_map: OffsetMap, now_ms: int | None = None) -> CleanResult | None:
         """One cleaning of ``plog`` whatever its dirty ratio, all in the calling thread (tools, tests)."""

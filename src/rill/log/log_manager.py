@@ -585,6 +585,7 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write checkpoints and the clean-shutdown markers (blocking)."""
+        self.cleaner.stop()
         dirty_dirs: set[Path] = set()
         for tp, plog in list(self._logs.items()):
             try:

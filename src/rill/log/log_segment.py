@@ -169,6 +169,11 @@ class LogSegment:
     def fd(self) -> int:
         return self._fd
 
+    @property
+    def file(self) -> SegmentFile | None:
+        """The open ``.log`` file (None once closed): holding it keeps the descriptor open."""
+        return self._file
+
     def region(self, position: int, length: int) -> FileRegion:
         """``length`` bytes of the ``.log`` file from ``position``, for ``os.sendfile``: the region holds
         the file open until it is dropped, whatever happens to the segment meanwhile."""

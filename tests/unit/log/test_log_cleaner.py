@@ -333,3 +333,55 @@ def test_model(tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[objec
                     assert o in present, (o, now, cleaned_at.get(o))
     finally:
         log.close()
+
+
+def test_appends_while_cleaning_are_kept_and_a_truncation_drops_the_cleaning(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", compact_config())
+    written = fill(log, 60)
+    cleaner = LogCleaner(CleanerConfig())
+    logs = {log.topic_partition: (log, tmp_path)}
+    plan = plan_cleaning(log, cleaner.first_dirty_offset(log), NOW)
+    assert plan is not None
+    result = clean(plan, OffsetMap(100))
+    assert result is not None
+    written.update(fill(log, 30))  # appended (and rolled) between the planning and the swap
+    cleaner._swap(result, logs)
+    assert cleaner.first_dirty[log.topic_partition] == result.map_end
+    records = all_records(log)
+    assert all(written[r.offset] == (r.key, r.value) for r in records)
+    assert [r.offset for r in records if r.offset >= result.map_end] == [
+        o for o in sorted(written) if o >= result.map_end
+    ]
+
+    # a truncation into the cleaned range between the planning and the swap: the cleaning is dropped
+    written.update(fill(log, 30))
+    plan = plan_cleaning(log, cleaner.first_dirty_offset(log), NOW)
+    assert plan is not None
+    result = clean(plan, OffsetMap(100))
+    assert result is not None
+    segments = log.segments
+    log.truncate_to(result.map_end - 5, now_ms=NOW)
+    cleaner._swap(result, logs)
+    assert log.segments == segments[: len(log.segments)]
+    assert not any(n.endswith((".swap", ".cleaned")) for n in os.listdir(log.dir))
+    assert cleaner.first_dirty_offset(log) <= result.map_end - 5
+    records = all_records(log)
+    assert [r.offset for r in records][-1] < result.map_end - 5
+    assert all(written[r.offset] == (r.key, r.value) for r in records)
+    log.close()
+
+
+def test_a_deleted_log_is_not_marked_uncleanable(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", compact_config())
+    fill(log, 60)
+    cleaner = LogCleaner(CleanerConfig())
+    logs = {log.topic_partition: (log, tmp_path)}
+
+    async def run() -> bool:
+        task = asyncio.ensure_future(cleaner.clean_one(logs, OffsetMap(100)))
+        await asyncio.sleep(0)  # the plan is made, the thread starts
+        log.delete()
+        return await task
+
+    assert asyncio.run(run())
+    assert not cleaner.uncleanable
