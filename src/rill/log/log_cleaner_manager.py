@@ -323,6 +323,18 @@ class LogCleaner:
                 t.cancel()
             self._wake = None
 
+    def metric_values(self) -> dict[str, float]:
+        """The cleaner's gauges under the Prometheus forms of Kafka's names (rill.metrics)."""
+        stats = self.stats
+        return {
+            "kafka_log_logcleaner_cleaner_recopy_percent": stats.last_recopy_percent,
+            "kafka_log_logcleaner_max_clean_time_secs": stats.last_clean_secs,
+            "kafka_log_logcleaner_max_buffer_utilization_percent": stats.last_buffer_utilization,
+            "kafka_log_logcleanermanager_max_dirty_percent": stats.max_dirty_percent,
+            "kafka_log_logcleanermanager_time_since_last_run_ms": float(max(0, _now_ms() - stats.last_run_ms)),
+            "kafka_log_logcleanermanager_uncleanable_partitions_count": float(len(self.uncleanable)),
+        }
+
     def wake(self) -> None:
         if self._wake is not None:
             self._wake.set()

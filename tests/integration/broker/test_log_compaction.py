@@ -6,7 +6,9 @@ the groups from a short log."""
 from __future__ import annotations
 
 import logging
+import socket
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,19 @@ def _wait_for(what: str, check: object, timeout: float = 60) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        lines = resp.read().decode().splitlines()
+    return {line.split()[0]: float(line.split()[1]) for line in lines if line.startswith("kafka_log_logcleaner")}
+
+
 def _read_table(bootstrap: str, topic: str, end: int) -> dict[bytes, bytes]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, 0, 0)])
@@ -60,7 +75,8 @@ def _read_table(bootstrap: str, topic: str, end: int) -> dict[bytes, bytes]:
 
 def test_a_compacted_topic_is_cleaned_and_still_reads_as_the_latest_table(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="rill.log_cleaner")
-    with rill.testing.broker(CLEANER) as b:
+    metrics_port = _free_port()
+    with rill.testing.broker(CLEANER | {"metrics.port": str(metrics_port)}) as b:
         bs = b.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bs})
         configs = {"cleanup.policy": "compact", "segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.1"}
@@ -85,6 +101,13 @@ def test_a_compacted_topic_is_cleaned_and_still_reads_as_the_latest_table(caplog
         assert _read_table(bs, "table", n) == expected
         lines = [r.getMessage() for r in caplog.records if "log-cleaner: cleaned table-0" in r.getMessage()]
         assert lines and "records removed" in lines[0]
+        metrics = _scrape(metrics_port)
+        assert 0 < metrics["kafka_log_logcleaner_max_buffer_utilization_percent"] <= 100
+        assert metrics["kafka_log_logcleaner_max_clean_time_secs"] > 0
+        assert 0 < metrics["kafka_log_logcleaner_cleaner_recopy_percent"] < 100
+        assert metrics["kafka_log_logcleanermanager_uncleanable_partitions_count"] == 0
+        assert metrics["kafka_log_logcleanermanager_time_since_last_run_ms"] >= 0
+        assert "kafka_log_logcleanermanager_max_dirty_percent" in metrics
         b.stop()
         saved = read_offset_checkpoint(b.data_dir / "logs" / CLEANER_OFFSET_CHECKPOINT)
         assert any(tp.topic == "table" and off > 0 for tp, off in saved.items())
