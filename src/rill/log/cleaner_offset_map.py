@@ -1,7 +1,8 @@
 """The log cleaner's map from record keys to the offset of their latest record (Kafka's SkimpyOffsetMap).
 
-Keys are stored as their 16-byte MD5 digest, as Kafka's map stores them; two keys with the same digest
-would count as one (with MD5 over record keys, not a practical concern). The map holds at most
+Keys are stored as their 16-byte MD5 digest, as Kafka's map stores them (keys shorter than that as
+themselves); two keys with the same digest would count as one (with MD5 over record keys, not a practical
+concern). The map holds at most
 ``slots`` entries: ``log.cleaner.dedupe.buffer.size`` split among the cleaner threads, times
 ``log.cleaner.io.buffer.load.factor``, divided by the 24 bytes an entry takes in Kafka's buffer (digest
 plus offset). When a log's dirty section has more distinct keys than that, the cleaner cleans the part
@@ -22,6 +23,10 @@ def slots_for(buffer_bytes: int, load_factor: float) -> int:
 
 
 def key_digest(key: bytes) -> bytes:
+    """The map's key for a record key: the key itself when shorter than a digest (no hashing, and no
+    collision: a digest is always 16 bytes), else its MD5 digest."""
+    if len(key) < DIGEST_SIZE:
+        return key
     return hashlib.md5(key, usedforsecurity=False).digest()
 
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from crc32c_rs import crc32c
 
@@ -195,9 +195,8 @@ def iter_batches(
         pos += p
 
 
-@dataclass(slots=True)
-class RecordInfo:
-    start: int
+class RecordInfo(NamedTuple):
+    start: int  # the record's bytes in the decompressed records section
     end: int
     offset_delta: int
     timestamp_delta: int
@@ -206,24 +205,32 @@ class RecordInfo:
 
 
 def walk_records(h: BatchHeader, batch: memoryview) -> tuple[bytes, list[RecordInfo]]:
-    """The decompressed records section of a batch and where each record lies in it."""
+    """The decompressed records section of a batch and where each record lies in it (the one-byte varints
+    read inline: this runs for every record the cleaner reads, twice)."""
     data = compression.decompress(h.attributes & COMPRESSION_MASK, batch[BATCH_HEADER_SIZE:])
     out: list[RecordInfo] = []
+    append = out.append
+    size = len(data)
     p = 0
     try:
         for _ in range(h.records_count):
-            length, q = read_varint(data, p)
+            x = data[p]
+            length, q = ((x >> 1) ^ -(x & 1), p + 1) if x < 0x80 else read_varint(data, p)
             end = q + length
-            if length < 6 or end > len(data):
+            if length < 6 or end > size:
                 raise CorruptRecordError(f"batch at offset {h.base_offset}: bad record length {length}")
-            q += 1  # attributes
-            ts_delta, q = read_varint(data, q)
-            off_delta, q = read_varint(data, q)
-            n, q = read_varint(data, q)
-            key = None if n < 0 else bytes(data[q : q + n])
-            q += max(n, 0)
-            n, q = read_varint(data, q)
-            out.append(RecordInfo(p, end, off_delta, ts_delta, key, n < 0))
+            x = data[q + 1]  # after the attributes byte
+            ts_delta, q = ((x >> 1) ^ -(x & 1), q + 2) if x < 0x80 else read_varint(data, q + 1)
+            x = data[q]
+            off_delta, q = ((x >> 1) ^ -(x & 1), q + 1) if x < 0x80 else read_varint(data, q)
+            x = data[q]
+            n, q = ((x >> 1) ^ -(x & 1), q + 1) if x < 0x80 else read_varint(data, q)
+            if n < 0:
+                key = None
+            else:
+                key = data[q : q + n]
+                q += n
+            append(RecordInfo(p, end, off_delta, ts_delta, key, data[q] == 1))  # zigzag(-1): a null value
             p = end
     except IndexError:
         raise CorruptRecordError(f"batch at offset {h.base_offset}: truncated record") from None
