@@ -275,7 +275,7 @@ class Log:
             set_log_append_time(view, 0, now)
         first_offset = self._leo
         last_offset = first_offset + delta
-        size_limit, segment_ms = config.segment_bytes, config.segment_ms
+        size_limit, segment_ms = config.segment_bytes, config.max_segment_ms
         try:
             # the roll check, the base offset and epoch, the write and the index entries in one call;
             # when the batch must go into a new segment, that empty segment takes it
@@ -456,7 +456,8 @@ class Log:
     # ---- rolling ------------------------------------------------------------------------------
 
     def _should_roll(self, seg: LogSegment, size: int, max_ts: int, last_offset: int, now_ms: int) -> bool:
-        return seg.should_roll(size, max_ts, last_offset, now_ms, self._config.segment_bytes, self._config.segment_ms)
+        config = self._config
+        return seg.should_roll(size, max_ts, last_offset, now_ms, config.segment_bytes, config.max_segment_ms)
 
     def roll(self, new_base: int | None = None, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the log end (kept if the active segment is empty)."""

@@ -50,6 +50,9 @@ class LogConfig:
     general path makes."""
     compacted: bool = dataclasses.field(init=False, repr=False, compare=False)
     """``compact`` is among the cleanup policies: every record appended needs a key."""
+    max_segment_ms: int = dataclasses.field(init=False, repr=False, compare=False)
+    """When the active segment rolls by time: ``segment.ms``, or ``max.compaction.lag.ms`` when the log is
+    compacted and that is shorter (Kafka's rule: records older than the lag must become cleanable)."""
     max_decompressed_bytes: int = dataclasses.field(init=False, repr=False, compare=False)
     """The most the broker decompresses of one producer batch (``compression.DECOMPRESSED_LIMIT``,
     or ``max.message.bytes`` when larger)."""
@@ -68,7 +71,10 @@ class LogConfig:
         object.__setattr__(self, "create_time_bounds", (before, after) if checked else None)
         fast_max = -1 if checked else min(self.max_message_bytes, self.segment_bytes)
         object.__setattr__(self, "single_batch_max_bytes", fast_max)
-        object.__setattr__(self, "compacted", "compact" in self.cleanup_policy.split(","))
+        compacted = "compact" in self.cleanup_policy.split(",")
+        object.__setattr__(self, "compacted", compacted)
+        roll_ms = min(self.segment_ms, self.max_compaction_lag_ms) if compacted else self.segment_ms
+        object.__setattr__(self, "max_segment_ms", roll_ms)
         object.__setattr__(self, "max_decompressed_bytes", max(DECOMPRESSED_LIMIT, self.max_message_bytes))
 
     def random_segment_jitter(self) -> int:

@@ -385,3 +385,15 @@ def test_a_deleted_log_is_not_marked_uncleanable(tmp_path: Path) -> None:
 
     assert asyncio.run(run())
     assert not cleaner.uncleanable
+
+
+def test_max_compaction_lag_rolls_the_active_segment_of_a_compacted_log(tmp_path: Path) -> None:
+    for policy, rolls in (("compact", True), ("compact,delete", True), ("delete", False)):
+        config = compact_config(cleanup_policy=policy, max_compaction_lag_ms=1000, segment_bytes=1 << 20)
+        log = Log(tmp_path / f"p{len(policy)}-0", config)
+        write(log, [("a", "1")], ts=NOW)
+        write(log, [("a", "2")], ts=NOW + 500)
+        assert log.num_segments == 1
+        write(log, [("a", "3")], ts=NOW + 1500)
+        assert (log.num_segments == 2) == rolls, policy
+        log.close()
