@@ -397,3 +397,25 @@ def test_max_compaction_lag_rolls_the_active_segment_of_a_compacted_log(tmp_path
         write(log, [("a", "3")], ts=NOW + 1500)
         assert (log.num_segments == 2) == rolls, policy
         log.close()
+
+
+def test_io_max_bytes_per_second_slows_a_cleaning_down(tmp_path: Path) -> None:
+    from rill.log.log_cleaner import Throttler
+
+    times = []
+    for rate in (1e308, 200_000.0):
+        log = Log(tmp_path / f"r{len(times)}-0", compact_config())
+        fill(log, 100)
+        plan = plan_cleaning(log, 0, NOW)
+        assert plan is not None
+        started = time.monotonic()
+        result = clean(plan, OffsetMap(100), Throttler(rate))
+        times.append(time.monotonic() - started)
+        assert result is not None
+        moved = result.bytes_read * 2 + result.bytes_written  # the map's pass, the rewrite's pass, the writes
+        if rate < 1e300:
+            assert times[-1] >= moved / rate * 0.8
+        for seg in result.cleaned:
+            seg.close()
+        log.close()
+    assert times[1] > times[0] * 3
