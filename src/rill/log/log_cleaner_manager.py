@@ -23,6 +23,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,12 +116,16 @@ class LogCleaner:
 
     # ---- checkpoints --------------------------------------------------------------------------
 
-    def load_checkpoints(self, log_dirs: list[Path]) -> None:
+    def load_checkpoints(self, log_dirs: list[Path], logs: Mapping[TopicPartition, Log]) -> None:
+        """The first dirty offsets of the ``logs`` loaded from ``log_dirs`` (entries of other logs are
+        dropped)."""
         for d in log_dirs:
             try:
-                self.first_dirty.update(read_offset_checkpoint(d / CLEANER_OFFSET_CHECKPOINT))
+                saved = read_offset_checkpoint(d / CLEANER_OFFSET_CHECKPOINT)
             except (OSError, ValueError) as e:
                 log.warning("Ignoring unreadable %s in %s: %s", CLEANER_OFFSET_CHECKPOINT, d, e)
+                continue
+            self.first_dirty.update({tp: off for tp, off in saved.items() if tp in logs and logs[tp].dir.parent == d})
 
     def checkpoint_snapshot(
         self, logs: dict[TopicPartition, tuple[Log, Path]]

@@ -171,7 +171,7 @@ class LogManager:
         # Entries of logs that are gone (deleted before a crash let the checkpoints catch up) must not
         # reach a log created later under the same name.
         self._write_all_checkpoints(self.log_dirs)
-        self.cleaner.load_checkpoints(self._online_dirs())
+        self.cleaner.load_checkpoints(self._online_dirs(), self._logs)
 
     def _lock_dirs(self) -> None:
         for log_dir in self.log_dirs:
@@ -374,6 +374,7 @@ class LogManager:
         for tp in tps:
             plog = self._logs.pop(tp, None)
             self._flush_requested.discard(tp)
+            self.cleaner.first_dirty.pop(tp, None)  # a log made again under this name starts dirty
             if plog is None:
                 continue
             done.append(tp)

@@ -419,3 +419,44 @@ def test_io_max_bytes_per_second_slows_a_cleaning_down(tmp_path: Path) -> None:
             seg.close()
         log.close()
     assert times[1] > times[0] * 3
+
+
+def test_the_log_manager_runs_the_cleaner_and_forgets_a_deleted_log(tmp_path: Path) -> None:
+    import uuid
+
+    from rill.common import TopicPartition
+    from rill.log.log_manager import LogManager
+
+    tp = TopicPartition("t", 0)
+    manager = LogManager([tmp_path], compact_config(), broker_config={"log.cleaner.backoff.ms": 20})
+    manager.startup()
+    log = manager.get_or_create_log(tp, uuid.uuid4(), compact_config())
+    expected = table_of(fill(log, 60))
+
+    async def background() -> None:
+        task = asyncio.ensure_future(manager.run_background())
+        deadline = time.monotonic() + 20
+        while manager.cleaner.first_dirty.get(tp, 0) == 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        task.cancel()
+
+    asyncio.run(background())
+    assert manager.cleaner.first_dirty[tp] > 0 and table(log) == expected
+    manager.shutdown()
+    assert read_offset_checkpoint(tmp_path / CLEANER_OFFSET_CHECKPOINT)[tp] > 0
+    manager = LogManager([tmp_path], compact_config())
+    manager.startup()
+    assert manager.cleaner.first_dirty[tp] > 0
+    manager.delete_log(tp)
+    assert tp not in manager.cleaner.first_dirty  # the topic made again starts dirty from its start
+    log = manager.get_or_create_log(tp, uuid.uuid4(), compact_config())
+    fill(log, 60)
+    assert manager.cleaner.first_dirty_offset(log) == 0
+    manager.shutdown()
+
+
+def table_of(written: dict[int, tuple[bytes, bytes | None]]) -> dict[bytes, bytes]:
+    latest: dict[bytes, bytes | None] = {}
+    for o in sorted(written):
+        latest[written[o][0]] = written[o][1]
+    return {k: v for k, v in latest.items() if v is not None}
