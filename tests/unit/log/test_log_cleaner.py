@@ -460,3 +460,21 @@ def table_of(written: dict[int, tuple[bytes, bytes | None]]) -> dict[bytes, byte
     for o in sorted(written):
         latest[written[o][0]] = written[o][1]
     return {k: v for k, v in latest.items() if v is not None}
+
+
+def test_the_offset_map_stays_within_its_buffer() -> None:
+    import tracemalloc
+
+    from rill.log.cleaner_offset_map import key_digest, slots_for
+
+    buffer_bytes = 4 * 1024 * 1024
+    slots = slots_for(buffer_bytes, 1.0)
+    offset_map = OffsetMap(slots)
+    tracemalloc.start()
+    try:
+        for i in range(slots):
+            offset_map.put(key_digest(b"a key of more than sixteen bytes %d" % i), 2**40 + i)
+        used, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert offset_map.full and used <= buffer_bytes
