@@ -343,11 +343,23 @@ def discard(segments: list[LogSegment]) -> None:
             seg.delete_files()
 
 
-def _new_output(plan: CleanPlan, base: int) -> LogSegment:
-    config = plan.config
+def _remove_cleaned(plan: CleanPlan, base: int) -> None:
     for s in (".log", ".index", ".timeindex"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(plan.dir / f"{base:020d}{s}{CLEANED_SUFFIX}")
+
+
+def _new_output(plan: CleanPlan, base: int) -> LogSegment:
+    config = plan.config
+    _remove_cleaned(plan, base)
+    try:
+        return _open_output(plan, config, base)
+    except BaseException:  # a segment half made (its index could not be created: a full disk)
+        _remove_cleaned(plan, base)
+        raise
+
+
+def _open_output(plan: CleanPlan, config: LogConfig, base: int) -> LogSegment:
     return LogSegment(
         plan.dir, base, index_interval_bytes=config.index_interval_bytes, max_index_size=config.segment_index_bytes,
         now_ms=plan.now_ms, roll_jitter_ms=0, active=True, suffix=CLEANED_SUFFIX,

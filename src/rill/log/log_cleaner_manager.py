@@ -12,8 +12,10 @@ Each log dir's ``cleaner-offset-checkpoint`` (the offset checkpoint format: vers
 has been cleaned. An entry below the log start offset, or above the log end, counts as the log start.
 
 ``log.cleaner.threads`` cleanings run at once, each on the event loop for its choice and swap and in a
-worker thread for the reading and writing. A cleaning that fails (a corrupt batch, a full disk) marks its
-log uncleanable until the broker restarts, with the reason logged; the others go on.
+worker thread for the reading and writing. A cleaning that fails on the log's content (a corrupt batch, a
+batch with more keys than the map holds) marks its log uncleanable until the broker restarts, with the
+reason logged; the others go on. One that fails for the disk (full, failing) is logged and tried again
+after ``log.cleaner.backoff.ms``; its files are removed.
 """
 
 from __future__ import annotations
@@ -220,6 +222,9 @@ class LogCleaner:
             try:
                 result = await asyncio.to_thread(self._clean_in_thread, plan, offset_map)
             except CleanerAbortedError:
+                return False
+            except OSError as e:  # a full or failing disk: tried again after the backoff, not given up on
+                log.warning("%s: cleaning failed, tried again later: %s", tp, e)
                 return False
             except Exception as e:
                 if any(s.segment.closed for s in plan.sources):  # the log was deleted meanwhile

@@ -478,3 +478,31 @@ def test_the_offset_map_stays_within_its_buffer() -> None:
     finally:
         tracemalloc.stop()
     assert offset_map.full and used <= buffer_bytes
+
+
+def test_a_full_disk_fails_a_cleaning_without_giving_up_on_the_log(tmpfs: Path) -> None:
+    log = Log(tmpfs / "t-0", compact_config(segment_bytes=16384))
+    for i in range(60):  # distinct keys: the cleaning keeps most of what it reads
+        write(log, [(f"key-{i}-{j}", "v" * 40) for j in range(20)])
+    log.roll(now_ms=NOW)
+    log.high_watermark = log.log_end_offset
+    expected = table(log)
+    junk = tmpfs / "junk"
+    fd = os.open(junk, os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(fd, b"\0" * 1024):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    cleaner = LogCleaner(CleanerConfig())
+    logs = {log.topic_partition: (log, tmpfs)}
+    assert not asyncio.run(cleaner.clean_one(logs, OffsetMap(10_000)))
+    assert not cleaner.uncleanable and cleaner.first_dirty[log.topic_partition] == 0
+    assert not any(n.endswith((".cleaned", ".swap")) for n in os.listdir(log.dir))
+    assert table(log) == expected
+    junk.unlink()
+    assert asyncio.run(cleaner.clean_one(logs, OffsetMap(10_000)))
+    assert cleaner.first_dirty[log.topic_partition] > 0 and table(log) == expected
+    log.close()
