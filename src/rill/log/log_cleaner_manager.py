@@ -223,13 +223,13 @@ class LogCleaner:
                 result = await asyncio.to_thread(self._clean_in_thread, plan, offset_map)
             except CleanerAbortedError:
                 return False
-            except OSError as e:  # a full or failing disk: tried again after the backoff, not given up on
-                log.warning("%s: cleaning failed, tried again later: %s", tp, e)
-                return False
             except Exception as e:
                 if any(s.segment.closed for s in plan.sources):  # the log was deleted meanwhile
                     log.info("%s: cleaning stopped, the log is gone: %s", tp, e)
                     return True
+                if isinstance(e, OSError):  # a full or failing disk: tried again after the backoff
+                    log.warning("%s: cleaning failed, tried again later: %s", tp, e)
+                    return False
                 self.uncleanable[tp] = str(e)
                 log.error("%s is uncleanable (the cleaner leaves it until the broker restarts): %s", tp, e)
                 return True
