@@ -30,7 +30,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -108,7 +108,6 @@ class CleanResult:
     records_removed: int = 0
     map_utilization: float = 0.0
     seconds: float = 0.0
-    extra: dict[str, float] = field(default_factory=dict)
 
 
 class Throttler:
