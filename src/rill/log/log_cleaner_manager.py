@@ -66,7 +66,8 @@ class CleanerConfig:
 
     @classmethod
     def from_broker(cls, config: Any) -> CleanerConfig:
-        getter = getattr(config, "get", None)
+        """From a ``BrokerConfig`` (or anything with ``get(name)``, or a callable ``name -> value``)."""
+        getter = config if callable(config) else getattr(config, "get", None)
         if getter is None:
             return cls()
 
@@ -115,6 +116,10 @@ class LogCleaner:
         self._wake: asyncio.Event | None = None
         self._running = 0  # cleanings in worker threads
         self._idle = threading.Condition()
+        # results of worker threads not yet taken by their coroutine (one cancelled meanwhile): removed by stop()
+        self._unclaimed: dict[object, CleanResult] = {}
+        self._workers_changed: asyncio.Event | None = None
+        self.workers = 0  # cleaner tasks running
 
     # ---- checkpoints --------------------------------------------------------------------------
 
@@ -218,9 +223,11 @@ class LogCleaner:
         if plan is None:
             return False
         self.in_progress[tp] = plog
+        ticket = object()
         try:
             try:
-                result = await asyncio.to_thread(self._clean_in_thread, plan, offset_map)
+                result = await asyncio.to_thread(self._clean_in_thread, plan, offset_map, ticket)
+                self._unclaimed.pop(ticket, None)
             except CleanerAbortedError:
                 return False
             except Exception as e:
@@ -241,13 +248,17 @@ class LogCleaner:
             self.in_progress.pop(tp, None)
             self.stats.last_run_ms = _now_ms()
 
-    def _clean_in_thread(self, plan: CleanPlan, offset_map: OffsetMap) -> CleanResult | None:
+    def _clean_in_thread(self, plan: CleanPlan, offset_map: OffsetMap, ticket: object) -> CleanResult | None:
         with self._idle:
             if self._abort.is_set():
                 raise CleanerAbortedError
             self._running += 1
         try:
-            return clean(plan, offset_map, self.throttler, self._abort)
+            result = clean(plan, offset_map, self.throttler, self._abort)
+            if result is not None:
+                with self._idle:
+                    self._unclaimed[ticket] = result
+            return result
         finally:
             with self._idle:
                 self._running -= 1
@@ -256,10 +267,14 @@ class LogCleaner:
     def stop(self, timeout: float = 60.0) -> None:
         """Stop the cleanings in worker threads at their next batch and wait for them (blocking): none may
         touch a log dir after the broker let go of it. Their files are removed, or, when a cleaning had
-        finished, its ``.swap`` files are completed at the next start."""
+        finished but was not swapped in, its files are removed too (the log may have changed since: a truncation)."""
         self._abort.set()
         with self._idle:
             self._idle.wait_for(lambda: self._running == 0, timeout)
+            unclaimed = list(self._unclaimed.values())
+            self._unclaimed.clear()
+        for result in unclaimed:  # finished after its coroutine was cancelled: never swapped in
+            discard(result.cleaned)
 
     def clean_now(self, plog: Log, offset_map: OffsetMap, now_ms: int | None = None) -> CleanResult | None:
         """One cleaning of ``plog`` whatever its dirty ratio, all in the calling thread (tools, tests)."""
@@ -303,15 +318,26 @@ class LogCleaner:
 
     async def run(self, logs_of: Any, dirs_of: Any) -> None:
         """The cleaner threads, until cancelled. ``logs_of()`` gives tp -> (log, log dir) now;
-        ``dirs_of()`` the online log dirs."""
-        threads = max(1, self.config.threads)
-        slots = slots_for(self.config.dedupe_buffer_size // threads, self.config.io_buffer_load_factor)
+        ``dirs_of()`` the online log dirs. ``reconfigure`` changes their number while they run."""
         self._wake = asyncio.Event()
+        self._workers_changed = asyncio.Event()
         self._abort.clear()
+        tasks: list[asyncio.Task[None]] = []
 
-        async def worker() -> None:
-            offset_map = OffsetMap(slots)
-            while True:
+        async def worker(index: int) -> None:
+            self.workers += 1
+            try:
+                await work(index)
+            finally:
+                self.workers -= 1
+
+        async def work(index: int) -> None:
+            offset_map = OffsetMap(1)
+            while index < max(1, self.config.threads):  # fewer threads wanted: the extra ones end between cleanings
+                threads = max(1, self.config.threads)
+                slots = slots_for(self.config.dedupe_buffer_size // threads, self.config.io_buffer_load_factor)
+                if offset_map.slots != slots:
+                    offset_map = OffsetMap(slots)
                 cleaned = await self.clean_one(logs_of(), offset_map)
                 offset_map.clear()
                 if cleaned:
@@ -324,14 +350,34 @@ class LogCleaner:
                     await asyncio.wait_for(self._wake.wait(), self.config.backoff_ms / 1000)
                 self._wake.clear()
 
-        tasks = [asyncio.create_task(worker(), name=f"log-cleaner-{i}") for i in range(threads)]
         try:
-            await asyncio.gather(*tasks)
+            while True:
+                tasks = [t for t in tasks if not t.done()]
+                running = {int(t.get_name().rsplit("-", 1)[1]) for t in tasks}
+                for i in range(max(1, self.config.threads)):
+                    if i not in running:
+                        tasks.append(asyncio.create_task(worker(i), name=f"log-cleaner-{i}"))
+                await self._workers_changed.wait()
+                self._workers_changed.clear()
         finally:
             self._abort.set()  # a cleaning in a worker thread stops at its next batch
             for t in tasks:
                 t.cancel()
             self._wake = None
+            self._workers_changed = None
+
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Take new ``log.cleaner.*`` values (dynamic broker configs) while running: the I/O rate and backoff
+        at once, the thread count and map size from each worker's next cleaning (``log.cleaner.enable`` is
+        read at start only, as in Kafka)."""
+        if config == self.config:
+            return
+        log.info("log cleaner reconfigured: %s", config)
+        self.config = config
+        self.throttler.rate = config.io_max_bytes_per_second
+        if self._workers_changed is not None:
+            self._workers_changed.set()
+        self.wake()
 
     def metric_values(self) -> dict[str, float]:
         """The cleaner's gauges under the Prometheus forms of Kafka's names (rill.metrics)."""

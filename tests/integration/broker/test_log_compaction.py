@@ -179,3 +179,24 @@ def test_a_broker_killed_while_it_cleans_starts_again_with_the_same_table(tmp_pa
             assert _read_table(b.bootstrap_servers, "table", n) == expected
             log_dir = b.data_dir / "logs" / "table-0"
             assert not list(log_dir.glob("*.swap"))
+
+
+def test_the_cleaner_follows_dynamic_broker_configs() -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    with rill.testing.broker(CLEANER) as b:
+        cleaner = b.broker.log_manager.cleaner
+        assert cleaner.config.threads == 1 and cleaner.config.backoff_ms == 50
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        settings = {"log.cleaner.threads": "3", "log.cleaner.io.max.bytes.per.second": "1000000.0"}
+        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in settings.items()]
+        resource = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=entries)
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(10)
+        _wait_for("three cleaner tasks", lambda: cleaner.config.threads == 3 and cleaner.workers == 3, 10)
+        assert cleaner.throttler.rate == 1_000_000.0
+        entries = [ConfigEntry("log.cleaner.threads", "1", incremental_operation=AlterConfigOpType.SET)]
+        resource = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=entries)
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(10)
+        _wait_for("one cleaner task", lambda: cleaner.workers == 1, 10)

@@ -5,6 +5,7 @@ property test over writes, cleanings, rolls and restarts."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -536,4 +537,30 @@ def test_a_cleaning_in_its_thread_leaves_the_event_loop_responsive(tmp_path: Pat
     asyncio.run(run())
     assert len(late) > 20
     assert statistics.median(late) < 0.003
+    log.close()
+
+
+def test_a_cleaning_whose_coroutine_was_cancelled_leaves_no_swap_files_after_stop(tmp_path: Path) -> None:
+    """Stopping the broker cancels the cleaner's tasks; a cleaning finishing in its thread after that is
+    never swapped in, and its .swap files must not wait for the next start (the log may be truncated
+    meanwhile, and a .swap file is completed at start)."""
+    log = Log(tmp_path / "t-0", compact_config())
+    fill(log, 200)
+    cleaner = LogCleaner(CleanerConfig())
+
+    async def run() -> None:
+        task = asyncio.ensure_future(cleaner.clean_one({log.topic_partition: (log, tmp_path)}, OffsetMap(100)))
+        while not cleaner._running:  # the thread has started the cleaning
+            await asyncio.sleep(0.0001)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    deadline = time.monotonic() + 10
+    while cleaner._running and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert any(n.endswith(".swap") for n in os.listdir(log.dir))  # finished, never swapped in
+    cleaner.stop()
+    assert not any(n.endswith((".swap", ".cleaned")) for n in os.listdir(log.dir))
     log.close()
