@@ -7,16 +7,19 @@ A cleaning has three steps:
    ``min.compaction.lag.ms``), each with its file held open (``SegmentFile``) and its size.
 2. ``clean`` (in a worker thread): an ``OffsetMap`` of key digest -> latest offset is built over the dirty
    section (from the first dirty offset on), as far as the map holds (the rest waits for the next
-   cleaning); then every segment below the map's end is rewritten, in groups that fit one segment
-   (``segment.bytes``, ``segment.index.bytes``), as ``<base>.log.cleaned`` (with its indexes), fsynced and
-   renamed ``.swap``. A record is kept when no later record of its key lies below the map's end; records
-   without a key go; a tombstone (null value) goes ``delete.retention.ms`` after the first cleaning that
-   kept it, which marks its batch with Kafka's delete horizon (attributes bit 6; the horizon is the
-   batch's base timestamp, the records' timestamp deltas relative to it).
+   cleaning); then every segment below the map's end is rewritten into as few segments as fit
+   (``segment.bytes``, the indexes not full, offsets within 2**31 of the base: a segment's kept batches join
+   the current cleaned segment when they fit, else start the next one at its base offset), each written as
+   ``<base>.log.cleaned`` (with its indexes), fsynced and renamed ``.swap``. A record is kept when no
+   later record of its key lies below the map's end; records without a key go; a tombstone (null value)
+   goes ``delete.retention.ms`` after the first cleaning that kept it, which marks its batch with Kafka's
+   delete horizon (attributes bit 6; the horizon is the batch's base timestamp, the records' timestamp
+   deltas relative to it).
    Records at or after the map's end, and control batches, are copied untouched. Offsets are never
    changed: a batch keeping all its records is copied as it is, one keeping none is dropped, one keeping
    some is rebuilt with the kept records' bytes under the original header (base offset, last offset
-   delta, leader epoch, producer fields, base timestamp) with the same codec.
+   delta, leader epoch, producer fields, base timestamp) with the same codec. The thread gives the GIL to
+   the event loop's thread every millisecond.
 3. ``Log.replace_segments`` (on the loop): when the planned segments are still in the log unchanged, the
    old ones are renamed ``.deleted`` (deleted after ``file.delete.delay.ms``; a FileRegion being sent
    keeps reading them) and the ``.swap`` files get their final names. A crash leaves ``.cleaned`` files
