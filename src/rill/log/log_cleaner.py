@@ -98,6 +98,7 @@ class CleanPlan:
     end: int  # first uncleanable offset
     sources: list[SourceSegment]
     now_ms: int
+    producer_last: dict[int, int]  # producer id -> last offset of its last batch in the log
 
 
 @dataclass(slots=True)
@@ -159,7 +160,8 @@ def plan_cleaning(log: Log, first_dirty: int, now_ms: int) -> CleanPlan | None:
         )
     if not sources or first_dirty >= end:
         return None
-    return CleanPlan(log, log.dir, config, first_dirty, end, sources, now_ms)
+    producer_last = {pid: entry.last_offset for pid, entry in log.producer_state.producers.items()}
+    return CleanPlan(log, log.dir, config, first_dirty, end, sources, now_ms, producer_last)
 
 
 def iter_batches(
@@ -281,6 +283,20 @@ def build_map(
                     offset_map.put(d, off)
             map_end = last + 1
     return map_end, read
+
+
+def empty_batch(h: BatchHeader) -> bytes:
+    """The batch's header with no records (uncompressed): its offsets, epoch and producer fields kept."""
+    attributes = h.attributes & ~COMPRESSION_MASK
+    header = bytearray(
+        HEADER_STRUCT.pack(
+            h.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD, h.partition_leader_epoch, MAGIC_V2, 0, attributes,
+            h.last_offset_delta, h.base_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch,
+            h.base_sequence, 0,
+        )
+    )  # fmt: skip
+    header[17:21] = int(crc32c(memoryview(header)[ATTRIBUTES_POS:])).to_bytes(4, "big")
+    return bytes(header)
 
 
 def rebuild_batch(h: BatchHeader, data: bytes, kept: list[RecordInfo], horizon: int | None = None) -> bytes:
@@ -419,7 +435,7 @@ def _write_cleaned(
         if out is None or not joins:
             out = start(src)
         for h, batch in iter_batches(src, throttler, abort):
-            buf = _filter_batch(h, batch, offset_map, result.map_end, plan.now_ms, horizon, result)
+            buf = _filter_batch(h, batch, offset_map, result.map_end, plan, horizon, result)
             if buf is None:
                 continue
             nh = h if buf is batch else parse_header(buf)
@@ -445,14 +461,18 @@ def _filter_batch(
     batch: memoryview,
     offset_map: OffsetMap,
     map_end: int,
-    now_ms: int,
+    plan: CleanPlan,
     horizon: int,
     result: CleanResult,
 ) -> memoryview | bytes | None:
     """The batch as it goes into the cleaned segment: itself, rebuilt with fewer records, or None.
 
     Tombstones go once the batch's delete horizon has passed; a batch keeping tombstones that has no
-    horizon yet gets one (``now`` + ``delete.retention.ms``), as Kafka's cleaner marks it."""
+    horizon yet gets one (``now`` + ``delete.retention.ms``), as Kafka's cleaner marks it. A producer's
+    last batch in the log stays even when none of its records does, as an empty batch (Kafka's rule: its
+    producer id, epoch and sequence numbers are what a restart or a follower rebuilds the producer's state
+    from, so a retried batch is still known as a duplicate)."""
+    now_ms = plan.now_ms
     if h.base_offset >= map_end or h.attributes & CONTROL_MASK:
         return batch
     has_horizon = bool(h.attributes & DELETE_HORIZON_MASK)
@@ -471,10 +491,12 @@ def _filter_batch(
         kept.append(r)
     result.records_removed += len(records) - len(kept)
     needs_horizon = not has_horizon and any(r.tombstone for r in kept)
+    if not kept:
+        if h.producer_id >= 0 and plan.producer_last.get(h.producer_id) == h.base_offset + h.last_offset_delta:
+            return batch if not records else empty_batch(h)
+        return None
     if len(kept) == len(records) and not needs_horizon:
         return batch
-    if not kept:
-        return None
     return rebuild_batch(h, data, kept, horizon if needs_horizon else None)
 
 

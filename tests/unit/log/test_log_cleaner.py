@@ -564,3 +564,45 @@ def test_a_cleaning_whose_coroutine_was_cancelled_leaves_no_swap_files_after_sto
     cleaner.stop()
     assert not any(n.endswith((".swap", ".cleaned")) for n in os.listdir(log.dir))
     log.close()
+
+
+def test_a_producers_last_batch_stays_as_an_empty_batch(tmp_path: Path) -> None:
+    """Every record of an idempotent producer's batches superseded: its earlier batch goes, its last one stays
+    without records, so the producer's sequence survives a restart without snapshots (and reaches a
+    follower copying the log)."""
+    log = Log(tmp_path / "t-0", compact_config())
+    for seq in (0, 2):
+        records = [Record(0, NOW, b"a", b"p"), Record(0, NOW, b"b", b"p")]
+        log.append(build_batch(records, producer_id=9, producer_epoch=1, base_sequence=seq), leader_epoch=0)
+    write(log, [("a", "late"), ("b", "late")])
+    log.roll(now_ms=NOW)
+    log.high_watermark = log.log_end_offset
+    LogCleaner(CleanerConfig()).clean_now(log, OffsetMap(100), NOW)
+    data = log.read_bytes(0, 1 << 20)
+    headers = [h for _, h in b.iter_batches(data)]
+    assert [(h.base_offset, h.records_count, h.producer_id, h.base_sequence) for h in headers] == [
+        (2, 0, 9, 2),
+        (4, 2, -1, -1),
+    ]
+    assert b.crc_ok(data, 0, headers[0]) and headers[0].last_offset_delta == 1
+    assert [(r.offset, r.value) for r in all_records(log)] == [(4, b"late"), (5, b"late")]
+    log.close(clean=False)
+    for snapshot in log.dir.glob("*.snapshot"):
+        snapshot.unlink()
+    log = Log(tmp_path / "t-0", compact_config(), recovery_point=0)
+    assert log.producer_state.producers[9].last_seq == 3
+    follower = Log(tmp_path / "f-0", compact_config())
+    follower.append_as_follower(log.read_bytes(0, 1 << 20))
+    assert follower.producer_state.producers[9].last_seq == 3
+    # a later batch of the producer: the empty one goes at the next cleaning
+    log.append(
+        build_batch([Record(0, NOW, b"c", b"p")], producer_id=9, producer_epoch=1, base_sequence=4), leader_epoch=0
+    )
+    write(log, [("c", "late")])
+    log.roll(now_ms=NOW)
+    log.high_watermark = log.log_end_offset
+    LogCleaner(CleanerConfig()).clean_now(log, OffsetMap(100), NOW)
+    headers = [h for _, h in b.iter_batches(log.read_bytes(0, 1 << 20))]
+    assert [(h.base_offset, h.records_count) for h in headers] == [(4, 2), (6, 0), (7, 1)]
+    follower.close()
+    log.close()
