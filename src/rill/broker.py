@@ -25,6 +25,7 @@ from rill.config import BrokerConfig, topic_config_defaults
 from rill.config.broker_config import effective_broker_value, per_ip_overrides
 from rill.config.definitions import NOT_YET_USED
 from rill.fsutil import raise_open_files_limit
+from rill.log.log_cleaner_manager import CleanerConfig
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
 from rill.metadata.embedded import EmbeddedMetadataStore
@@ -146,6 +147,7 @@ class Broker:
         if self.controller is not None:
             self._join_cluster()
         self._apply_connection_quotas()  # dynamic values kept from an earlier run
+        self._apply_cleaner_configs()
         self.metadata.add_listener(self._on_metadata_delta)
         self.services = BrokerServices(
             node_id=self.node_id,
@@ -234,6 +236,16 @@ class Broker:
     async def _on_metadata_delta(self, delta: MetadataDelta) -> None:
         if delta.broker_configs:
             self._apply_connection_quotas()
+            self._apply_cleaner_configs()
+
+    def _apply_cleaner_configs(self) -> None:
+        """Follow the dynamic ``log.cleaner.*`` configs (at start, and on every change of the dynamic broker
+        configs)."""
+        if self.metadata is None or self.log_manager is None:
+            return
+        dynamic = dynamic_broker_configs(self.metadata)
+        config = CleanerConfig.from_broker(lambda name: effective_broker_value(self.config, name, dynamic))
+        self.log_manager.cleaner.reconfigure(config)
 
     def _apply_connection_quotas(self) -> None:
         """Follow the dynamic connection limits (at start, and on every change of the dynamic broker configs;

@@ -41,6 +41,11 @@ Metric (labels) and the Kafka metric it mirrors:
 - ``kafka_controller_controllerstats_leaderelectionrateandtimems_total``,
   ``_uncleanleaderelections_total``: ControllerStats LeaderElectionRateAndTimeMs (its count; no timing) and
   UncleanLeaderElectionsPerSec, the elections this broker made while controller
+- ``kafka_log_logcleaner_cleaner_recopy_percent``, ``_max_clean_time_secs``, ``_max_buffer_utilization_percent``:
+  LogCleaner cleaner-recopy-percent, max-clean-time-secs, max-buffer-utilization-percent (the last cleaning)
+- ``kafka_log_logcleanermanager_max_dirty_percent``, ``_time_since_last_run_ms``,
+  ``_uncleanable_partitions_count``: LogCleanerManager max-dirty-percent, time-since-last-run-ms,
+  uncleanable-partitions-count (for the whole broker, not per log dir)
 - ``rill_implementation_info`` (module, implementation): Rill's own, 1 for each module that has a compiled
   implementation and a pure-Python twin, labelled with the one in use (``compiled`` or ``python``)
 
@@ -113,6 +118,7 @@ PartitionSource = Callable[[], Iterable[PartitionStats]]
 GroupSource = Callable[[], Iterable[GroupOffset]]
 PurgatorySource = Callable[[], Mapping[str, int]]
 CountSource = Callable[[], int]
+ValuesSource = Callable[[], Mapping[str, float]]
 
 
 TWINNED_MODULES = ("rill.records.scan",)
@@ -183,6 +189,7 @@ class BrokerMetrics:
         self._purgatory_source: PurgatorySource | None = None
         self._connection_source: CountSource | None = None
         self._replication_source: Callable[[], ReplicationStats] | None = None
+        self._cleaner_source: ValuesSource | None = None
         self.registry.register(_Collector(self))
 
     # -- hot path ----------------------------------------------------------------------------------------
@@ -250,6 +257,9 @@ class BrokerMetrics:
 
     def set_replication_source(self, source: Callable[[], ReplicationStats] | None) -> None:
         self._replication_source = source
+    def set_cleaner_source(self, source: ValuesSource | None) -> None:
+        """The log cleaner's gauges by metric name (``LogCleaner.metric_values``)."""
+        self._cleaner_source = source
 
     def attach(self, broker: Any) -> None:
         """Wire the lazy sources from a started ``rill.broker.Broker``: replica manager, server, groups."""
@@ -261,6 +271,9 @@ class BrokerMetrics:
         server = getattr(broker, "socket_server", None) or getattr(broker, "_server", None)
         if server is not None and hasattr(server, "connection_count"):
             self.set_connection_source(lambda: int(server.connection_count))
+        cleaner = getattr(getattr(broker, "log_manager", None), "cleaner", None)
+        if cleaner is not None and callable(getattr(cleaner, "metric_values", None)):
+            self.set_cleaner_source(cleaner.metric_values)
         services = getattr(broker, "services", None)
         coordinator: Any = getattr(services, "group_coordinator", None)
         offsets = getattr(coordinator, "committed_offsets", None)
@@ -493,6 +506,10 @@ class _Collector:
         yield GaugeMetricFamily(
             "kafka_server_socketservermetrics_connection_count", "Open client connections.", value=count
         )
+
+        if m._cleaner_source is not None:
+            for name, v in _snapshot(lambda: list((m._cleaner_source or dict)().items()), "cleaner metrics"):
+                yield GaugeMetricFamily(name, "Kafka's log cleaner gauge of this name.", value=v)
 
         info = GaugeMetricFamily(
             "rill_implementation_info",

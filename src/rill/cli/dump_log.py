@@ -18,6 +18,7 @@ from typing import TextIO
 
 from rill.cli._common import new_parser, run_main
 from rill.errors import KafkaError
+from rill.log.log_cleaner import DELETE_HORIZON_MASK
 from rill.log.offset_index import OffsetIndex
 from rill.log.producer_state import read_snapshot
 from rill.log.time_index import TimeIndex
@@ -51,13 +52,15 @@ def dump_log_file(path: Path, out: TextIO, *, print_records: bool) -> bool:
                 valid = crc_ok(view, pos, h)
                 all_valid = all_valid and valid
                 ts_type = "LogAppendTime" if h.timestamp_type else "CreateTime"
+                # the log cleaner's mark on a batch keeping tombstones: when they may go
+                horizon = f"deleteHorizonMs: {h.base_timestamp} " if h.attributes & DELETE_HORIZON_MASK else ""
                 out.write(
                     f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.records_count} "
                     f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} "
                     f"producerId: {h.producer_id} producerEpoch: {h.producer_epoch} "
                     f"partitionLeaderEpoch: {h.partition_leader_epoch} "
                     f"isTransactional: {str(h.is_transactional).lower()} isControl: {str(h.is_control).lower()} "
-                    f"position: {pos} {ts_type}: {h.max_timestamp} size: {h.size} "
+                    f"position: {pos} {ts_type}: {h.max_timestamp} {horizon}size: {h.size} "
                     f"magic: {h.magic} compresscodec: {CODECS.get(h.compression, h.compression)} "
                     f"crc: {h.crc} isvalid: {str(valid).lower()}\n"
                 )
@@ -80,8 +83,9 @@ def _print_records(batch: bytes, out: TextIO) -> None:
 
     try:
         for r in decode_batch_records(batch, verify_crc=False):
-            key = r.key.decode("utf-8", "replace") if r.key is not None else None
-            payload = r.value.decode("utf-8", "replace") if r.value is not None else None
+            key = r.key.decode("utf-8", "replace") if r.key is not None else "null"
+            # a null value is a tombstone: a compacted topic's deletion of its key
+            payload = r.value.decode("utf-8", "replace") if r.value is not None else "null (tombstone)"
             key_size = len(r.key) if r.key is not None else -1
             value_size = len(r.value) if r.value is not None else -1
             out.write(

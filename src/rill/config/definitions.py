@@ -63,8 +63,6 @@ def _per_ip_overrides(value: str) -> str | None:
 # yet, or does not apply to its design; a broker warns at start about each one that is set (docs/OPERATIONS.md
 # lists them).
 NOT_YET_USED = frozenset({
-    "log.cleaner.enable", "log.cleaner.threads", "log.cleaner.delete.retention.ms", "log.cleaner.min.cleanable.ratio",
-    "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms",
     "inter.broker.listener.name",
     "transaction.state.log.num.partitions", "transaction.state.log.replication.factor", "transaction.max.timeout.ms",
     "transactional.id.expiration.ms", "producer.id.expiration.ms", "log.local.retention.ms",
@@ -498,6 +496,19 @@ for _args, _opts in [
     ),
     (("log.cleaner.enable", B, "true", "Run the log cleaner for compacted topics.", None, MEDIUM), {}),
     (("log.cleaner.threads", INT, 1, "Log cleaner threads.", _nonneg, MEDIUM), _dyn),
+    (("log.cleaner.dedupe.buffer.size", LONG, 134217728, "Memory for the cleaners' key maps.", _nonneg, MEDIUM), _dyn),
+    (("log.cleaner.io.buffer.load.factor", D, 0.9, "How full a key map may get.", between(0, 1), MEDIUM), _dyn),
+    (
+        (
+            "log.cleaner.io.max.bytes.per.second",
+            D,
+            1.7976931348623157e308,
+            "The cleaners' read and write rate limit.",
+            None,
+            MEDIUM,
+        ),
+        _dyn,
+    ),
     (
         (
             "log.cleaner.backoff.ms",

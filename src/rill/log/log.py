@@ -130,6 +130,7 @@ class Log:
                 seg.close()
             raise
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self.truncated_to: int | None = None  # the lowest truncation since the cleaner last looked
         self._writes_failing = False  # a write failed and none succeeded since (logged once each way)
         self._unflushed_messages = 0
         self.last_flush_ms = now
@@ -274,7 +275,7 @@ class Log:
             set_log_append_time(view, 0, now)
         first_offset = self._leo
         last_offset = first_offset + delta
-        size_limit, segment_ms = config.segment_bytes, config.segment_ms
+        size_limit, segment_ms = config.segment_bytes, config.max_segment_ms
         try:
             # the roll check, the base offset and epoch, the write and the index entries in one call;
             # when the batch must go into a new segment, that empty segment takes it
@@ -455,7 +456,8 @@ class Log:
     # ---- rolling ------------------------------------------------------------------------------
 
     def _should_roll(self, seg: LogSegment, size: int, max_ts: int, last_offset: int, now_ms: int) -> bool:
-        return seg.should_roll(size, max_ts, last_offset, now_ms, self._config.segment_bytes, self._config.segment_ms)
+        config = self._config
+        return seg.should_roll(size, max_ts, last_offset, now_ms, config.segment_bytes, config.max_segment_ms)
 
     def roll(self, new_base: int | None = None, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the log end (kept if the active segment is empty)."""
@@ -604,6 +606,30 @@ class Log:
             log.warning("%s: log start offset moved to %d; the upkeep after it waits: %s", self._tp, offset, e)
         return True
 
+    def replace_segments(self, old: list[LogSegment], new: list[LogSegment], now_ms: int | None = None) -> bool:
+        """Put the cleaner's ``new`` segments (``.swap`` files) in place of ``old``, a run of inactive
+        segments: the old ones renamed ``.deleted`` and deleted later, then the new ones given their final
+        names. False, with nothing changed, when ``old`` is no longer in the log as it was planned."""
+        if not old:
+            return False
+        try:
+            i = next(n for n, s in enumerate(self._segments) if s is old[0])
+        except StopIteration:
+            return False
+        run = self._segments[i : i + len(old)]
+        if i + len(old) >= len(self._segments) or any(a is not b for a, b in zip(run, old, strict=True)):
+            return False
+        now = _now_ms() if now_ms is None else now_ms
+        self._segments[i : i + len(old)] = new
+        self._schedule_delete(old, now)
+        for seg in new:
+            try:
+                seg.rename_suffix("")
+            except OSError as e:  # the .swap file is completed when the log is opened again
+                log.warning("%s: cannot rename %s: %s", self._tp, seg.log_path, e)
+        self._dir_changes += 1
+        return True
+
     # ---- truncation ---------------------------------------------------------------------------
 
     def truncate_to(self, offset: int, now_ms: int | None = None) -> bool:
@@ -612,6 +638,7 @@ class Log:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"cannot truncate {self._tp} to {offset}")
         if offset >= self._leo:
             return False
+        self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
         now = _now_ms() if now_ms is None else now_ms
         if offset < self._segments[0].base_offset or offset < self._log_start_offset:
             self.truncate_fully_and_start_at(offset, now)
@@ -634,6 +661,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
         now = _now_ms() if now_ms is None else now_ms
+        self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
         doomed = list(self._segments)
         self._segments = []
         self._schedule_delete(doomed, now)

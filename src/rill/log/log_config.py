@@ -36,6 +36,10 @@ class LogConfig:
     message_timestamp_after_max_ms: int = LONG_MAX
     message_timestamp_difference_max_ms: int = LONG_MAX  # deprecated by Kafka; fills in for either above
     cleanup_policy: str = "delete"
+    delete_retention_ms: int = 24 * 60 * 60 * 1000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
     # derived from message_timestamp_type (plain fields: the append path reads them per batch)
     log_append_time: bool = dataclasses.field(init=False, repr=False, compare=False)
     create_time_bounds: tuple[int, int] | None = dataclasses.field(init=False, repr=False, compare=False)
@@ -46,6 +50,9 @@ class LogConfig:
     general path makes."""
     compacted: bool = dataclasses.field(init=False, repr=False, compare=False)
     """``compact`` is among the cleanup policies: every record appended needs a key."""
+    max_segment_ms: int = dataclasses.field(init=False, repr=False, compare=False)
+    """When the active segment rolls by time: ``segment.ms``, or ``max.compaction.lag.ms`` when the log is
+    compacted and that is shorter (Kafka's rule: records older than the lag must become cleanable)."""
     max_decompressed_bytes: int = dataclasses.field(init=False, repr=False, compare=False)
     """The most the broker decompresses of one producer batch (``compression.DECOMPRESSED_LIMIT``,
     or ``max.message.bytes`` when larger)."""
@@ -64,7 +71,10 @@ class LogConfig:
         object.__setattr__(self, "create_time_bounds", (before, after) if checked else None)
         fast_max = -1 if checked else min(self.max_message_bytes, self.segment_bytes)
         object.__setattr__(self, "single_batch_max_bytes", fast_max)
-        object.__setattr__(self, "compacted", "compact" in self.cleanup_policy.split(","))
+        compacted = "compact" in self.cleanup_policy.split(",")
+        object.__setattr__(self, "compacted", compacted)
+        roll_ms = min(self.segment_ms, self.max_compaction_lag_ms) if compacted else self.segment_ms
+        object.__setattr__(self, "max_segment_ms", roll_ms)
         object.__setattr__(self, "max_decompressed_bytes", max(DECOMPRESSED_LIMIT, self.max_message_bytes))
 
     def random_segment_jitter(self) -> int:
@@ -125,6 +135,13 @@ def _choice(options: tuple[str, ...]) -> Callable[[str], str]:
     return parse
 
 
+def _ratio(raw: str) -> float:
+    value = float(str(raw).strip())
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("must be between 0 and 1")
+    return value
+
+
 def _cleanup_policy(raw: str) -> str:
     """A list of ``delete`` and ``compact``; the empty list (Kafka 4.2) keeps every record: no retention,
     no compaction."""
@@ -152,4 +169,8 @@ _TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "message.timestamp.after.max.ms": ("message_timestamp_after_max_ms", _int_in(0, LONG_MAX)),
     "message.timestamp.difference.max.ms": ("message_timestamp_difference_max_ms", _int_in(0, LONG_MAX)),
     "cleanup.policy": ("cleanup_policy", _cleanup_policy),
+    "delete.retention.ms": ("delete_retention_ms", _int_in(0, LONG_MAX)),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _ratio),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", _int_in(0, LONG_MAX)),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", _int_in(1, LONG_MAX)),
 }

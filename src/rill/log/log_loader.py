@@ -6,6 +6,10 @@ every segment from the one holding the recovery point onwards is re-validated ba
 (length, magic, CRC32C, increasing offsets) with its indexes rebuilt; the log is cut at the
 first invalid byte and any later segment is deleted. A missing or inconsistent index is rebuilt
 in either case. Files whose names do not parse are left alone with a warning.
+
+The log cleaner's leftovers are handled as Kafka's loader does: ``.cleaned`` files (a cleaning that did not
+finish) are deleted; a ``<base>.log.swap`` file (a cleaned segment complete on disk) replaces every segment
+whose base offset lies in its offset range, and takes its final name (its indexes are rebuilt).
 """
 
 from __future__ import annotations
@@ -19,18 +23,22 @@ from pathlib import Path
 from rill.log.leader_epoch_cache import LeaderEpochFileCache
 from rill.log.log_config import LogConfig
 from rill.log.log_segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
     segment_file_name,
 )
 from rill.log.producer_state import ProducerStateManager
+from rill.records.batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, parse_header
 
 log = logging.getLogger(__name__)
 
-_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX, SWAP_SUFFIX)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +55,49 @@ def parse_base_offset(name: str, suffix: str) -> int | None:
     if len(stem) != 20 or not stem.isdigit():
         return None
     return int(stem)
+
+
+def _swap_last_offset(path: Path) -> int:
+    """The last offset of the whole batches in a ``.swap`` segment file (-1 when it has none)."""
+    last = -1
+    with path.open("rb") as f:
+        pos = 0
+        size = os.fstat(f.fileno()).st_size
+        while pos + BATCH_HEADER_SIZE <= size:
+            f.seek(pos)
+            raw = f.read(BATCH_HEADER_SIZE)
+            header = parse_header(raw)
+            if header.magic != MAGIC_V2 or header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
+                break
+            if pos + header.size > size:
+                break
+            last = header.last_offset
+            pos += header.size
+    return last
+
+
+def complete_swaps(dir: Path) -> int:
+    """Finish the cleaner's swaps a crash interrupted; returns how many."""
+    swaps = sorted(
+        (base, path)
+        for path in dir.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")
+        if (base := parse_base_offset(path.name[: -len(SWAP_SUFFIX)], LOG_SUFFIX)) is not None
+    )
+    for base, path in swaps:
+        last = max(_swap_last_offset(path), base)
+        for old in dir.glob(f"*{LOG_SUFFIX}"):
+            old_base = parse_base_offset(old.name, LOG_SUFFIX)
+            if old_base is not None and base <= old_base <= last:
+                log.info("Deleting segment %s, replaced by the cleaned %s", old.name, path.name)
+                for suffix in _SEGMENT_SUFFIXES:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(dir / segment_file_name(old_base, suffix))
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # rebuilt from the log file
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(dir / (segment_file_name(base, suffix) + SWAP_SUFFIX))
+        os.rename(path, dir / segment_file_name(base, LOG_SUFFIX))
+        log.info("Completed the swap of the cleaned segment %s", path.name)
+    return len(swaps)
 
 
 def _clean_leftovers(dir: Path) -> list[int]:
@@ -91,6 +142,7 @@ def load_segments(
     had_clean_shutdown: bool,
     now_ms: int,
 ) -> LoadResult:
+    complete_swaps(dir)
     bases = _clean_leftovers(dir)
     segments: list[LogSegment] = []
     recovered = 0

@@ -47,6 +47,7 @@ from rill.log.checkpoints import (
     write_offset_checkpoint,
 )
 from rill.log.log import Log, parse_topic_partition
+from rill.log.log_cleaner_manager import CleanerConfig, LogCleaner
 from rill.log.log_config import LONG_MAX, LogConfig
 from rill.log.log_segment import LogSegment
 
@@ -147,6 +148,7 @@ class LogManager:
         self._start_offset_moves: list[StartOffsetMove] = []  # DeleteRecords offsets being made durable
         self._checkpoint_seq = 0
         self._written_seq: dict[tuple[str, Path], int] = {}
+        self.cleaner = LogCleaner(CleanerConfig.from_broker(broker_config))
 
     # ---- startup ------------------------------------------------------------------------------
 
@@ -169,6 +171,7 @@ class LogManager:
         # Entries of logs that are gone (deleted before a crash let the checkpoints catch up) must not
         # reach a log created later under the same name.
         self._write_all_checkpoints(self.log_dirs)
+        self.cleaner.load_checkpoints(self._online_dirs(), self._logs)
 
     def _lock_dirs(self) -> None:
         for log_dir in self.log_dirs:
@@ -400,6 +403,7 @@ class LogManager:
         for tp in tps:
             plog = self._logs.pop(tp, None)
             self._flush_requested.discard(tp)
+            self.cleaner.first_dirty.pop(tp, None)  # a log made again under this name starts dirty
             if plog is None:
                 continue
             done.append(tp)
@@ -513,6 +517,12 @@ class LogManager:
 
     # ---- background duties --------------------------------------------------------------------
 
+    def _online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def _cleaner_logs(self) -> dict[TopicPartition, tuple[Log, Path]]:
+        return {tp: (plog, self._log_dir_of[tp]) for tp, plog in self._logs.items()}
+
     def _request_flush(self, plog: Log) -> None:
         self._flush_requested.add(plog.topic_partition)
         self._maybe_wake()
@@ -528,6 +538,9 @@ class LogManager:
         next_retention = now + min(self.retention_check_interval_ms, 30000)
         next_checkpoint = now + self.flush_checkpoint_interval_ms
         next_start_checkpoint = now + self.flush_start_offset_checkpoint_interval_ms
+        cleaning = None
+        if self.cleaner.config.enable:
+            cleaning = asyncio.create_task(self.cleaner.run(self._cleaner_logs, self._online_dirs), name="log-cleaner")
         try:
             while True:
                 with contextlib.suppress(TimeoutError):
@@ -547,6 +560,8 @@ class LogManager:
                     await self.write_checkpoints(LOG_START_OFFSET_CHECKPOINT)
         finally:
             self._wake = None
+            if cleaning is not None:
+                cleaning.cancel()
 
     async def flush_dirty_logs(self, now_ms: int) -> None:
         """fsync (in a thread) every log past flush.messages or flush.ms; advance recovery points."""
@@ -600,6 +615,7 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write checkpoints and the clean-shutdown markers (blocking)."""
+        self.cleaner.stop()
         dirty_dirs: set[Path] = set()
         for tp, plog in list(self._logs.items()):
             try:
@@ -612,6 +628,7 @@ class LogManager:
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
+        self.cleaner.write_checkpoints(self.cleaner.checkpoint_snapshot(self._cleaner_logs()), self._online_dirs())
         self._delete_files([], self._dirs_to_delete)
         self._dirs_to_delete = []
         for d in self.log_dirs:

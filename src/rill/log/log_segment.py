@@ -48,6 +48,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"  # a segment the log cleaner is writing (deleted when found at start)
+SWAP_SUFFIX = ".swap"  # a cleaned segment, complete, about to replace the segments it was made from
 INT32_MAX = 2**31 - 1
 _SCAN_CHUNK = 64 * 1024
 _IOV_MAX = 1024
@@ -121,12 +123,14 @@ class LogSegment:
         now_ms: int,
         roll_jitter_ms: int,
         active: bool,
+        suffix: str = "",
     ) -> None:
         self.dir = dir
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
-        self.log_path = dir / segment_file_name(base_offset, LOG_SUFFIX)
+        self.suffix = suffix  # "" for a live segment; CLEANED_SUFFIX / SWAP_SUFFIX while the cleaner makes one
+        self.log_path = dir / (segment_file_name(base_offset, LOG_SUFFIX) + suffix)
         self.lock = threading.Lock()
         self.closed = False
         self.created_ms = now_ms
@@ -135,11 +139,11 @@ class LogSegment:
         self._file: SegmentFile | None = SegmentFile(self._fd)  # closes the descriptor when the last holder goes
         try:
             self.offset_index = OffsetIndex(
-                dir / segment_file_name(base_offset, INDEX_SUFFIX), base_offset, max_index_size, active
+                dir / (segment_file_name(base_offset, INDEX_SUFFIX) + suffix), base_offset, max_index_size, active
             )
             try:
                 self.time_index = TimeIndex(
-                    dir / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
+                    dir / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
                     base_offset,
                     max_index_size,
                     active,
@@ -164,6 +168,11 @@ class LogSegment:
     @property
     def fd(self) -> int:
         return self._fd
+
+    @property
+    def file(self) -> SegmentFile | None:
+        """The open ``.log`` file (None once closed): holding it keeps the descriptor open."""
+        return self._file
 
     def region(self, position: int, length: int) -> FileRegion:
         """``length`` bytes of the ``.log`` file from ``position``, for ``os.sendfile``: the region holds
@@ -514,6 +523,17 @@ class LogSegment:
         for index in (self.offset_index, self.time_index):
             with contextlib.suppress(FileNotFoundError):
                 index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+
+    def rename_suffix(self, suffix: str) -> None:
+        """Rename the three files from ``<name><current suffix>`` to ``<name><suffix>`` (the cleaner's
+        ``.cleaned`` -> ``.swap`` -> final name); files stay open."""
+        old = self.suffix
+        for index in (self.offset_index, self.time_index):
+            index.rename(index.path.with_name(index.path.name[: len(index.path.name) - len(old)] + suffix))
+        new_log = self.log_path.with_name(self.log_path.name[: len(self.log_path.name) - len(old)] + suffix)
+        os.rename(self.log_path, new_log)
+        self.log_path = new_log
+        self.suffix = suffix
 
     def delete_files(self) -> None:
         """Close and unlink (blocking: run it in a worker thread)."""

@@ -18,10 +18,10 @@ def test_the_unused_configs_are_broker_configs() -> None:
 
 def test_a_broker_says_which_configs_it_does_not_use(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="rill.broker")
-    with rill.testing.broker({"log.cleaner.threads": "2", "num.io.threads": "8"}):
+    with rill.testing.broker({"log.preallocate": "true", "num.io.threads": "8"}):
         pass
     (line,) = [r.getMessage() for r in caplog.records if "not used by this version" in r.getMessage()]
-    assert line.endswith("log.cleaner.threads, num.io.threads")
+    assert line.endswith("log.preallocate, num.io.threads")
 
 
 def test_no_warning_when_none_is_set(caplog: pytest.LogCaptureFixture) -> None:

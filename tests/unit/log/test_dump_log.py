@@ -58,3 +58,25 @@ def test_a_batch_that_fails_its_crc_fails_the_dump(tmp_path: Path, capsys: pytes
     out = capsys.readouterr().out
     assert out.count("isvalid: true") == 1 and out.count("isvalid: false") == 1
     assert "| records not printed: the batch fails its CRC" in out
+
+
+def test_dump_log_shows_tombstones_and_the_delete_horizon(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rill.log.cleaner_offset_map import OffsetMap
+    from rill.log.log_cleaner_manager import CleanerConfig, LogCleaner
+    from rill.records.builder import build_batch
+    from rill.records.record import Record
+
+    d = tmp_path / "t-0"
+    log = open_log(d, small_config(cleanup_policy="compact", delete_retention_ms=1000))
+    now = 1_800_000_000_000
+    log.append(build_batch([Record(0, now, b"a", b"1"), Record(0, now + 5, b"a", None)]), leader_epoch=0)
+    log.roll()
+    log.append(build_batch([Record(0, now, b"b", b"2")]), leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+    LogCleaner(CleanerConfig()).clean_now(log, OffsetMap(10), now)
+    log.close()
+    assert main([str(d), "--print-data-log"]) == 0
+    out = capsys.readouterr().out
+    assert f"deleteHorizonMs: {now + 1000} " in out
+    assert f"| offset: 1 CreateTime: {now + 5} keySize: 1 valueSize: -1 " in out
+    assert "key: a payload: null (tombstone)" in out

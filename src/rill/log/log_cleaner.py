@@ -1,0 +1,513 @@
+"""One cleaning of a compacted log (Kafka's Cleaner): keep, for each key, only its latest record.
+
+A cleaning has three steps:
+
+1. ``plan_cleaning`` (on the event loop): the log's segments from its start up to the first uncleanable
+   offset (the active segment's base, the high watermark, the first segment younger than
+   ``min.compaction.lag.ms``), each with its file held open (``SegmentFile``) and its size.
+2. ``clean`` (in a worker thread): an ``OffsetMap`` of key digest -> latest offset is built over the dirty
+   section (from the first dirty offset on), as far as the map holds (the rest waits for the next
+   cleaning); then every segment below the map's end is rewritten into as few segments as fit
+   (``segment.bytes``, the indexes not full, offsets within 2**31 of the base: a segment's kept batches join
+   the current cleaned segment when they fit, else start the next one at its base offset), each written as
+   ``<base>.log.cleaned`` (with its indexes), fsynced and renamed ``.swap``. A record is kept when no
+   later record of its key lies below the map's end; records without a key go; a tombstone (null value)
+   goes ``delete.retention.ms`` after the first cleaning that kept it, which marks its batch with Kafka's
+   delete horizon (attributes bit 6; the horizon is the batch's base timestamp, the records' timestamp
+   deltas relative to it).
+   Records at or after the map's end, and control batches, are copied untouched. Offsets are never
+   changed: a batch keeping all its records is copied as it is, one keeping none is dropped, one keeping
+   some is rebuilt with the kept records' bytes under the original header (base offset, last offset
+   delta, leader epoch, producer fields, base timestamp) with the same codec. The thread gives the GIL to
+   the event loop's thread every millisecond.
+3. ``Log.replace_segments`` (on the loop): when the planned segments are still in the log unchanged, the
+   old ones are renamed ``.deleted`` (deleted after ``file.delete.delay.ms``; a FileRegion being sent
+   keeps reading them) and the ``.swap`` files get their final names. A crash leaves ``.cleaned`` files
+   (deleted at start) or ``.swap`` files (completed at start, see rill.log.log_loader).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from crc32c_rs import crc32c
+
+from rill.log.cleaner_offset_map import OffsetMap, key_digest
+from rill.log.log_config import LogConfig
+from rill.log.log_segment import CLEANED_SUFFIX, INT32_MAX, SWAP_SUFFIX, LogSegment, SegmentFile
+from rill.records import compression
+from rill.records.batch import (
+    ATTRIBUTES_POS,
+    BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    Buffer,
+    CorruptRecordError,
+    crc_ok,
+    parse_header,
+)
+from rill.records.record import decode_records, encode_record, read_varint
+
+if TYPE_CHECKING:
+    from rill.log.log import Log
+
+_READ_CHUNK = 1 << 20
+_PENDING_LIMIT = 16 << 20  # the most of one source's cleaned batches held while deciding where they go
+_YIELD_EVERY_S = 0.001  # the longest the cleaner keeps the GIL from the event loop's thread
+DELETE_HORIZON_MASK = 0x40  # attributes bit 6: baseTimestamp holds the time the batch's tombstones may go
+
+
+class OffsetMapTooSmallError(Exception):
+    """One batch has more distinct keys than the offset map holds."""
+
+
+class CleanerAbortedError(Exception):
+    """The cleaning was stopped (shutdown, the log deleted)."""
+
+
+@dataclass(slots=True)
+class SourceSegment:
+    """A segment as the plan saw it: its file held open and its size then."""
+
+    segment: LogSegment
+    file: SegmentFile
+    size: int
+    base_offset: int
+    end_offset: int  # the next segment's base offset
+    index_entries: int
+
+
+@dataclass(slots=True)
+class CleanPlan:
+    log: Log
+    dir: Path
+    config: LogConfig
+    first_dirty: int
+    end: int  # first uncleanable offset
+    sources: list[SourceSegment]
+    now_ms: int
+    producer_last: dict[int, int]  # producer id -> last offset of its last batch in the log
+
+
+@dataclass(slots=True)
+class CleanResult:
+    plan: CleanPlan
+    groups: list[list[SourceSegment]]
+    cleaned: list[LogSegment]
+    map_end: int  # the new first dirty offset
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_removed: int = 0
+    map_utilization: float = 0.0
+    seconds: float = 0.0
+
+
+class Throttler:
+    """Keeps the cleaner's I/O at ``log.cleaner.io.max.bytes.per.second`` (shared by its threads)."""
+
+    def __init__(self, bytes_per_second: float) -> None:
+        self.rate = bytes_per_second
+        self._lock = threading.Lock()
+        self._start = time.monotonic()
+        self._bytes = 0.0
+
+    def maybe_throttle(self, n: int) -> None:
+        if self.rate <= 0 or self.rate >= 1e300:
+            return
+        with self._lock:
+            self._bytes += n
+            now = time.monotonic()
+            elapsed = now - self._start
+            wait = self._bytes / self.rate - elapsed
+            if elapsed > 1.0 and wait <= 0:
+                self._start, self._bytes = now, 0.0
+        if wait > 0:
+            time.sleep(wait)
+
+
+def plan_cleaning(log: Log, first_dirty: int, now_ms: int) -> CleanPlan | None:
+    """The cleanable part of ``log`` (on the loop): None when nothing below the first uncleanable offset
+    is dirty."""
+    config = log.config
+    segments = log.segments
+    end = min(segments[-1].base_offset, log.high_watermark)
+    lag = config.min_compaction_lag_ms
+    sources: list[SourceSegment] = []
+    for i, seg in enumerate(segments[:-1]):
+        if seg.base_offset >= end:
+            break
+        if lag > 0 and seg.base_offset >= first_dirty and seg.largest_timestamp() > now_ms - lag:
+            end = min(end, seg.base_offset)
+            break
+        file = seg.file
+        if file is None:  # closed: the log is going away
+            return None
+        sources.append(
+            SourceSegment(seg, file, seg.size, seg.base_offset, segments[i + 1].base_offset, seg.offset_index.entries)
+        )
+    if not sources or first_dirty >= end:
+        return None
+    producer_last = {pid: entry.last_offset for pid, entry in log.producer_state.producers.items()}
+    return CleanPlan(log, log.dir, config, first_dirty, end, sources, now_ms, producer_last)
+
+
+def iter_batches(
+    src: SourceSegment, throttler: Throttler | None, abort: threading.Event | None
+) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Every batch of a planned segment, CRC checked (a bad one raises CorruptRecordError)."""
+    fd, size = src.file.fd, src.size
+    pos = 0
+    last_yield = time.monotonic()
+    while pos < size:
+        if abort is not None and abort.is_set():
+            raise CleanerAbortedError
+        chunk = os.pread(fd, min(_READ_CHUNK, size - pos), pos)
+        if throttler is not None:
+            throttler.maybe_throttle(len(chunk))
+        view = memoryview(chunk)
+        p = 0
+        while p + BATCH_HEADER_SIZE <= len(view):
+            h = parse_header(view, p)
+            if h.magic != MAGIC_V2 or h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
+                raise CorruptRecordError(f"{src.segment.log_path.name}: bad batch at position {pos + p}")
+            if p + h.size > len(view):
+                break
+            if not crc_ok(view, p, h):
+                raise CorruptRecordError(f"{src.segment.log_path.name}: CRC mismatch at position {pos + p}")
+            yield h, view[p : p + h.size]
+            now = time.monotonic()
+            if now - last_yield >= _YIELD_EVERY_S:
+                # let the event loop's thread take the GIL now rather than at the 5 ms switch interval
+                time.sleep(0)
+                last_yield = now
+            p += h.size
+        if p == 0:  # one batch larger than the chunk
+            h = parse_header(view, 0)
+            if pos + h.size > size:
+                raise CorruptRecordError(f"{src.segment.log_path.name}: batch at {pos} runs past the end")
+            big = memoryview(os.pread(fd, h.size, pos))
+            if len(big) != h.size or not crc_ok(big, 0, h):
+                raise CorruptRecordError(f"{src.segment.log_path.name}: CRC mismatch at position {pos}")
+            yield h, big
+            p = h.size
+        pos += p
+
+
+class RecordInfo(NamedTuple):
+    start: int  # the record's bytes in the decompressed records section
+    end: int
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    tombstone: bool
+
+
+def walk_records(h: BatchHeader, batch: memoryview) -> tuple[bytes, list[RecordInfo]]:
+    """The decompressed records section of a batch and where each record lies in it (the one-byte varints
+    read inline: this runs for every record the cleaner reads, twice)."""
+    data = compression.decompress(h.attributes & COMPRESSION_MASK, batch[BATCH_HEADER_SIZE:])
+    out: list[RecordInfo] = []
+    append = out.append
+    size = len(data)
+    p = 0
+    try:
+        for _ in range(h.records_count):
+            x = data[p]
+            length, q = ((x >> 1) ^ -(x & 1), p + 1) if x < 0x80 else read_varint(data, p)
+            end = q + length
+            if length < 6 or end > size:
+                raise CorruptRecordError(f"batch at offset {h.base_offset}: bad record length {length}")
+            x = data[q + 1]  # after the attributes byte
+            ts_delta, q = ((x >> 1) ^ -(x & 1), q + 2) if x < 0x80 else read_varint(data, q + 1)
+            x = data[q]
+            off_delta, q = ((x >> 1) ^ -(x & 1), q + 1) if x < 0x80 else read_varint(data, q)
+            x = data[q]
+            n, q = ((x >> 1) ^ -(x & 1), q + 1) if x < 0x80 else read_varint(data, q)
+            if n < 0:
+                key = None
+            else:
+                key = data[q : q + n]
+                q += n
+            append(RecordInfo(p, end, off_delta, ts_delta, key, data[q] == 1))  # zigzag(-1): a null value
+            p = end
+    except IndexError:
+        raise CorruptRecordError(f"batch at offset {h.base_offset}: truncated record") from None
+    return data, out
+
+
+def build_map(
+    plan: CleanPlan, offset_map: OffsetMap, throttler: Throttler | None, abort: threading.Event | None
+) -> tuple[int, int]:
+    """Fill ``offset_map`` from the first dirty offset on; returns (the map's end: the offset after the
+    last batch it covers, bytes read)."""
+    map_end = plan.first_dirty
+    read = 0
+    for src in plan.sources:
+        if src.end_offset <= plan.first_dirty:
+            continue
+        for h, batch in iter_batches(src, throttler, abort):
+            read += h.size
+            last = h.base_offset + h.last_offset_delta
+            if last < plan.first_dirty:
+                continue
+            if last >= plan.end:
+                return map_end, read
+            if not h.attributes & CONTROL_MASK:
+                _, records = walk_records(h, batch)
+                digests = [
+                    (key_digest(r.key), h.base_offset + r.offset_delta)
+                    for r in records
+                    if r.key is not None and h.base_offset + r.offset_delta >= plan.first_dirty
+                ]
+                if not offset_map.would_fit([d for d, _ in digests]):
+                    if map_end == plan.first_dirty:
+                        raise OffsetMapTooSmallError(
+                            f"the offset map ({offset_map.slots} keys) cannot hold the keys of one batch at"
+                            f" offset {h.base_offset}: raise log.cleaner.dedupe.buffer.size"
+                        )
+                    return map_end, read
+                for d, off in digests:
+                    offset_map.put(d, off)
+            map_end = last + 1
+    return map_end, read
+
+
+def empty_batch(h: BatchHeader) -> bytes:
+    """The batch's header with no records (uncompressed): its offsets, epoch and producer fields kept."""
+    attributes = h.attributes & ~COMPRESSION_MASK
+    header = bytearray(
+        HEADER_STRUCT.pack(
+            h.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD, h.partition_leader_epoch, MAGIC_V2, 0, attributes,
+            h.last_offset_delta, h.base_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch,
+            h.base_sequence, 0,
+        )
+    )  # fmt: skip
+    header[17:21] = int(crc32c(memoryview(header)[ATTRIBUTES_POS:])).to_bytes(4, "big")
+    return bytes(header)
+
+
+def rebuild_batch(h: BatchHeader, data: bytes, kept: list[RecordInfo], horizon: int | None = None) -> bytes:
+    """The batch holding only the ``kept`` records, compressed with the batch's codec, under the same header
+    (base offset, last offset delta, epoch, producer fields). Without ``horizon`` the records' bytes are
+    copied (their deltas stay valid under the same base offset and base timestamp); with it the batch gets
+    Kafka's delete horizon: the flag in its attributes, the horizon as its base timestamp, and every
+    record's timestamp delta made relative to it."""
+    base_ts, attributes = h.base_timestamp, h.attributes
+    if horizon is None:
+        raw = b"".join(data[r.start : r.end] for r in kept)
+    else:
+        out = bytearray()
+        for r in kept:
+            (rec,) = decode_records(data[r.start : r.end], 1, h.base_offset, base_ts)
+            encode_record(out, r.offset_delta, rec.timestamp - horizon, rec.key, rec.value, rec.headers)
+        raw = bytes(out)
+        base_ts, attributes = horizon, attributes | DELETE_HORIZON_MASK
+    body = compression.compress(h.attributes & COMPRESSION_MASK, raw)
+    max_ts = h.max_timestamp
+    if not h.attributes & TIMESTAMP_TYPE_MASK:
+        max_ts = max(h.base_timestamp + r.timestamp_delta for r in kept)
+    header = bytearray(
+        HEADER_STRUCT.pack(
+            h.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body), h.partition_leader_epoch, MAGIC_V2, 0,
+            attributes, h.last_offset_delta, base_ts, max_ts, h.producer_id, h.producer_epoch,
+            h.base_sequence, len(kept),
+        )
+    )  # fmt: skip
+    crc = crc32c(body, crc32c(memoryview(header)[ATTRIBUTES_POS:]))
+    header[17:21] = int(crc).to_bytes(4, "big")
+    return bytes(header) + body
+
+
+def clean(
+    plan: CleanPlan,
+    offset_map: OffsetMap,
+    throttler: Throttler | None = None,
+    abort: threading.Event | None = None,
+) -> CleanResult | None:
+    """Build the map and write the cleaned segments as ``.swap`` files (blocking: a worker thread runs
+    it). None when there was nothing to clean. On any error the files written are removed."""
+    started = time.monotonic()
+    offset_map.clear()
+    map_end, read = build_map(plan, offset_map, throttler, abort)
+    if map_end <= plan.first_dirty:
+        return None
+    result = CleanResult(plan, [], [], map_end, bytes_read=read)
+    result.map_utilization = offset_map.utilization
+    try:
+        _write_cleaned(plan, [s for s in plan.sources if s.base_offset < map_end], offset_map, result, throttler, abort)
+        with contextlib.suppress(OSError):
+            fd = os.open(plan.dir, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    except BaseException:
+        discard(result.cleaned)
+        raise
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def discard(segments: list[LogSegment]) -> None:
+    """Close and remove cleaned segments that will not be swapped in."""
+    for seg in segments:
+        with contextlib.suppress(OSError):
+            seg.delete_files()
+
+
+def _remove_cleaned(plan: CleanPlan, base: int) -> None:
+    for s in (".log", ".index", ".timeindex"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(plan.dir / f"{base:020d}{s}{CLEANED_SUFFIX}")
+
+
+def _new_output(plan: CleanPlan, base: int) -> LogSegment:
+    config = plan.config
+    _remove_cleaned(plan, base)
+    try:
+        return _open_output(plan, config, base)
+    except BaseException:  # a segment half made (its index could not be created: a full disk)
+        _remove_cleaned(plan, base)
+        raise
+
+
+def _open_output(plan: CleanPlan, config: LogConfig, base: int) -> LogSegment:
+    return LogSegment(
+        plan.dir, base, index_interval_bytes=config.index_interval_bytes, max_index_size=config.segment_index_bytes,
+        now_ms=plan.now_ms, roll_jitter_ms=0, active=True, suffix=CLEANED_SUFFIX,
+    )  # fmt: skip
+
+
+def _finish(out: LogSegment) -> None:
+    out.on_become_inactive()
+    out.flush()
+    out.rename_suffix(SWAP_SUFFIX)
+
+
+def _write_cleaned(
+    plan: CleanPlan,
+    sources: list[SourceSegment],
+    offset_map: OffsetMap,
+    result: CleanResult,
+    throttler: Throttler | None,
+    abort: threading.Event | None,
+) -> None:
+    """Rewrite ``sources`` into as few cleaned segments as fit: a source's kept batches join the current
+    cleaned segment when they fit in it (``segment.bytes``, its indexes not full, offsets within 2**31 of its
+    base), else a new cleaned segment starts at the source's base offset. Each cleaned segment is renamed
+    ``.swap`` when complete; ``result.groups`` names the sources each one replaces."""
+    config = plan.config
+    horizon = plan.now_ms + config.delete_retention_ms
+    out: LogSegment | None = None
+
+    def write(seg: LogSegment, buf: Buffer, h: BatchHeader) -> None:
+        seg.append([buf], [(0, h.base_offset + h.last_offset_delta, h.max_timestamp, h.size)])
+        result.bytes_written += h.size
+        if throttler is not None:
+            throttler.maybe_throttle(h.size)
+
+    def start(src: SourceSegment) -> LogSegment:
+        if out is not None:
+            _finish(out)
+        seg = _new_output(plan, src.base_offset)
+        result.cleaned.append(seg)
+        result.groups.append([])
+        return seg
+
+    for src in sources:
+        joins = out is not None and not out.index_full and src.end_offset - 1 - out.base_offset <= INT32_MAX
+        room = min(config.segment_bytes - out.size, _PENDING_LIMIT) if out is not None and joins else -1
+        pending: list[tuple[bytes, BatchHeader]] | None = [] if joins else None
+        pending_size = 0
+        if out is None or not joins:
+            out = start(src)
+        for h, batch in iter_batches(src, throttler, abort):
+            buf = _filter_batch(h, batch, offset_map, result.map_end, plan, horizon, result)
+            if buf is None:
+                continue
+            nh = h if buf is batch else parse_header(buf)
+            if pending is None:
+                write(out, buf, nh)
+                continue
+            pending.append((bytes(buf), nh))
+            pending_size += nh.size
+            if pending_size > room:  # the source does not fit the current cleaned segment: it starts the next
+                out = start(src)
+                for pbuf, ph in pending:
+                    write(out, pbuf, ph)
+                pending = None
+        for pbuf, ph in pending or ():
+            write(out, pbuf, ph)
+        result.groups[-1].append(src)
+    if out is not None:
+        _finish(out)
+
+
+def _filter_batch(
+    h: BatchHeader,
+    batch: memoryview,
+    offset_map: OffsetMap,
+    map_end: int,
+    plan: CleanPlan,
+    horizon: int,
+    result: CleanResult,
+) -> memoryview | bytes | None:
+    """The batch as it goes into the cleaned segment: itself, rebuilt with fewer records, or None.
+
+    Tombstones go once the batch's delete horizon has passed; a batch keeping tombstones that has no
+    horizon yet gets one (``now`` + ``delete.retention.ms``), as Kafka's cleaner marks it. A producer's
+    last batch in the log stays even when none of its records does, as an empty batch (Kafka's rule: its
+    producer id, epoch and sequence numbers are what a restart or a follower rebuilds the producer's state
+    from, so a retried batch is still known as a duplicate)."""
+    now_ms = plan.now_ms
+    if h.base_offset >= map_end or h.attributes & CONTROL_MASK:
+        return batch
+    has_horizon = bool(h.attributes & DELETE_HORIZON_MASK)
+    retain_deletes = not has_horizon or now_ms < h.base_timestamp
+    data, records = walk_records(h, batch)
+    result.records_read += len(records)
+    kept: list[RecordInfo] = []
+    for r in records:
+        if r.key is None:
+            continue
+        offset = h.base_offset + r.offset_delta
+        if offset < map_end:
+            latest = offset_map.get(key_digest(r.key))
+            if latest > offset or (r.tombstone and not retain_deletes):
+                continue
+        kept.append(r)
+    result.records_removed += len(records) - len(kept)
+    needs_horizon = not has_horizon and any(r.tombstone for r in kept)
+    if not kept:
+        if h.producer_id >= 0 and plan.producer_last.get(h.producer_id) == h.base_offset + h.last_offset_delta:
+            return batch if not records else empty_batch(h)
+        return None
+    if len(kept) == len(records) and not needs_horizon:
+        return batch
+    return rebuild_batch(h, data, kept, horizon if needs_horizon else None)
+
+
+__all__ = [
+    "CleanPlan",
+    "CleanResult",
+    "CleanerAbortedError",
+    "SourceSegment",
+    "Throttler",
+    "clean",
+    "discard",
+    "plan_cleaning",
+    "walk_records",
+]
