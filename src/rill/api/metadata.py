@@ -62,12 +62,18 @@ async def maybe_auto_create(ctx: RequestContext, name: str) -> TopicState | None
         return None
     if topic_name_problem(name) is not None:
         return None
-    topic = await services.metadata.create_topic(
-        name,
-        int(config.get("num.partitions")),
-        min(int(config.get("default.replication.factor")), len(services.metadata.brokers())),
-        {},
-    )
+    try:
+        topic = await services.metadata.create_topic(
+            name,
+            int(config.get("num.partitions")),
+            min(int(config.get("default.replication.factor")), len(services.metadata.brokers())),
+            {},
+        )
+    except KafkaError as e:
+        if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            raise
+        # Another request created it meanwhile (two clients asking for the same new topic at once).
+        return services.metadata.topic(name)
     log.info("Auto-created topic %s with %d partition(s) for %s", name, len(topic.partitions), ctx.client)
     return topic
 
