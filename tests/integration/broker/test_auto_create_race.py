@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import threading
 
+from tests.integration.broker._wire import Wire
+
 import rill.testing
 from rill.protocol import ApiKey
-from tests.integration.broker._wire import Wire
 
 
 def test_concurrent_auto_creation_of_one_topic_answers_it_to_every_client() -> None:
@@ -20,7 +21,8 @@ def test_concurrent_auto_creation_of_one_topic_answers_it_to_every_client() -> N
                 codes: list[int] = []
                 barrier = threading.Barrier(len(wires))
 
-                def ask(w: Wire, name: str = name) -> None:
+                def ask(w: Wire, name: str = name, barrier: threading.Barrier = barrier,
+                        codes: list[int] = codes) -> None:  # fmt: skip
                     barrier.wait()
                     body = {"topics": [{"name": name}], "allow_auto_topic_creation": True}
                     codes.append(w.call(ApiKey.METADATA, 9, body)["topics"][0]["error_code"])
