@@ -4,7 +4,8 @@ free 127.0.0.1 port, all stopped (and their data removed) on exit.
 ``cluster(brokers=3)`` is a context manager giving a :class:`TestCluster`: ``.bootstrap_servers``, ``.brokers``
 (ids), ``.leader(topic, partition)``, ``.controller()``, ``.kill(id)`` (SIGKILL), ``.pause(id)`` /
 ``.resume(id)`` (SIGSTOP/SIGCONT), ``.restart(id)``, ``.stop(id)`` (controlled), ``.start(id)``. Leaders and
-the controller are read from ZooKeeper, the source of truth.
+the controller are read from ZooKeeper, the source of truth. ``zookeeper_nodes=3`` runs a three-server
+ZooKeeper ensemble (``.zookeeper``, a :class:`ZooKeeperEnsemble`, kills, pauses and restarts its servers).
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ class TestCluster:
     __test__ = False  # not a test class, whatever pytest thinks of its name
 
     def __init__(self, brokers: int = 3, overrides: Mapping[str, Any] | None = None, *, tick_ms: int = 500,
-                 data_dir: str | Path | None = None) -> None:  # fmt: skip
+                 data_dir: str | Path | None = None, zookeeper_nodes: int = 1) -> None:  # fmt: skip
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir if data_dir is not None else tempfile.mkdtemp(prefix="rill-cluster-"))
-        self.zookeeper = ZooKeeperEnsemble(1, tick_ms=tick_ms, data_dir=self.data_dir / "zookeeper")
+        self.zookeeper = ZooKeeperEnsemble(zookeeper_nodes, tick_ms=tick_ms, data_dir=self.data_dir / "zookeeper")
         self.chroot = "/rill"
         props = {**CLUSTER_DEFAULTS, **{k: str(v) for k, v in (overrides or {}).items()}}
         props.setdefault("offsets.topic.replication.factor", str(min(3, brokers)))
@@ -161,11 +162,13 @@ class TestCluster:
 
 
 @contextlib.contextmanager
-def cluster(brokers: int = 3, overrides: Mapping[str, Any] | None = None, **configs: Any) -> Iterator[TestCluster]:
-    """Start a cluster (ZooKeeper and ``brokers`` brokers); everything is stopped and removed on exit."""
+def cluster(brokers: int = 3, overrides: Mapping[str, Any] | None = None, *, zookeeper_nodes: int = 1,
+            **configs: Any) -> Iterator[TestCluster]:  # fmt: skip
+    """Start a cluster (ZooKeeper, ``zookeeper_nodes`` servers, and ``brokers`` brokers); everything is stopped and
+    removed on exit."""
     props = dict(overrides or {})
     props.update({k.replace("_", "."): v for k, v in configs.items()})
-    c = TestCluster(brokers, props)
+    c = TestCluster(brokers, props, zookeeper_nodes=zookeeper_nodes)
     try:
         c.start()
         yield c
