@@ -25,7 +25,8 @@ def _assert_safe(report: dict[str, Any]) -> None:
 
 
 def test_broker_crashes_and_pauses_lose_no_acknowledged_write() -> None:
-    schedule = ["kill_leader", "kill_controller", "kill_two", "pause_leader", "restart_leader_fast"]
+    schedule = ["kill_leader", "kill_controller", "kill_two", "pause_leader", "restart_leader_fast",
+                "kill_successive_leaders", "pause_leader_and_follower"]  # fmt: skip
     with cluster(3) as c:
         report = run(c, schedule, down_s=5.0, quiet_s=2.0, seed=7)
     _assert_safe(report)

@@ -125,6 +125,25 @@ def kill_two(c: TestCluster, ctx: FaultContext) -> str:
     return f"brokers {first}, {second}"
 
 
+def kill_successive_leaders(c: TestCluster, ctx: FaultContext) -> str:
+    """SIGKILL a partition leader, then its successor as soon as ZooKeeper names it (before the last replica has
+    fetched much of the new epoch); start both again after ``down_s``."""
+    p = ctx.rng.randrange(ctx.partitions)
+    first = _some_leader(c, ctx) if c.leader(ctx.topic, p) < 0 else c.leader(ctx.topic, p)
+    c.kill(first)
+    deadline = time.monotonic() + 4 * SESSION_TIMEOUT_S
+    second = -1
+    while time.monotonic() < deadline and second in (-1, first):
+        second = c.leader(ctx.topic, p)
+    if second in (-1, first):
+        second = ctx.rng.choice([b for b in c.brokers if b != first])
+    c.kill(second)
+    time.sleep(ctx.down_s)
+    c.start(first)
+    c.start(second)
+    return f"brokers {first} then {second} (partition {p})"
+
+
 def pause_leader(c: TestCluster, ctx: FaultContext) -> str:
     """SIGSTOP a partition leader for twice the ZooKeeper session timeout (its session expires, another replica
     leads), then SIGCONT: the zombie must not acknowledge acks=all writes it cannot commit."""
@@ -133,6 +152,20 @@ def pause_leader(c: TestCluster, ctx: FaultContext) -> str:
     time.sleep(max(ctx.down_s, 2 * SESSION_TIMEOUT_S + 1))
     c.resume(b)
     return f"broker {b}"
+
+
+def pause_leader_and_follower(c: TestCluster, ctx: FaultContext) -> str:
+    """SIGSTOP a partition leader and one other broker past their ZooKeeper sessions (the third replica leads
+    alone), then SIGCONT both at once: the paused follower's first fetches may still reach the zombie leader,
+    which must not count them toward committing records under its old epoch."""
+    b = _some_leader(c, ctx)
+    other = ctx.rng.choice([x for x in c.brokers if x != b])
+    c.pause(b)
+    c.pause(other)
+    time.sleep(max(ctx.down_s, 2 * SESSION_TIMEOUT_S + 1))
+    c.resume(other)
+    c.resume(b)
+    return f"brokers {b} (leader), {other}"
 
 
 def restart_leader_fast(c: TestCluster, ctx: FaultContext) -> str:
@@ -198,7 +231,9 @@ FAULTS: dict[str, Fault] = {
     "kill_leader": kill_leader,
     "kill_controller": kill_controller,
     "kill_two": kill_two,
+    "kill_successive_leaders": kill_successive_leaders,
     "pause_leader": pause_leader,
+    "pause_leader_and_follower": pause_leader_and_follower,
     "restart_leader_fast": restart_leader_fast,
     "stop_leader": stop_leader,
     "pause_controller": pause_controller,
