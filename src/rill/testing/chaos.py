@@ -452,6 +452,8 @@ def check(history: History, reads: Sequence[dict[int, list[tuple[int, str]]]]) -
         "attempted": history.attempted,
         "acknowledged": len(history.acks),
         "failed": dict(history.failed),
+        # Neither acknowledged nor failed when the producers stopped: written or not, nothing was promised.
+        "indeterminate": history.attempted - len(history.acks) - sum(history.failed.values()),
         "fatal_producer_errors": len(history.fatal),
         "read": sum(len(r) for r in final.values()),
         "lost": len(lost),
