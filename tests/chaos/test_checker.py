@@ -58,3 +58,12 @@ def test_unavailability_is_the_longest_gap_between_acknowledgements_in_a_fault()
     assert report["faults"][0]["max_unavailable_s"] == 4.5  # from the fault's start, 2.5, to 7.0
     assert report["faults"][0]["partition_unavailable_s"] == 5.0  # partition 0: 2.5 -> 7.5
     assert report["partition_unavailable_s"] == 6.0  # partition 1: 1.0 -> 7.0
+
+
+def test_an_acknowledgement_without_an_offset_is_only_checked_for_presence() -> None:
+    history = _history(("p0.0-0", 0, 0, 1.0), ("p0.0-1", 0, -1, 1.1), ("p0.0-2", 0, -1, 1.2))
+    read = {0: [(0, "p0.0-0"), (1, "p0.0-1")]}
+    report = check(history, [read])
+    assert report["acknowledged_without_offset"] == 2
+    assert report["inconsistent"] == 0
+    assert report["lost"] == 1  # p0.0-2

@@ -288,7 +288,8 @@ def _produce(
         now = time.monotonic()
         with history.lock:
             if err is None:
-                history.acks.append(Ack(msg.value().decode(), msg.partition(), msg.offset(), now))
+                offset = msg.offset()  # None: delivered, at an offset the client was not told
+                history.acks.append(Ack(msg.value().decode(), msg.partition(), -1 if offset is None else offset, now))
             else:
                 history.failed[err.name()] += 1
 
@@ -424,12 +425,18 @@ def check(history: History, reads: Sequence[dict[int, list[tuple[int, str]]]]) -
         if at.get((p, off), value) != value:
             conflicts.append((p, off, value, at[(p, off)]))
     lost = [a for a in history.acks if a.value not in where]
-    # An acknowledged offset holding another value, or an acknowledged value found elsewhere.
+    # An acknowledged offset holding another value, or an acknowledged value found elsewhere. A delivery
+    # report may carry no offset (librdkafka's "persisted" verdict on a retried batch the broker refused as a
+    # duplicate or out of order): such a value is only checked for being there.
+    unplaced = [a for a in history.acks if a.offset < 0]
     moved = [
         a
         for a in history.acks
-        if at.get((a.partition, a.offset), a.value) != a.value
-        or (a.value in where and (a.partition, a.offset) not in at)
+        if a.offset >= 0
+        and (
+            at.get((a.partition, a.offset), a.value) != a.value
+            or (a.value in where and (a.partition, a.offset) not in at)
+        )
     ]
     duplicates = {v: locs for v, locs in where.items() if len(locs) > 1}
     # Reordering: a producer's acknowledged values in one partition, by offset, must follow their sequence.
@@ -460,6 +467,7 @@ def check(history: History, reads: Sequence[dict[int, list[tuple[int, str]]]]) -
         # Neither acknowledged nor failed when the producers stopped: written or not, nothing was promised.
         "indeterminate": history.attempted - len(history.acks) - sum(history.failed.values()),
         "fatal_producer_errors": len(history.fatal),
+        "acknowledged_without_offset": len(unplaced),
         "read": sum(len(r) for r in final.values()),
         "lost": len(lost),
         "duplicates": len(duplicates),
@@ -484,6 +492,7 @@ def check(history: History, reads: Sequence[dict[int, list[tuple[int, str]]]]) -
             "inconsistent": conflicts[:5]
             + [(a.partition, a.offset, a.value, at.get((a.partition, a.offset))) for a in moved[:5]],
             "reordered": reordered[:5],
+            "acknowledged_without_offset": [(a.value, a.partition) for a in unplaced[:5]],
             "fatal_producer_errors": history.fatal[:5],
         },
     }
