@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -53,6 +54,12 @@ def _read(bootstrap: str) -> list[tuple[int, str]]:
         consumer.close()
 
 
+def _log_size(c: TestCluster, broker: int) -> int:
+    """The size of the partition's (only) segment on ``broker``: a follower's copy is byte for byte the leader's."""
+    path = Path(c.broker(broker).data_dir, "logs", f"{TOPIC}-0", f"{0:020d}.log")
+    return path.stat().st_size if path.exists() else -1
+
+
 def _leader_is(c: TestCluster, broker: int, epoch: int) -> None:
     def leads() -> bool:
         data = c._zk_get(f"/brokers/topics/{TOPIC}/partitions/0/state")
@@ -77,7 +84,7 @@ def test_a_replica_that_led_an_epoch_unknown_to_the_leader_does_not_diverge() ->
         c.pause(a)
         time.sleep(1.0)  # A's fetch in flight is answered (empty) before the next records come
         _produce(bx, [f"x-{i}" for i in range(5, 15)])  # C fetches these, A does not
-        time.sleep(1.0)
+        c.wait_for(lambda: _log_size(c, follower_c) == _log_size(c, x), 30, "C holding all of X's records")
         c.pause(follower_c)
         c.stop(x)  # controlled: A, first live replica of the ISR, leads epoch 1 from offset 5
         c.resume(a)
