@@ -5,9 +5,12 @@ every metadata change). Before its first fetch at a leader epoch the follower tr
 agrees with the leader (KIP-101/279): it asks the leader, with OffsetForLeaderEpoch, where its own latest epoch
 ends in the leader's log, and cuts its log there (never below its high watermark's reach on the leader: the
 leader's answer is the truth), so a replica that led before and wrote records the cluster never committed
-drops them and never diverges. Then it fetches from its log end offset as replica ``node.id`` (the leader
-counts that offset as this replica's position, which moves the high watermark), appends what comes back as
-follower (offsets and leader epochs as the leader wrote them), and takes the leader's high watermark.
+drops them and never diverges. A leader that never had that epoch answers with its largest epoch below it:
+the follower then cuts at the smaller of the two ends of that epoch (the leader's and its own), and asks
+again until the leader knows the epoch it asks about. Then it fetches from its log end offset as replica
+``node.id`` (the leader counts that offset as this replica's position, which moves the high watermark),
+appends what comes back as follower (offsets and leader epochs as the leader wrote them), and takes the
+leader's high watermark.
 A leader that answers NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH is left alone until the metadata names the
 new leader; a fetcher whose leader is unreachable retries after ``replica.fetch.backoff.ms``.
 """
@@ -93,11 +96,13 @@ class ReplicaFetcher:
         if not pending:
             return
         topics: dict[str, list[dict[str, int]]] = {}
+        asked: dict[TopicPartition, int] = {}
         for f in pending:
             latest = f.partition.log.leader_epoch_cache.latest_epoch
+            asked[f.partition.tp] = latest if latest >= 0 else 0
             topics.setdefault(f.partition.tp.topic, []).append({
                 "partition": f.partition.tp.partition, "current_leader_epoch": f.leader_epoch,
-                "leader_epoch": latest if latest >= 0 else 0,
+                "leader_epoch": asked[f.partition.tp],
             })  # fmt: skip
         body = {"replica_id": self.node_id,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}  # fmt: skip
@@ -115,16 +120,23 @@ class ReplicaFetcher:
                     continue
                 f = found
                 plog = f.partition.log
-                end = p["end_offset"]
-                if plog.leader_epoch_cache.latest_epoch < 0 or end < 0:
-                    target = plog.log_end_offset if end < 0 else min(end, plog.log_end_offset)
-                else:
+                end, epoch = p["end_offset"], p["leader_epoch"]
+                done = True
+                if end < 0:
+                    target = plog.log_end_offset
+                elif plog.leader_epoch_cache.latest_epoch < 0 or epoch == asked.get(f.partition.tp):
                     target = min(end, plog.log_end_offset)
+                else:
+                    # The leader never had the epoch asked about; its answer ends its largest epoch below it.
+                    # This log's records past its own end of that epoch are of later epochs the leader lacks.
+                    own_epoch, own_end = plog.leader_epoch_cache.end_offset_for(epoch, plog.log_end_offset)
+                    target = min(end, own_end if own_end >= 0 else plog.log_end_offset, plog.log_end_offset)
+                    done = own_epoch == epoch  # else ask again, about the epoch this log now ends with
                 if target < plog.log_end_offset:
                     log.info("Truncating %s from %d to %d (leader %d's end of epoch %d)", f.partition.tp,
-                             plog.log_end_offset, target, self.leader, p["leader_epoch"])  # fmt: skip
+                             plog.log_end_offset, target, self.leader, epoch)  # fmt: skip
                     plog.truncate_to(target)
-                f.truncated = True
+                f.truncated = done
 
     async def _fetch(self) -> None:
         ready = [f for f in self.partitions.values() if f.truncated]

@@ -7,6 +7,8 @@ free 127.0.0.1 port, all stopped (and their data removed) on exit.
 the controller are read from ZooKeeper, the source of truth. With ``metrics=True`` each broker serves its
 Prometheus metrics on a port of its own (``.metrics_port(id)``, kept across restarts);
 ``broker_overrides={id: {...}}`` gives one broker configs of its own (``broker.rack``, say).
+``zookeeper_nodes=3`` runs a three-server ZooKeeper ensemble (``.zookeeper``, a :class:`ZooKeeperEnsemble`,
+kills, pauses and restarts its servers).
 """
 
 from __future__ import annotations
@@ -45,10 +47,11 @@ class TestCluster:
 
     def __init__(self, brokers: int = 3, overrides: Mapping[str, Any] | None = None, *, tick_ms: int = 500,
                  data_dir: str | Path | None = None, metrics: bool = False,
-                 broker_overrides: Mapping[int, Mapping[str, Any]] | None = None) -> None:  # fmt: skip
+                 broker_overrides: Mapping[int, Mapping[str, Any]] | None = None,
+                 zookeeper_nodes: int = 1) -> None:  # fmt: skip
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir if data_dir is not None else tempfile.mkdtemp(prefix="rill-cluster-"))
-        self.zookeeper = ZooKeeperEnsemble(1, tick_ms=tick_ms, data_dir=self.data_dir / "zookeeper")
+        self.zookeeper = ZooKeeperEnsemble(zookeeper_nodes, tick_ms=tick_ms, data_dir=self.data_dir / "zookeeper")
         self.chroot = "/rill"
         props = {**CLUSTER_DEFAULTS, **{k: str(v) for k, v in (overrides or {}).items()}}
         props.setdefault("offsets.topic.replication.factor", str(min(3, brokers)))
@@ -181,12 +184,13 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def cluster(brokers: int = 3, overrides: Mapping[str, Any] | None = None, *, metrics: bool = False,
-            broker_overrides: Mapping[int, Mapping[str, Any]] | None = None, **configs: Any,
-            ) -> Iterator[TestCluster]:  # fmt: skip
-    """Start a cluster (ZooKeeper and ``brokers`` brokers); everything is stopped and removed on exit."""
+            broker_overrides: Mapping[int, Mapping[str, Any]] | None = None, zookeeper_nodes: int = 1,
+            **configs: Any) -> Iterator[TestCluster]:  # fmt: skip
+    """Start a cluster (ZooKeeper, ``zookeeper_nodes`` servers, and ``brokers`` brokers); everything is stopped and
+    removed on exit."""
     props = dict(overrides or {})
     props.update({k.replace("_", "."): v for k, v in configs.items()})
-    c = TestCluster(brokers, props, metrics=metrics, broker_overrides=broker_overrides)
+    c = TestCluster(brokers, props, metrics=metrics, broker_overrides=broker_overrides, zookeeper_nodes=zookeeper_nodes)
     try:
         c.start()
         yield c
