@@ -410,8 +410,8 @@ class _LateHandler:
         self._holder = holder
 
     async def handle(self, conn: Any, frame: memoryview) -> Any:
-        if not self._holder:
-            raise ConnectionError("broker is starting")
+        if not self._holder:  # a client early for a broker still starting: closed without an answer, no traceback
+            raise _ShuttingDown("the broker is starting")
         try:
             return await self._holder[0].handle(conn, frame)
         except PurgatoryClosed as e:  # a long-polling Fetch when the broker stops: close without waiting
@@ -423,4 +423,4 @@ class _LateHandler:
 
 
 class _ShuttingDown(CloseConnection):
-    """The broker is stopping: the connection closes without an answer to its waiting request."""
+    """The broker is starting or stopping: the connection closes without an answer to its request."""
