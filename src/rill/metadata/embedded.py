@@ -38,9 +38,7 @@ from rill.metadata.store import (
     MetadataListener,
     PartitionState,
     TopicState,
-    check_assignment,
-    topic_collision,
-    topic_name_problem,
+    check_new_topic,
     valid_stored_configs,
 )
 
@@ -292,27 +290,10 @@ class EmbeddedMetadataStore:
         replication_factor: int,
         assignments: Mapping[int, list[int]] | None,
     ) -> tuple[PartitionState, ...]:
-        problem = topic_name_problem(name)
-        if problem:
-            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-        if name in self._topics:
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        collision = topic_collision(name, self._topics)
-        if collision:
-            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, collision)
+        check_new_topic(name, self._topics, num_partitions, replication_factor, assignments,
+                        [b.node_id for b in self.brokers()])  # fmt: skip
         if assignments:
-            check_assignment(assignments, (b.node_id for b in self.brokers()))
             return tuple(self._new_partition(i, assignments[i]) for i in range(len(assignments)))
-        if num_partitions < 1:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-        if replication_factor < 1:
-            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
-        if replication_factor > len(self.brokers()):
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {replication_factor} time(s): "
-                f"the number of brokers is {len(self.brokers())}.",
-            )
         return tuple(self._new_partition(i, None) for i in range(num_partitions))
 
     async def create_topic(

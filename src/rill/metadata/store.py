@@ -60,6 +60,45 @@ def check_assignment(assignments: Mapping[int, Sequence[int]], brokers: Iterable
         raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "All partitions should have the same number of replicas")
 
 
+def check_new_topic(
+    name: str,
+    existing: Mapping[str, object],
+    num_partitions: int,
+    replication_factor: int,
+    assignments: Mapping[int, Sequence[int]] | None,
+    brokers: Sequence[int],
+) -> None:
+    """Kafka's checks of a topic to create, against the ``existing`` topics and the live ``brokers``: a legal name
+    not taken and not colliding, then either a valid assignment (``check_assignment``) or at least one partition
+    and a replication factor the brokers can hold. Raises KafkaError with Kafka's code."""
+    problem = topic_name_problem(name)
+    if problem:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+    if name in existing:
+        raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    collision = topic_collision(name, existing)
+    if collision:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, collision)
+    if assignments:
+        check_assignment(assignments, brokers)
+        return
+    if num_partitions < 1:
+        raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+    check_replication_factor(replication_factor, len(brokers))
+
+
+def check_replication_factor(replication_factor: int, brokers: int) -> None:
+    """At least one replica, and no more than there are live brokers (INVALID_REPLICATION_FACTOR)."""
+    if replication_factor < 1:
+        raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+    if replication_factor > brokers:
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {replication_factor} time(s): the number of live brokers is "
+            f"{brokers}.",
+        )
+
+
 def topic_collision(name: str, existing: Iterable[str]) -> str | None:
     """Why ``name`` may not be created beside the ``existing`` topics: one of them differs from it only in
     '.' against '_' (the two read the same in metric names), which Kafka refuses; None when none does. The

@@ -24,9 +24,8 @@ from rill.metadata.store import (
     BrokerInfo,
     PartitionState,
     TopicState,
-    check_assignment,
-    topic_collision,
-    topic_name_problem,
+    check_new_topic,
+    check_replication_factor,
 )
 
 
@@ -53,12 +52,7 @@ class ZkChanges:
         """Replicas for new partitions over the live brokers; INVALID_REPLICATION_FACTOR when there are fewer
         live brokers than replicas (a new topic, or new partitions of a topic, while brokers are down)."""
         brokers = self.brokers()
-        if replication_factor > len(brokers):
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {replication_factor} time(s): "
-                f"the number of live brokers is {len(brokers)}.",
-            )
+        check_replication_factor(replication_factor, len(brokers))
         return assign_replicas(brokers, partitions, replication_factor)
 
     async def create_topic(
@@ -69,23 +63,11 @@ class ZkChanges:
         configs: Mapping[str, str],
         assignments: Mapping[int, list[int]] | None = None,
     ) -> TopicState:
-        problem = topic_name_problem(name)
-        if problem:
-            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-        if name in self._topics:
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        collision = topic_collision(name, self._topics)
-        if collision:
-            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, collision)
+        check_new_topic(name, self._topics, num_partitions, replication_factor, assignments, list(self._brokers))
         validate_topic_configs(configs)
         if assignments:
-            check_assignment(assignments, self._brokers)
             parts = {p: tuple(r) for p, r in assignments.items()}
         else:
-            if num_partitions < 1:
-                raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-            if replication_factor < 1:
-                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
             parts = self._place(num_partitions, replication_factor)
         topic_id = uuid.uuid4()
 
