@@ -38,6 +38,7 @@ from rill.metadata.store import (
     MetadataListener,
     PartitionState,
     TopicState,
+    check_new_partitions,
     check_new_topic,
     valid_stored_configs,
 )
@@ -259,30 +260,6 @@ class EmbeddedMetadataStore:
         reps = tuple(replicas) if replicas else (self._node_id,)
         return PartitionState(partition=index, leader=reps[0], leader_epoch=0, replicas=reps, isr=reps)
 
-    def _check_new_assignments(self, topic: TopicState, total: int, assignments: Sequence[list[int]]) -> None:
-        """Kafka's checks of a CreatePartitions assignment: one replica list per new partition, each as long as
-        the topic's replication factor, of distinct live brokers."""
-        added = total - len(topic.partitions)
-        if len(assignments) != added:
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"Increasing the number of partitions by {added} but {len(assignments)} assignments provided.",
-            )
-        for replicas in assignments:
-            self._check_replicas(replicas)
-            if len(replicas) != topic.replication_factor:
-                raise KafkaError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"The manual partition assignment {replicas} does not have the topic's replication factor"
-                    f" {topic.replication_factor}.",
-                )
-
-    def _check_replicas(self, replicas: list[int]) -> None:
-        known = {b.node_id for b in self.brokers()}
-        unknown = [r for r in replicas if r not in known]
-        if unknown or len(set(replicas)) != len(replicas) or not replicas:
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"invalid replica assignment {replicas}")
-
     def _check_new_topic(
         self,
         name: str,
@@ -334,17 +311,9 @@ class EmbeddedMetadataStore:
         self, name: str, total: int, assignments: Sequence[list[int]] | None = None, *, validate_only: bool = False
     ) -> TopicState:
         async with self._lock:
-            topic = self._topics.get(name)
-            if topic is None:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+            topic = check_new_partitions(name, self._topics.get(name), total, assignments,
+                                         [b.node_id for b in self.brokers()])  # fmt: skip
             current = len(topic.partitions)
-            if total <= current:
-                raise KafkaError(
-                    ErrorCode.INVALID_PARTITIONS,
-                    f"Topic currently has {current} partitions, {total} would not be an increase.",
-                )
-            if assignments:
-                self._check_new_assignments(topic, total, assignments)
             if validate_only:
                 return topic
             added = tuple(

@@ -87,6 +87,39 @@ def check_new_topic(
     check_replication_factor(replication_factor, len(brokers))
 
 
+def check_new_partitions(
+    name: str, topic: TopicState | None, total: int, assignments: Sequence[Sequence[int]] | None, brokers: Sequence[int]
+) -> TopicState:
+    """Kafka's checks of a CreatePartitions: the topic exists, ``total`` is an increase, and an assignment gives one
+    replica list per new partition, as long as the topic's replication factor, of distinct known brokers.
+    Returns the topic."""
+    if topic is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+    current = len(topic.partitions)
+    if total <= current:
+        raise KafkaError(
+            ErrorCode.INVALID_PARTITIONS, f"Topic currently has {current} partitions, {total} would not be an increase."
+        )
+    if not assignments:
+        return topic
+    if len(assignments) != total - current:
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"Increasing the number of partitions by {total - current} but {len(assignments)} assignments provided.",
+        )
+    known = set(brokers)
+    for replicas in assignments:
+        if not replicas or len(set(replicas)) != len(replicas) or any(r not in known for r in replicas):
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"invalid replica assignment {list(replicas)}")
+        if len(replicas) != topic.replication_factor:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment {list(replicas)} does not have the topic's replication factor "
+                f"{topic.replication_factor}.",
+            )
+    return topic
+
+
 def check_replication_factor(replication_factor: int, brokers: int) -> None:
     """At least one replica, and no more than there are live brokers (INVALID_REPLICATION_FACTOR)."""
     if replication_factor < 1:

@@ -24,6 +24,7 @@ from rill.metadata.store import (
     BrokerInfo,
     PartitionState,
     TopicState,
+    check_new_partitions,
     check_new_topic,
     check_replication_factor,
 )
@@ -42,11 +43,6 @@ class ZkChanges:
     _applied: asyncio.Condition
     brokers: Callable[[], list[BrokerInfo]]
     _wait_until: Callable[[Callable[[], bool], str], Awaitable[None]]
-
-    def _check_replicas(self, replicas: Sequence[int]) -> None:
-        unknown = [r for r in replicas if r not in self._brokers]
-        if unknown or len(set(replicas)) != len(replicas) or not replicas:
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"invalid replica assignment {list(replicas)}")
 
     def _place(self, partitions: int, replication_factor: int) -> dict[int, tuple[int, ...]]:
         """Replicas for new partitions over the live brokers; INVALID_REPLICATION_FACTOR when there are fewer
@@ -118,30 +114,10 @@ class ZkChanges:
     async def create_partitions(
         self, name: str, total: int, assignments: Sequence[list[int]] | None = None, *, validate_only: bool = False
     ) -> TopicState:
-        topic = self._topics.get(name)
-        if topic is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        topic = check_new_partitions(name, self._topics.get(name), total, assignments, list(self._brokers))
         current = len(topic.partitions)
-        if total <= current:
-            raise KafkaError(
-                ErrorCode.INVALID_PARTITIONS,
-                f"Topic currently has {current} partitions, {total} would not be an increase.",
-            )
         rf = topic.replication_factor
         if assignments:
-            if len(assignments) != total - current:
-                raise KafkaError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"Increasing the number of partitions by {total - current} but {len(assignments)} "
-                    "assignments provided.",
-                )
-            for reps in assignments:
-                self._check_replicas(reps)
-                if len(reps) != rf:
-                    raise KafkaError(
-                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                        f"The manual partition assignment {reps} does not have the topic's replication factor {rf}.",
-                    )
             added = {current + i: tuple(r) for i, r in enumerate(assignments)}
         else:
             fresh = self._place(total - current, rf)
