@@ -31,6 +31,13 @@ def test_elect_leaders_moves_leadership_back_to_the_preferred_replica() -> None:
         result = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)
         assert result[tp] is None, result
         assert c.leader("pref", 0) == 0
+
+        def every_broker_knows() -> bool:  # each broker learns the new leader from ZooKeeper, a moment apart
+            views = [AdminClient({"bootstrap.servers": c.broker(b).bootstrap_servers}).list_topics("pref", timeout=10)
+                     for b in c.brokers]  # fmt: skip
+            return all(v.topics["pref"].partitions[0].leader == 0 for v in views)
+
+        c.wait_for(every_broker_knows, 10, "every broker's view of the new leader")
         again = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)  # already the preferred leader
         assert again[tp] is not None and again[tp].name() == "ELECTION_NOT_NEEDED", again
 
