@@ -38,9 +38,10 @@ Metric (labels) and the Kafka metric it mirrors:
   controller (and on a single broker, its own controller), 0 elsewhere
 - ``kafka_controller_kafkacontroller_offlinepartitionscount``: KafkaController OfflinePartitionsCount, partitions
   without a live leader; the controller's count (0 on other brokers, as in Kafka)
-- ``kafka_controller_controllerstats_leaderelectionrateandtimems_total``,
-  ``_uncleanleaderelections_total``: ControllerStats LeaderElectionRateAndTimeMs (its count; no timing) and
-  UncleanLeaderElectionsPerSec, the elections this broker made while controller
+- ``kafka_controller_controllerstats_leaderelectionrateandtimems`` (``_count``, ``_sum``): ControllerStats
+  LeaderElectionRateAndTimeMs, the elections of a new leader this broker made while controller and the time
+  each took (milliseconds from the start of the controller's pass that found it due to its write in
+  ZooKeeper); ``kafka_controller_controllerstats_uncleanleaderelections_total``: UncleanLeaderElectionsPerSec
 - ``kafka_log_logcleaner_cleaner_recopy_percent``, ``_max_clean_time_secs``, ``_max_buffer_utilization_percent``:
   LogCleaner cleaner-recopy-percent, max-clean-time-secs, max-buffer-utilization-percent (the last cleaning)
 - ``kafka_log_logcleanermanager_max_dirty_percent``, ``_time_since_last_run_ms``,
@@ -63,7 +64,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    SummaryMetricFamily,
+)
 
 from rill.errors import ErrorCode
 
@@ -112,6 +118,7 @@ class ReplicationStats:
     offline_partitions: int
     leader_elections: int
     unclean_elections: int
+    election_time_ms: float
 
 
 PartitionSource = Callable[[], Iterable[PartitionStats]]
@@ -328,6 +335,7 @@ def _replication_stats(broker: Any) -> ReplicationStats:
         len(partitions), leaders, under, under_min, at_min, int(rm.isr_shrinks), int(rm.isr_expands),
         int(rm.fetchers.max_lag()) if rm.fetchers is not None else 0, int(active), offline,
         int(getattr(controller, "elections", 0)), int(getattr(controller, "unclean_elections", 0)),
+        float(getattr(controller, "election_time_ms", 0.0)),
     )  # fmt: skip
 
 
@@ -410,12 +418,13 @@ class _Collector:
             (GaugeMetricFamily, kc + "activecontrollercount", "1 on the controller.", r.active_controller),
             (GaugeMetricFamily, kc + "offlinepartitionscount", "Partitions without a live leader (controller).",
              r.offline_partitions),
-            (CounterMetricFamily, cs + "leaderelectionrateandtimems", "Leader elections made as controller.",
-             r.leader_elections),
             (CounterMetricFamily, cs + "uncleanleaderelections", "Unclean elections made as controller.",
              r.unclean_elections),
         ):  # fmt: skip
             yield family(name, doc, value=value)
+        yield SummaryMetricFamily(cs + "leaderelectionrateandtimems", "Leader elections made as controller, and the "
+                                  "milliseconds each took.", count_value=r.leader_elections,
+                                  sum_value=r.election_time_ms)  # fmt: skip
         lag = GaugeMetricFamily("kafka_server_replicafetchermanager_maxlag", "Largest lag (offsets) of a followed "
                                 "partition.", labels=["clientid"])  # fmt: skip
         lag.add_metric(["Replica"], r.fetcher_max_lag)
