@@ -149,6 +149,24 @@ def test_consumer_offsets_stays_small_and_a_restart_loads_the_groups(tmp_path: P
         print(f"{commits} offset commits: __consumer_offsets {size} bytes after cleaning; restart, load {loaded:.2f} s")
 
 
+@pytest.mark.slow
+def test_a_million_offset_commits_leave_a_few_segments_and_a_restart_loads_the_groups_quickly(
+    tmp_path: Path,
+) -> None:
+    """The issue's figure: 1,000,000 commits for 10 groups x 10 partitions through OffsetCommit (10 partitions
+    a request, pipelined), with the cleaner running meanwhile; what is left after cleaning is at most
+    ``MAX_SEGMENTS`` segments, and a restart loads the groups from them in well under a second."""
+    from bench.offsets_bench import MAX_SEGMENTS, run
+
+    result = run(tmp_path / "data", commits=1_000_000, backoff_ms=1000, log=lambda _line: None)
+    assert result.commits == 1_000_000 and result.requests == 100_000
+    assert result.segments <= MAX_SEGMENTS
+    assert result.log_bytes < 4 * 1024 * 1024  # ~51 MB of commits without cleaning
+    assert result.load_ms < 1000
+    assert result.records_loaded < 100_000  # far from the million written
+    print(result)
+
+
 def test_a_broker_killed_while_it_cleans_starts_again_with_the_same_table(tmp_path: Path) -> None:
     """SIGKILL at moments spread over the cleanings of a busy compacted topic (where a kill lands in a cleaning
     is left to timing; the unit tests make the half-written and the complete-but-not-swapped states by
