@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
 
 import rill.testing
 from rill.log.checkpoints import read_offset_checkpoint
@@ -45,9 +46,16 @@ def _free_port() -> int:
 
 
 def _scrape(port: int) -> dict[str, float]:
+    """The cleaner's gauges; a gauge of each log dir under ``name{logdirectory}``."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        lines = resp.read().decode().splitlines()
-    return {line.split()[0]: float(line.split()[1]) for line in lines if line.startswith("kafka_log_logcleaner")}
+        text = resp.read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith("kafka_log_logcleaner"):
+                label = sample.labels.get("logdirectory")
+                out[sample.name if label is None else f"{sample.name}{{{label}}}"] = sample.value
+    return out
 
 
 def _read_table(bootstrap: str, topic: str, end: int) -> dict[bytes, bytes]:
@@ -105,14 +113,54 @@ def test_a_compacted_topic_is_cleaned_and_still_reads_as_the_latest_table(caplog
         assert 0 < metrics["kafka_log_logcleaner_max_buffer_utilization_percent"] <= 100
         assert metrics["kafka_log_logcleaner_max_clean_time_secs"] > 0
         assert 0 < metrics["kafka_log_logcleaner_cleaner_recopy_percent"] < 100
-        assert metrics["kafka_log_logcleanermanager_uncleanable_partitions_count"] == 0
-        assert metrics["kafka_log_logcleanermanager_time_since_last_run_ms"] >= 0
+        logs_dir = str((b.data_dir / "logs").absolute())
+        assert metrics[f"kafka_log_logcleanermanager_uncleanable_partitions_count{{{logs_dir}}}"] == 0
+        assert metrics[f"kafka_log_logcleanermanager_uncleanable_bytes{{{logs_dir}}}"] == 0
+        assert 0 <= metrics["kafka_log_logcleanermanager_time_since_last_run_ms"] < 10_000  # backoff 50 ms
         assert "kafka_log_logcleanermanager_max_dirty_percent" in metrics
+        assert metrics["kafka_log_logcleaner_max_compaction_delay_secs"] == 0  # max.compaction.lag.ms: none
+        assert metrics["kafka_log_logcleaner_deadthreadcount"] == 0
         b.stop()
         saved = read_offset_checkpoint(b.data_dir / "logs" / CLEANER_OFFSET_CHECKPOINT)
         assert any(tp.topic == "table" and off > 0 for tp, off in saved.items())
         b.start()
         assert _read_table(b.bootstrap_servers, "table", n) == expected
+
+
+def test_a_log_the_cleaner_fails_on_is_counted_uncleanable_in_its_log_dir(tmp_path: Path) -> None:
+    """A compacted log with a corrupt batch (a byte flipped on disk while the broker was down) is marked
+    uncleanable: LogCleanerManager's uncleanable-partitions-count and uncleanable-bytes of its log dir say
+    so, the other log is still cleaned, and no cleaner thread died."""
+    metrics_port = _free_port()
+    overrides = CLEANER | {"metrics.port": str(metrics_port), "log.cleaner.enable": "false"}
+    with rill.testing.broker(overrides, data_dir=tmp_path / "data") as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        configs = {"cleanup.policy": "compact", "segment.bytes": "16384"}
+        for topic in ("bad", "good"):
+            admin.create_topics([NewTopic(topic, 1, config=configs)])[topic].result(10)
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 5, "batch.size": 4096})
+        for i in range(4000):
+            for topic in ("bad", "good"):
+                producer.produce(topic, key=f"key-{i % 20}".encode(), value=f"value-{i}".encode() * 3)
+        assert producer.flush(30) == 0
+        b.stop()
+        first = sorted((b.data_dir / "logs" / "bad-0").glob("*.log"))[0]
+        with open(first, "r+b") as f:  # inside the first batch's records: its CRC no longer matches
+            f.seek(70)
+            byte = f.read(1)
+            f.seek(70)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        b.overrides["log.cleaner.enable"] = "true"
+        b.start()
+        logs_dir = str((b.data_dir / "logs").absolute())
+        count = f"kafka_log_logcleanermanager_uncleanable_partitions_count{{{logs_dir}}}"
+        _wait_for("the corrupt log marked uncleanable", lambda: _scrape(metrics_port)[count] == 1, 30)
+        _wait_for("the good log's cleaning", lambda: _segments(b.data_dir / "logs" / "good-0") <= 3, 30)
+        metrics = _scrape(metrics_port)
+        bad_bytes = sum(p.stat().st_size for p in sorted((b.data_dir / "logs" / "bad-0").glob("*.log"))[:-1])
+        assert metrics[f"kafka_log_logcleanermanager_uncleanable_bytes{{{logs_dir}}}"] == bad_bytes
+        assert metrics["kafka_log_logcleaner_deadthreadcount"] == 0
+        assert _segments(b.data_dir / "logs" / "bad-0") > 3
 
 
 def test_consumer_offsets_stays_small_and_a_restart_loads_the_groups(tmp_path: Path) -> None:
