@@ -215,36 +215,6 @@ def test_a_million_offset_commits_leave_a_few_segments_and_a_restart_loads_the_g
     print(result)
 
 
-def test_a_broker_killed_while_it_cleans_starts_again_with_the_same_table(tmp_path: Path) -> None:
-    """SIGKILL at moments spread over the cleanings of a busy compacted topic (where a kill lands in a cleaning
-    is left to timing; the unit tests make the half-written and the complete-but-not-swapped states by
-    hand): each restart reads the latest table."""
-    overrides = CLEANER | {"log.cleaner.backoff.ms": "10", "num.partitions": "1"}
-    with rill.testing.broker(overrides, subprocess=True, data_dir=tmp_path / "data") as b:
-        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
-        configs = {"cleanup.policy": "compact", "segment.bytes": "8192", "min.cleanable.dirty.ratio": "0.01"}
-        admin.create_topics([NewTopic("table", 1, config=configs)])["table"].result(10)
-        latest: dict[bytes, bytes | None] = {}
-        errors: list[object] = []
-        n = 0
-        for round_ in range(4):
-            producer = Producer(
-                {"bootstrap.servers": b.bootstrap_servers, "linger.ms": 2, "batch.size": 2048, "acks": "all"}
-            )
-            for _ in range(3000):
-                key = f"key-{n % 50}".encode()
-                value = None if n % 101 == 0 else f"value-{n}".encode()
-                producer.produce("table", key=key, value=value, on_delivery=lambda e, _m: e and errors.append(e))
-                latest[key] = value
-                n += 1
-            assert producer.flush(30) == 0 and not errors
-            time.sleep(0.05 * round_)  # the kill lands at a different point of the cleaning each round
-            b.kill()
-            b.start()
-            expected = {k: v for k, v in latest.items() if v is not None}
-            assert _read_table(b.bootstrap_servers, "table", n) == expected
-
-
 def test_the_cleaner_follows_dynamic_broker_configs() -> None:
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
