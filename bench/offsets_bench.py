@@ -43,7 +43,7 @@ class OffsetsResult:
     commits: int
     requests: int
     commit_seconds: float
-    bytes_written: int  # what the log's end offset says was appended (records, all batches)
+    segment_bytes_at_end: int  # of the log's segments when the last commit was answered
     cleaned_after_seconds: float  # from the last commit until the log had at most MAX_SEGMENTS segments
     segments: int
     log_bytes: int
