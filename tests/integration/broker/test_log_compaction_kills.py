@@ -132,6 +132,7 @@ def test_sigkill_at_random_points_of_cleanings_leaves_a_log_that_recovers_whole(
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         configs = {"cleanup.policy": "compact", "segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.01"}
         admin.create_topics([NewTopic("table", 1, config=configs)])["table"].result(10)
+        del admin  # no client reconnecting to the killed broker meanwhile
         log_dir = b.data_dir / "logs" / "table-0"
         acked: dict[int, Record] = {}
         seen: dict[str, int] = {}
