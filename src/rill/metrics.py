@@ -42,11 +42,14 @@ Metric (labels) and the Kafka metric it mirrors:
   LeaderElectionRateAndTimeMs, the elections of a new leader this broker made while controller and the time
   each took (milliseconds from the start of the controller's pass that found it due to its write in
   ZooKeeper); ``kafka_controller_controllerstats_uncleanleaderelections_total``: UncleanLeaderElectionsPerSec
-- ``kafka_log_logcleaner_cleaner_recopy_percent``, ``_max_clean_time_secs``, ``_max_buffer_utilization_percent``:
-  LogCleaner cleaner-recopy-percent, max-clean-time-secs, max-buffer-utilization-percent (the last cleaning)
-- ``kafka_log_logcleanermanager_max_dirty_percent``, ``_time_since_last_run_ms``,
-  ``_uncleanable_partitions_count``: LogCleanerManager max-dirty-percent, time-since-last-run-ms,
-  uncleanable-partitions-count (for the whole broker, not per log dir)
+- ``kafka_log_logcleaner_cleaner_recopy_percent``, ``_max_clean_time_secs``, ``_max_buffer_utilization_percent``,
+  ``_max_compaction_delay_secs``, ``_deadthreadcount``: LogCleaner cleaner-recopy-percent,
+  max-clean-time-secs, max-buffer-utilization-percent, max-compaction-delay-secs (over the last cleaning of
+  each cleaner thread, as fractions where Kafka truncates to integers) and DeadThreadCount
+- ``kafka_log_logcleanermanager_max_dirty_percent``, ``_time_since_last_run_ms``: LogCleanerManager
+  max-dirty-percent, time-since-last-run-ms (since a cleaner thread last looked for a log to clean)
+- ``kafka_log_logcleanermanager_uncleanable_partitions_count``, ``_uncleanable_bytes`` (logdirectory):
+  LogCleanerManager uncleanable-partitions-count and uncleanable-bytes of each log dir
 - ``rill_implementation_info`` (module, implementation): Rill's own, 1 for each module that has a compiled
   implementation and a pure-Python twin, labelled with the one in use (``compiled`` or ``python``)
 
@@ -126,6 +129,7 @@ GroupSource = Callable[[], Iterable[GroupOffset]]
 PurgatorySource = Callable[[], Mapping[str, int]]
 CountSource = Callable[[], int]
 ValuesSource = Callable[[], Mapping[str, float]]
+LabelledValuesSource = Callable[[], Mapping[str, Mapping[str, float]]]  # name -> label value -> value
 
 
 TWINNED_MODULES = ("rill.records.scan",)
@@ -197,6 +201,7 @@ class BrokerMetrics:
         self._connection_source: CountSource | None = None
         self._replication_source: Callable[[], ReplicationStats] | None = None
         self._cleaner_source: ValuesSource | None = None
+        self._cleaner_dir_source: LabelledValuesSource | None = None
         self.registry.register(_Collector(self))
 
     # -- hot path ----------------------------------------------------------------------------------------
@@ -264,9 +269,12 @@ class BrokerMetrics:
 
     def set_replication_source(self, source: Callable[[], ReplicationStats] | None) -> None:
         self._replication_source = source
-    def set_cleaner_source(self, source: ValuesSource | None) -> None:
-        """The log cleaner's gauges by metric name (``LogCleaner.metric_values``)."""
+
+    def set_cleaner_source(self, source: ValuesSource | None, per_log_dir: LabelledValuesSource | None = None) -> None:
+        """The log cleaner's gauges by metric name (``LogCleaner.metric_values``), and those of each log dir
+        (``LogCleaner.log_dir_metric_values``)."""
         self._cleaner_source = source
+        self._cleaner_dir_source = per_log_dir
 
     def attach(self, broker: Any) -> None:
         """Wire the lazy sources from a started ``rill.broker.Broker``: replica manager, server, groups."""
@@ -280,7 +288,7 @@ class BrokerMetrics:
             self.set_connection_source(lambda: int(server.connection_count))
         cleaner = getattr(getattr(broker, "log_manager", None), "cleaner", None)
         if cleaner is not None and callable(getattr(cleaner, "metric_values", None)):
-            self.set_cleaner_source(cleaner.metric_values)
+            self.set_cleaner_source(cleaner.metric_values, getattr(cleaner, "log_dir_metric_values", None))
         services = getattr(broker, "services", None)
         coordinator: Any = getattr(services, "group_coordinator", None)
         offsets = getattr(coordinator, "committed_offsets", None)
@@ -519,6 +527,15 @@ class _Collector:
         if m._cleaner_source is not None:
             for name, v in _snapshot(lambda: list((m._cleaner_source or dict)().items()), "cleaner metrics"):
                 yield GaugeMetricFamily(name, "Kafka's log cleaner gauge of this name.", value=v)
+        if m._cleaner_dir_source is not None:
+            source = m._cleaner_dir_source
+            for name, by_dir in _snapshot(lambda: [(k, dict(v)) for k, v in source().items()], "cleaner metrics"):
+                family = GaugeMetricFamily(
+                    name, "Kafka's log cleaner gauge of this name, per log dir.", labels=["logdirectory"]
+                )
+                for directory, v in sorted(by_dir.items()):
+                    family.add_metric([directory], v)
+                yield family
 
         info = GaugeMetricFamily(
             "rill_implementation_info",
