@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from logtest_util import make_batch, open_log, small_config
 
 from rill.errors import ErrorCode, KafkaError
@@ -175,3 +177,88 @@ def test_follower_appends_index_aborts_like_the_leader(tmp_path: Path) -> None:
     assert follower.last_stable_offset == follower.log_end_offset
     leader.close()
     follower.close()
+
+
+def test_transactional_batches_without_sequence_skip_the_sequence_checks(tmp_path: Path) -> None:
+    # the group coordinator's TxnOffsetCommit records: the producer's id and epoch, base sequence -1
+    log = open_log(tmp_path / "t-0")
+    log.append(txn_batch(4, 0, epoch=2), leader_epoch=0)
+    log.append_txn_marker(4, 2, 0, True, leader_epoch=0)
+    first = log.append(txn_batch(4, -1, epoch=2), leader_epoch=0).first_offset
+    log.append(txn_batch(4, -1, epoch=2), leader_epoch=0)
+    assert log.producer_state.ongoing_txns == {4: first}
+    log.append_txn_marker(4, 2, 0, False, leader_epoch=0)
+    assert [e for s in log.segments for e in s.txn_index.entries][-1][:3] == (4, first, first + 4)
+    # the producer's sequences go on where they were
+    with pytest.raises(KafkaError) as e:
+        log.append(txn_batch(4, 5, epoch=2), leader_epoch=0)
+    assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    log.append(txn_batch(4, 2, epoch=2), leader_epoch=0)
+    log.close()
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("data"), st.integers(1, 3), st.just(True)),
+        st.tuples(st.just("txn"), st.integers(1, 3), st.booleans()),
+        st.tuples(st.just("end"), st.integers(1, 3), st.booleans()),
+    ),
+    max_size=40,
+)
+
+
+@given(ops=_OPS, reopen=st.sampled_from(["clean", "crash", "none"]))
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_read_committed_matches_a_model(tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int, bool]],
+                                        reopen: str) -> None:  # fmt: skip
+    """Random data, transactional writes and markers of three producers: read_committed returns exactly the
+    records of committed transactions and plain data below the last stable offset (the first offset of an open
+    transaction), before and after the log is opened again (after a clean close, or a crash that lost every
+    transaction index)."""
+    dir = tmp_path_factory.mktemp("model") / "t-0"
+    config = small_config(segment_bytes=900)
+    log = open_log(dir, config)
+    seqs = {1: 0, 2: 0, 3: 0}
+    open_keys: dict[int, list[tuple[int, bytes]]] = {}
+    open_first: dict[int, int] = {}
+    visible: list[tuple[int, bytes]] = []  # (offset, key) of records a committed reader may see
+    plain = 0
+    for kind, pid, flag in ops:
+        if kind == "data":
+            first = log.append(make_batch(1, tag=plain), leader_epoch=0).first_offset
+            visible.append((first, b"k%d-0" % plain))
+            plain += 1
+        elif kind == "txn":
+            first = log.append(txn_batch(pid, seqs[pid], n=2), leader_epoch=0).first_offset
+            keys = [b"p%d-%d" % (pid, seqs[pid] + i) for i in range(2)]
+            seqs[pid] += 2
+            open_keys.setdefault(pid, [])
+            open_first.setdefault(pid, first)
+            open_keys[pid] += [(first + i, k) for i, k in enumerate(keys)]
+        else:
+            log.append_txn_marker(pid, 0, 0, flag, leader_epoch=0)
+            if flag:
+                visible += open_keys.get(pid, [])
+            open_keys.pop(pid, None)
+            open_first.pop(pid, None)
+        log.high_watermark = log.log_end_offset
+
+    def check(log: Log) -> None:
+        lso = min(open_first.values(), default=log.log_end_offset)
+        assert log.last_stable_offset == lso
+        assert committed_values(log) == [k for o, k in sorted(visible) if o < lso]
+
+    check(log)
+    leo = log.log_end_offset
+    if reopen == "none":
+        log.close()
+        return
+    if reopen == "clean":
+        log.close()
+    else:
+        for seg in log.segments:
+            seg.close()
+            seg.txn_index.path.unlink(missing_ok=True)
+    log = open_log(dir, config, high_watermark=leo, recovery_point=0, had_clean_shutdown=reopen == "clean")
+    check(log)
+    log.close()
