@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal, overload
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -29,12 +30,17 @@ def txn_batch(pid: int, seq: int, n: int = 2, epoch: int = 0, tag: int = 0) -> b
     )
 
 
-def committed_values(log: Log) -> list[bytes]:
+@overload
+def committed_values(log: Log) -> list[bytes]: ...
+@overload
+def committed_values(log: Log, *, values: Literal[True]) -> list[tuple[bytes, bytes]]: ...
+def committed_values(log: Log, *, values: bool = False) -> list[bytes] | list[tuple[bytes, bytes]]:
     """What a read_committed consumer keeps: data below the LSO, minus the aborted transactions' batches."""
     info = log.read_committed(log.log_start_offset, 1 << 20)
     data = b"".join(os.pread(r.fd, r.length, r.position) for r in info.regions)
     aborted = sorted((t.first_offset, t.producer_id) for t in info.aborted_transactions or [])
     out: list[bytes] = []
+    pairs: list[tuple[bytes, bytes]] = []
     dropping: set[int] = set()
     for pos, h in iter_batches(data):
         for first, pid in aborted:
@@ -46,8 +52,10 @@ def committed_values(log: Log) -> list[bytes]:
             continue
         if h.producer_id in dropping and h.is_transactional:
             continue
-        out += [r.key or b"" for r in decode_records_in(data[pos : pos + h.size])]
-    return out
+        for r in decode_records_in(data[pos : pos + h.size]):
+            out.append(r.key or b"")
+            pairs.append((r.key or b"", r.value or b""))
+    return pairs if values else out
 
 
 def test_ongoing_transactions_hold_back_the_last_stable_offset(tmp_path: Path) -> None:
@@ -261,4 +269,32 @@ def test_read_committed_matches_a_model(tmp_path_factory: pytest.TempPathFactory
             seg.txn_index.path.unlink(missing_ok=True)
     log = open_log(dir, config, high_watermark=leo, recovery_point=0, had_clean_shutdown=reopen == "clean")
     check(log)
+    log.close()
+
+
+def test_retention_and_delete_records_keep_kafkas_bounds(tmp_path: Path) -> None:
+    """Retention and DeleteRecords are bounded by the high watermark, not the last stable offset (Kafka's rule):
+    a transaction open from below the new log start holds the last stable offset at the log start."""
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=600, retention_bytes=700))
+    first = log.append(txn_batch(1, 0), leader_epoch=0).first_offset
+    for i in range(12):
+        log.append(make_batch(3, tag=i), leader_epoch=0)
+    hw = log.segments[2].base_offset
+    log.high_watermark = hw
+    assert log.last_stable_offset == first == 0
+    assert log.delete_old_segments() == 2
+    assert log.log_start_offset == hw  # the high watermark bounds retention, the open transaction does not
+    assert log.last_stable_offset == log.log_start_offset
+    assert log.read_committed(log.log_start_offset, 1 << 20).size == 0
+    with pytest.raises(KafkaError):
+        log.maybe_increment_log_start_offset(log.high_watermark + 1)
+    log.high_watermark = log.log_end_offset
+    log.maybe_increment_log_start_offset(log.log_end_offset - 2)
+    assert log.last_stable_offset == log.log_start_offset == log.log_end_offset - 2
+    # the abort ends it; the index entry names the transaction's first offset, below the log start
+    log.append_txn_marker(1, 0, 0, False, leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+    assert log.last_stable_offset == log.log_end_offset
+    info = log.read_committed(log.log_start_offset, 1 << 20)
+    assert [(t.producer_id, t.first_offset) for t in info.aborted_transactions or []] == [(1, 0)]
     log.close()
