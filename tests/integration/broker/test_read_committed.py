@@ -5,6 +5,7 @@ neither sees a control record."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable
 from typing import Any
 
@@ -175,3 +176,45 @@ def test_write_txn_markers_and_describe_producers_over_the_wire(version: int) ->
             assert [m.value for m in consumer] == [b"keep"]
         finally:
             consumer.close()
+
+
+def test_aiokafka_read_committed() -> None:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as ATP
+
+    with rill.testing.broker() as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("ai", 1)])["ai"].result(10)
+        rm = b.broker.replica_manager
+        wire = Wire(b.bootstrap_servers)
+        try:
+            _produce(wire, "ai", 1, 0, [b"drop1", b"drop2"], txn_id="a")
+            _produce(wire, "ai", 2, 0, [b"keep1"], txn_id="b")
+            assert _on_loop(b, rm.append_txn_marker(TP("ai", 0), 1, 0, 0, False)) is ErrorCode.NO_ERROR
+            _produce(wire, "ai", 2, 1, [b"keep2"], txn_id="b")
+            assert _on_loop(b, rm.append_txn_marker(TP("ai", 0), 2, 0, 0, True)) is ErrorCode.NO_ERROR
+        finally:
+            wire.close()
+
+        async def consume(isolation: str, expected: int) -> list[bytes]:
+            consumer = AIOKafkaConsumer(bootstrap_servers=b.bootstrap_servers, isolation_level=isolation,
+                                        enable_auto_commit=False, auto_offset_reset="earliest")  # fmt: skip
+            await consumer.start()
+            try:
+                consumer.assign([ATP("ai", 0)])
+                out: list[bytes] = []
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    batches = await consumer.getmany(timeout_ms=500)
+                    out += [m.value for ms in batches.values() for m in ms if m.value is not None]
+                    if len(out) >= expected:
+                        await asyncio.sleep(0.5)  # anything more would show now
+                        batches = await consumer.getmany(timeout_ms=500)
+                        out += [m.value for ms in batches.values() for m in ms if m.value is not None]
+                        break
+                return out
+            finally:
+                await consumer.stop()
+
+        assert asyncio.run(consume("read_committed", 2)) == [b"keep1", b"keep2"]
+        assert asyncio.run(consume("read_uncommitted", 4)) == [b"drop1", b"drop2", b"keep1", b"keep2"]
