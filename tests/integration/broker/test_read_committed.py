@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.integration.broker._wire import Wire
+from tests.integration.test_metrics import _free_port, scrape, value
 
 import rill.testing
 from rill.common import TopicPartition as TP
@@ -68,7 +69,8 @@ def _consume(bootstrap: str, topic: str, isolation: str, expect_at_least: int) -
 
 
 def test_read_committed_sees_committed_records_only() -> None:
-    with rill.testing.broker() as b:
+    metrics_port = _free_port()
+    with rill.testing.broker({"metrics.port": str(metrics_port)}) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         admin.create_topics([NewTopic("t", 1)])["t"].result(10)
         rm = b.broker.replica_manager
@@ -101,6 +103,8 @@ def test_read_committed_sees_committed_records_only() -> None:
             assert wire.call(ApiKey.LIST_OFFSETS, 5, req)["topics"][0]["partitions"][0]["offset"] == 8
             req["isolation_level"] = 0
             assert wire.call(ApiKey.LIST_OFFSETS, 5, req)["topics"][0]["partitions"][0]["offset"] == 9
+            lag = value(scrape(metrics_port), "kafka_cluster_partition_laststableoffsetlag", topic="t", partition="0")
+            assert lag == 1  # the open transaction holds one record back
         finally:
             wire.close()
 
