@@ -222,3 +222,35 @@ def test_aiokafka_read_committed() -> None:
 
         assert asyncio.run(consume("read_committed", 2)) == [b"keep1", b"keep2"]
         assert asyncio.run(consume("read_uncommitted", 4)) == [b"drop1", b"drop2", b"keep1", b"keep2"]
+
+
+@pytest.mark.parametrize("kill", [True, False])
+def test_a_restart_keeps_open_and_aborted_transactions(kill: bool) -> None:
+    with rill.testing.broker() as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("r", 1)])["r"].result(10)
+        rm = b.broker.replica_manager
+        wire = Wire(b.bootstrap_servers)
+        try:
+            _produce(wire, "r", 1, 0, [b"gone"], txn_id="a")  # 0
+            _produce(wire, "r", 2, 0, [b"kept"], txn_id="b")  # 1
+            assert _on_loop(b, rm.append_txn_marker(TP("r", 0), 1, 0, 0, False)) is ErrorCode.NO_ERROR  # 2
+            assert _on_loop(b, rm.append_txn_marker(TP("r", 0), 2, 0, 0, True)) is ErrorCode.NO_ERROR  # 3
+            _produce(wire, "r", 3, 0, [b"open"], txn_id="c")  # 4, stays open
+        finally:
+            wire.close()
+        b.restart(kill=kill)
+        wire = Wire(b.bootstrap_servers)
+        try:
+            body = {"topics": [{"name": "r", "partition_indexes": [0]}]}
+            part = wire.call(ApiKey.DESCRIBE_PRODUCERS, 0, body)["topics"][0]["partitions"][0]
+            assert {p["producer_id"]: p["current_txn_start_offset"] for p in part["active_producers"]} == {
+                1: -1,
+                2: -1,
+                3: 4,
+            }
+        finally:
+            wire.close()
+        committed, position = _consume(b.bootstrap_servers, "r", "read_committed", 1)
+        assert committed == [b"kept"] and position == 4
+        assert _consume(b.bootstrap_servers, "r", "read_uncommitted", 3)[0] == [b"gone", b"kept", b"open"]
