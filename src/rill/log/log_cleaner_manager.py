@@ -451,11 +451,11 @@ class LogCleaner:
 
 def _cleanable_bytes(plog: Log, first_dirty: int, now_ms: int) -> tuple[int, int, int]:
     """(clean bytes, dirty bytes, compaction delay in ms) of ``plog`` from ``first_dirty`` up to its first
-    uncleanable offset (the active segment, the high watermark, ``min.compaction.lag.ms``); the delay is how
+    uncleanable offset (the active segment, the last stable offset, ``min.compaction.lag.ms``); the delay is how
     long ago the first dirty segment's first batch passed ``max.compaction.lag.ms`` (Kafka's
     maxCompactionDelay), 0 when it has not. Reads only: the metrics call it from their own thread."""
     segments = list(plog.segments)
-    end = min(segments[-1].base_offset, plog.high_watermark)
+    end = min(segments[-1].base_offset, plog.last_stable_offset)
     config = plog.config
     clean = dirty = delay = 0
     for i, seg in enumerate(segments[:-1]):
