@@ -152,8 +152,8 @@ def test_add_partitions_describe_list_and_verify(rill_broker, wire: Wire) -> Non
          "topics": [{"name": topic, "partitions": [1]}]},
     ]})  # fmt: skip
     first, fenced = verify["results_by_transaction"]
-    assert {p["partition_index"]: p["partition_error_code"] for p in first["topic_results"][0]["results_by_partition"]} \
-        == {1: 0, 2: ErrorCode.INVALID_TXN_STATE}  # fmt: skip
+    results = first["topic_results"][0]["results_by_partition"]
+    assert {p["partition_index"]: p["partition_error_code"] for p in results} == {1: 0, 2: ErrorCode.INVALID_TXN_STATE}
     assert fenced["topic_results"][0]["results_by_partition"][0]["partition_error_code"] == ErrorCode.PRODUCER_FENCED
     d = describe(wire, "tx-add")
     assert [(t["topic"], sorted(t["partitions"])) for t in d["topics"]] == [(topic, [0, 1])]  # verify added nothing

@@ -59,7 +59,8 @@ def test_value_v1_flexible_with_tagged_fields() -> None:
         + bytes([2]) + bytes([0, 8]) + struct.pack(">q", 42) + bytes([2, 2]) + struct.pack(">h", 2)
     )  # fmt: skip
     v = decode_value(body)
-    assert (v.producer_id, v.producer_epoch, v.txn_timeout_ms, v.state) == (99, 0, 1000, TransactionState.COMPLETE_COMMIT)
+    assert (v.producer_id, v.producer_epoch, v.txn_timeout_ms) == (99, 0, 1000)
+    assert v.state == TransactionState.COMPLETE_COMMIT
     assert v.partitions == {TopicPartition("t", 3)}
     assert (v.txn_last_update_ms, v.txn_start_ms, v.previous_producer_id) == (20, 10, 42)
 
