@@ -34,12 +34,12 @@ def _producer(bootstrap: str, txn_id: str, **extra: object) -> Producer:
     return Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5, **extra})
 
 
-def _read(bootstrap: str, topic: str, partitions: int, isolation: str, expected: int, wait_s: float = 3.0) -> list[bytes]:
+def _read(bootstrap: str, topic: str, partitions: int, isolation: str, expected: int) -> list[bytes]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}",
                   "isolation.level": isolation, "enable.auto.commit": False})  # fmt: skip
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: list[bytes] = []
-    deadline = time.monotonic() + wait_s
+    deadline = time.monotonic() + 5
     while time.monotonic() < deadline and len(out) < expected:
         msg = c.poll(0.2)
         if msg is not None and not msg.error():
