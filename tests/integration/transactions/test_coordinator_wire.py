@@ -244,3 +244,32 @@ def test_idle_ids_expire_with_a_tombstone(rill_broker, wire: Wire) -> None:
     assert records[-1] is None and len(records) >= 2
     again = init_pid(wire, "tx-idle")  # a new producer id, from epoch 0
     assert (again["error_code"], again["producer_epoch"]) == (0, 0)
+
+
+def test_coordinator_metrics() -> None:
+    import socket
+
+    from tests.integration.test_metrics import scrape, value
+
+    import rill.testing
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with rill.testing.broker({**FAST, "metrics.port": str(port)}) as b:
+        topic = _topic(b.bootstrap_servers, 1)
+        w = Wire(b.bootstrap_servers, timeout=30)
+        try:
+            find_txn_coordinator(w, "tx-m")
+            r = init_pid(w, "tx-m")
+            for commit in (True, False, True):
+                assert add_partitions(w, "tx-m", r["producer_id"], r["producer_epoch"], topic, [0]) == {0: 0}
+                assert end_txn(w, "tx-m", r["producer_id"], r["producer_epoch"], commit) == 0
+                wait_for_state(w, "tx-m", "CompleteCommit" if commit else "CompleteAbort")
+        finally:
+            w.close()
+        samples = scrape(port)
+    assert value(samples, "rill_transactions_completed_total", outcome="committed") == 2
+    assert value(samples, "rill_transactions_completed_total", outcome="aborted") == 1
+    assert value(samples, "rill_transaction_coordinator_transactional_ids") == 1
+    assert ("kafka_server_transaction_coordinator_metrics_partition_load_time_max", ()) in samples

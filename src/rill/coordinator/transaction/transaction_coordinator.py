@@ -441,6 +441,22 @@ class TransactionCoordinator:
             self.outcomes["expired_ids"] += 1
             log.info("Removed transactional id %s: unused for %d ms", md.transactional_id, self.id_expiration_ms)
 
+    # -- metrics -----------------------------------------------------------------------------------------
+
+    def metric_values(self) -> dict[str, float]:
+        """Gauges under the names Kafka's transaction coordinator metrics take through the JMX exporter."""
+        loads = self.manager.load_times_ms
+        open_txns = sum(1 for _, md in self.manager.all_metadata() if md.state == S.ONGOING)
+        return {
+            "kafka_server_transaction_coordinator_metrics_partition_load_time_max": max(loads, default=0.0),
+            "kafka_server_transaction_coordinator_metrics_partition_load_time_avg": (
+                sum(loads) / len(loads) if loads else 0.0
+            ),
+            "rill_transaction_coordinator_markers_in_flight": self.markers.in_flight,
+            "rill_transaction_coordinator_ongoing_transactions": open_txns,
+            "rill_transaction_coordinator_transactional_ids": sum(1 for _ in self.manager.all_metadata()),
+        }
+
     # -- DescribeTransactions / ListTransactions ---------------------------------------------------------
 
     def describe(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
