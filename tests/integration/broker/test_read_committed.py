@@ -70,7 +70,9 @@ def _consume(bootstrap: str, topic: str, isolation: str, expect_at_least: int) -
 
 def test_read_committed_sees_committed_records_only() -> None:
     metrics_port = _free_port()
-    with rill.testing.broker({"metrics.port": str(metrics_port)}) as b:
+    # transactional batches written without a coordinator (no AddPartitionsToTxn): KIP-890's check is off
+    overrides = {"metrics.port": str(metrics_port), "transaction.partition.verification.enable": "false"}
+    with rill.testing.broker(overrides) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         admin.create_topics([NewTopic("t", 1)])["t"].result(10)
         rm = b.broker.replica_manager
@@ -145,7 +147,8 @@ def test_write_txn_markers_and_describe_producers_over_the_wire(version: int) ->
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTP
 
-    with rill.testing.broker() as b:
+    # transactional batches written without a coordinator (no AddPartitionsToTxn): KIP-890's check is off
+    with rill.testing.broker({"transaction.partition.verification.enable": "false"}) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         admin.create_topics([NewTopic("w", 2)])["w"].result(10)
         wire = Wire(b.bootstrap_servers)

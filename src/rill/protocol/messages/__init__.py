@@ -18,6 +18,7 @@ from rill.protocol.messages import (
     offsets,
     produce,
     topics,
+    transactions,
     txn_markers,
 )
 from rill.protocol.schema import Message
@@ -33,6 +34,7 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *group.APIS,
     *offsets.APIS,
     *cluster.APIS,
+    *transactions.APIS,
     *txn_markers.APIS,
 ]
 
