@@ -106,7 +106,10 @@ class SchemaTopic:
         assert consumer is not None and loop is not None
         while not self._stop.is_set():
             try:
-                msgs = consumer.consume(num_messages=1000, timeout=0.2)
+                # poll returns at the first record; consume(timeout=0) then drains what is already fetched
+                # (consume with a timeout would wait for all num_messages or the whole timeout).
+                first = consumer.poll(0.2)
+                msgs = [] if first is None else [first, *consumer.consume(num_messages=1000, timeout=0)]
                 records: list[tuple[int, bytes | None, bytes | None]] = []
                 for m in msgs:
                     if m.error() is not None:
