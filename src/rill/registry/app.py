@@ -61,9 +61,10 @@ def _version_number(text: str) -> int | None:
 
 
 class RegistryApp:
-    def __init__(self, state: RegistryState, topic: SchemaTopic) -> None:
+    def __init__(self, state: RegistryState, topic: SchemaTopic, may_write: Callable[[], bool] = lambda: True) -> None:
         self.state = state
         self.topic = topic
+        self.may_write = may_write  # whether this instance leads (checked again under the write lock)
         self._write_lock = asyncio.Lock()
         self._routes: list[tuple[str, re.Pattern[str], Callable[..., Awaitable[Reply]]]] = []
         table: list[tuple[str, str, Callable[..., Awaitable[Reply]]]] = [
@@ -137,6 +138,8 @@ class RegistryApp:
     async def _write(self, prepare: Callable[[], tuple[list[Record], Any]]) -> Any:
         """Catch up, validate and build records (``prepare``), write them, answer ``prepare``'s reply."""
         async with self._write_lock:
+            if not self.may_write():
+                raise RegistryError(E.UNKNOWN_LEADER, "This instance is no longer the registry leader")
             await self.topic.catch_up()
             records, reply = prepare()
             if records:

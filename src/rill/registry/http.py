@@ -120,7 +120,11 @@ class HttpServer:
                 keep_alive = (version == "HTTP/1.1" and connection != "close") or connection == "keep-alive"
                 url = urlsplit(target)
                 query = dict(parse_qsl(url.query, keep_blank_values=True))
-                status, payload = await self.handler(method, url.path or "/", query, headers, body)
+                try:
+                    status, payload = await self.handler(method, url.path or "/", query, headers, body)
+                except Exception as e:  # answered, logged, and the server goes on
+                    log.exception("HTTP %s %s failed", method, target)
+                    status, payload = 500, {"error_code": 500, "message": f"Internal server error: {e}"}
                 writer.write(_response(status, payload, keep_alive))
                 await writer.drain()
                 if not keep_alive:

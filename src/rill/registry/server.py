@@ -50,7 +50,7 @@ class SchemaRegistry:
         self.timeout_s = timeout_s
         self.state = RegistryState()
         self.topic = SchemaTopic(bootstrap_servers, self.state, topic=topic, timeout_s=timeout_s)
-        self.app = RegistryApp(self.state, self.topic)
+        self.app = RegistryApp(self.state, self.topic, self._is_leader)
         self.http = HttpServer(self._handle, host, port)
         self.election: LeaderElection | None = None
 
@@ -85,6 +85,9 @@ class SchemaRegistry:
                 raise E.RegistryError(E.UNKNOWN_LEADER, "No registry leader elected")
             await asyncio.sleep(0.2)
 
+    def _is_leader(self) -> bool:
+        return self.election is not None and self.election.is_leader
+
     def _leader_url(self) -> str | None:
         return None if self.election is None else self.election.leader_url()
 
@@ -106,7 +109,11 @@ class SchemaRegistry:
         while True:
             election = self.election
             if election is not None and election.is_leader:
-                return await self.app.handle(method, path, query, body)
+                status, payload = await self.app.handle(method, path, query, body)
+                lost = isinstance(payload, dict) and payload.get("error_code") == E.UNKNOWN_LEADER
+                if not lost or forwarded or time.monotonic() > deadline:
+                    return status, payload
+                continue  # leadership moved while this write waited: forward it
             if forwarded:  # the forwarding instance retries with the leader it finds next
                 raise E.RegistryError(E.UNKNOWN_LEADER, f"{self.url} is not the registry leader")
             leader = await self.wait_leader(max(0.0, deadline - time.monotonic()))

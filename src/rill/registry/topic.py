@@ -31,6 +31,9 @@ def ensure_topic(bootstrap: str, topic: str, timeout_s: float) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     metadata = admin.list_topics(timeout=timeout_s)
     if topic in metadata.topics and metadata.topics[topic].error is None:
+        partitions = len(metadata.topics[topic].partitions)
+        if partitions != 1:  # the order of the registry's records is the order of one partition
+            raise RuntimeError(f"the registry's topic {topic} has {partitions} partitions; it needs exactly 1")
         return
     rf = max(1, min(3, len(metadata.brokers)))
     futures = admin.create_topics(

@@ -232,3 +232,23 @@ def test_read_only_mode_refuses_registrations(reg: RegistryThread, http: Any) ->
     assert http("DELETE", "/mode/ro-value") == (200, {"mode": "READONLY"})
     assert sr.register_schema("ro-value", avro([{"name": "a", "type": "int"}])) > 0
     assert http("GET", "/mode") == (200, {"mode": "READWRITE"})
+
+
+def test_import_mode_keeps_given_ids_and_versions(reg: RegistryThread, http: Any) -> None:
+    subject = "imported-value"
+    record = avro([{"name": "i", "type": "int"}], name="Imported").schema_str
+    status, body = http("POST", f"/subjects/{subject}/versions", {"schema": record, "id": 5000, "version": 7})
+    assert (status, body["error_code"]) == (422, 42205)  # not in import mode
+    assert http("PUT", f"/mode/{subject}", {"mode": "IMPORT"}) == (200, {"mode": "IMPORT"})
+    assert http("POST", f"/subjects/{subject}/versions", {"schema": record, "id": 5000, "version": 7}) == (
+        200,
+        {"id": 5000},
+    )
+    status, body = http("GET", f"/subjects/{subject}/versions/7")
+    assert (status, body["id"], body["version"]) == (200, 5000, 7)
+    other = avro([{"name": "j", "type": "int"}], name="Imported").schema_str
+    status, body = http("POST", f"/subjects/{subject}/versions", {"schema": other, "id": 5000, "version": 8})
+    assert (status, body["error_code"]) == (422, 42207)  # the id holds another schema
+    assert http("DELETE", f"/mode/{subject}") == (200, {"mode": "IMPORT"})
+    # Ids allocated afterwards continue above the imported one.
+    assert client(reg).register_schema("after-import-value", avro([{"name": "k", "type": "int"}])) == 5001
