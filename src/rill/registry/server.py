@@ -120,7 +120,10 @@ class SchemaRegistry:
             if leader == (self.advertised_url or self.url):
                 continue  # elected meanwhile
             status, payload = await asyncio.to_thread(self._forward, leader, method, path, query, body)
-            if status == 500 and isinstance(payload, dict) and payload.get("error_code") == E.UNKNOWN_LEADER:
+            # A leader that is not (or no longer) one, or cannot be reached (a dead leader stays a member of
+            # the group until its session times out): ask again until the deadline.
+            retry = (E.UNKNOWN_LEADER, E.FORWARDING_FAILED)
+            if status == 500 and isinstance(payload, dict) and payload.get("error_code") in retry:
                 if time.monotonic() > deadline:
                     return status, payload
                 await asyncio.sleep(0.2)

@@ -11,8 +11,11 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
+from rill.registry.election import CLIENT_ID_PREFIX
 from rill.testing import TestBroker
 from rill.testing.registry import registry
 
@@ -78,33 +81,9 @@ def test_two_instances_agree_on_ids_and_a_restart_keeps_everything(broker: TestB
         assert sr.register_schema("after-restart", schema(100)) == late + 1
 
 
-def test_rill_registry_command(broker: TestBroker, tmp_path: object) -> None:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rill",
-            "registry",
-            "--bootstrap-server",
-            broker.bootstrap_servers,
-            "--listen",
-            "127.0.0.1:0",
-            "--topic",
-            "_schemas_cli",
-            "--group",
-            "registry-cli",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
+def test_rill_registry_command(broker: TestBroker) -> None:
+    proc, url = start_command(broker, "_schemas_cli", "registry-cli")
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("rill registry ready on http://127.0.0.1:"), line
-        url = line.strip().rsplit(" ", 1)[1]
         sr = SchemaRegistryClient({"url": url})
         schema_id = sr.register_schema("cli-value", schema(1))
         assert sr.get_latest_version("cli-value").schema_id == schema_id
@@ -114,3 +93,61 @@ def test_rill_registry_command(broker: TestBroker, tmp_path: object) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def start_command(broker: TestBroker, topic: str, group: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rill", "registry", "--bootstrap-server", broker.bootstrap_servers,
+         "--listen", "127.0.0.1:0", "--topic", topic, "--group", group],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("rill registry ready on http://127.0.0.1:"), line
+    return proc, line.strip().rsplit(" ", 1)[1]
+
+
+def leader_of(broker: TestBroker, group: str) -> str | None:
+    """The URL of the registry holding the group's partition, as DescribeGroups shows it."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    description = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    for member in description.members:
+        if member.assignment is not None and member.assignment.topic_partitions:
+            return str(member.client_id).removeprefix(CLIENT_ID_PREFIX)
+    return None
+
+
+@pytest.mark.slow
+def test_a_killed_leader_is_replaced(broker: TestBroker) -> None:
+    topic, group = "_schemas_kill", "registry-kill"
+    procs: dict[str, subprocess.Popen[str]] = {}
+    try:
+        for _ in range(2):
+            proc, url = start_command(broker, topic, group)
+            procs[url] = proc
+        urls = list(procs)
+        one = SchemaRegistryClient({"url": urls[0]}).register_schema("kill-value", schema(1))
+        two = SchemaRegistryClient({"url": urls[1]}).register_schema("kill-value-2", schema(2))
+        assert two == one + 1
+        leader = leader_of(broker, group)
+        assert leader in procs
+        (survivor,) = (u for u in urls if u != leader)
+        procs[leader].send_signal(signal.SIGKILL)
+        procs[leader].wait(10)
+        started = time.monotonic()
+        # Forwarded to the dead leader (refused) until its session times out and the survivor is elected.
+        three = SchemaRegistryClient({"url": survivor}).register_schema("kill-value-3", schema(3))
+        took = time.monotonic() - started
+        assert three == two + 1
+        assert 5 < took < 30  # the session timeout (10 s) and a rebalance
+        assert leader_of(broker, group) == survivor
+        sr = SchemaRegistryClient({"url": survivor})
+        assert [sr.get_latest_version(s).schema_id for s in ("kill-value", "kill-value-2")] == [one, two]
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+            p.wait(10)
