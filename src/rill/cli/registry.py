@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _listen(text: str) -> tuple[str, int]:
+def parse_listen(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(f"--listen {text!r}: expected HOST:PORT")
@@ -68,7 +68,7 @@ def main(argv: Sequence[str]) -> int:
         level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
     try:
-        host, port = _listen(args.listen)
+        host, port = parse_listen(args.listen)
     except ValueError as e:
         print(f"rill registry: {e}", file=sys.stderr)
         return 2

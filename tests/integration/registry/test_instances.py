@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -151,3 +152,30 @@ def test_a_killed_leader_is_replaced(broker: TestBroker) -> None:
             if p.poll() is None:
                 p.kill()
             p.wait(10)
+
+
+def test_a_broker_serves_a_registry_beside_it(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rill", "broker", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+         "--override", f"log.dirs={tmp_path}", "--override", "group.initial.rebalance.delay.ms=0",
+         "--schema-registry", "127.0.0.1:0", "--stop-on-stdin-eof"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("rill broker ready on 127.0.0.1:")
+        line = proc.stdout.readline()
+        assert line.startswith("rill registry ready on http://127.0.0.1:"), line
+        sr = SchemaRegistryClient({"url": line.strip().rsplit(" ", 1)[1]})
+        schema_id = sr.register_schema("embedded-value", schema(1))
+        assert sr.get_schema(schema_id).schema_str == schema(1).schema_str.replace(" ", "")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
