@@ -18,6 +18,9 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from rill.client import KafkaClient
+from rill.common import TopicPartition as CommonTopicPartition
+from rill.errors import KafkaError
 from rill.registry.errors import OPERATION_TIMEOUT, STORE_ERROR, RegistryError
 from rill.registry.store import Record, RegistryState
 
@@ -63,7 +66,10 @@ class SchemaTopic:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._consumer: Any = None
-        self._offsets: Any = None  # a second handle for end-offset queries: the reader's is busy polling
+        # End offsets come from Rill's blocking client (ListOffsets, metadata refreshed and retried when the
+        # partition's leader moves); one query at a time.
+        self._offsets: KafkaClient | None = None
+        self._offsets_lock = threading.Lock()
         self._producer: Any = None
 
     async def start(self) -> None:
@@ -79,7 +85,7 @@ class SchemaTopic:
             }
         )
         self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
-        self._offsets = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "rill-registry-reader"})
+        self._offsets = KafkaClient(self.bootstrap, client_id="rill-registry", timeout_s=self.timeout_s)
         self._producer = Producer(
             {"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 0}
         )
@@ -155,12 +161,17 @@ class SchemaTopic:
             raise RegistryError(OPERATION_TIMEOUT, f"Timed out reading {self.topic} up to offset {offset}") from None
 
     async def end_offset(self) -> int:
+        client = self._offsets
+        assert client is not None
+        tp = CommonTopicPartition(self.topic, 0)
+
         def query() -> int:
-            return int(self._offsets.get_watermark_offsets(self._tp, timeout=self.timeout_s, cached=False)[1])
+            with self._offsets_lock:
+                return client.latest_offsets([tp])[tp]
 
         try:
             return await asyncio.to_thread(query)
-        except KafkaException as e:
+        except KafkaError as e:
             raise RegistryError(STORE_ERROR, f"Cannot read the end of {self.topic}: {e}") from None
 
     async def catch_up(self) -> None:
