@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--schema-registry",
         metavar="HOST:PORT",
-        help="also serve a schema registry (Confluent's REST API, `rill registry`) on HOST:PORT, stored in this "
+        help="also serve a schema registry (Confluent's REST API, as rill registry does) on HOST:PORT, stored in this "
         "broker's _schemas topic",
     )
     parser.add_argument(

@@ -38,7 +38,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--advertised-url", metavar="URL", help="the URL other instances forward writes to (default http://LISTEN)"
     )
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="the least severe log lines shown on stderr (default INFO)",
+    )
     return parser
 
 
