@@ -81,6 +81,7 @@ class SchemaTopic:
                 "group.id": "rill-registry-reader",  # never joined: the partition is assigned directly
                 "enable.auto.commit": False,
                 "enable.partition.eof": False,
+                "auto.offset.reset": "earliest",
                 "fetch.wait.max.ms": 100,
             }
         )
