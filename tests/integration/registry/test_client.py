@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import time
 from typing import Any
 
+import fastavro
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
@@ -252,3 +254,27 @@ def test_import_mode_keeps_given_ids_and_versions(reg: RegistryThread, http: Any
     assert http("DELETE", f"/mode/{subject}") == (200, {"mode": "IMPORT"})
     # Ids allocated afterwards continue above the imported one.
     assert client(reg).register_schema("after-import-value", avro([{"name": "k", "type": "int"}])) == 5001
+
+
+def test_references_to_other_subjects(reg: RegistryThread, http: Any) -> None:
+    address = {"type": "record", "name": "Address", "namespace": "ex", "fields": [{"name": "city", "type": "string"}]}
+    person = {"type": "record", "name": "Person", "namespace": "ex", "fields": [{"name": "home", "type": "ex.Address"}]}
+    assert http("POST", "/subjects/address-value/versions", {"schema": json.dumps(address)})[0] == 200
+    status, body = http("POST", "/subjects/person-value/versions", {"schema": json.dumps(person)})
+    assert (status, body["error_code"]) == (422, 42201)  # ex.Address is unknown without the reference
+    refs = [{"name": "ex.Address", "subject": "address-value", "version": 1}]
+    status, body = http("POST", "/subjects/person-value/versions", {"schema": json.dumps(person), "references": refs})
+    assert status == 200
+    person_id = body["id"]
+    assert http("GET", f"/schemas/ids/{person_id}")[1]["references"] == refs
+    assert http("GET", "/subjects/address-value/versions/1/referencedby") == (200, [person_id])
+    status, body = http("DELETE", "/subjects/address-value/versions/1")
+    assert (status, body["error_code"]) == (422, 42206)  # still referenced
+    # The client's Avro deserializer fetches the writer's schema and the one it references.
+    named: dict[str, Any] = {}
+    fastavro.parse_schema(address, named_schemas=named)
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema(person, named_schemas=named), {"home": {"city": "Paris"}})
+    value = wire.encode(person_id, body.getvalue())
+    decoded = AvroDeserializer(client(reg))(value, SerializationContext("person", MessageField.VALUE))
+    assert decoded == {"home": {"city": "Paris"}}
