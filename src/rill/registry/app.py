@@ -69,7 +69,9 @@ class RegistryApp:
         self._routes: list[tuple[str, re.Pattern[str], Callable[..., Awaitable[Reply]]]] = []
         table: list[tuple[str, str, Callable[..., Awaitable[Reply]]]] = [
             ("GET", r"/", self.root),
+            ("GET", r"/schemas", self.list_schemas),
             ("GET", r"/schemas/types", self.schema_types),
+            ("GET", r"/contexts", self.contexts),
             ("GET", r"/schemas/ids/(?P<sid>[^/]+)", self.schema_by_id),
             ("GET", r"/schemas/ids/(?P<sid>[^/]+)/schema", self.raw_schema_by_id),
             ("GET", r"/schemas/ids/(?P<sid>[^/]+)/versions", self.versions_of_id),
@@ -179,6 +181,22 @@ class RegistryApp:
 
     async def root(self, **_: Any) -> Reply:
         return 200, {}
+
+    async def contexts(self, **_: Any) -> Reply:
+        return 200, ["."]  # the default context only
+
+    async def list_schemas(self, query: Query, **_: Any) -> Reply:
+        prefix, deleted, latest_only = (
+            query.get("subjectPrefix", ""),
+            _flag(query, "deleted"),
+            _flag(query, "latestOnly"),
+        )
+        out: list[dict[str, Any]] = []
+        for subject in self.state.subject_names(deleted=deleted):
+            if subject.startswith(prefix):
+                versions = self.state.versions(subject, deleted=deleted)
+                out.extend(v.to_json() for v in (versions[-1:] if latest_only else versions))
+        return 200, out
 
     async def schema_types(self, **_: Any) -> Reply:
         return 200, list(SCHEMA_TYPES)

@@ -46,6 +46,8 @@ def test_error_codes(http: Any) -> None:
     assert http("GET", "/subjects/ok-value/versions/1/schema") == (200, json.loads(RECORD))
     assert http("GET", f"/schemas/ids/{body['id']}/subjects") == (200, ["ok-value"])
     assert http("GET", "/schemas/types") == (200, ["AVRO"])
+    assert http("GET", "/schemas?subjectPrefix=ok-") == (200, [body])
+    assert http("GET", "/contexts") == (200, ["."])
     status, subjects = http("GET", "/subjects")
     assert status == 200 and "ok-value" in subjects and "bad-value" not in subjects
 
