@@ -18,6 +18,8 @@ from rill.protocol.messages import (
     offsets,
     produce,
     topics,
+    transactions,
+    txn_markers,
 )
 from rill.protocol.schema import Message
 
@@ -32,6 +34,8 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *group.APIS,
     *offsets.APIS,
     *cluster.APIS,
+    *transactions.APIS,
+    *txn_markers.APIS,
 ]
 
 DATA_MESSAGES: list[Message] = list(group_data.DATA)
