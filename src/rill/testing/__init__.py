@@ -77,6 +77,11 @@ class TestBroker:
     def bootstrap_servers(self) -> str:
         return f"{self.host}:{self.port}"
 
+    def listener_address(self, name: str) -> str:
+        """``host:port`` of the listener ``name`` (thread mode; the first listener is ``bootstrap_servers``)."""
+        host, port = self.broker.bound_addresses[name.upper()]
+        return f"{host}:{port}"
+
     @property
     def running(self) -> bool:
         return self._runner is not None
