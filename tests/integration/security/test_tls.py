@@ -47,7 +47,6 @@ def _exact(sock: ssl.SSLSocket, n: int) -> bytes:
     return data
 
 
-
 def _principals(b: rill.testing.TestBroker, listener: str) -> set[str]:
     deadline = time.monotonic() + 5
     while True:
@@ -104,9 +103,8 @@ def test_a_key_store_that_is_not_pem_stops_the_start(pki: Pki, tmp_path) -> None
     jks = tmp_path / "server.jks"
     jks.write_bytes(b"\xfe\xed\xfe\xed" + b"\0" * 64)
     configs = {"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(jks)}
-    with pytest.raises(Exception, match="not PEM"):
-        with rill.testing.broker(configs):
-            pass
+    with pytest.raises(Exception, match="not PEM"), rill.testing.broker(configs):
+        pass
 
 
 def test_large_fetches_over_tls(pki: Pki) -> None:
