@@ -122,3 +122,26 @@ def test_large_frame_before_authentication_closes(sasl_broker: rill.testing.Test
     w = Wire(sasl_broker.listener_address("SASL_PLAINTEXT"))
     assert _authenticate(w)["error_code"] == 0
     assert w.call(*METADATA)["brokers"]
+
+
+def test_authentications_are_counted_in_the_metrics() -> None:
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        metrics_port = s.getsockname()[1]
+    configs = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.jaas.config": PLAIN_JAAS,
+        "connection.failed.authentication.delay.ms": "0",
+        "metrics.port": str(metrics_port),
+    }
+    with rill.testing.broker(configs) as b:
+        _authenticate(Wire(b.listener_address("SASL_PLAINTEXT")))
+        _authenticate(Wire(b.listener_address("SASL_PLAINTEXT")), password="wrong")
+        _authenticate(Wire(b.listener_address("SASL_PLAINTEXT")), user="nobody")
+        text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+    assert 'kafka_server_socketservermetrics_successful_authentication_total{listener="SASL_PLAINTEXT"} 1.0' in text
+    assert 'kafka_server_socketservermetrics_failed_authentication_total{listener="SASL_PLAINTEXT"} 2.0' in text
