@@ -9,6 +9,7 @@ import time
 
 import pytest
 from tests.integration.broker._wire import Wire
+from tests.integration.security._clients import add_scram_user, librdkafka_conf, round_trip
 from tests.integration.security.conftest import PLAIN_JAAS
 
 import rill.testing
@@ -145,3 +146,17 @@ def test_authentications_are_counted_in_the_metrics() -> None:
         text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
     assert 'kafka_server_socketservermetrics_successful_authentication_total{listener="SASL_PLAINTEXT"} 1.0' in text
     assert 'kafka_server_socketservermetrics_failed_authentication_total{listener="SASL_PLAINTEXT"} 2.0' in text
+
+
+def test_a_restarted_broker_keeps_its_listeners_and_scram_users() -> None:
+    configs = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+    }
+    with rill.testing.broker(configs) as b:
+        add_scram_user(b.bootstrap_servers, "gina", "gina-secret")
+        before = b.listener_address("SASL_PLAINTEXT")
+        b.restart()
+        assert b.listener_address("SASL_PLAINTEXT") == before
+        conf = librdkafka_conf(before, "SASL_PLAINTEXT", "SCRAM-SHA-256", "gina", "gina-secret")
+        assert len(round_trip(conf, "after-restart", n=5)) == 5
