@@ -5,9 +5,11 @@ listener, PLAINTEXT beside the SASL one, or SASL_PLAINTEXT itself (the brokers a
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from tests.integration.security._clients import add_scram_user, librdkafka_conf, round_trip
+from tests.integration.security._pki import make_pki
 
 from rill.testing.cluster import TestCluster, cluster
 
@@ -64,3 +66,23 @@ def test_sasl_plaintext_inter_broker() -> None:
         assert data is not None and json.loads(data)["port"] == int(_endpoint(c, 0, "SASL_PLAINTEXT").rsplit(":")[1])
         conf = librdkafka_conf(_endpoint(c, 0, "SASL_PLAINTEXT"), "SASL_PLAINTEXT", "PLAIN", "alice", "alice-secret")
         _replicated_round_trip(c, conf, "sasl-replication")
+
+
+def test_ssl_inter_broker_with_client_certificates(tmp_path: Path) -> None:
+    """Replication over an SSL listener that requires client certificates: each broker checks the other's
+    certificate (and host name) against its trust store and presents its own key store."""
+    pki = make_pki(tmp_path)
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "inter.broker.listener.name": "SSL",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki.server),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki.ca),
+        "ssl.client.auth": "required",
+        "num.partitions": 1,
+        "min.insync.replicas": 2,
+    }
+    with cluster(brokers=2, overrides=overrides) as c:
+        conf = {"bootstrap.servers": c.bootstrap_servers}  # clients on PLAINTEXT, replication on SSL
+        _replicated_round_trip(c, conf, "ssl-replication")
