@@ -117,14 +117,13 @@ async def _evaluate(
 @handler(ApiKey.SASL_AUTHENTICATE, 0, 2)
 async def sasl_authenticate(ctx: RequestContext, request: dict[str, Any]) -> dict[str, Any]:
     sec = ctx.security
-    if not sec.uses_sasl or sec.sasl is None:
-        if sec.uses_sasl:
+    if sec.sasl is None:
+        # Kafka's answers: an authenticated connection (any on a listener without SASL) is told so and goes
+        # on; one that has not authenticated yet skipped the handshake, and is closed.
+        message = "SaslAuthenticate request received after successful authentication"
+        if not sec.authenticated:
             sec.close_after_response = True
-        message = (
-            "SaslAuthenticate request received on a listener that is not SASL"
-            if not sec.uses_sasl
-            else "Unexpected SaslAuthenticate request: no SaslHandshake first"
-        )
+            message = "Unexpected SaslAuthenticate request: no SaslHandshake first"
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message": message, "auth_bytes": b""}
     listener = _listener(ctx.services, ctx.listener_name)
     try:

@@ -10,6 +10,7 @@ through any broker is in effect on all of them at once; a write returns once thi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -25,6 +26,7 @@ from rill.security.scram import SCRAM_MECHANISMS, ScramCredential
 
 USERS = "/config/users"
 CONFIG_CHANGES = "/config/changes"
+NOTICE_EXPIRY_S = 15 * 60
 
 
 def user_path(user: str) -> str:
@@ -82,6 +84,7 @@ class ZkUserCredentials:
                     self._zk.create(path, data, makepath=True)
                 notice = json.dumps({"version": 2, "entity_path": f"users/{user}"}).encode()
                 self._zk.create(f"{CONFIG_CHANGES}/config_change_", notice, sequence=True, makepath=True)
+            self._purge_old_notices()
 
         await asyncio.to_thread(write)
         deadline = time.monotonic() + timeout_s
@@ -91,6 +94,16 @@ class ZkUserCredentials:
                     ErrorCode.REQUEST_TIMED_OUT, "the SCRAM credentials were written, but not yet in effect"
                 )
             await asyncio.sleep(0.02)
+
+    def _purge_old_notices(self) -> None:
+        """Delete change notices older than Kafka's 15 minutes (every broker has followed them by then)."""
+        cutoff_ms = (time.time() - NOTICE_EXPIRY_S) * 1000
+        for child in self._zk.get_children(CONFIG_CHANGES):
+            path = f"{CONFIG_CHANGES}/{child}"
+            stat = self._zk.exists(path)
+            if stat is not None and stat.ctime < cutoff_ms:
+                with contextlib.suppress(NoNodeError):
+                    self._zk.delete(path)
 
     def _shows(self, changes: CredentialChanges) -> bool:
         return all(

@@ -69,6 +69,14 @@ def test_handshake_errors(sasl_broker: rill.testing.TestBroker) -> None:
     # on a listener without SASL, a handshake is refused and the connection goes on
     w = Wire(sasl_broker.bootstrap_servers)
     assert w.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
+    body = w.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b""})
+    assert body["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
+    assert body["error_message"] == "SaslAuthenticate request received after successful authentication"
+    assert w.call(*METADATA)["brokers"]
+    # after authenticating, a SaslAuthenticate without a new handshake is refused the same way
+    w = Wire(sasl_broker.listener_address("SASL_PLAINTEXT"))
+    assert _authenticate(w)["error_code"] == 0
+    assert w.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b""})["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
     assert w.call(*METADATA)["brokers"]
 
 
