@@ -141,6 +141,7 @@ class Broker:
             max_queued_requests=int(config.get("queued.max.requests")),
             max_queued_bytes=int(config.get("queued.max.request.bytes")),
         )
+        self._server.on_tls_handshake_failed = lambda listener: security.count(listener, False)
         bound_host, bound_port = await self._server.start()
         self._bound = (bound_host, bound_port)
         self.step = "loading the metadata"

@@ -108,6 +108,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._server = server
         self._protocol = protocol
         self._tls = tls
+        self.made = [False]  # set once connection_made runs (a TLS connection: once its handshake succeeded)
         self._loop = server.loop
         self._listener_name = listener_name
         self._index = index
@@ -142,6 +143,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # ----------------------------------------------------------------- lifecycle
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.made[0] = True
         self.transport = cast(asyncio.Transport, transport)
         self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         peer = transport.get_extra_info("peername") or ("?", 0)
