@@ -132,6 +132,7 @@ class Broker:
             port,
             listeners=config.listeners,
             ssl_contexts=security.ssl_contexts(),
+            principal_names=security.principal_names(),
             sasl_max_receive_bytes=int(config.get("sasl.server.max.receive.size")),
             max_request_bytes=int(config.get("socket.request.max.bytes")),
             idle_timeout_ms=int(config.get("connections.max.idle.ms")),

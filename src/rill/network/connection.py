@@ -150,7 +150,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
         local = transport.get_extra_info("sockname") or ("?", 0)
         sock = transport.get_extra_info("socket")
         self._sock_fd = sock.fileno() if sock is not None else -1
-        principal = principal_from_certificate(transport.get_extra_info("peercert")) if self._tls else ANONYMOUS
+        principal = ANONYMOUS
+        if self._tls:
+            try:
+                principal = principal_from_certificate(
+                    transport.get_extra_info("peercert"), self._server.principal_names.get(self._listener_name)
+                )
+            except ValueError as e:  # ssl.principal.mapping.rules has no rule for this certificate
+                self._server.peer_log("principal", logging.INFO, "closing connection on listener %s: %s",
+                                      self._listener_name, e)  # fmt: skip
+                self._server.tls_handshake_failed(self._listener_name)
+                self.closed = True  # never admitted: nothing of it is read, nothing to let go of
+                self.transport.abort()
+                return
         self.info = ConnectionInfo(
             connection_id=f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{self._index}",
             client_host=str(peer[0]),

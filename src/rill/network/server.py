@@ -86,6 +86,7 @@ class SocketServer:
         ssl_contexts: Mapping[str, ssl.SSLContext] | None = None,
         sasl_max_receive_bytes: int = DEFAULT_SASL_MAX_RECEIVE_BYTES,
         ssl_handshake_timeout_s: float = 10.0,
+        principal_names: Mapping[str, Callable[[str], str]] | None = None,
     ) -> None:
         """Listen on ``host:port`` as ``listener_name``, or on every address in ``listeners`` when given.
 
@@ -119,6 +120,8 @@ class SocketServer:
         self.ssl_contexts = dict(ssl_contexts or {})
         self.tls_handshake_failures: dict[str, int] = {}  # listener -> failed TLS handshakes
         self.on_tls_handshake_failed: Callable[[str], None] | None = None
+        # listener -> the principal name of a certificate's subject DN (ssl.principal.mapping.rules)
+        self.principal_names: dict[str, Callable[[str], str]] = dict(principal_names or {})
         self.sasl_max_receive_bytes = sasl_max_receive_bytes
         self._ssl_handshake_timeout = ssl_handshake_timeout_s
         self.max_queued_requests = max_queued_requests
@@ -215,8 +218,11 @@ class SocketServer:
         log.info("listener %s (%s) bound to %s:%d", name, protocol, bound_host, addr[1])
 
     def _tls_handshake_ended(self, listener: str, made: list[bool]) -> None:
-        if made[0]:
-            return
+        if not made[0]:
+            self.tls_handshake_failed(listener)
+
+    def tls_handshake_failed(self, listener: str) -> None:
+        """A TLS client was refused: its handshake failed, or its certificate gives no principal."""
         self.tls_handshake_failures[listener] = self.tls_handshake_failures.get(listener, 0) + 1
         self.peer_log("tls handshake", logging.INFO,
                       "TLS handshake failed on listener %s (a client not speaking TLS, or without a certificate "

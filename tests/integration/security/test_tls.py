@@ -152,3 +152,20 @@ def test_failed_tls_handshakes_are_counted(pki: Pki) -> None:
         assert body["error_code"] == 0
         sock.close()
         assert b.broker._server.tls_handshake_failures == {"SSL": 2}
+
+
+def test_principal_mapping_rules(pki: Pki) -> None:
+    configs = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,OPS://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,OPS:SSL",
+        **tls_configs(pki, "required"),
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]*),OU=eng,.*$/$1/U,DEFAULT",
+        "listener.name.ops.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),OU=ops,.*$/$1/",  # matches no one here
+    }
+    with rill.testing.broker(configs) as b:
+        sock, _ = _api_versions(b.listener_address("SSL"), _client_context(pki))
+        assert _principals(b, "SSL") == {"User:ALICE"}
+        sock.close()
+        with pytest.raises((ssl.SSLError, ConnectionError, struct.error)):
+            _api_versions(b.listener_address("OPS"), _client_context(pki))
+        assert b.broker._server.tls_handshake_failures.get("OPS") == 1

@@ -118,3 +118,23 @@ def test_listeners_that_cannot_be_set_up() -> None:
         BrokerSecurity(_config(listeners="SASL_PLAINTEXT://127.0.0.1:0"))  # the default mechanism is GSSAPI
     with pytest.raises(ConfigError, match="needs a key store"):
         BrokerSecurity(_config(listeners="SSL://127.0.0.1:0"))
+
+
+def test_ssl_principal_mapping_rules() -> None:
+    from rill.security.ssl_principal_mapper import NoMatchingRule, SslPrincipalMapper
+
+    mapper = SslPrincipalMapper(
+        "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/ , RULE:^CN=(.*?),OU=(.*?),O=.*$/$1@$2/L,"
+        "RULE:^cn=(.*?),dc=(.*?)$/$1\\/$2$9/U, DEFAULT"
+    )
+    assert mapper.name("CN=kafka-1,OU=ServiceUsers,O=Org,C=US") == "kafka-1"
+    assert mapper.name("CN=Duke,OU=JavaSoft,O=Sun,C=US") == "duke@javasoft"
+    assert mapper.name("cn=duke,dc=sun") == "DUKE/SUN$9"  # an escaped slash, a group that does not exist
+    assert mapper.name("O=Nobody") == "O=Nobody"
+    with pytest.raises(NoMatchingRule):
+        SslPrincipalMapper("RULE:^CN=x$/y/").name("CN=z")
+    for bad in ("RULE:^CN=x$", "RULE:(/x/", "SOMETHING", "DEFAULT DEFAULT"):
+        with pytest.raises(ValueError):
+            SslPrincipalMapper(bad)
+    with pytest.raises(ConfigError, match=r"ssl\.principal\.mapping\.rules"):
+        BrokerConfig.from_properties({"ssl.principal.mapping.rules": "RULE:broken"})
