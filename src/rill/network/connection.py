@@ -337,6 +337,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _reject(self, size: int, bound: str = "socket.request.max.bytes") -> None:
         limit = self._max_request_bytes if bound.startswith("socket") else self._server.sasl_max_receive_bytes
+        if (size >> 16) & 0xFFFF == 0x1603:  # a TLS record header (handshake, TLS 1.x) read as a size
+            bound += "; the client speaks TLS to a listener that does not"
         self._server.peer_log(
             "frame size",
             logging.WARNING,
