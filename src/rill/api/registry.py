@@ -50,6 +50,10 @@ HANDLER_MODULES = (
     "rill.api.group_offsets",
     "rill.api.sasl",
     "rill.api.scram_credentials",
+    "rill.api.transactions",
+    "rill.api.txn_offset_commit",
+    "rill.api.write_txn_markers",
+    "rill.api.describe_producers",
 )
 
 

@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "dump-log": ("rill.cli.dump_log", "print the batches and indexes of log segment files"),
     "pipeline": ("rill.cli.pipeline", "run a data pipeline job"),
     "cluster": ("rill.cli.cluster", "run a local replicated cluster (ZooKeeper and N brokers) in the foreground"),
+    "mirror": ("rill.cli.mirror", "copy topics and consumer group offsets from one cluster to another"),
 }
 
 EXIT_ERROR = 1

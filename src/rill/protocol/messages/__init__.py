@@ -19,6 +19,8 @@ from rill.protocol.messages import (
     produce,
     security,
     topics,
+    transactions,
+    txn_markers,
 )
 from rill.protocol.schema import Message
 
@@ -34,6 +36,8 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *offsets.APIS,
     *cluster.APIS,
     *security.APIS,
+    *transactions.APIS,
+    *txn_markers.APIS,
 ]
 
 DATA_MESSAGES: list[Message] = list(group_data.DATA)
