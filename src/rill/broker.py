@@ -35,6 +35,7 @@ from rill.network.handler import CloseConnection
 from rill.network.server import SocketServer
 from rill.replica.purgatory import PurgatoryClosed
 from rill.replica.replica_manager import ReplicaManager
+from rill.security.authorizer import AclAuthorizer, parse_super_users
 from rill.security.listener_configs import BrokerSecurity, advertised_endpoints
 
 log = logging.getLogger(__name__)
@@ -169,6 +170,7 @@ class Broker:
             producer_ids=ProducerIdManager(self.metadata),
             metrics=metrics,
             security=security,
+            authorizer=_authorizer(config, self.metadata),
         )
         self.services.group_coordinator = self._maybe_start_group_coordinator()
         self.services.txn_coordinator = self._start_txn_coordinator()
@@ -448,3 +450,12 @@ class _LateHandler:
 
 class _ShuttingDown(CloseConnection):
     """The broker is starting or stopping: the connection closes without an answer to its request."""
+
+
+def _authorizer(config: BrokerConfig, metadata: MetadataStore) -> AclAuthorizer | None:
+    """The ACL authorizer ``authorizer.class.name`` names, or None (no authorization) when it is empty."""
+    if not config.get("authorizer.class.name"):
+        return None
+    return AclAuthorizer(
+        metadata.acls, parse_super_users(config.get("super.users")), bool(config.get("allow.everyone.if.no.acl.found"))
+    )

@@ -1,47 +1,118 @@
-"""The AuthorizedOperations fields of Metadata, DescribeCluster and DescribeGroups.
+"""Authorization of requests: the one place handlers ask whether the caller may do something.
 
-A client that asks for them gets, for each resource, a bit field of the ACL operations it may perform
-there: bit ``n`` set for the operation whose AclOperation code is ``n``. Without an authorizer (Rill has
-none yet) Kafka answers every operation the resource type supports; a client that does not ask gets
-INT32_MIN, "omitted".
+With no authorizer configured (``authorizer.class.name`` empty) everything is allowed. Otherwise each question
+goes to :class:`rill.security.authorizer.AclAuthorizer` with the connection's principal and client host.
+:data:`CLUSTER_CHECKS` lists the APIs whose whole request needs one operation on the cluster; the dispatcher
+refuses those before their handler runs. Handlers check the rest per resource (topics, groups, transactional ids)
+before they change anything.
+
+The AuthorizedOperations fields of Metadata, DescribeCluster and DescribeGroups: a client that asks for them gets,
+for each resource, a bit field of the ACL operations it may perform there (bit ``n`` for the operation whose
+AclOperation code is ``n``); a client that does not ask gets INT32_MIN, "omitted".
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from rill.errors import ErrorCode
+from rill.protocol import ApiKey
+from rill.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from rill.api.context import RequestContext
 
 OMITTED = -(2**31)
+_TYPES = {"topic": ResourceType.TOPIC, "group": ResourceType.GROUP, "cluster": ResourceType.CLUSTER}
 
+__all__ = ["CLUSTER_CHECKS", "AclOperation", "ResourceType", "authorize", "authorize_any", "authorize_cluster",
+           "authorized_operations", "cluster_refusal", "filter_authorized"]  # fmt: skip
 
-class AclOperation(IntEnum):
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-
-
-_op = AclOperation
-SUPPORTED: dict[str, tuple[AclOperation, ...]] = {
-    "topic": (_op.READ, _op.WRITE, _op.CREATE, _op.DESCRIBE, _op.DELETE, _op.ALTER, _op.DESCRIBE_CONFIGS,
-              _op.ALTER_CONFIGS),
-    "group": (_op.READ, _op.DESCRIBE, _op.DELETE),
-    "cluster": (_op.CREATE, _op.CLUSTER_ACTION, _op.DESCRIBE_CONFIGS, _op.ALTER_CONFIGS, _op.IDEMPOTENT_WRITE,
-                _op.ALTER, _op.DESCRIBE),
+CLUSTER_CHECKS: dict[int, AclOperation] = {
+    ApiKey.DESCRIBE_LOG_DIRS: AclOperation.DESCRIBE,
+    ApiKey.ELECT_LEADERS: AclOperation.ALTER,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: AclOperation.ALTER,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: AclOperation.DESCRIBE,
+    ApiKey.WRITE_TXN_MARKERS: AclOperation.CLUSTER_ACTION,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: AclOperation.DESCRIBE,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AclOperation.ALTER,
+    ApiKey.DESCRIBE_ACLS: AclOperation.DESCRIBE,
+    ApiKey.CREATE_ACLS: AclOperation.ALTER,
+    ApiKey.DELETE_ACLS: AclOperation.ALTER,
 }
-"""The operations each resource type supports (Kafka's ``AclEntry.supportedOperations``)."""
+"""APIs refused as a whole (CLUSTER_AUTHORIZATION_FAILED) unless the caller may do the operation on the cluster."""
 
 
-def authorized_operations(resource_type: str, requested: bool) -> int:
-    """The field for one resource of ``resource_type`` ("topic", "group" or "cluster")."""
+def authorize(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+    authorizer = ctx.services.authorizer
+    if authorizer is None:
+        return True
+    allowed: bool = authorizer.authorize(ctx.principal, ctx.client_host, operation, resource_type, name)
+    return allowed
+
+
+def authorize_cluster(ctx: RequestContext, operation: AclOperation) -> bool:
+    return authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def authorize_any(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType) -> bool:
+    """Whether the caller may do ``operation`` on some resource of ``resource_type``."""
+    authorizer = ctx.services.authorizer
+    if authorizer is None:
+        return True
+    allowed: bool = authorizer.authorize_any(ctx.principal, ctx.client_host, operation, resource_type)
+    return allowed
+
+
+def filter_authorized(
+    ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, names: Iterable[str]
+) -> set[str]:
+    """The names among ``names`` the caller may do ``operation`` on (each asked once)."""
+    return {n for n in set(names) if authorize(ctx, operation, resource_type, n)}
+
+
+def authorized_operations(
+    resource_type: str, requested: bool, ctx: RequestContext | None = None, name: str | None = None
+) -> int:
+    """The field for one resource of ``resource_type`` ("topic", "group" or "cluster") named ``name``."""
     if not requested:
         return OMITTED
+    rtype = _TYPES[resource_type]
+    if name is None:
+        name = CLUSTER_NAME
     bits = 0
-    for operation in SUPPORTED[resource_type]:
-        bits |= 1 << operation
+    for operation in SUPPORTED_OPERATIONS[rtype]:
+        if ctx is None or authorize(ctx, operation, rtype, name):
+            bits |= 1 << operation
     return bits
+
+
+def cluster_refusal(api_key: int, request: dict[str, Any]) -> dict[str, Any]:
+    """The response Kafka gives a caller refused one of :data:`CLUSTER_CHECKS`: CLUSTER_AUTHORIZATION_FAILED at
+    the top and on every item the request named."""
+    code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+    body: dict[str, Any] = {"error_code": code, "error_message": message}
+    if api_key == ApiKey.ELECT_LEADERS:
+        body["replica_election_results"] = [
+            {"topic": t["topic"], "partition_result": [
+                {"partition_id": p, "error_code": code, "error_message": message} for p in t["partitions"]]}
+            for t in request.get("topic_partitions") or []
+        ]  # fmt: skip
+    elif api_key == ApiKey.WRITE_TXN_MARKERS:
+        body["markers"] = [
+            {"producer_id": m["producer_id"], "topics": [
+                {"name": t["name"], "partitions": [
+                    {"partition_index": p, "error_code": code} for p in t["partition_indexes"]]}
+                for t in m["topics"]]}
+            for m in request["markers"]
+        ]  # fmt: skip
+    elif api_key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+        users = dict.fromkeys(x["name"] for x in [*request["deletions"], *request["upsertions"]])
+        body["results"] = [{"user": u, "error_code": code, "error_message": message} for u in users]
+    elif api_key == ApiKey.CREATE_ACLS:
+        body["results"] = [{"error_code": code, "error_message": message} for _ in request["creations"]]
+    elif api_key == ApiKey.DELETE_ACLS:
+        body["filter_results"] = [{"error_code": code, "error_message": message, "matching_acls": []}
+                                  for _ in request["filters"]]  # fmt: skip
+    return body

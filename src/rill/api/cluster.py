@@ -32,7 +32,7 @@ async def handle_describe_cluster(ctx: RequestContext, request: Body) -> Body:
         "controller_id": store.controller_id,
         "brokers": broker_endpoints(ctx, "broker_id"),
         "cluster_authorized_operations": authorized_operations(
-            "cluster", request.get("include_cluster_authorized_operations", False)
+            "cluster", request.get("include_cluster_authorized_operations", False), ctx
         ),
     }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from rill.api._authorized import AclOperation, ResourceType, authorize, authorize_cluster
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import repeated
@@ -87,6 +88,15 @@ def _alter_logger_levels(ctx: RequestContext, name: str, configs: list[Body], va
         log.info("Logger levels changed by %s: %s", ctx.client, dict(changes))
 
 
+def _check_access(ctx: RequestContext, rtype: int, name: str, operation: AclOperation) -> None:
+    """A topic's configs need ``operation`` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on it, a broker's on the cluster."""
+    if rtype == TOPIC:
+        if not authorize(ctx, operation, ResourceType.TOPIC, name):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+    elif rtype in (BROKER, BROKER_LOGGER) and not authorize_cluster(ctx, operation):
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+
+
 @handler(ApiKey.DESCRIBE_CONFIGS, 0, 4)
 async def handle_describe_configs(ctx: RequestContext, request: Body) -> Body:
     include_synonyms = request.get("include_synonyms", False)
@@ -96,6 +106,7 @@ async def handle_describe_configs(ctx: RequestContext, request: Body) -> Body:
         rtype, name = r["resource_type"], r["resource_name"]
         out: Body = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name}
         try:
+            _check_access(ctx, rtype, name, AclOperation.DESCRIBE_CONFIGS)
             keys = r.get("configuration_keys")
             wanted = set(keys) if keys else None
             configs: list[Body] = []
@@ -205,6 +216,7 @@ async def handle_alter_configs(ctx: RequestContext, request: Body) -> Body:
         rtype, name = r["resource_type"], r["resource_name"]
         out: Body = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name}
         try:
+            _check_access(ctx, rtype, name, AclOperation.ALTER_CONFIGS)
             _check_unique_keys(r["configs"])
             # AlterConfigs replaces the resource's whole set of dynamic configs.
             new = {c["name"]: c["value"] for c in r["configs"] if c["value"] is not None}
@@ -223,6 +235,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Body) -
         rtype, name = r["resource_type"], r["resource_name"]
         out: Body = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": name}
         try:
+            _check_access(ctx, rtype, name, AclOperation.ALTER_CONFIGS)
             _check_unique_keys(r["configs"])
             if rtype == BROKER_LOGGER:
                 _alter_logger_levels(ctx, name, r["configs"], validate_only)

@@ -27,6 +27,7 @@ class BrokerServices:
     txn_coordinator: Any = None  # rill.coordinator.transaction.TransactionCoordinator once it exists
     metrics: Any = None  # rill.metrics.BrokerMetrics when metrics are on
     security: Any = None  # rill.security.listener_configs.BrokerSecurity: each listener's TLS and SASL
+    authorizer: Any = None  # rill.security.authorizer.AclAuthorizer when authorizer.class.name is set
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from rill.api._authorized import AclOperation, ResourceType, authorize
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import TopicPartition
@@ -27,11 +28,14 @@ async def handle_delete_records(ctx: RequestContext, request: Body) -> Body:
     moving: list[tuple[Body, Partition, int]] = []  # (response entry, partition, new log start offset)
     for t in request["topics"]:
         name = t["name"]
+        denied = not authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, name)
         parts: list[Body] = []
         for p in t["partitions"]:
             index = p["partition_index"]
             out: Body = {"partition_index": index, "low_watermark": -1, "error_code": 0}
             try:
+                if denied:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 partition = rm.leader_partition(TopicPartition(name, index))
                 target = partition.delete_records_target(p["offset"])
                 if target > partition.log_start_offset:

@@ -17,8 +17,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from rill.api._authorized import CLUSTER_CHECKS, authorize_cluster, cluster_refusal
 from rill.api.context import BrokerServices, RequestContext
 from rill.api.registry import load_handlers, supported_versions
 from rill.api.sasl import authenticate_raw_token
@@ -93,7 +94,11 @@ class RequestDispatcher:
             api_key, version, corr, header.client_id, conn.client_host, conn.client_port, self.services,
             conn.listener_name, security,
         )
-        response = await self.handlers[api_key].fn(ctx, body)
+        cluster_operation = CLUSTER_CHECKS.get(api_key)
+        if cluster_operation is not None and not authorize_cluster(ctx, cluster_operation):
+            response: dict[str, Any] | None = cluster_refusal(api_key, body)
+        else:
+            response = await self.handlers[api_key].fn(ctx, body)
         elapsed = time.perf_counter() - started
         metrics = self.services.metrics
         if metrics is not None:

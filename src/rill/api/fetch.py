@@ -19,6 +19,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from rill.api._authorized import AclOperation, ResourceType, authorize, authorize_cluster
 from rill.api._topics import ZERO_UUID, LeaderHints, resolve_topic_name
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
@@ -36,6 +37,7 @@ class _Wanted:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int
+    denied: bool = False  # the caller may not read the topic (or, a follower, act for the cluster)
 
 
 def _report_follower_positions(ctx: RequestContext, replica_id: int, wanted: list[list[_Wanted]]) -> None:
@@ -44,7 +46,7 @@ def _report_follower_positions(ctx: RequestContext, replica_id: int, wanted: lis
     rm = ctx.services.replica_manager
     for topic in wanted:
         for w in topic:
-            if w.tp is not None:
+            if w.tp is not None and not w.denied:
                 with contextlib.suppress(KafkaError):
                     rm.update_follower_fetch_state(w.tp, replica_id, w.fetch_offset)
 
@@ -58,6 +60,9 @@ def _read_all(
     for topic in wanted:
         parts: list[Body] = []
         for w in topic:
+            if w.denied:
+                parts.append(_partition_error(w.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if w.tp is None:
                 parts.append(_partition_error(w.partition, ErrorCode.UNKNOWN_TOPIC_ID))
                 continue
@@ -118,11 +123,20 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
         return {"error_code": ErrorCode.INVALID_FETCH_SESSION_EPOCH, "session_id": 0, "responses": []}
 
     topics = request["topics"]
+    replica_id = request.get("replica_id", -1)
+    if replica_id < 0 and ctx.api_version >= 15:
+        replica_id = (request.get("replica_state") or {}).get("replica_id", -1)
+    # a follower needs CLUSTER_ACTION on the cluster; a consumer READ on each topic
+    follower_allowed = replica_id < 0 or authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)
     wanted: list[list[_Wanted]] = []
     names: list[tuple[str, object]] = []
     for t in topics:
         name = resolve_topic_name(ctx, t, "topic")
         names.append((name or "", t.get("topic_id", ZERO_UUID)))
+        if replica_id >= 0:
+            denied = not follower_allowed
+        else:
+            denied = name is not None and not authorize(ctx, AclOperation.READ, ResourceType.TOPIC, name)
         wanted.append(
             [
                 _Wanted(
@@ -131,15 +145,13 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
                     p["fetch_offset"],
                     p["partition_max_bytes"],
                     p.get("current_leader_epoch", -1),
+                    denied,
                 )
                 for p in t["partitions"]
             ]
         )
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
     min_bytes = request["min_bytes"]
-    replica_id = request.get("replica_id", -1)
-    if replica_id < 0 and ctx.api_version >= 15:
-        replica_id = (request.get("replica_state") or {}).get("replica_id", -1)
     committed_only = replica_id < 0
     isolation_level = request.get("isolation_level", 0) if committed_only else 0
     if committed_only:  # a consumer: the broker's fetch.max.bytes caps what it asks for
@@ -147,7 +159,7 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
     else:
         _report_follower_positions(ctx, replica_id, wanted)
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000.0
-    watch = [w.tp for ws in wanted for w in ws if w.tp is not None]
+    watch = [w.tp for ws in wanted for w in ws if w.tp is not None and not w.denied]
     rm = ctx.services.replica_manager
     while True:
         parts, used = _read_all(ctx, wanted, max_bytes, committed_only, isolation_level)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from rill.api._authorized import AclOperation, ResourceType, authorize
 from rill.api.context import RequestContext
 from rill.api.groups import coordinator_of, writing_coordinator_of
 from rill.api.registry import Body, handler
@@ -29,9 +30,17 @@ async def handle_offset_commit(ctx: RequestContext, request: Body) -> Body:
     retention = request.get("retention_time_ms", -1)
     errors: dict[TopicPartition, ErrorCode] = {}
     to_commit: dict[TopicPartition, OffsetAndMetadata] = {}
+    group_allowed = authorize(ctx, AclOperation.READ, ResourceType.GROUP, request["group_id"])
     for topic in request["topics"]:
+        topic_allowed = authorize(ctx, AclOperation.READ, ResourceType.TOPIC, topic["name"])
         for p in topic["partitions"]:
             tp = TopicPartition(topic["name"], p["partition_index"])
+            if not group_allowed:
+                errors[tp] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+                continue
+            if not topic_allowed:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if not _partition_exists(ctx, tp.topic, tp.partition):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -75,21 +84,28 @@ async def handle_offset_commit(ctx: RequestContext, request: Body) -> Body:
 def _fetch_group(
     ctx: RequestContext, group_id: str, topics: list[Body] | None, require_stable: bool = False
 ) -> tuple[ErrorCode, list[tuple[str, list[Body]]]]:
-    """A group's committed offsets as (topic, partition entries), in request order (or sorted for all)."""
+    """A group's committed offsets as (topic, partition entries), in request order (or sorted for all). Needs
+    DESCRIBE on the group; a topic the caller may not describe is answered TOPIC_AUTHORIZATION_FAILED when
+    named, and left out of "all"."""
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     coordinator = coordinator_of(ctx)
-    wanted = (
-        None
-        if topics is None
-        else [TopicPartition(t["name"], i) for t in topics for i in t["partition_indexes"]]
-    )
+    wanted = None if topics is None else [TopicPartition(t["name"], i) for t in topics for i in t["partition_indexes"]]
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     error, offsets = coordinator.fetch_offsets(group_id, wanted)
     if error != ErrorCode.NO_ERROR:
         return error, []
     order = wanted if wanted is not None else sorted(offsets, key=lambda tp: (tp.topic, tp.partition))
+    visible = {t for t in {tp.topic for tp in order} if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t)}
     by_topic: dict[str, list[Body]] = {}
     for tp in order:
+        if tp.topic not in visible:
+            if wanted is not None:
+                refused = {"partition_index": tp.partition, "committed_offset": -1, "committed_leader_epoch": -1,
+                           "metadata": "", "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}  # fmt: skip
+                by_topic.setdefault(tp.topic, []).append(refused)
+            continue
         om = offsets.get(tp)
         if require_stable and coordinator.has_pending_txn_offsets(group_id, tp):
             # v7+: a transaction that commits offsets of this partition is still open
@@ -155,6 +171,8 @@ async def handle_offset_fetch(ctx: RequestContext, request: Body) -> Body:
 
 @handler(ApiKey.OFFSET_DELETE, 0, 0)
 async def handle_offset_delete(ctx: RequestContext, request: Body) -> Body:
+    if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, request["group_id"]):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
     coordinator = coordinator_of(ctx)
     if coordinator is None:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "throttle_time_ms": 0, "topics": []}
@@ -163,7 +181,9 @@ async def handle_offset_delete(ctx: RequestContext, request: Body) -> Body:
     for topic in request["topics"]:
         for p in topic["partitions"]:
             tp = TopicPartition(topic["name"], p["partition_index"])
-            if _partition_exists(ctx, tp.topic, tp.partition):
+            if not authorize(ctx, AclOperation.READ, ResourceType.TOPIC, tp.topic):
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif _partition_exists(ctx, tp.topic, tp.partition):
                 candidates.append(tp)
             else:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

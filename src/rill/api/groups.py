@@ -8,7 +8,13 @@ import contextlib
 import logging
 from typing import Any
 
-from rill.api._authorized import authorized_operations
+from rill.api._authorized import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_cluster,
+    authorized_operations,
+)
 from rill.api._endpoints import broker_endpoints
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
@@ -39,6 +45,10 @@ async def writing_coordinator_of(ctx: RequestContext) -> Any:
     return coordinator
 
 
+def may_read_group(ctx: RequestContext, group_id: str) -> bool:
+    return authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id)
+
+
 def _client_host(ctx: RequestContext) -> str:
     return f"/{ctx.client_host}"
 
@@ -48,6 +58,12 @@ def _client_host(ctx: RequestContext) -> str:
 
 async def _find_one(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port) for one coordinator key."""
+    if key_type == GROUP_KEY_TYPE and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
+    if key_type == TRANSACTION_KEY_TYPE and not authorize(
+        ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+    ):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
     coordinator = coordinator_of(ctx)
     if key_type == TRANSACTION_KEY_TYPE:
         return await _find_transaction_coordinator(ctx, key)
@@ -129,9 +145,12 @@ async def handle_find_coordinator(ctx: RequestContext, request: Body) -> Body:
 
 @handler(ApiKey.JOIN_GROUP, 0, 9)
 async def handle_join_group(ctx: RequestContext, request: Body) -> Body:
-    coordinator = await writing_coordinator_of(ctx)
     version = ctx.api_version
     member_id = request["member_id"]
+    if not may_read_group(ctx, request["group_id"]):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "member_id": member_id,
+                "protocol_name": None if version >= 7 else "", "leader": "", "generation_id": -1}  # fmt: skip
+    coordinator = await writing_coordinator_of(ctx)
     if coordinator is None:
         return {
             "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -177,6 +196,8 @@ async def handle_join_group(ctx: RequestContext, request: Body) -> Body:
 
 @handler(ApiKey.SYNC_GROUP, 0, 5)
 async def handle_sync_group(ctx: RequestContext, request: Body) -> Body:
+    if not may_read_group(ctx, request["group_id"]):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "assignment": b""}
     coordinator = await writing_coordinator_of(ctx)
     if coordinator is None:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "assignment": b""}
@@ -200,6 +221,8 @@ async def handle_sync_group(ctx: RequestContext, request: Body) -> Body:
 
 @handler(ApiKey.HEARTBEAT, 0, 4)
 async def handle_heartbeat(ctx: RequestContext, request: Body) -> Body:
+    if not may_read_group(ctx, request["group_id"]):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     coordinator = coordinator_of(ctx)
     if coordinator is None:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
@@ -211,6 +234,8 @@ async def handle_heartbeat(ctx: RequestContext, request: Body) -> Body:
 
 @handler(ApiKey.LEAVE_GROUP, 0, 5)
 async def handle_leave_group(ctx: RequestContext, request: Body) -> Body:
+    if not may_read_group(ctx, request["group_id"]):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
     coordinator = coordinator_of(ctx)
     if coordinator is None:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "members": []}
@@ -243,6 +268,8 @@ async def handle_list_groups(ctx: RequestContext, request: Body) -> Body:
     if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NO_ERROR, "groups": []}
     error, groups = coordinator.list_groups(set(request.get("states_filter") or []) or None)
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):  # only the groups the caller may describe
+        groups = [g for g in groups if authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g[0])]
     return {
         "throttle_time_ms": 0,
         "error_code": error,
@@ -258,6 +285,10 @@ async def handle_describe_groups(ctx: RequestContext, request: Body) -> Body:
     coordinator = coordinator_of(ctx)
     described = []
     for group_id in request["groups"]:
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described.append({"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": group_id,
+                              "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})  # fmt: skip
+            continue
         if coordinator is None:
             described.append(
                 {
@@ -279,7 +310,10 @@ async def handle_describe_groups(ctx: RequestContext, request: Body) -> Body:
                 "error_code": error,
                 "error_message": message,
                 "authorized_operations": authorized_operations(
-                    "group", error == ErrorCode.NO_ERROR and request.get("include_authorized_operations", False)
+                    "group",
+                    error == ErrorCode.NO_ERROR and request.get("include_authorized_operations", False),
+                    ctx,
+                    group_id,
                 ),
                 "group_id": group_id,
                 "group_state": summary.state,
@@ -305,10 +339,13 @@ async def handle_describe_groups(ctx: RequestContext, request: Body) -> Body:
 async def handle_delete_groups(ctx: RequestContext, request: Body) -> Body:
     coordinator = coordinator_of(ctx)
     names = list(request["groups_names"])
+    allowed = [n for n in dict.fromkeys(names) if authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, n)]
     if coordinator is None:
-        results = dict.fromkeys(names, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        results = dict.fromkeys(allowed, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     else:
-        results = coordinator.delete_groups(names)
+        results = coordinator.delete_groups(allowed) if allowed else {}
+    for name in names:
+        results.setdefault(name, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     for name, code in results.items():
         if code == ErrorCode.NO_ERROR:
             log.info("Group %s deleted for %s", name, ctx.client)

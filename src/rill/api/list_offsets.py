@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rill.api._authorized import AclOperation, ResourceType, authorize
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import TopicPartition
@@ -22,6 +23,7 @@ async def handle_list_offsets(ctx: RequestContext, request: Body) -> Body:
     topics: list[Body] = []
     for t in request["topics"]:
         name = t["name"]
+        denied = not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
         parts: list[Body] = []
         for p in t["partitions"]:
             index = p["partition_index"]
@@ -34,6 +36,8 @@ async def handle_list_offsets(ctx: RequestContext, request: Body) -> Body:
                 "leader_epoch": -1,
             }
             try:
+                if denied:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 partition = rm.leader_partition(TopicPartition(name, index))
                 partition.check_leader_epoch(p.get("current_leader_epoch", -1))
                 plog = partition.log

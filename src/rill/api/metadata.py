@@ -6,7 +6,7 @@ import logging
 import uuid
 from typing import Any
 
-from rill.api._authorized import authorized_operations
+from rill.api._authorized import AclOperation, ResourceType, authorize, authorize_cluster, authorized_operations
 from rill.api._endpoints import broker_endpoints
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
@@ -91,7 +91,12 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
     topics: list[Body] = []
     live = {b.node_id for b in store.brokers()}
     if requested is None or (version == 0 and not requested):
-        topics = [topic_body(t, version, live) for _, t in sorted(store.topics().items())]
+        # every topic the caller may describe; the others look nonexistent
+        topics = [
+            topic_body(t, version, live)
+            for name, t in sorted(store.topics().items())
+            if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+        ]
     else:
         allow_auto = request.get("allow_auto_topic_creation", True) if version >= 4 else True
         for entry in requested:
@@ -106,12 +111,24 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
                         {"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": topic_id}
                     )
                     continue
+                if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
+                    topics.append(_refused(None, topic_id))
+                    continue
             elif name is not None:
+                if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                    topics.append(_refused(name, ZERO_UUID))
+                    continue
                 topic = store.topic(name)
                 if topic is None:
                     problem = topic_name_problem(name)
                     if problem is not None:
                         topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name})
+                        continue
+                    if allow_auto and ctx.services.config.get("auto.create.topics.enable") and not (
+                        authorize_cluster(ctx, AclOperation.CREATE)
+                        or authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)
+                    ):
+                        topics.append(_refused(name, ZERO_UUID))
                         continue
                     if allow_auto:
                         try:
@@ -132,7 +149,8 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
                 topics.append(topic_body(topic, version, live))
     if request.get("include_topic_authorized_operations", False):
         for t in topics:
-            t["topic_authorized_operations"] = authorized_operations("topic", True)
+            if t.get("error_code") == ErrorCode.NONE:
+                t["topic_authorized_operations"] = authorized_operations("topic", True, ctx, t["name"])
     brokers = broker_endpoints(ctx)
     return {
         "throttle_time_ms": 0,
@@ -141,9 +159,16 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
         "controller_id": store.controller_id,
         "topics": topics,
         "cluster_authorized_operations": authorized_operations(
-            "cluster", request.get("include_cluster_authorized_operations", False)
+            "cluster", request.get("include_cluster_authorized_operations", False), ctx
         ),
     }
+
+
+def _refused(name: str | None, topic_id: Any) -> Body:
+    """A topic the caller may not describe (or, for auto-creation, create): TOPIC_AUTHORIZATION_FAILED, nothing
+    more of it (by id, not even its name)."""
+    return {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "topic_id": topic_id,
+            "is_internal": False, "partitions": []}  # fmt: skip
 
 
 def _id_lookup_before_v12(requested: list[Body], version: int) -> Body | None:

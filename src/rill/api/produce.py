@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from rill.api._authorized import AclOperation, ResourceType, authorize
 from rill.api._topics import LeaderHints, resolve_topic_name
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
@@ -36,8 +37,12 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
     failed: list[str] = []  # "topic-partition: error" of each partition refused
     responses: list[Body] = []
     waiting: list[tuple[Body, TopicPartition, int]] = []  # acks=all results whose records are not committed yet
+    txn_allowed = transactional_id is None or authorize(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    )
     for topic_data in request["topic_data"]:
         name = resolve_topic_name(ctx, topic_data)
+        writable = name is None or authorize(ctx, AclOperation.WRITE, ResourceType.TOPIC, name)
         partition_responses: list[Body] = []
         for pdata in topic_data["partition_data"]:
             index = pdata["index"]
@@ -51,6 +56,10 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
             try:
                 if acks not in (0, 1, -1):
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
+                if records is not None and _is_transactional(records) and not txn_allowed:
+                    raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                if not writable:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if name is None:
                     code = (
                         ErrorCode.UNKNOWN_TOPIC_ID

@@ -50,6 +50,7 @@ HANDLER_MODULES = (
     "rill.api.group_offsets",
     "rill.api.sasl",
     "rill.api.scram_credentials",
+    "rill.api.acls",
     "rill.api.transactions",
     "rill.api.txn_offset_commit",
     "rill.api.write_txn_markers",

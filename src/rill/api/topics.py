@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from rill.api._authorized import AclOperation, ResourceType, authorize, authorize_cluster
 from rill.api._topics import ZERO_UUID
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
@@ -73,12 +74,15 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
     duplicates = repeated([t["name"] for t in request["topics"]])
     for name in duplicates:
         results.append(_duplicate({"name": name, "topic_id": ZERO_UUID}))
+    may_create_all = authorize_cluster(ctx, AclOperation.CREATE)
     for t in request["topics"]:
         name = t["name"]
         if name in duplicates:
             continue
         out: Body = {"name": name, "topic_id": ZERO_UUID, "error_code": 0, "error_message": None}
         try:
+            if not may_create_all and not authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             problem = topic_name_problem(name)
             if problem:
                 raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
@@ -184,7 +188,11 @@ async def handle_delete_topics(ctx: RequestContext, request: Body) -> Body:
                 if topic is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, f"unknown topic id {topic_id}")
                 name = topic.name
+                if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
                 out["name"] = name
+            if not authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             topic = store.topic(name)
             if topic is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
@@ -240,6 +248,8 @@ async def handle_create_partitions(ctx: RequestContext, request: Body) -> Body:
             continue
         out: Body = {"name": name, "error_code": 0, "error_message": None}
         try:
+            if not authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             topic = store.topic(name)
             if topic is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")

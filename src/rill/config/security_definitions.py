@@ -12,10 +12,23 @@ from __future__ import annotations
 from rill.config.config_def import ConfigType, Importance, at_least, one_of
 from rill.config.definitions import BROKER_CONFIGS
 
+B = ConfigType.BOOLEAN
 S, INT, LONG, LST, P = ConfigType.STRING, ConfigType.INT, ConfigType.LONG, ConfigType.LIST, ConfigType.PASSWORD
 HIGH, MEDIUM, LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 STORE_TYPES = ("JKS", "PKCS12", "PEM")
+AUTHORIZER_CLASSES = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+)
+
+
+def _super_users(value: str) -> str | None:
+    for item in (value or "").split(";"):
+        kind, sep, name = item.strip().partition(":")
+        if item.strip() and (not sep or not kind or not name):
+            return f"{item.strip()!r} is not a principal (Type:name)"
+    return None
 
 
 def _jaas(value: str) -> str | None:
@@ -68,6 +81,13 @@ SECURITY_CONFIGS: list[tuple[str, ConfigType, object, str, object, Importance]] 
      "this broker connects to another (empty: none).", None, LOW),
     ("ssl.principal.mapping.rules", S, "DEFAULT", "Principal name of a client certificate: rules "
      "RULE:pattern/replacement/[LU] over its subject DN, DEFAULT the DN itself.", _mapping_rules, LOW),
+    ("authorizer.class.name", S, "", "The authorizer: kafka.security.authorizer.AclAuthorizer or "
+     "org.apache.kafka.metadata.authorizer.StandardAuthorizer (both Rill's ACL authorizer); empty: none.",
+     one_of("", *AUTHORIZER_CLASSES), LOW),
+    ("super.users", S, "", "Principals allowed everything, separated by semicolons (User:admin;User:bob).",
+     _super_users, LOW),
+    ("allow.everyone.if.no.acl.found", B, False, "Whether a resource no ACL matches is open to everyone.",
+     None, LOW),
 ]  # fmt: skip
 
 for _name, _kind, _default, _doc, _validator, _imp in SECURITY_CONFIGS:

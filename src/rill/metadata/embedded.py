@@ -24,7 +24,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from rill.metadata.store import (
     valid_stored_configs,
 )
 from rill.metadata.user_credentials import CredentialChanges, UserCredentials, changes_from_json, changes_to_json
+from rill.security.acl import AccessControlEntry, AclCache, ResourcePattern, pattern_from_json, pattern_to_json
 from rill.security.scram import ScramCredential
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ class EmbeddedMetadataStore:
         self._default_broker_configs: dict[str, str] = {}
         self._next_producer_id = 0
         self._credentials = UserCredentials()
+        self._acls = AclCache()
         self._offset = 0
         self._lock = asyncio.Lock()
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -141,6 +143,7 @@ class EmbeddedMetadataStore:
         self._default_broker_configs = dict(data.get("default_broker_configs", {}))
         self._next_producer_id = int(data.get("next_producer_id", 0))
         self._credentials = UserCredentials.from_json(data.get("scram_credentials", {}))
+        self._acls = AclCache.from_json(data.get("acls", []))
 
     def _replay(self, change: Mapping[str, Any]) -> None:
         kind = change.get("type")
@@ -159,6 +162,9 @@ class EmbeddedMetadataStore:
             self._next_producer_id = int(change["next"])
         elif kind == "user_scram":
             self._credentials.apply(changes_from_json(change["users"]))
+        elif kind == "acls":
+            for item in change["resources"]:
+                self._acls.set_resource(*pattern_from_json(item))
         else:
             log.error("skipped a metadata change of unknown type %r", kind)
         self._offset = int(change["offset"])
@@ -169,6 +175,7 @@ class EmbeddedMetadataStore:
         broker, default = dict(self._broker_configs), dict(self._default_broker_configs)
         next_pid, offset = self._next_producer_id, self._offset
         credentials = self._credentials.to_json()
+        acls = self._acls.to_json()
 
         def encode() -> bytes:
             snapshot = {
@@ -178,6 +185,7 @@ class EmbeddedMetadataStore:
                 "default_broker_configs": default,
                 "next_producer_id": next_pid,
                 "scram_credentials": credentials,
+                "acls": acls,
             }
             return json.dumps(snapshot, separators=(",", ":"), sort_keys=True).encode()  # the C encoder: no indent
 
@@ -381,6 +389,17 @@ class EmbeddedMetadataStore:
         async with self._lock:
             await self._write({"type": "user_scram", "users": changes_to_json(changes)})
             self._credentials.apply(changes)
+            self._after_write()
+
+    def acls(self) -> AclCache:
+        return self._acls
+
+    async def alter_acls(self, changes: Mapping[ResourcePattern, Iterable[AccessControlEntry]]) -> None:
+        async with self._lock:
+            resources = [pattern_to_json(p, entries) for p, entries in changes.items()]
+            await self._write({"type": "acls", "resources": resources})
+            for pattern, entries in changes.items():
+                self._acls.set_resource(pattern, entries)
             self._after_write()
 
     def add_listener(self, listener: MetadataListener) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from rill.errors import ErrorCode, KafkaError
+from rill.security.acl import AccessControlEntry, AclCache, ResourcePattern
 from rill.security.scram import ScramCredential
 
 # Kafka's name rules for topics: at most 249 characters of [a-zA-Z0-9._-], and not "." or "..".
@@ -315,6 +316,15 @@ class MetadataStore(Protocol):
 
     async def alter_scram_credentials(self, changes: Mapping[str, Mapping[str, ScramCredential | None]]) -> None:
         """Set (or, for None, delete) users' SCRAM credentials in one change; the caller validated them."""
+        ...
+
+    def acls(self) -> AclCache:
+        """Every ACL, as of the last change this broker has seen (written through any broker)."""
+        ...
+
+    async def alter_acls(self, changes: Mapping[ResourcePattern, Iterable[AccessControlEntry]]) -> None:
+        """Set each resource pattern's complete entries (empty: it has none any more) in one change; returns once
+        this broker's :meth:`acls` shows it. The caller validated them."""
         ...
 
     def add_listener(self, listener: MetadataListener) -> None:

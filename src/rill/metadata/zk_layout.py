@@ -9,6 +9,10 @@ All paths are below the chroot of ``zookeeper.connect`` (``host:port/chroot``):
                                             {NAME: PROTOCOL}, "rack", "timestamp"}`` (host and port: the
                                             inter-broker listener's)
 ``/config/users/<user>``                    a user's SCRAM credentials (``zk_users``)
+``/kafka-acl/<Type>/<name>``                 a literal resource's ACLs; prefixed ones under
+                                            ``/kafka-acl-extended/prefixed/<Type>/<name>``, changes announced
+                                            under ``/kafka-acl-changes`` and ``/kafka-acl-extended-changes``
+                                            (``zk_acls``)
 ``/controller``                             ephemeral: ``{"version": 1, "brokerid": <id>, "timestamp"}``
 ``/controller_epoch``                       the controller epoch, a decimal number; every write of the controller
                                             checks this znode's version, so a stale controller's writes fail

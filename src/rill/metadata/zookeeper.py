@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -43,8 +43,10 @@ from rill.metadata.store import (
     valid_stored_configs,
 )
 from rill.metadata.user_credentials import CredentialChanges
+from rill.metadata.zk_acls import ZkAcls
 from rill.metadata.zk_changes import ZkChanges
 from rill.metadata.zk_users import ZkUserCredentials
+from rill.security.acl import AccessControlEntry, AclCache, ResourcePattern
 from rill.security.scram import ScramCredential
 
 log = logging.getLogger(__name__)
@@ -88,6 +90,7 @@ class ZkMetadataStore(ZkChanges):
         self._offset = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self.users = ZkUserCredentials(self.zk, self._from_kazoo)
+        self.acl_store = ZkAcls(self.zk, self._from_kazoo)
         self._dirty_topics: set[str] = set()
         self._dirty_cluster = False
         self._wake = asyncio.Event()
@@ -120,6 +123,7 @@ class ZkMetadataStore(ZkChanges):
         await self._register()
         await asyncio.to_thread(self._watch_cluster)
         await asyncio.to_thread(self.users.start)
+        await asyncio.to_thread(self.acl_store.start)
         await self._refresh_cluster()
         self._follower = asyncio.create_task(self._follow(), name="zk-metadata")
 
@@ -482,6 +486,12 @@ class ZkMetadataStore(ZkChanges):
 
     async def alter_scram_credentials(self, changes: CredentialChanges) -> None:
         await self.users.alter(changes, self._wait_timeout_s)
+
+    def acls(self) -> AclCache:
+        return self.acl_store.cache
+
+    async def alter_acls(self, changes: Mapping[ResourcePattern, Iterable[AccessControlEntry]]) -> None:
+        await self.acl_store.alter(changes, self._wait_timeout_s)
 
     def add_listener(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)

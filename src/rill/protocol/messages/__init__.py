@@ -7,6 +7,7 @@ not APIs (``DATA``).
 from __future__ import annotations
 
 from rill.protocol.messages import (
+    acls,
     api_versions,
     cluster,
     configs,
@@ -36,6 +37,7 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *offsets.APIS,
     *cluster.APIS,
     *security.APIS,
+    *acls.APIS,
     *transactions.APIS,
     *txn_markers.APIS,
 ]
