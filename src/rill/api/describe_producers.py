@@ -5,10 +5,11 @@ NOT_LEADER_OR_FOLLOWER, one it does not host UNKNOWN_TOPIC_OR_PARTITION."""
 
 from __future__ import annotations
 
+from rill.api._authorized import AclOperation, ResourceType, authorize
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import TopicPartition
-from rill.errors import KafkaError
+from rill.errors import ErrorCode, KafkaError
 from rill.protocol import ApiKey
 
 
@@ -21,6 +22,8 @@ async def handle_describe_producers(ctx: RequestContext, request: Body) -> Body:
         for index in t["partition_indexes"]:
             out: Body = {"partition_index": index, "error_code": 0, "error_message": None, "active_producers": []}
             try:
+                if not authorize(ctx, AclOperation.READ, ResourceType.TOPIC, t["name"]):
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
                 partition = rm.leader_partition(TopicPartition(t["name"], index))
             except KafkaError as e:
                 out.update(error_code=e.code, error_message=e.message)

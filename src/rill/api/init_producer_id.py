@@ -7,6 +7,7 @@ twice, not even across restarts (a reused id would make the log drop a new produ
 
 from __future__ import annotations
 
+from rill.api._authorized import AclOperation, ResourceType, authorize, authorize_any, authorize_cluster
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.errors import ErrorCode
@@ -35,6 +36,13 @@ class ProducerIdManager:
 @handler(ApiKey.INIT_PRODUCER_ID, 0, 5)
 async def handle_init_producer_id(ctx: RequestContext, request: Body) -> Body:
     txn_id = request.get("transactional_id")
+    if txn_id is not None and not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if txn_id is None and not (  # an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
+        authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE)
+        or authorize_any(ctx, AclOperation.WRITE, ResourceType.TOPIC)
+    ):
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if txn_id is not None:
         coordinator = ctx.services.txn_coordinator
         if coordinator is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from rill.api._authorized import AclOperation, ResourceType, authorize, authorize_cluster
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import TopicPartition
@@ -41,9 +42,19 @@ def _topic_results(results: dict[TopicPartition, ErrorCode]) -> list[Body]:
     return [{"name": name, "results_by_partition": parts} for name, parts in by_topic.items()]
 
 
+def may_write_txn(ctx: RequestContext, transactional_id: str) -> bool:
+    return authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
 async def _add_one(ctx: RequestContext, txn: Body, verify_only: bool) -> dict[TopicPartition, ErrorCode]:
     coordinator = txn_coordinator_of(ctx)
     tps = _partitions(txn["topics"])
+    if not may_write_txn(ctx, txn["transactional_id"]):
+        return dict.fromkeys(tps, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    writable = {t for t in {tp.topic for tp in tps} if authorize(ctx, AclOperation.WRITE, ResourceType.TOPIC, t)}
+    if len(writable) < len({tp.topic for tp in tps}):  # nothing is added when a topic is refused
+        return {tp: ErrorCode.OPERATION_NOT_ATTEMPTED if tp.topic in writable else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                for tp in tps}  # fmt: skip
     if coordinator is None:
         return dict.fromkeys(tps, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     store = ctx.services.metadata
@@ -77,6 +88,9 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Body) -> Bo
         results = await _add_one(ctx, txn, False)
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(results)}
     out = []
+    if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):  # v4+: a broker's batch of verifications
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "results_by_transaction": []}  # fmt: skip
     for txn in request["transactions"]:
         results = await _add_one(ctx, txn, bool(txn.get("verify_only")))
         out.append({"transactional_id": txn["transactional_id"], "topic_results": _topic_results(results)})
@@ -88,6 +102,10 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request: Body) -> Bo
 
 @handler(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
 async def handle_add_offsets_to_txn(ctx: RequestContext, request: Body) -> Body:
+    if not may_write_txn(ctx, request["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     coordinator = txn_coordinator_of(ctx)
     groups = ctx.services.group_coordinator
     if coordinator is None or groups is None:
@@ -106,6 +124,8 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, request: Body) -> Body:
 
 @handler(ApiKey.END_TXN, 0, 4)
 async def handle_end_txn(ctx: RequestContext, request: Body) -> Body:
+    if not may_write_txn(ctx, request["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     coordinator = txn_coordinator_of(ctx)
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE}
@@ -132,6 +152,10 @@ async def handle_describe_transactions(ctx: RequestContext, request: Body) -> Bo
             "producer_epoch": -1,
             "topics": [],
         }
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):
+            entry["error_code"] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            states.append(entry)
+            continue
         if coordinator is None:
             entry["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
             states.append(entry)
@@ -165,6 +189,9 @@ async def handle_list_transactions(ctx: RequestContext, request: Body) -> Body:
         list(request.get("producer_id_filters") or []),
         request.get("duration_filter", -1) if ctx.api_version >= 1 else -1,
     )
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):  # only the ids the caller may describe
+        txn_type = ResourceType.TRANSACTIONAL_ID
+        found = [md for md in found if authorize(ctx, AclOperation.DESCRIBE, txn_type, md.transactional_id)]
     return {
         "throttle_time_ms": 0,
         "error_code": code,

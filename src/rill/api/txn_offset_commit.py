@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from rill.api._authorized import AclOperation, ResourceType, authorize
 from rill.api.context import RequestContext
 from rill.api.groups import writing_coordinator_of
 from rill.api.registry import Body, handler
@@ -21,10 +22,19 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Body) -> Body:
     errors: dict[TopicPartition, ErrorCode] = {}
     to_commit: dict[TopicPartition, OffsetAndMetadata] = {}
     store = ctx.services.metadata
+    refusal = None  # WRITE on the transactional id and READ on the group, or every partition is refused
+    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request["transactional_id"]):
+        refusal = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request["group_id"]):
+        refusal = ErrorCode.GROUP_AUTHORIZATION_FAILED
     for topic in request["topics"]:
         state = store.topic(topic["name"])
+        readable = authorize(ctx, AclOperation.READ, ResourceType.TOPIC, topic["name"])
         for p in topic["partitions"]:
             tp = TopicPartition(topic["name"], p["partition_index"])
+            if refusal is not None or not readable:
+                errors[tp] = refusal or ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if state is None or not 0 <= tp.partition < len(state.partitions):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

@@ -1,0 +1,247 @@
+"""Every API the broker advertises, sent by a principal no ACL allows anything: each answers Kafka's authorization
+error (or leaves out what the caller may not see), and nothing changes, neither the cluster's state as clients see
+it nor the files in the log directory.
+
+The walk covers the registry: an API added without a case here fails the test, so a handler cannot be added
+without its check being proven."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from tests.integration.broker._wire import Wire
+from tests.integration.broker.test_admin_refusals import _differences, _state
+from tests.integration.security.conftest import PLAIN_JAAS
+
+import rill.testing
+from rill.api.registry import load_handlers
+from rill.errors import ErrorCode
+from rill.protocol import ApiKey
+
+pytestmark = pytest.mark.timeout(120)
+
+TAF, GAF = ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED
+CAF = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+TXN = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+EXEMPT = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+"""Answered before (or as part of) authentication, to anyone."""
+
+AUTHORIZER = {
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "super.users": "User:ANONYMOUS;User:admin",  # the PLAINTEXT listener is the operators' own
+}
+
+
+def sasl_wire(address: str, user: str, password: str) -> Wire:
+    """A bare connection authenticated with SASL PLAIN."""
+    w = Wire(address)
+    assert w.call(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+    got = w.call(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": f"\0{user}\0{password}".encode()})
+    assert got["error_code"] == 0, got
+    return w
+
+
+@pytest.fixture
+def acl_broker() -> Iterator[rill.testing.TestBroker]:
+    configs = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "sasl.jaas.config": PLAIN_JAAS,
+        "auto.create.topics.enable": "true",
+        **AUTHORIZER,
+    }
+    with rill.testing.broker(configs) as b:
+        yield b
+
+
+def _first(body: dict[str, Any], *path: str | int) -> Any:
+    out: Any = body
+    for step in path:
+        out = out[step]
+    return out
+
+
+P0 = [{"partition_index": 0}]
+Check = Callable[[dict[str, Any]], bool]
+
+
+def _cases() -> dict[int, list[tuple[int, dict[str, Any], Check]]]:
+    """API key -> (version, request, what a refused answer looks like)."""
+    t = "secret"
+    part = {"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}
+    return {
+        ApiKey.PRODUCE: [(9, {"acks": -1, "timeout_ms": 1000, "topic_data": [
+            {"name": t, "partition_data": [{"index": 0, "records": bytes(100)}]}]},
+            lambda r: _first(r, "responses", 0, "partition_responses", 0, "error_code") == TAF)],
+        ApiKey.FETCH: [
+            (12, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "topics": [{"topic": t, "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000}]}]},
+             lambda r: _first(r, "responses", 0, "partitions", 0, "error_code") == TAF),
+            (12, {"replica_id": 1, "max_wait_ms": 0, "min_bytes": 0, "topics": [{"topic": t, "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000}]}]},
+             lambda r: _first(r, "responses", 0, "partitions", 0, "error_code") == TAF),
+        ],
+        ApiKey.LIST_OFFSETS: [(7, {"replica_id": -1, "topics": [{"name": t, "partitions": [
+            {"partition_index": 0, "timestamp": -1}]}]},
+            lambda r: _first(r, "topics", 0, "partitions", 0, "error_code") == TAF)],
+        ApiKey.METADATA: [
+            (12, {"topics": [{"name": t}], "allow_auto_topic_creation": True},
+             lambda r: _first(r, "topics", 0, "error_code") == TAF),
+            (12, {"topics": [{"name": "auto-made"}], "allow_auto_topic_creation": True},
+             lambda r: _first(r, "topics", 0, "error_code") == TAF),
+            (12, {"topics": None}, lambda r: r["topics"] == []),
+        ],
+        ApiKey.OFFSET_COMMIT: [(8, {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+                                    "topics": [{"name": t, "partitions": [part]}]},
+                                lambda r: _first(r, "topics", 0, "partitions", 0, "error_code") == GAF)],
+        ApiKey.OFFSET_FETCH: [(7, {"group_id": "g", "topics": None}, lambda r: r["error_code"] == GAF)],
+        ApiKey.OFFSET_DELETE: [(0, {"group_id": "g", "topics": [{"name": t, "partitions": P0}]},
+                                lambda r: r["error_code"] == GAF)],
+        ApiKey.FIND_COORDINATOR: [
+            (3, {"key": "g", "key_type": 0}, lambda r: r["error_code"] == GAF),
+            (3, {"key": "tx", "key_type": 1}, lambda r: r["error_code"] == TXN),
+        ],
+        ApiKey.JOIN_GROUP: [(5, {"group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                                 "member_id": "", "protocol_type": "consumer",
+                                 "protocols": [{"name": "range", "metadata": b""}]},
+                             lambda r: r["error_code"] == GAF)],
+        ApiKey.SYNC_GROUP: [(3, {"group_id": "g", "generation_id": 1, "member_id": "m", "assignments": []},
+                             lambda r: r["error_code"] == GAF)],
+        ApiKey.HEARTBEAT: [(3, {"group_id": "g", "generation_id": 1, "member_id": "m"},
+                            lambda r: r["error_code"] == GAF)],
+        ApiKey.LEAVE_GROUP: [(3, {"group_id": "g", "members": [{"member_id": "m"}]},
+                              lambda r: r["error_code"] == GAF)],
+        ApiKey.LIST_GROUPS: [(4, {"states_filter": []}, lambda r: r["error_code"] == 0 and r["groups"] == [])],
+        ApiKey.DESCRIBE_GROUPS: [(5, {"groups": ["g"]}, lambda r: _first(r, "groups", 0, "error_code") == GAF)],
+        ApiKey.DELETE_GROUPS: [(2, {"groups_names": ["g"]}, lambda r: _first(r, "results", 0, "error_code") == GAF)],
+        ApiKey.CREATE_TOPICS: [(5, {"topics": [{"name": "new-one", "num_partitions": 1, "replication_factor": 1,
+                                                "assignments": [], "configs": []}], "timeout_ms": 5000},
+                                lambda r: _first(r, "topics", 0, "error_code") == TAF)],
+        ApiKey.DELETE_TOPICS: [(5, {"topic_names": [t], "timeout_ms": 5000},
+                                lambda r: _first(r, "responses", 0, "error_code") == TAF)],
+        ApiKey.CREATE_PARTITIONS: [(2, {"topics": [{"name": t, "count": 5, "assignments": None}],
+                                        "timeout_ms": 5000},
+                                    lambda r: _first(r, "results", 0, "error_code") == TAF)],
+        ApiKey.DESCRIBE_CONFIGS: [
+            (4, {"resources": [{"resource_type": 2, "resource_name": t, "configuration_keys": None}]},
+             lambda r: _first(r, "results", 0, "error_code") == TAF),
+            (4, {"resources": [{"resource_type": 4, "resource_name": "0", "configuration_keys": None}]},
+             lambda r: _first(r, "results", 0, "error_code") == CAF),
+        ],
+        ApiKey.ALTER_CONFIGS: [
+            (1, {"resources": [{"resource_type": 2, "resource_name": t,
+                                "configs": [{"name": "retention.ms", "value": "1000"}]}]},
+             lambda r: _first(r, "responses", 0, "error_code") == TAF),
+            (1, {"resources": [{"resource_type": 4, "resource_name": "0",
+                                "configs": [{"name": "log.cleaner.threads", "value": "2"}]}]},
+             lambda r: _first(r, "responses", 0, "error_code") == CAF),
+        ],
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: [(1, {"resources": [{"resource_type": 2, "resource_name": t, "configs": [
+            {"name": "retention.ms", "config_operation": 0, "value": "1000"}]}]},
+            lambda r: _first(r, "responses", 0, "error_code") == TAF)],
+        ApiKey.DELETE_RECORDS: [(2, {"topics": [{"name": t, "partitions": [{"partition_index": 0, "offset": 5}]}],
+                                     "timeout_ms": 5000},
+                                 lambda r: _first(r, "topics", 0, "partitions", 0, "error_code") == TAF)],
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: [(3, {"replica_id": -1, "topics": [{"topic": t, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
+            lambda r: _first(r, "topics", 0, "partitions", 0, "error_code") == TAF)],
+        ApiKey.INIT_PRODUCER_ID: [
+            (4, {"transactional_id": "tx", "transaction_timeout_ms": 60000}, lambda r: r["error_code"] == TXN),
+            (4, {"transactional_id": None, "transaction_timeout_ms": 60000}, lambda r: r["error_code"] == CAF),
+        ],
+        ApiKey.ADD_PARTITIONS_TO_TXN: [
+            (3, {"v3_and_below_transactional_id": "tx", "v3_and_below_producer_id": 1,
+                 "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": t, "partitions": [0]}]},
+             lambda r: _first(r, "results_by_topic_v3_and_below", 0, "results_by_partition", 0,
+                              "partition_error_code") == TXN),
+            (4, {"transactions": [{"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
+                                   "verify_only": True, "topics": [{"name": t, "partitions": [0]}]}]},
+             lambda r: r["error_code"] == CAF),
+        ],
+        ApiKey.ADD_OFFSETS_TO_TXN: [(3, {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
+                                         "group_id": "g"}, lambda r: r["error_code"] == TXN)],
+        ApiKey.END_TXN: [(3, {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "committed": True},
+                          lambda r: r["error_code"] == TXN)],
+        ApiKey.TXN_OFFSET_COMMIT: [(3, {"transactional_id": "tx", "group_id": "g", "producer_id": 1,
+                                        "producer_epoch": 0, "topics": [{"name": t, "partitions": [part]}]},
+                                    lambda r: _first(r, "topics", 0, "partitions", 0, "error_code") == TXN)],
+        ApiKey.DESCRIBE_TRANSACTIONS: [(0, {"transactional_ids": ["tx"]},
+                                        lambda r: _first(r, "transaction_states", 0, "error_code") == TXN)],
+        ApiKey.LIST_TRANSACTIONS: [(0, {}, lambda r: r["transaction_states"] == [])],
+        ApiKey.WRITE_TXN_MARKERS: [(1, {"markers": [{"producer_id": 1, "producer_epoch": 0,
+                                                     "transaction_result": True, "coordinator_epoch": 0,
+                                                     "topics": [{"name": t, "partition_indexes": [0]}]}]},
+                                    lambda r: _first(r, "markers", 0, "topics", 0, "partitions", 0,
+                                                     "error_code") == CAF)],
+        ApiKey.DESCRIBE_PRODUCERS: [(0, {"topics": [{"name": t, "partition_indexes": [0]}]},
+                                     lambda r: _first(r, "topics", 0, "partitions", 0, "error_code") == TAF)],
+        ApiKey.ELECT_LEADERS: [(1, {"election_type": 0, "topic_partitions": [{"topic": t, "partitions": [0]}],
+                                    "timeout_ms": 5000},
+                                lambda r: r["error_code"] == CAF and _first(
+                                    r, "replica_election_results", 0, "partition_result", 0, "error_code") == CAF)],
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: [(0, {"timeout_ms": 5000, "topics": [
+            {"name": t, "partitions": [{"partition_index": 0, "replicas": [0]}]}]},
+            lambda r: r["error_code"] == CAF)],
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: [(0, {"timeout_ms": 5000, "topics": None},
+                                               lambda r: r["error_code"] == CAF)],
+        ApiKey.DESCRIBE_LOG_DIRS: [(3, {"topics": None}, lambda r: r["error_code"] == CAF and r["results"] == [])],
+        ApiKey.DESCRIBE_CLUSTER: [(0, {"include_cluster_authorized_operations": True},
+                                   lambda r: r["cluster_authorized_operations"] == 0)],
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [(0, {"users": None}, lambda r: r["error_code"] == CAF)],
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [(0, {"deletions": [], "upsertions": [
+            {"name": "mallory", "mechanism": 1, "iterations": 4096, "salt": b"salt", "salted_password": b"s" * 32}]},
+            lambda r: _first(r, "results", 0, "error_code") == CAF)],
+        ApiKey.DESCRIBE_ACLS: [(1, {"resource_type_filter": 1, "resource_name_filter": None,
+                                    "pattern_type_filter": 1, "principal_filter": None, "host_filter": None,
+                                    "operation": 1, "permission_type": 1}, lambda r: r["error_code"] == CAF)],
+        ApiKey.CREATE_ACLS: [(1, {"creations": [{"resource_type": 2, "resource_name": t, "resource_pattern_type": 3,
+                                                 "principal": "User:alice", "host": "*", "operation": 2,
+                                                 "permission_type": 3}]},
+                              lambda r: _first(r, "results", 0, "error_code") == CAF)],
+        ApiKey.DELETE_ACLS: [(1, {"filters": [{"resource_type_filter": 1, "resource_name_filter": None,
+                                               "pattern_type_filter": 1, "principal_filter": None,
+                                               "host_filter": None, "operation": 1, "permission_type": 1}]},
+                              lambda r: _first(r, "filter_results", 0, "error_code") == CAF)],
+    }  # fmt: skip
+
+
+def test_every_api_refuses_a_principal_without_acls(acl_broker: rill.testing.TestBroker) -> None:
+    admin_conf = {"bootstrap.servers": acl_broker.bootstrap_servers}
+    admin = AdminClient(admin_conf)
+    admin.create_topics([NewTopic("secret", 1, 1)])["secret"].result(timeout=15)
+    producer = Producer(admin_conf)
+    for i in range(10):
+        producer.produce("secret", f"v{i}".encode(), partition=0)
+    assert producer.flush(15) == 0
+    consumer = Consumer({**admin_conf, "group.id": "g", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("secret", 0, 3)])
+    consumer.commit(offsets=[TopicPartition("secret", 0, 3)], asynchronous=False)
+    consumer.close()
+    # an ACL for someone else, so that "no ACL found" is not what decides
+    created = Wire(acl_broker.bootstrap_servers).call(ApiKey.CREATE_ACLS, 1, {"creations": [
+        {"resource_type": 2, "resource_name": "*", "resource_pattern_type": 3, "principal": "User:admin",
+         "host": "*", "operation": 2, "permission_type": 3}]})  # fmt: skip
+    assert created["results"][0]["error_code"] == 0
+
+    plain = Wire(acl_broker.bootstrap_servers)
+    log_dir = Path(acl_broker.overrides["log.dirs"])
+    before = _state(plain, log_dir)
+    cases = _cases()
+    advertised = {int(k) for k in load_handlers()} - {int(k) for k in EXEMPT}
+    assert advertised - set(cases) == set(), "an advertised API has no authorization case"
+    alice = sasl_wire(acl_broker.listener_address("SASL_PLAINTEXT"), "alice", "alice-secret")
+    failures = []
+    for api_key, variants in sorted(cases.items()):
+        for version, body, refused in variants:
+            got = alice.call(api_key, version, body)
+            if not refused(got):
+                failures.append(f"{ApiKey(api_key).name} v{version}: {got}")
+    assert failures == []
+    assert _differences(_state(plain, log_dir), before) == []
+    names = {t["name"] for t in plain.call(ApiKey.METADATA, 12, {"topics": None})["topics"]}
+    assert names == {"secret", "__consumer_offsets"}  # neither created nor auto-created anything
