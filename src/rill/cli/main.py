@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "broker": ("rill.cli.broker", "run a broker (single node on 127.0.0.1:9092 with data in ./rill-data)"),
     "topics": ("rill.cli.topics", "list, create, describe, alter and delete topics"),
     "configs": ("rill.cli.configs", "describe and alter topic and broker configs"),
+    "acls": ("rill.cli.acls", "add, list and remove ACLs (kafka-acls's options)"),
     "produce": ("rill.cli.produce", "write records to a topic"),
     "consume": ("rill.cli.consume", "read records from a topic"),
     "groups": ("rill.cli.groups", "list, describe, reset and delete consumer groups"),
