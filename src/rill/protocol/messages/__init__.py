@@ -17,6 +17,7 @@ from rill.protocol.messages import (
     metadata,
     offsets,
     produce,
+    security,
     topics,
 )
 from rill.protocol.schema import Message
@@ -32,6 +33,7 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *group.APIS,
     *offsets.APIS,
     *cluster.APIS,
+    *security.APIS,
 ]
 
 DATA_MESSAGES: list[Message] = list(group_data.DATA)
