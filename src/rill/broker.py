@@ -33,6 +33,7 @@ from rill.metadata.store import BrokerInfo, MetadataDelta, MetadataStore, dynami
 from rill.network.connection_quotas import ConnectionQuotas
 from rill.network.handler import CloseConnection
 from rill.network.server import SocketServer
+from rill.quota import QuotaManagers
 from rill.replica.purgatory import PurgatoryClosed
 from rill.replica.replica_manager import ReplicaManager
 from rill.security.listener_configs import BrokerSecurity, advertised_endpoints
@@ -167,6 +168,11 @@ class Broker:
             producer_ids=ProducerIdManager(self.metadata),
             metrics=metrics,
             security=security,
+            quotas=QuotaManagers(
+                self.metadata.client_quotas,
+                samples=int(config.get("quota.window.num")),
+                window_s=int(config.get("quota.window.size.seconds")),
+            ),
         )
         self.services.group_coordinator = self._maybe_start_group_coordinator()
         if metrics is not None:

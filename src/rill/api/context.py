@@ -26,6 +26,7 @@ class BrokerServices:
     group_coordinator: Any = None  # rill.coordinator.group.GroupCoordinator once it exists
     metrics: Any = None  # rill.metrics.BrokerMetrics when metrics are on
     security: Any = None  # rill.security.listener_configs.BrokerSecurity: each listener's TLS and SASL
+    quotas: Any = None  # rill.quota.QuotaManagers: client quotas (produce, fetch, request)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from rill.api._quotas import handle_with_quotas
 from rill.api.context import BrokerServices, RequestContext
 from rill.api.registry import load_handlers, supported_versions
 from rill.api.sasl import authenticate_raw_token
@@ -91,7 +92,13 @@ class RequestDispatcher:
             api_key, version, corr, header.client_id, conn.client_host, conn.client_port, self.services,
             conn.listener_name, security,
         )
-        response = await self.handlers[api_key].fn(ctx, body)
+        quotas = self.services.quotas
+        if quotas is None or not quotas.active:
+            response = await self.handlers[api_key].fn(ctx, body)
+        else:
+            decode_ns = int((time.perf_counter() - started) * 1e9)
+            fn = self.handlers[api_key].fn
+            response = await handle_with_quotas(quotas, ctx, fn, body, len(frame), conn, decode_ns)
         elapsed = time.perf_counter() - started
         metrics = self.services.metrics
         if metrics is not None:

@@ -6,6 +6,11 @@ the response at most ``max_bytes`` (for a consumer, no more than the broker's ``
 the first partition with data always returns at least one whole batch so a consumer can make progress past
 a batch larger than its limits. Incremental fetch sessions are not offered: a request to open one is
 answered with session id 0, which clients accept as "no session".
+
+A consumer with a ``consumer_byte_rate`` quota asks for no more than its quota allows in one go (the quota times
+``quota.window.num - 1`` windows), and its response's size is measured against the quota: a response that would
+take it over is not sent; the fetch is answered empty, with the throttle time (Kafka's throttled response), and
+its bytes are not counted. Followers are never held to client quotas.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from rill.api._quotas import quota_client_id, quota_user
 from rill.api._topics import ZERO_UUID, LeaderHints, resolve_topic_name
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
@@ -99,6 +105,14 @@ def _partition_error(partition: int, code: ErrorCode) -> Body:
     }
 
 
+def _response_size(names: list[tuple[str, object]], parts: list[list[Body]]) -> int:
+    """About the encoded size of a fetch response (its records, and each topic's and partition's fields)."""
+    size = 16
+    for (name, _), ps in zip(names, parts, strict=True):
+        size += 22 + len(name) + sum(50 + p["_size"] for p in ps)
+    return size
+
+
 @handler(ApiKey.FETCH, 4, 17)
 async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
     session_id = request.get("session_id", 0)
@@ -133,8 +147,14 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
     if replica_id < 0 and ctx.api_version >= 15:
         replica_id = (request.get("replica_state") or {}).get("replica_id", -1)
     committed_only = replica_id < 0
+    quotas = ctx.services.quotas
+    fetch_quota = quotas.fetch if quotas is not None and committed_only and quotas.fetch.enabled else None
     if committed_only:  # a consumer: the broker's fetch.max.bytes caps what it asks for
         max_bytes = min(max_bytes, int(ctx.services.config.get("fetch.max.bytes")))
+    if fetch_quota is not None:
+        user, client_id = quota_user(ctx), quota_client_id(ctx)
+        max_bytes = int(min(max_bytes, fetch_quota.max_value_in_quota_window(user, client_id)))
+        min_bytes = min(min_bytes, max_bytes)
     else:
         _report_follower_positions(ctx, replica_id, wanted)
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000.0
@@ -147,6 +167,12 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
         if used >= min_bytes or has_error or remaining <= 0 or not watch:
             break
         await rm.wait_for_appends(watch, remaining)
+    if fetch_quota is not None:
+        size = _response_size(names, parts)
+        throttle = fetch_quota.record_and_get_throttle_ms(user, client_id, size)
+        if throttle > 0:  # answered empty; the bytes it would have sent are not counted
+            fetch_quota.unrecord(user, client_id, size)
+            return {"throttle_time_ms": throttle, "error_code": 0, "session_id": 0, "responses": []}
     metrics = ctx.services.metrics
     responses: list[Body] = []
     hints = LeaderHints(ctx)

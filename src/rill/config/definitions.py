@@ -330,6 +330,8 @@ for _args, _opts in [
         _dyn,
     ),
     (("queued.max.requests", INT, 500, "Requests read ahead before reading pauses.", at_least(1), HIGH), {}),
+    (("quota.window.num", INT, 11, "Windows a client quota's rate is measured over.", at_least(1), LOW), {}),
+    (("quota.window.size.seconds", INT, 1, "Length of each client quota window.", at_least(1), LOW), {}),
     (
         (
             "queued.max.request.bytes",

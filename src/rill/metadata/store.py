@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from rill.errors import ErrorCode, KafkaError
+from rill.metadata.client_quotas import ClientQuotas, QuotaChanges
 from rill.security.scram import ScramCredential
 
 # Kafka's name rules for topics: at most 249 characters of [a-zA-Z0-9._-], and not "." or "..".
@@ -315,6 +316,14 @@ class MetadataStore(Protocol):
 
     async def alter_scram_credentials(self, changes: Mapping[str, Mapping[str, ScramCredential | None]]) -> None:
         """Set (or, for None, delete) users' SCRAM credentials in one change; the caller validated them."""
+        ...
+
+    def client_quotas(self) -> ClientQuotas:
+        """Every client quota entity's quotas (read on each request: its ``version`` tells of changes)."""
+        ...
+
+    async def alter_client_quotas(self, changes: QuotaChanges) -> None:
+        """Set or remove client quotas in one change; the caller validated them. Returns once in effect here."""
         ...
 
     def add_listener(self, listener: MetadataListener) -> None:

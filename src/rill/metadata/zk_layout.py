@@ -9,6 +9,10 @@ All paths are below the chroot of ``zookeeper.connect`` (``host:port/chroot``):
                                             {NAME: PROTOCOL}, "rack", "timestamp"}`` (host and port: the
                                             inter-broker listener's)
 ``/config/users/<user>``                    a user's SCRAM credentials (``zk_users``)
+``/config/users/<user>/clients/<client>``,  client quotas: ``{"version": 1, "config": {"producer_byte_rate": ...}}``
+``/config/clients/<client>``                (and at ``/config/users/<user>``), ``<default>`` for a level's default;
+                                            each change announced by ``/config/changes/config_change_<seq>``
+                                            (``zk_quotas``)
 ``/controller``                             ephemeral: ``{"version": 1, "brokerid": <id>, "timestamp"}``
 ``/controller_epoch``                       the controller epoch, a decimal number; every write of the controller
                                             checks this znode's version, so a stale controller's writes fail

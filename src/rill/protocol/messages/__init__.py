@@ -17,6 +17,7 @@ from rill.protocol.messages import (
     metadata,
     offsets,
     produce,
+    quotas,
     security,
     topics,
 )
@@ -34,6 +35,7 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *offsets.APIS,
     *cluster.APIS,
     *security.APIS,
+    *quotas.APIS,
 ]
 
 DATA_MESSAGES: list[Message] = list(group_data.DATA)
