@@ -13,9 +13,9 @@ import time
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.integration.quotas._quota_clients import MB, TimedConsumer, TimedProducer, alter_quotas
 
 from rill.testing import broker
-from tests.integration.quotas._quota_clients import MB, TimedConsumer, TimedProducer, alter_quotas
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -66,7 +66,9 @@ def test_a_produce_quota_holds_its_client_to_the_rate_and_spares_the_others() ->
         print(f"throttled {rate / MB:.2f} MB/s; free alone {alone / MB:.1f} MB/s, beside {beside / MB:.1f} MB/s; "
               f"throttles reported {len(throttled.throttles)}")  # fmt: skip
         assert abs(rate - QUOTA) <= 0.1 * QUOTA, f"{rate / MB:.2f} MB/s under a 5 MB/s quota"
-        assert abs(beside - alone) <= 0.1 * alone, f"free producer {beside / MB:.1f} MB/s beside, {alone / MB:.1f} alone"
+        assert abs(beside - alone) <= 0.1 * alone, (
+            f"free producer {beside / MB:.1f} MB/s beside, {alone / MB:.1f} alone"
+        )
         assert throttled.throttles and max(throttled.throttles) > 0
         assert not free.throttles
 

@@ -73,7 +73,9 @@ def _quotas(entries: dict[QuotaEntity, dict[str, float]]) -> ClientQuotas:
     return q
 
 
-def _manager(q: ClientQuotas, key: str = "producer_byte_rate", max_throttle_ms: int | None = None) -> ClientQuotaManager:
+def _manager(
+    q: ClientQuotas, key: str = "producer_byte_rate", max_throttle_ms: int | None = None
+) -> ClientQuotaManager:
     return ClientQuotaManager("Produce", key, lambda: q, samples=11, window_s=1, max_throttle_ms=max_throttle_ms)
 
 
