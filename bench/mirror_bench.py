@@ -4,11 +4,12 @@ same run, between two Rill brokers on this machine.
     python bench/mirror_bench.py [--quick] [--records N] [--value-bytes N] [--partitions N]
 
 Writes ``--records`` (500,000) records of ``--value-bytes`` (100) into a topic of ``--partitions`` (4) on the
-source broker, then copies them to the target twice: once with a plain loop (a confluent-kafka consumer and an
-idempotent acks=all producer, the records produced to the same partition, nothing else), once with
+source broker, then copies them to the target three times: once with a plain loop (a confluent-kafka consumer
+and an idempotent acks=all producer, the records produced to the same partition, nothing else), once with
 ``MirrorMaker`` (which also keeps per-partition order bookkeeping, writes offset syncs and commits its
-positions). Each copy goes to a topic of its own; the time is from the start of the copy until the target
-has acknowledged the last record. Prints a table. ``--quick``: 100,000 records.
+positions), and once with ``MirrorMaker`` in exactly-once mode (a transaction per partition and batch). Each
+copy goes to a topic of its own; the time is from the start of the copy until the target has acknowledged
+the last record. Prints a table. ``--quick``: 100,000 records.
 """
 
 from __future__ import annotations
@@ -75,8 +76,10 @@ def plain_copy(source: str, target: str, topic: str, copy: str, partitions: int,
     return took
 
 
-def mirror_copy(source: str, target: str, topic: str, prefix: str, records: int) -> float:
-    mirror = MirrorMaker(MirrorConfig(source, target, topic, prefix=prefix, name="bench", group_sync_interval_s=3600))
+def mirror_copy(source: str, target: str, topic: str, prefix: str, records: int, exactly_once: bool = False) -> float:
+    config = MirrorConfig(source, target, topic, prefix=prefix, name=prefix.strip("."), group_sync_interval_s=3600,
+                          exactly_once=exactly_once)  # fmt: skip
+    mirror = MirrorMaker(config)
     stop = threading.Event()
     started = time.monotonic()
     thread = threading.Thread(target=mirror.run, args=(stop,))
@@ -104,10 +107,12 @@ def main() -> None:
         plain = plain_copy(src.bootstrap_servers, dst.bootstrap_servers, "events", "plain.events", args.partitions,
                            records)  # fmt: skip
         mirrored = mirror_copy(src.bootstrap_servers, dst.bootstrap_servers, "events", "copy.", records)
+        once = mirror_copy(src.bootstrap_servers, dst.bootstrap_servers, "events", "once.", records, True)
     mib = records * args.value_bytes / (1 << 20)
     print(f"{records:,} records of {args.value_bytes} B, {args.partitions} partitions, two brokers on this machine")
     print(f"{'copy':<28}{'seconds':>10}{'records/s':>12}{'MiB/s':>8}{'vs plain':>10}")
-    for name, took in (("consume-and-produce loop", plain), ("rill mirror (MirrorMaker)", mirrored)):
+    rows = (("consume-and-produce loop", plain), ("rill mirror", mirrored), ("rill mirror --exactly-once", once))
+    for name, took in rows:
         print(f"{name:<28}{took:>10.2f}{records / took:>12,.0f}{mib / took:>8.1f}{plain / took:>10.2f}")
 
 

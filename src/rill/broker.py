@@ -133,6 +133,7 @@ class Broker:
             port,
             listeners=config.listeners,
             ssl_contexts=security.ssl_contexts(),
+            principal_names=security.principal_names(),
             sasl_max_receive_bytes=int(config.get("sasl.server.max.receive.size")),
             max_request_bytes=int(config.get("socket.request.max.bytes")),
             idle_timeout_ms=int(config.get("connections.max.idle.ms")),
@@ -142,6 +143,7 @@ class Broker:
             max_queued_requests=int(config.get("queued.max.requests")),
             max_queued_bytes=int(config.get("queued.max.request.bytes")),
         )
+        self._server.on_tls_handshake_failed = lambda listener: security.count(listener, False)
         bound_host, bound_port = await self._server.start()
         self._bound = (bound_host, bound_port)
         self.step = "loading the metadata"
@@ -175,6 +177,7 @@ class Broker:
             ),
         )
         self.services.group_coordinator = self._maybe_start_group_coordinator()
+        self.services.txn_coordinator = self._start_txn_coordinator()
         if metrics is not None:
             metrics.attach(self)
         if self.controller is not None:
@@ -285,6 +288,12 @@ class Broker:
         assert self.services is not None
         return GroupCoordinator.create(self.services)
 
+    def _start_txn_coordinator(self) -> Any:
+        from rill.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+
+        assert self.services is not None
+        return TransactionCoordinator.create(self.services)
+
     async def stop(self) -> None:
         await self._maybe_controlled_shutdown()
         server, self._server = self._server, None
@@ -295,6 +304,9 @@ class Broker:
         coordinator = self.services.group_coordinator if self.services else None
         if coordinator is not None:
             await coordinator.shutdown()
+        txn_coordinator = self.services.txn_coordinator if self.services else None
+        if txn_coordinator is not None:
+            await txn_coordinator.shutdown()
         if self.replica_manager is not None:
             self.replica_manager.fetch_purgatory.close()
         if server is not None:
@@ -345,6 +357,9 @@ class Broker:
         server, self._server = self._server, None
         if server is not None:
             await server.abort()
+        txn_coordinator = self.services.txn_coordinator if self.services else None
+        if txn_coordinator is not None:
+            await txn_coordinator.shutdown()
         await self._stop_background()
         await self._leave_cluster()
         if self.metadata is not None:

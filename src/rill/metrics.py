@@ -23,6 +23,8 @@ Metric (labels) and the Kafka metric it mirrors:
 - ``kafka_server_delayedoperationpurgatory_purgatorysize`` (delayedoperation): PurgatorySize
 - ``kafka_log_log_size``, ``_numlogsegments``, ``_logstartoffset``, ``_logendoffset`` (topic, partition): Log
 - ``kafka_log_log_highwatermark`` (topic, partition): Rill's own, the partition's high watermark
+- ``kafka_cluster_partition_laststableoffsetlag`` (topic, partition): Partition LastStableOffsetLag, the high
+  watermark minus the last stable offset (records held back from read_committed consumers by open transactions)
 - ``kafka_consumergroup_lag``, ``kafka_consumergroup_current_offset`` (consumergroup, topic, partition):
   the names kafka_exporter uses (Kafka's broker has no lag metric)
 - ``kafka_server_socketservermetrics_connection_count``: socket-server-metrics connection-count
@@ -42,11 +44,14 @@ Metric (labels) and the Kafka metric it mirrors:
   LeaderElectionRateAndTimeMs, the elections of a new leader this broker made while controller and the time
   each took (milliseconds from the start of the controller's pass that found it due to its write in
   ZooKeeper); ``kafka_controller_controllerstats_uncleanleaderelections_total``: UncleanLeaderElectionsPerSec
-- ``kafka_log_logcleaner_cleaner_recopy_percent``, ``_max_clean_time_secs``, ``_max_buffer_utilization_percent``:
-  LogCleaner cleaner-recopy-percent, max-clean-time-secs, max-buffer-utilization-percent (the last cleaning)
-- ``kafka_log_logcleanermanager_max_dirty_percent``, ``_time_since_last_run_ms``,
-  ``_uncleanable_partitions_count``: LogCleanerManager max-dirty-percent, time-since-last-run-ms,
-  uncleanable-partitions-count (for the whole broker, not per log dir)
+- ``kafka_log_logcleaner_cleaner_recopy_percent``, ``_max_clean_time_secs``, ``_max_buffer_utilization_percent``,
+  ``_max_compaction_delay_secs``, ``_deadthreadcount``: LogCleaner cleaner-recopy-percent,
+  max-clean-time-secs, max-buffer-utilization-percent, max-compaction-delay-secs (over the last cleaning of
+  each cleaner thread, as fractions where Kafka truncates to integers) and DeadThreadCount
+- ``kafka_log_logcleanermanager_max_dirty_percent``, ``_time_since_last_run_ms``: LogCleanerManager
+  max-dirty-percent, time-since-last-run-ms (since a cleaner thread last looked for a log to clean)
+- ``kafka_log_logcleanermanager_uncleanable_partitions_count``, ``_uncleanable_bytes`` (logdirectory):
+  LogCleanerManager uncleanable-partitions-count and uncleanable-bytes of each log dir
 - ``rill_implementation_info`` (module, implementation): Rill's own, 1 for each module that has a compiled
   implementation and a pure-Python twin, labelled with the one in use (``compiled`` or ``python``)
 
@@ -91,6 +96,7 @@ class PartitionStats:
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
+    last_stable_offset_lag: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +133,7 @@ GroupSource = Callable[[], Iterable[GroupOffset]]
 PurgatorySource = Callable[[], Mapping[str, int]]
 CountSource = Callable[[], int]
 ValuesSource = Callable[[], Mapping[str, float]]
+LabelledValuesSource = Callable[[], Mapping[str, Mapping[str, float]]]  # name -> label value -> value
 
 
 TWINNED_MODULES = ("rill.records.scan",)
@@ -199,6 +206,8 @@ class BrokerMetrics:
         self._replication_source: Callable[[], ReplicationStats] | None = None
         self._cleaner_source: ValuesSource | None = None
         self._authentication_source: Callable[[], dict[str, list[int]]] | None = None  # listener -> [ok, failed]
+        self._cleaner_dir_source: LabelledValuesSource | None = None
+        self._txn_source: Any = None  # the transaction coordinator (metric_values, outcomes)
         self._quota_source: Callable[[], list[QuotaGroupStats]] | None = None
         self.registry.register(_Collector(self))
 
@@ -267,9 +276,16 @@ class BrokerMetrics:
 
     def set_replication_source(self, source: Callable[[], ReplicationStats] | None) -> None:
         self._replication_source = source
-    def set_cleaner_source(self, source: ValuesSource | None) -> None:
-        """The log cleaner's gauges by metric name (``LogCleaner.metric_values``)."""
+
+    def set_cleaner_source(self, source: ValuesSource | None, per_log_dir: LabelledValuesSource | None = None) -> None:
+        """The log cleaner's gauges by metric name (``LogCleaner.metric_values``), and those of each log dir
+        (``LogCleaner.log_dir_metric_values``)."""
         self._cleaner_source = source
+        self._cleaner_dir_source = per_log_dir
+
+    def set_txn_coordinator_source(self, coordinator: Any) -> None:
+        """The transaction coordinator: its gauges (``metric_values``) and its transactions by outcome."""
+        self._txn_source = coordinator
 
     def attach(self, broker: Any) -> None:
         """Wire the lazy sources from a started ``rill.broker.Broker``: replica manager, server, groups."""
@@ -283,11 +299,14 @@ class BrokerMetrics:
             self.set_connection_source(lambda: int(server.connection_count))
         cleaner = getattr(getattr(broker, "log_manager", None), "cleaner", None)
         if cleaner is not None and callable(getattr(cleaner, "metric_values", None)):
-            self.set_cleaner_source(cleaner.metric_values)
+            self.set_cleaner_source(cleaner.metric_values, getattr(cleaner, "log_dir_metric_values", None))
         services = getattr(broker, "services", None)
         security = getattr(services, "security", None)
         if security is not None:
             self._authentication_source = lambda: dict(security.authentications)
+        txn_coordinator = getattr(services, "txn_coordinator", None)
+        if txn_coordinator is not None:
+            self.set_txn_coordinator_source(txn_coordinator)
         quotas = getattr(services, "quotas", None)
         if quotas is not None:
             self._quota_source = lambda: _quota_stats(quotas)
@@ -335,6 +354,7 @@ def _partition_stats(replica_manager: Any) -> list[PartitionStats]:
                 int(partition.log_start_offset),
                 int(partition.log_end_offset),
                 int(partition.high_watermark),
+                int(partition.high_watermark - partition.last_stable_offset),
             )
         )
     return stats
@@ -524,6 +544,9 @@ class _Collector:
         start = GaugeMetricFamily("kafka_log_log_logstartoffset", "First offset of the partition's log.", labels=pl)
         end = GaugeMetricFamily("kafka_log_log_logendoffset", "Offset the next record will get.", labels=pl)
         hw = GaugeMetricFamily("kafka_log_log_highwatermark", "The partition's high watermark.", labels=pl)
+        lso_lag = GaugeMetricFamily(
+            "kafka_cluster_partition_laststableoffsetlag", "High watermark minus last stable offset.", labels=pl
+        )
         hw_by_tp: dict[tuple[str, int], int] = {}
         for s in _snapshot(m._partition_source, "partition stats"):
             labels = [s.topic, str(s.partition)]
@@ -532,8 +555,9 @@ class _Collector:
             start.add_metric(labels, s.log_start_offset)
             end.add_metric(labels, s.log_end_offset)
             hw.add_metric(labels, s.high_watermark)
+            lso_lag.add_metric(labels, s.last_stable_offset_lag)
             hw_by_tp[(s.topic, s.partition)] = s.high_watermark
-        yield from (size, segments, start, end, hw)
+        yield from (size, segments, start, end, hw, lso_lag)
 
         gl = ["consumergroup", "topic", "partition"]
         lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus committed offset.", labels=gl)
@@ -580,6 +604,28 @@ class _Collector:
         if m._cleaner_source is not None:
             for name, v in _snapshot(lambda: list((m._cleaner_source or dict)().items()), "cleaner metrics"):
                 yield GaugeMetricFamily(name, "Kafka's log cleaner gauge of this name.", value=v)
+        if m._cleaner_dir_source is not None:
+            source = m._cleaner_dir_source
+            for name, by_dir in _snapshot(lambda: [(k, dict(v)) for k, v in source().items()], "cleaner metrics"):
+                family = GaugeMetricFamily(
+                    name, "Kafka's log cleaner gauge of this name, per log dir.", labels=["logdirectory"]
+                )
+                for directory, v in sorted(by_dir.items()):
+                    family.add_metric([directory], v)
+                yield family
+
+        txn = m._txn_source
+        if txn is not None:
+            for name, v in _snapshot(lambda: list(txn.metric_values().items()), "transaction coordinator metrics"):
+                yield GaugeMetricFamily(name, "Kafka's transaction coordinator gauge of this name.", value=v)
+            outcomes = CounterMetricFamily(
+                "rill_transactions_completed",
+                "Transactions the coordinator completed, by outcome (timed_out: aborted at its timeout).",
+                labels=["outcome"],
+            )
+            for outcome, n in _snapshot(lambda: list(txn.outcomes.items()), "transaction outcomes"):
+                outcomes.add_metric([outcome], n)
+            yield outcomes
 
         info = GaugeMetricFamily(
             "rill_implementation_info",

@@ -86,3 +86,28 @@ def test_ssl_inter_broker_with_client_certificates(tmp_path: Path) -> None:
     with cluster(brokers=2, overrides=overrides) as c:
         conf = {"bootstrap.servers": c.bootstrap_servers}  # clients on PLAINTEXT, replication on SSL
         _replicated_round_trip(c, conf, "ssl-replication")
+
+
+def test_scram_over_sasl_ssl_inter_broker(tmp_path: Path) -> None:
+    """The brokers authenticate to each other with SCRAM over TLS, as a user whose credential is in ZooKeeper
+    (written once the cluster is up, through the PLAINTEXT listener)."""
+    pki = make_pki(tmp_path)
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "inter.broker.listener.name": "SASL_SSL",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+        "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": (
+            'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
+            'password="broker-secret";'
+        ),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki.server),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki.ca),
+        "num.partitions": 1,
+        "min.insync.replicas": 2,
+    }
+    with cluster(brokers=2, overrides=overrides) as c:
+        add_scram_user(c.broker(0).bootstrap_servers, "broker", "broker-secret")
+        _replicated_round_trip(c, {"bootstrap.servers": c.bootstrap_servers}, "scram-replication")

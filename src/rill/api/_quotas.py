@@ -5,7 +5,7 @@ against ``producer_byte_rate``, the time the request took on the event loop agai
 (a Fetch's response bytes against ``consumer_byte_rate`` are measured by the Fetch handler, which answers a
 throttled fetch empty). When one is exceeded, the response goes back at once with the largest throttle time in
 ``throttle_time_ms``, and the connection is muted for that long. Replication (fetches from followers) and the
-SASL exchange are never throttled; an acks=0 Produce only by its byte rate.
+SASL exchange and the transaction markers brokers send are never throttled; an acks=0 Produce only by its byte rate.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from rill.network.handler import ConnectionInfo
     from rill.quota import ClientQuotaManager, QuotaManagers
 
-EXEMPT = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+EXEMPT = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.WRITE_TXN_MARKERS})
+"""The SASL exchange, and requests only brokers send (Kafka's cluster actions)."""
 NANOS_TO_PERCENTAGE = 100.0 / 1e9
 """A request that keeps the loop busy for one second is 100% of one thread."""
 

@@ -68,7 +68,9 @@ class RequestDispatcher:
             raise ConnectionClosingError(f"unreadable request header from {_peer(conn)}: {e}") from e
         api_key, version, corr = header.api_key, header.api_version, header.correlation_id
         name = self._names.get(api_key, str(api_key))
-        if api_key not in _BEFORE_AUTHENTICATION and (not security.authenticated or security.session_expired()):
+        if (
+            not security.authenticated or (security.session_end is not None and security.session_expired())
+        ) and api_key not in _BEFORE_AUTHENTICATION:
             what = "after its SASL session expired" if security.authenticated else "before authenticating"
             raise ConnectionClosingError(
                 f"{_peer(conn)} sent {name} {what} on SASL listener {conn.listener_name}; only ApiVersions, "

@@ -51,6 +51,10 @@ HANDLER_MODULES = (
     "rill.api.client_quotas",
     "rill.api.sasl",
     "rill.api.scram_credentials",
+    "rill.api.transactions",
+    "rill.api.txn_offset_commit",
+    "rill.api.write_txn_markers",
+    "rill.api.describe_producers",
 )
 
 

@@ -10,7 +10,9 @@ and new partitions are picked up every ``--refresh-interval`` seconds. The offse
 ``--groups`` are translated to the target's offsets and committed there for groups that have no members on the
 target, so a consumer group can move to the target and resume without missing records. Several processes with
 the same ``--name`` share the work (they form a consumer group on the source). Delivery is at least once: a
-mirror killed and started again resumes from its last committed position and may copy a few records twice.
+mirror killed and started again resumes from its last committed position and may copy a few records twice;
+with ``--exactly-once`` each batch is a transaction on the target holding the records and the new position,
+so a consumer reading the target with ``read_committed`` sees each source record once.
 SIGINT or SIGTERM stops it after committing what was copied.
 """
 
@@ -48,6 +50,8 @@ def _build_parser() -> argparse.ArgumentParser:
                         help="consumer groups whose offsets are carried over (default: all)")  # fmt: skip
     parser.add_argument("--name", default="default",
                         help="the mirror's name: processes with the same name share the work (default 'default')")
+    parser.add_argument("--exactly-once", action="store_true",
+                        help="copy in transactions on the target (read it with read_committed)")
     parser.add_argument("--prefix", default="", help="prefix of the target topics' names (default: none)")
     parser.add_argument("--refresh-interval", type=float, default=10.0, metavar="SECONDS",
                         help="how often new topics, partitions and configs are looked for (default 10)")
@@ -101,6 +105,7 @@ def _body(argv: list[str]) -> int:
         groups=args.groups,
         name=args.name,
         prefix=args.prefix,
+        exactly_once=args.exactly_once,
         refresh_interval_s=args.refresh_interval,
         source_props=read_properties_file(args.source_config) if args.source_config else {},
         target_props=read_properties_file(args.target_config) if args.target_config else {},

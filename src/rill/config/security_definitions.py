@@ -24,6 +24,12 @@ def _jaas(value: str) -> str | None:
     return jaas_problem(value)
 
 
+def _mapping_rules(value: str) -> str | None:
+    from rill.security.ssl_principal_mapper import rules_problem
+
+    return rules_problem(value)
+
+
 SECURITY_CONFIGS: list[tuple[str, ConfigType, object, str, object, Importance]] = [
     ("security.inter.broker.protocol", S, "PLAINTEXT", "Security protocol between brokers (when "
      "inter.broker.listener.name is not set).", one_of(*SECURITY_PROTOCOLS), MEDIUM),
@@ -60,8 +66,8 @@ SECURITY_CONFIGS: list[tuple[str, ConfigType, object, str, object, Importance]] 
     ("ssl.truststore.certificates", P, None, "Trusted CA certificates in PEM, given in the config.", None, HIGH),
     ("ssl.endpoint.identification.algorithm", S, "https", "Host name check of the server certificate when "
      "this broker connects to another (empty: none).", None, LOW),
-    ("ssl.principal.mapping.rules", S, "DEFAULT", "Principal of a client certificate (DEFAULT: its subject "
-     "DN).", one_of("DEFAULT"), LOW),
+    ("ssl.principal.mapping.rules", S, "DEFAULT", "Principal name of a client certificate: rules "
+     "RULE:pattern/replacement/[LU] over its subject DN, DEFAULT the DN itself.", _mapping_rules, LOW),
 ]  # fmt: skip
 
 for _name, _kind, _default, _doc, _validator, _imp in SECURITY_CONFIGS:

@@ -37,10 +37,11 @@ from rill.log.fetch_data_info import FetchDataInfo
 from rill.log.leader_epoch_cache import LeaderEpochFileCache
 from rill.log.log_append_info import LogAppendInfo
 from rill.log.log_config import LogConfig
+from rill.log.log_deletion import LogDeletion
 from rill.log.log_loader import load_segments, rebuild_producer_state
-from rill.log.log_reader import find_offset_by_timestamp, max_timestamp_and_offset, read_regions
-from rill.log.log_retention import SegmentPredicate, below_start_offset, deletable_prefix, retention_predicates
+from rill.log.log_read import LogReadSide
 from rill.log.log_segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_file_name
+from rill.log.log_txn import LogTransactions
 from rill.log.log_validator import (
     assign_offsets,
     check_single_batch,
@@ -49,6 +50,7 @@ from rill.log.log_validator import (
 )
 from rill.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
 from rill.records.batch import BatchHeader, Buffer, set_log_append_time, set_max_timestamp
+from rill.records.control import marker_or_none
 from rill.records.scan import LAST_OFFSET_DELTA_FIELD, MAX_TIMESTAMP_FIELD, PRODUCER_ID_FIELD, RECORDS_COUNT_FIELD
 
 __all__ = ["FetchDataInfo", "Log", "LogAppendInfo", "parse_topic_partition"]
@@ -72,7 +74,11 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class Log:
+class Log(LogReadSide, LogDeletion, LogTransactions):
+    """A partition log: identity, append, rolling and durability here; reads in ``LogReadSide``
+    (rill.log.log_read), retention, DeleteRecords and truncation in ``LogDeletion`` (rill.log.log_deletion),
+    transaction markers in ``LogTransactions`` (rill.log.log_txn)."""
+
     def __init__(
         self,
         dir: Path,
@@ -124,7 +130,10 @@ class Log:
             self.leader_epoch_cache.truncate_from_end(self._leo)
             self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
             self.producer_state = ProducerStateManager(dir)
-            self._rebuild_producer_state()
+            rebuild_producer_state(
+                self.producer_state, self.leader_epoch_cache, self._segments, self._leo, result.recovered_from
+            )
+            self.producer_state.on_high_watermark_updated(self._high_watermark)
         except BaseException:  # a log that cannot be opened keeps no file open (e.g. out of descriptors)
             for seg in self._segments:
                 seg.close()
@@ -213,7 +222,9 @@ class Log:
 
     @high_watermark.setter
     def high_watermark(self, value: int) -> None:
-        self._high_watermark = min(max(value, self._log_start_offset), self._leo)
+        self._high_watermark = hw = min(max(value, self._log_start_offset), self._leo)
+        if self.producer_state.unreplicated_txns:  # set on every append: the usual case costs one test
+            self.producer_state.on_high_watermark_updated(hw)
 
     @property
     def recovery_point(self) -> int:
@@ -404,8 +415,11 @@ class Log:
         if segment.size and self._should_roll(segment, len(view), max_ts, expected - 1, now):
             segment = self.roll(first_offset, now)
         self._write(segment, [view], infos)
-        for _, h in batches:
-            self.producer_state.replay(h)
+        for pos, h in batches:
+            marker = marker_or_none(view[pos : pos + h.size]) if h.is_control and h.producer_id >= 0 else None
+            completed = self.producer_state.replay(h, marker)
+            if completed is not None:
+                self._complete_txn(segment, completed)
             if h.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
         self._count_unflushed(count)
@@ -506,106 +520,6 @@ class Log:
             active=active,
         )
 
-    # ---- read ---------------------------------------------------------------------------------
-
-    def read(
-        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
-    ) -> FetchDataInfo:
-        if offset < self._log_start_offset or offset > self._leo:
-            raise KafkaError(
-                ErrorCode.OFFSET_OUT_OF_RANGE,
-                f"{self._tp}: offset {offset} is outside [{self._log_start_offset}, {self._leo}]",
-            )
-        if offset == self._leo or (max_offset is not None and offset >= max_offset):
-            return FetchDataInfo(offset)
-        regions = read_regions(self._segments, offset, max_bytes, max_offset, min_one_batch)
-        return FetchDataInfo(offset, regions, sum(r.length for r in regions))
-
-    def read_bytes(
-        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
-    ) -> bytes:
-        info = self.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
-        return b"".join(os.pread(r.fd, r.length, r.position) for r in info.regions)
-
-    # ---- time lookups -------------------------------------------------------------------------
-
-    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the first record at or after log start with timestamp >= target."""
-        return find_offset_by_timestamp(self._segments, timestamp, self._log_start_offset, self._tp)
-
-    def max_timestamp_and_offset(self) -> tuple[int, int]:
-        """``(max timestamp, its offset)`` over the log, ``(-1, -1)`` when empty."""
-        return max_timestamp_and_offset(self._segments, self._log_start_offset)
-
-    # ---- retention ----------------------------------------------------------------------------
-
-    def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Apply retention.ms, retention.bytes and the log start offset; returns segments deleted."""
-        now = _now_ms() if now_ms is None else now_ms
-        deleted = 0
-        for rule in retention_predicates(self._config, now, self.size_bytes):
-            deleted += self._delete_while(rule, now)
-        deleted += self._delete_while(below_start_offset(self._log_start_offset), now)
-        return deleted
-
-    def _delete_while(self, predicate: SegmentPredicate, now_ms: int) -> int:
-        count = deletable_prefix(self._segments, predicate, self._high_watermark, self._leo)
-        if not count:
-            return 0
-        doomed = self._segments[:count]
-        if count == len(self._segments):
-            self.roll(now_ms=now_ms)
-        self._remove_segments(doomed, now_ms)
-        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
-        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
-        self.producer_state.delete_snapshots_below(self._segments[0].base_offset)
-        log.info("%s: deleted %d segment(s); log start offset %d", self._tp, count, self._log_start_offset)
-        return count
-
-    def _remove_segments(self, doomed: list[LogSegment], now_ms: int) -> None:
-        ids = {id(s) for s in doomed}
-        self._segments = [s for s in self._segments if id(s) not in ids]
-        self._schedule_delete(doomed, now_ms)
-
-    def _schedule_delete(self, doomed: list[LogSegment], now_ms: int) -> None:
-        due = now_ms + self._config.file_delete_delay_ms
-        for seg in doomed:
-            try:
-                seg.rename_to_deleted()
-            except OSError as e:
-                log.warning("%s: cannot rename %s for deletion: %s", self._tp, seg.log_path, e)
-            self._pending_deletes.append((due, seg))
-
-    def take_due_deletions(self, now_ms: int | None = None) -> list[LogSegment]:
-        """Segments whose ``file.delete.delay.ms`` has passed; the caller runs ``delete_files``."""
-        now = _now_ms() if now_ms is None else now_ms
-        due = [s for t, s in self._pending_deletes if t <= now]
-        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now]
-        return due
-
-    def maybe_increment_log_start_offset(self, offset: int, now_ms: int | None = None) -> bool:
-        """DeleteRecords: move the log start offset up to ``offset`` (at most the high watermark).
-
-        The caller has made the new offset durable (the log-start-offset checkpoint) first; what
-        follows here is upkeep that a full disk may stop (the leader epoch checkpoint, the segments
-        wholly below the new start): it is logged and left for later (the epoch checkpoint is cut
-        back to the log start when the log is opened; retention deletes those segments), never
-        an error that would undo the move."""
-        if offset > self._high_watermark:
-            raise KafkaError(
-                ErrorCode.OFFSET_OUT_OF_RANGE,
-                f"{self._tp}: cannot delete records up to {offset}, above the high watermark {self._high_watermark}",
-            )
-        if offset <= self._log_start_offset:
-            return False
-        self._log_start_offset = offset
-        try:
-            self.leader_epoch_cache.truncate_from_start(offset)
-            self._delete_while(below_start_offset(offset), _now_ms() if now_ms is None else now_ms)
-        except (OSError, KafkaError) as e:
-            log.warning("%s: log start offset moved to %d; the upkeep after it waits: %s", self._tp, offset, e)
-        return True
-
     def replace_segments(self, old: list[LogSegment], new: list[LogSegment], now_ms: int | None = None) -> bool:
         """Put the cleaner's ``new`` segments (``.swap`` files) in place of ``old``, a run of inactive
         segments: the old ones renamed ``.deleted`` and deleted later, then the new ones given their final
@@ -629,61 +543,6 @@ class Log:
                 log.warning("%s: cannot rename %s: %s", self._tp, seg.log_path, e)
         self._dir_changes += 1
         return True
-
-    # ---- truncation ---------------------------------------------------------------------------
-
-    def truncate_to(self, offset: int, now_ms: int | None = None) -> bool:
-        """Remove every record at or above ``offset`` (replication rejoining); True if anything went."""
-        if offset < 0:
-            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"cannot truncate {self._tp} to {offset}")
-        if offset >= self._leo:
-            return False
-        self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
-        now = _now_ms() if now_ms is None else now_ms
-        if offset < self._segments[0].base_offset or offset < self._log_start_offset:
-            self.truncate_fully_and_start_at(offset, now)
-            return True
-        doomed = [s for s in self._segments if s.base_offset > offset]
-        if doomed:
-            self._remove_segments(doomed, now)
-        active = self._active
-        active.truncate_to(offset)
-        if doomed:
-            active.on_become_active(self._config.segment_index_bytes)
-        self._leo = active.next_offset if active.size else active.base_offset
-        if self._leo < self._log_start_offset:
-            # the cut fell inside the batch holding the log start: nothing visible is left
-            self.truncate_fully_and_start_at(self._log_start_offset, now)
-            return True
-        self._after_truncation()
-        log.info("%s: truncated to %d (log end %d)", self._tp, offset, self._leo)
-        return True
-
-    def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
-        now = _now_ms() if now_ms is None else now_ms
-        self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
-        doomed = list(self._segments)
-        self._segments = []
-        self._schedule_delete(doomed, now)
-        self._segments = [self._new_segment(offset, now, active=True)]
-        self._leo = offset
-        self._log_start_offset = offset
-        self._high_watermark = offset
-        self.leader_epoch_cache.clear()
-        self.producer_state.clear()
-        self.producer_state.map_end_offset = offset
-        self._recovery_point = min(self._recovery_point, offset)
-        self._unflushed_messages = 0
-
-    def _after_truncation(self) -> None:
-        self._high_watermark = min(self._high_watermark, self._leo)
-        self._recovery_point = min(self._recovery_point, self._leo)
-        self.leader_epoch_cache.truncate_from_end(self._leo)
-        self.producer_state.delete_snapshots_above(self._leo)
-        self._rebuild_producer_state()
-
-    def _rebuild_producer_state(self) -> None:
-        rebuild_producer_state(self.producer_state, self.leader_epoch_cache, self._segments, self._leo)
 
     # ---- durability ---------------------------------------------------------------------------
 

@@ -3,8 +3,9 @@
 A cleaning has three steps:
 
 1. ``plan_cleaning`` (on the event loop): the log's segments from its start up to the first uncleanable
-   offset (the active segment's base, the high watermark, the first segment younger than
-   ``min.compaction.lag.ms``), each with its file held open (``SegmentFile``) and its size.
+   offset (the active segment's base, the last stable offset: never into an open transaction, the first
+   segment younger than ``min.compaction.lag.ms``), each with its file held open (``SegmentFile``) and its
+   size.
 2. ``clean`` (in a worker thread): an ``OffsetMap`` of key digest -> latest offset is built over the dirty
    section (from the first dirty offset on), as far as the map holds (the rest waits for the next
    cleaning); then every segment below the map's end is rewritten into as few segments as fit
@@ -15,7 +16,13 @@ A cleaning has three steps:
    goes ``delete.retention.ms`` after the first cleaning that kept it, which marks its batch with Kafka's
    delete horizon (attributes bit 6; the horizon is the batch's base timestamp, the records' timestamp
    deltas relative to it).
-   Records at or after the map's end, and control batches, are copied untouched. Offsets are never
+   Transactions, as Kafka's cleaner treats them: the batches of aborted transactions (known from the
+   transaction indexes, ``CleanPlan.aborted``) put no key in the map and are removed. A marker whose
+   transaction has no batch left (none seen in this cleaning, which reads the log from its start) gets a
+   delete horizon (``delete.retention.ms`` from now, as a tombstone's batch does) and goes in the first
+   cleaning after it (kept empty when it is the producer's last batch); any other marker stays. The aborted
+   transactions of each source segment's ``.txnindex`` are carried into the cleaned segment replacing it,
+   but those whose marker went. Records at or after the map's end are copied untouched. Offsets are never
    changed: a batch keeping all its records is copied as it is, one keeping none is dropped, one keeping
    some is rebuilt with the kept records' bytes under the original header (base offset, last offset
    delta, leader epoch, producer fields, base timestamp) with the same codec. The thread gives the GIL to
@@ -33,15 +40,16 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from crc32c_rs import crc32c
 
+from rill.fsutil import fsync_dir, write_atomically
 from rill.log.cleaner_offset_map import OffsetMap, key_digest
 from rill.log.log_config import LogConfig
-from rill.log.log_segment import CLEANED_SUFFIX, INT32_MAX, SWAP_SUFFIX, LogSegment, SegmentFile
+from rill.log.log_segment import CLEANED_SUFFIX, INT32_MAX, SWAP_END_SUFFIX, SWAP_SUFFIX, LogSegment, SegmentFile
 from rill.records import compression
 from rill.records.batch import (
     ATTRIBUTES_POS,
@@ -52,12 +60,14 @@ from rill.records.batch import (
     LOG_OVERHEAD,
     MAGIC_V2,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     Buffer,
     CorruptRecordError,
     crc_ok,
     parse_header,
 )
+from rill.records.control import marker_or_none
 from rill.records.record import decode_records, encode_record, read_varint
 
 if TYPE_CHECKING:
@@ -99,6 +109,13 @@ class CleanPlan:
     sources: list[SourceSegment]
     now_ms: int
     producer_last: dict[int, int]  # producer id -> last offset of its last batch in the log
+    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> (first, marker)
+
+    def is_aborted(self, h: BatchHeader) -> bool:
+        """Whether ``h`` is a data batch of an aborted transaction."""
+        if not h.attributes & TRANSACTIONAL_MASK or h.attributes & CONTROL_MASK:
+            return False
+        return any(first <= h.base_offset <= last for first, last in self.aborted.get(h.producer_id, ()))
 
 
 @dataclass(slots=True)
@@ -113,6 +130,11 @@ class CleanResult:
     records_removed: int = 0
     map_utilization: float = 0.0
     seconds: float = 0.0
+    # transactions as the cleaning reads the log: producers whose committed / aborted batches it has read since
+    # their last marker, and the offsets of the markers it removed
+    committed_seen: set[int] = field(default_factory=set)
+    aborted_seen: set[int] = field(default_factory=set)
+    removed_markers: set[int] = field(default_factory=set)
 
 
 class Throttler:
@@ -143,7 +165,7 @@ def plan_cleaning(log: Log, first_dirty: int, now_ms: int) -> CleanPlan | None:
     is dirty."""
     config = log.config
     segments = log.segments
-    end = min(segments[-1].base_offset, log.high_watermark)
+    end = min(segments[-1].base_offset, log.last_stable_offset)
     lag = config.min_compaction_lag_ms
     sources: list[SourceSegment] = []
     for i, seg in enumerate(segments[:-1]):
@@ -161,7 +183,10 @@ def plan_cleaning(log: Log, first_dirty: int, now_ms: int) -> CleanPlan | None:
     if not sources or first_dirty >= end:
         return None
     producer_last = {pid: entry.last_offset for pid, entry in log.producer_state.producers.items()}
-    return CleanPlan(log, log.dir, config, first_dirty, end, sources, now_ms, producer_last)
+    aborted: dict[int, list[tuple[int, int]]] = {}
+    for txn in log.collect_aborted_transactions(sources[0].base_offset, end):
+        aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+    return CleanPlan(log, log.dir, config, first_dirty, end, sources, now_ms, producer_last, aborted)
 
 
 def iter_batches(
@@ -265,7 +290,7 @@ def build_map(
                 continue
             if last >= plan.end:
                 return map_end, read
-            if not h.attributes & CONTROL_MASK:
+            if not h.attributes & CONTROL_MASK and not plan.is_aborted(h):
                 _, records = walk_records(h, batch)
                 digests = [
                     (key_digest(r.key), h.base_offset + r.offset_delta)
@@ -366,12 +391,29 @@ def discard(segments: list[LogSegment]) -> None:
     for seg in segments:
         with contextlib.suppress(OSError):
             seg.delete_files()
+        with contextlib.suppress(OSError):
+            os.unlink(_swap_end_path(seg))
+
+
+def _swap_end_path(seg: LogSegment) -> Path:
+    return seg.dir / f"{seg.base_offset:020d}.log{SWAP_END_SUFFIX}"
+
+
+def forget_swap_ends(dir: Path, segments: list[LogSegment]) -> None:
+    """After a swap: make the directory's renames durable, then remove the ``.swap-end`` files that a crash
+    recovery would have needed (blocking: a worker thread runs it)."""
+    fsync_dir(dir)
+    for seg in segments:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_swap_end_path(seg))
 
 
 def _remove_cleaned(plan: CleanPlan, base: int) -> None:
-    for s in (".log", ".index", ".timeindex"):
+    for s in (".log", ".index", ".timeindex", ".txnindex"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(plan.dir / f"{base:020d}{s}{CLEANED_SUFFIX}")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(plan.dir / f"{base:020d}.log{SWAP_END_SUFFIX}")
 
 
 def _new_output(plan: CleanPlan, base: int) -> LogSegment:
@@ -391,9 +433,13 @@ def _open_output(plan: CleanPlan, config: LogConfig, base: int) -> LogSegment:
     )  # fmt: skip
 
 
-def _finish(out: LogSegment) -> None:
+def _finish(out: LogSegment, end_offset: int) -> None:
+    """Make a cleaned segment durable and name it ``.swap``, with the end of the range it replaces written
+    beside it first (``SWAP_END_SUFFIX``: a crash recovery completes the swap from the two)."""
     out.on_become_inactive()
     out.flush()
+    write_atomically(out.log_path.with_name(out.log_path.name[: -len(CLEANED_SUFFIX)] + SWAP_END_SUFFIX),
+                     b"%d" % end_offset)  # fmt: skip
     out.rename_suffix(SWAP_SUFFIX)
 
 
@@ -421,7 +467,7 @@ def _write_cleaned(
 
     def start(src: SourceSegment) -> LogSegment:
         if out is not None:
-            _finish(out)
+            _finish(out, result.groups[-1][-1].end_offset)
         seg = _new_output(plan, src.base_offset)
         result.cleaned.append(seg)
         result.groups.append([])
@@ -451,9 +497,12 @@ def _write_cleaned(
                 pending = None
         for pbuf, ph in pending or ():
             write(out, pbuf, ph)
+        for txn in list(src.segment.txn_index.entries):
+            if txn.last_offset not in result.removed_markers:
+                out.txn_index.append(txn)
         result.groups[-1].append(src)
     if out is not None:
-        _finish(out)
+        _finish(out, result.groups[-1][-1].end_offset)
 
 
 def _filter_batch(
@@ -473,14 +522,19 @@ def _filter_batch(
     producer id, epoch and sequence numbers are what a restart or a follower rebuilds the producer's state
     from, so a retried batch is still known as a duplicate)."""
     now_ms = plan.now_ms
-    if h.base_offset >= map_end or h.attributes & CONTROL_MASK:
+    if h.base_offset >= map_end:
         return batch
+    if h.attributes & CONTROL_MASK:
+        return _filter_marker(h, batch, plan, horizon, result)
+    aborted = plan.is_aborted(h)
+    if h.attributes & TRANSACTIONAL_MASK and h.producer_id >= 0:
+        (result.aborted_seen if aborted else result.committed_seen).add(h.producer_id)
     has_horizon = bool(h.attributes & DELETE_HORIZON_MASK)
     retain_deletes = not has_horizon or now_ms < h.base_timestamp
     data, records = walk_records(h, batch)
     result.records_read += len(records)
     kept: list[RecordInfo] = []
-    for r in records:
+    for r in () if aborted else records:
         if r.key is None:
             continue
         offset = h.base_offset + r.offset_delta
@@ -498,6 +552,28 @@ def _filter_batch(
     if len(kept) == len(records) and not needs_horizon:
         return batch
     return rebuild_batch(h, data, kept, horizon if needs_horizon else None)
+
+
+def _filter_marker(
+    h: BatchHeader, batch: memoryview, plan: CleanPlan, horizon: int, result: CleanResult
+) -> memoryview | bytes | None:
+    """A control batch as it goes into the cleaned segment (Kafka's rule, see the module doc)."""
+    marker = marker_or_none(batch) if h.producer_id >= 0 and h.records_count else None
+    if marker is None:
+        return batch  # another kind of control record, or one already emptied
+    seen = result.committed_seen if marker.commit else result.aborted_seen
+    if h.producer_id in seen:
+        seen.discard(h.producer_id)
+        return batch  # its transaction still has batches
+    if not h.attributes & DELETE_HORIZON_MASK:
+        data, records = walk_records(h, batch)
+        return rebuild_batch(h, data, records, horizon)
+    if plan.now_ms < h.base_timestamp:
+        return batch
+    result.removed_markers.add(h.base_offset)
+    if plan.producer_last.get(h.producer_id) == h.base_offset + h.last_offset_delta:
+        return empty_batch(h)
+    return None
 
 
 __all__ = [

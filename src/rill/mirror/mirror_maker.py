@@ -29,6 +29,7 @@ from confluent_kafka import KafkaError, KafkaException
 from rill.mirror.group_sync import source_groups, sync_group_offsets
 from rill.mirror.offset_sync import PartitionSyncs, decode_sync, encode_sync, syncs_topic
 from rill.mirror.topic_sync import matching_topics, sync_topics
+from rill.mirror.transactional_copy import TransactionalCopy
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ class MirrorConfig:
     commit_interval_s: float = 1.0
     group_sync_interval_s: float = 5.0
     batch: int = 5000
+    exactly_once: bool = False  # transactions on the target (transactional_copy)
     source_props: dict[str, Any] = field(default_factory=dict)
     target_props: dict[str, Any] = field(default_factory=dict)
 
@@ -116,6 +118,8 @@ class MirrorMaker:
         self._failure: str | None = None
         self._new_syncs: list[tuple[bytes, bytes]] = []  # found by acknowledgements, to be written
         self._lock = threading.Lock()
+        self._producer: Any = None  # at least once: one idempotent producer for every partition
+        self._txn: TransactionalCopy | None = None  # exactly once: a transactional producer per partition
 
     # -- clients ------------------------------------------------------------------------------------------
 
@@ -126,14 +130,17 @@ class MirrorMaker:
         c = self.config
         self._source_admin = AdminClient({"bootstrap.servers": c.source, **c.source_props})
         self._target_admin = AdminClient({"bootstrap.servers": c.target, **c.target_props})
-        self._producer = Producer({
-            "bootstrap.servers": c.target,
-            "enable.idempotence": True,
-            "acks": "all",
-            "linger.ms": 5,
-            "on_delivery": self._on_delivery,
-            **c.target_props,
-        })  # fmt: skip
+        if c.exactly_once:
+            self._txn = TransactionalCopy(c.target, c.group_id, c.target_props, self._target_admin, self._on_delivery)
+        else:
+            self._producer = Producer({
+                "bootstrap.servers": c.target,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "on_delivery": self._on_delivery,
+                **c.target_props,
+            })  # fmt: skip
         self._consumer = Consumer({
             "bootstrap.servers": c.source,
             "group.id": c.group_id,
@@ -173,18 +180,22 @@ class MirrorMaker:
         })  # fmt: skip
         try:
             low, high = reader.get_watermark_offsets(TopicPartition(topic, 0), timeout=15)
-            reader.assign([TopicPartition(topic, 0, low)])
+            tp = TopicPartition(topic, 0, low)
+            reader.assign([tp])
             position = low
             deadline = time.monotonic() + 60
             while position < high and time.monotonic() < deadline:
                 for msg in reader.consume(10_000, 1.0):
                     if msg.error():
                         continue
-                    position = (msg.offset() or 0) + 1
                     sync = decode_sync(msg.key(), msg.value())
                     if sync is not None:
                         t, p, s, tgt = sync
                         self._syncs.setdefault((t, p), PartitionSyncs()).load(s, tgt)
+                # The fetch position, past transaction markers too (no message stands for them). Syncs of
+                # aborted transactions are read as well: the sync of the copy made again after them supersedes
+                # them, and until then they translate to a lower target offset, never past a record.
+                position = max(position, reader.position([tp])[0].offset)
             if position < high:
                 raise RuntimeError(f"cannot read the offset syncs of {topic} (at {position} of {high})")
         finally:
@@ -197,15 +208,25 @@ class MirrorMaker:
             for tp in partitions:
                 self._assigned.add((tp.topic, tp.partition))
             self.stats.assigned = len(self._assigned)
+        if self._txn is not None:
+            # Each partition's transactional id first (fencing its previous owner), then its committed position.
+            for tp in partitions:
+                key = (tp.topic, tp.partition)
+                status = self._copying.get(key) or self._start_copying(key)
+                tp.offset = self._txn.start(key, status.target)
+            consumer.incremental_assign(partitions)
         log.info("copying %d more partition(s)", len(partitions))
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         # Everything copied from these partitions is made durable and its position committed before another
-        # process of the mirror takes them (it starts from the committed position).
+        # process of the mirror takes them (it starts from the committed position). With transactions, every
+        # batch was committed with its position already.
         self._commit(force=True)
         with self._lock:
             for tp in partitions:
                 key = (tp.topic, tp.partition)
+                if self._txn is not None:
+                    self._txn.stop(key)
                 self._assigned.discard(key)
                 status = self._copying.pop(key, None)
                 if status is not None:  # another process copies it now, and reports its lag
@@ -266,6 +287,8 @@ class MirrorMaker:
         """Commit the acknowledged positions, once the offset syncs describing them are durable too."""
         from confluent_kafka import TopicPartition
 
+        if self._txn is not None:
+            return  # each transaction commits its position
         self._make_durable()
         changed = [(k, s) for k, s in sorted(self._copying.items()) if s.acked >= 0 and s.acked != s.committed]
         if not changed:
@@ -325,6 +348,9 @@ class MirrorMaker:
                 status.lag = max(0, high - tp.offset)
 
     def _copy(self, messages: list[Any]) -> None:
+        if self._txn is not None:
+            self._copy_in_transactions(messages)
+            return
         produce, copying = self._producer.produce, self._copying
         for msg in messages:
             err = msg.error()
@@ -345,6 +371,30 @@ class MirrorMaker:
                 self._produce_again(status, key[1], msg, ts if ts_type else 0, e)
         self._producer.poll(0)
         self._write_syncs()
+
+    def _copy_in_transactions(self, messages: list[Any]) -> None:
+        assert self._txn is not None
+        batches: dict[TopicPart, list[Any]] = {}
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                if err.fatal():
+                    raise RuntimeError(f"source consumer: {err}")
+                continue
+            batches.setdefault((msg.topic(), msg.partition()), []).append(msg)
+        for key, batch in batches.items():
+            status = self._copying.get(key)
+            if status is None:  # not assigned through the callback: the mirror cannot know its position
+                raise RuntimeError(f"{key[0]}-{key[1]}: records of a partition not taken over")
+
+            def in_flight(offset: int, ts: int, queue: Any = status.in_flight) -> None:
+                queue.append((offset, ts))
+
+            self._txn.copy(key, status.target, batch, in_flight, self._take_syncs, self._syncs_topic)
+
+    def _take_syncs(self) -> list[tuple[bytes, bytes]]:
+        syncs, self._new_syncs = self._new_syncs, []
+        return syncs
 
     def _produce_again(self, status: PartitionStatus, partition: int, msg: Any, ts: int, error: Exception) -> None:
         """The slow path of a produce: a full queue (wait for acknowledgements), or a partition or topic the
@@ -400,6 +450,8 @@ class MirrorMaker:
             self._sync_groups()
         finally:
             self._consumer.close()
+            if self._txn is not None:
+                self._txn.close()
 
     def _sync_groups(self) -> None:
         with self._lock:

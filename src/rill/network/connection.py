@@ -112,6 +112,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._server = server
         self._protocol = protocol
         self._tls = tls
+        self.made = [False]  # set once connection_made runs (a TLS connection: once its handshake succeeded)
         self._loop = server.loop
         self._listener_name = listener_name
         self._index = index
@@ -147,13 +148,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # ----------------------------------------------------------------- lifecycle
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.made[0] = True
         self.transport = cast(asyncio.Transport, transport)
         self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         peer = transport.get_extra_info("peername") or ("?", 0)
         local = transport.get_extra_info("sockname") or ("?", 0)
         sock = transport.get_extra_info("socket")
         self._sock_fd = sock.fileno() if sock is not None else -1
-        principal = principal_from_certificate(transport.get_extra_info("peercert")) if self._tls else ANONYMOUS
+        principal = ANONYMOUS
+        if self._tls:
+            try:
+                principal = principal_from_certificate(
+                    transport.get_extra_info("peercert"), self._server.principal_names.get(self._listener_name)
+                )
+            except ValueError as e:  # ssl.principal.mapping.rules has no rule for this certificate
+                self._server.peer_log("principal", logging.INFO, "closing connection on listener %s: %s",
+                                      self._listener_name, e)  # fmt: skip
+                self._server.tls_handshake_failed(self._listener_name)
+                self.closed = True  # never admitted: nothing of it is read, nothing to let go of
+                self.transport.abort()
+                return
         self.info = ConnectionInfo(
             connection_id=f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{self._index}",
             client_host=str(peer[0]),
@@ -330,6 +344,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _reject(self, size: int, bound: str = "socket.request.max.bytes") -> None:
         limit = self._max_request_bytes if bound.startswith("socket") else self._server.sasl_max_receive_bytes
+        if (size >> 16) & 0xFFFF == 0x1603:  # a TLS record header (handshake, TLS 1.x) read as a size
+            bound += "; the client speaks TLS to a listener that does not"
         self._server.peer_log(
             "frame size",
             logging.WARNING,

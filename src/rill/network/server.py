@@ -21,7 +21,8 @@ import itertools
 import logging
 import socket
 import ssl
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -85,6 +86,7 @@ class SocketServer:
         ssl_contexts: Mapping[str, ssl.SSLContext] | None = None,
         sasl_max_receive_bytes: int = DEFAULT_SASL_MAX_RECEIVE_BYTES,
         ssl_handshake_timeout_s: float = 10.0,
+        principal_names: Mapping[str, Callable[[str], str]] | None = None,
     ) -> None:
         """Listen on ``host:port`` as ``listener_name``, or on every address in ``listeners`` when given.
 
@@ -116,6 +118,10 @@ class SocketServer:
         self._connections: set[KafkaConnection] = set()
         self.quotas = quotas if quotas is not None else ConnectionQuotas()
         self.ssl_contexts = dict(ssl_contexts or {})
+        self.tls_handshake_failures: dict[str, int] = {}  # listener -> failed TLS handshakes
+        self.on_tls_handshake_failed: Callable[[str], None] | None = None
+        # listener -> the principal name of a certificate's subject DN (ssl.principal.mapping.rules)
+        self.principal_names: dict[str, Callable[[str], str]] = dict(principal_names or {})
         self.sasl_max_receive_bytes = sasl_max_receive_bytes
         self._ssl_handshake_timeout = ssl_handshake_timeout_s
         self.max_queued_requests = max_queued_requests
@@ -179,7 +185,12 @@ class SocketServer:
         context = self.ssl_contexts.get(name)
 
         def factory() -> KafkaConnection:
-            return KafkaConnection(self, name, next(self._index), protocol, tls=context is not None)
+            conn = KafkaConnection(self, name, next(self._index), protocol, tls=context is not None)
+            if context is not None:
+                # asyncio tells the protocol nothing of a failed TLS handshake: a connection dropped without
+                # ever being made is one.
+                weakref.finalize(conn, self._tls_handshake_ended, name, conn.made)
+            return conn
 
         host = listener.host or None
         if context is None:
@@ -205,6 +216,19 @@ class SocketServer:
         bound_host = addr[0] if family in (socket.AF_INET, socket.AF_INET6) else listener.host
         self._bound[name] = (str(bound_host), int(addr[1]))
         log.info("listener %s (%s) bound to %s:%d", name, protocol, bound_host, addr[1])
+
+    def _tls_handshake_ended(self, listener: str, made: list[bool]) -> None:
+        if not made[0]:
+            self.tls_handshake_failed(listener)
+
+    def tls_handshake_failed(self, listener: str) -> None:
+        """A TLS client was refused: its handshake failed, or its certificate gives no principal."""
+        self.tls_handshake_failures[listener] = self.tls_handshake_failures.get(listener, 0) + 1
+        self.peer_log("tls handshake", logging.INFO,
+                      "TLS handshake failed on listener %s (a client not speaking TLS, or without a certificate "
+                      "the trust store accepts)", listener)  # fmt: skip
+        if self.on_tls_handshake_failed is not None:
+            self.on_tls_handshake_failed(listener)
 
     def socket_fds(self) -> list[int]:
         """The descriptors of the listening sockets and of every connection's socket."""

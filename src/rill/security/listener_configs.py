@@ -9,7 +9,7 @@ A JAAS config is looked up as ``listener.name.<listener>.<mechanism>.sasl.jaas.c
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,7 @@ from rill.security.channel import SASL_PROTOCOLS, TLS_PROTOCOLS
 from rill.security.jaas import LoginModule, parse_jaas_config
 from rill.security.sasl_server import PLAIN, CredentialLookup, PlainSaslServer, SaslServer, ScramSaslServer
 from rill.security.scram import SCRAM_MECHANISMS
+from rill.security.ssl_principal_mapper import SslPrincipalMapper
 
 SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
 
@@ -97,6 +98,16 @@ class BrokerSecurity:
 
     def listener(self, name: str) -> ListenerSecurity:
         return self.listeners.get(name) or ListenerSecurity(name, "PLAINTEXT")
+
+    def principal_names(self) -> dict[str, Callable[[str], str]]:
+        """Listener -> the principal name of a client certificate's subject DN, where
+        ``ssl.principal.mapping.rules`` is not DEFAULT."""
+        out: dict[str, Callable[[str], str]] = {}
+        for name in self.listeners:
+            rules = str(self.config.listener_get(name, "ssl.principal.mapping.rules"))
+            if rules.strip() != "DEFAULT":
+                out[name] = SslPrincipalMapper(rules).name
+        return out
 
     def ssl_contexts(self) -> dict[str, ssl.SSLContext]:
         return {n: s.ssl_context for n, s in self.listeners.items() if s.ssl_context is not None}

@@ -8,7 +8,7 @@ and ``User:<name>`` once SASL has authenticated ``name``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,8 +80,12 @@ def subject_dn(subject: Sequence[Sequence[tuple[str, str]]]) -> str:
     return ",".join("+".join(_attribute(k, v) for k, v in rdn) for rdn in reversed(list(subject)))
 
 
-def principal_from_certificate(peercert: Mapping[str, Any] | None) -> KafkaPrincipal:
-    """``User:<subject DN>`` of a verified client certificate; ANONYMOUS when there is none."""
+def principal_from_certificate(
+    peercert: Mapping[str, Any] | None, name_of: Callable[[str], str] | None = None
+) -> KafkaPrincipal:
+    """``User:<name>`` of a verified client certificate: its subject DN, or what ``name_of`` makes of it
+    (``ssl.principal.mapping.rules``; ValueError when no rule applies); ANONYMOUS when there is none."""
     if not peercert or not peercert.get("subject"):
         return ANONYMOUS
-    return KafkaPrincipal(USER_TYPE, subject_dn(peercert["subject"]))
+    dn = subject_dn(peercert["subject"])
+    return KafkaPrincipal(USER_TYPE, name_of(dn) if name_of is not None else dn)

@@ -267,3 +267,97 @@ def test_mirror_command_refuses_a_bad_pattern_and_an_unreachable_cluster() -> No
                                   "127.0.0.1:1", "--topics", ".*", "--timeout", "1"], capture_output=True,
                                  timeout=30)  # fmt: skip
     assert unreachable.returncode == 1 and len(unreachable.stderr.decode().strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_exactly_once_mirror_killed_and_restarted_holds_every_record_once(
+    clusters: tuple[TestBroker, TestBroker], tmp_path: Path
+) -> None:
+    """``--exactly-once``: a mirror SIGKILLed several times while a producer writes (two processes sharing the
+    work, so partitions also move between them); the target read with read_committed holds each source record
+    exactly once, in the source's order. (The same run without ``--exactly-once`` has duplicates.)"""
+    source, target = clusters
+    src, dst = source.bootstrap_servers, target.bootstrap_servers
+    _create(src, NewTopic("ledger", 3))
+    written = 0
+    stop_writing = threading.Event()
+
+    def write() -> None:
+        nonlocal written
+        producer = Producer({"bootstrap.servers": src, "linger.ms": 2, "enable.idempotence": True})
+        while not stop_writing.is_set():
+            for _ in range(50):
+                producer.produce("ledger", b"r%07d" % written, key=b"%d" % (written % 16))
+                written += 1
+            producer.poll(0)
+            time.sleep(0.02)
+        assert producer.flush(30) == 0
+
+    command = [sys.executable, "-m", "rill.cli.mirror", "--source", src, "--target", dst, "--topics", "ledger",
+               "--name", "once", "--exactly-once", "--status-interval", "0"]  # fmt: skip
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    logs: list[Path] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        logs.append(tmp_path / f"mirror-{len(logs)}.log")
+        with open(logs[-1], "wb") as log:
+            return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    mirrors = [start(), start()]
+    try:
+        for round_ in range(4):
+            time.sleep(3.0)
+            victim = round_ % 2
+            mirrors[victim].kill()
+            mirrors[victim].wait()
+            mirrors[victim] = start()
+        time.sleep(2.0)
+    finally:
+        stop_writing.set()
+        writer.join(60)
+    try:
+        expected = _source_values(src, "ledger")
+        assert sum(len(v) for v in expected.values()) == written
+
+        def copied_committed() -> dict[int, list[bytes]]:
+            consumer = Consumer({"bootstrap.servers": dst, "group.id": "check", "isolation.level": "read_committed",
+                                 "enable.auto.commit": False})  # fmt: skip
+            consumer.assign([TopicPartition("ledger", p, 0) for p in range(3)])
+            got: dict[int, list[bytes]] = {}
+            last = time.monotonic()
+            try:
+                while time.monotonic() - last < 3.0:
+                    for msg in consumer.consume(1000, 0.5):
+                        if not msg.error():
+                            last = time.monotonic()
+                            got.setdefault(msg.partition(), []).append(msg.value())
+            finally:
+                consumer.close()
+            return got
+
+        state: dict[str, Any] = {}
+
+        def caught_up() -> bool:
+            state["copied"] = copied_committed()
+            return all(len(state["copied"].get(p, [])) >= len(v) for p, v in expected.items())
+
+        try:
+            _wait(caught_up, 120, "the mirror to catch up")
+        except AssertionError as e:
+            counts = {p: len(v) for p, v in state.get("copied", {}).items()}
+            raise AssertionError(f"{e}: copied {counts} of {[len(v) for v in expected.values()]}; last log: "
+                                 f"{logs[-1].read_text()[-3000:]}") from None  # fmt: skip
+    finally:
+        for proc in mirrors:
+            proc.send_signal(signal.SIGTERM)
+        for proc in mirrors:
+            try:
+                proc.wait(timeout=60)
+            finally:
+                proc.kill()
+    for proc, log in zip(mirrors, logs[-2:], strict=False):
+        assert proc.returncode == 0, log.read_text()[-2000:]
+    for p, values in expected.items():
+        assert state["copied"][p] == values, f"partition {p}: not each source record once, in order"

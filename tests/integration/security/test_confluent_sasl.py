@@ -4,6 +4,8 @@ endpoints for the listener it came in on."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from confluent_kafka.admin import AdminClient
 from tests.integration.security._clients import add_scram_user, auth_error, librdkafka_conf, round_trip
@@ -60,9 +62,13 @@ def test_wrong_password_unknown_user_and_wrong_mechanism_fail_clearly(
     assert len(round_trip(good, "after-failures", n=5)) == 5
 
 
-def test_tls_to_a_plaintext_port_and_plaintext_to_a_tls_port(secure_broker: rill.testing.TestBroker, pki: Pki) -> None:
+def test_tls_to_a_plaintext_port_and_plaintext_to_a_tls_port(
+    secure_broker: rill.testing.TestBroker, pki: Pki, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="rill.network")
     tls_to_plain = auth_error(librdkafka_conf(secure_broker.bootstrap_servers, "SSL", ca=str(pki.ca)))
-    assert tls_to_plain  # librdkafka names an SSL handshake failure
+    assert "SSL" in tls_to_plain  # librdkafka names an SSL handshake failure
+    assert any("speaks TLS to a listener that does not" in r.getMessage() for r in caplog.records)
     plain_to_tls = auth_error(librdkafka_conf(secure_broker.listener_address("SSL"), "PLAINTEXT"))
     assert plain_to_tls
     conf = librdkafka_conf(secure_broker.listener_address("SSL"), "SSL", ca=str(pki.ca))

@@ -130,3 +130,42 @@ def test_large_fetches_over_tls(pki: Pki) -> None:
         consumer.close()
         assert got == 60
         assert len(round_trip(conf, "small-after-big", n=3)) == 3
+
+
+def test_failed_tls_handshakes_are_counted(pki: Pki) -> None:
+    configs = {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", **tls_configs(pki, "required")}
+    with rill.testing.broker(configs) as b:
+        host, port = b.listener_address("SSL").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=5) as s:  # plaintext to a TLS port
+            s.sendall(encode_request(ApiKey.API_VERSIONS, 3, 1, "t", {"client_software_name": "t",
+                                                                      "client_software_version": "1"}))  # fmt: skip
+            s.settimeout(5)
+            assert s.recv(100) == b""
+        with pytest.raises((ssl.SSLError, ConnectionError, struct.error)):  # no client certificate
+            _api_versions(b.listener_address("SSL"), _client_context(pki, cert=False))
+        deadline = time.monotonic() + 5
+        while b.broker._server.tls_handshake_failures.get("SSL", 0) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert b.broker._server.tls_handshake_failures == {"SSL": 2}
+        assert b.broker.services.security.authentications["SSL"] == [0, 2]
+        sock, body = _api_versions(b.listener_address("SSL"), _client_context(pki))  # a good client is served
+        assert body["error_code"] == 0
+        sock.close()
+        assert b.broker._server.tls_handshake_failures == {"SSL": 2}
+
+
+def test_principal_mapping_rules(pki: Pki) -> None:
+    configs = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,OPS://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,OPS:SSL",
+        **tls_configs(pki, "required"),
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]*),OU=eng,.*$/$1/U,DEFAULT",
+        "listener.name.ops.ssl.principal.mapping.rules": "RULE:^CN=([^,]*),OU=ops,.*$/$1/",  # matches no one here
+    }
+    with rill.testing.broker(configs) as b:
+        sock, _ = _api_versions(b.listener_address("SSL"), _client_context(pki))
+        assert _principals(b, "SSL") == {"User:ALICE"}
+        sock.close()
+        with pytest.raises((ssl.SSLError, ConnectionError, struct.error)):
+            _api_versions(b.listener_address("OPS"), _client_context(pki))
+        assert b.broker._server.tls_handshake_failures.get("OPS") == 1

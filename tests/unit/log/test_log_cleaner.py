@@ -606,3 +606,99 @@ def test_a_producers_last_batch_stays_as_an_empty_batch(tmp_path: Path) -> None:
     assert [(h.base_offset, h.records_count) for h in headers] == [(4, 2), (6, 0), (7, 1)]
     follower.close()
     log.close()
+
+
+def test_cleaner_metrics_dead_threads_last_run_and_uncleanable_per_log_dir(tmp_path: Path) -> None:
+    """DeadThreadCount counts a cleaner task an error stopped until a reconfigure starts it again;
+    time-since-last-run-ms stays below the backoff while the cleaner looks for work; the per-log-dir gauges
+    name every log dir, and an uncleanable log counts in its own with its dirty bytes."""
+    good_dir, bad_dir = tmp_path / "a", tmp_path / "b"
+    bad = Log(bad_dir / "bad-0", compact_config())
+    fill(bad, 60)
+    cleaner = LogCleaner(CleanerConfig(backoff_ms=10))
+    failures = [RuntimeError("the first look fails")]
+
+    def logs_of() -> dict[object, tuple[Log, Path]]:
+        if failures:
+            raise failures.pop()
+        return {bad.topic_partition: (bad, bad_dir)}
+
+    async def until(check: object) -> None:
+        for _ in range(500):
+            if check():  # type: ignore[operator]
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("timed out")
+
+    async def run() -> None:
+        task = asyncio.create_task(cleaner.run(logs_of, lambda: [good_dir, bad_dir]))
+        await until(lambda: cleaner.dead_workers == {0})
+        assert cleaner.metric_values()["kafka_log_logcleaner_deadthreadcount"] == 1
+        cleaner.uncleanable[bad.topic_partition] = "marked by the test"
+        cleaner.reconfigure(CleanerConfig(backoff_ms=20))
+        await until(lambda: not cleaner.dead_workers and cleaner.workers == 1)
+        await asyncio.sleep(0.2)
+        values = cleaner.metric_values()
+        assert values["kafka_log_logcleaner_deadthreadcount"] == 0
+        assert values["kafka_log_logcleanermanager_time_since_last_run_ms"] < 150
+        per_dir = cleaner.log_dir_metric_values()
+        counts = per_dir["kafka_log_logcleanermanager_uncleanable_partitions_count"]
+        dirty = per_dir["kafka_log_logcleanermanager_uncleanable_bytes"]
+        assert counts == {str(good_dir.absolute()): 0, str(bad_dir.absolute()): 1}
+        assert dirty[str(good_dir.absolute())] == 0
+        assert dirty[str(bad_dir.absolute())] == sum(s.size for s in bad.segments[:-1])
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    bad.close()
+
+
+def test_a_crash_recovery_replaces_the_whole_range_a_swap_was_made_from(tmp_path: Path) -> None:
+    """A cleaned segment can end before the range it replaces does (its last sources cleaned empty: tombstones
+    past their horizon, aborted transactions); the ``.swap-end`` file beside the ``.swap`` says where the range
+    ends, so a crash recovery also drops those sources instead of bringing their removed records back."""
+    config = compact_config()
+    log = Log(tmp_path / "t-0", config)
+    write(log, [("a", "1"), ("b", "1")])
+    log.roll(now_ms=NOW)
+    write(log, [("a", "2")])  # a source the cleaning emptied (as if its record had gone)
+    log.roll(now_ms=NOW)
+    write(log, [("c", "1")])  # the next segment, not part of the cleaning
+    log.roll(now_ms=NOW)
+    bases = [s.base_offset for s in log.segments]
+    log.close()
+    first = log.dir / f"{bases[0]:020d}.log"
+    # The crash state: the cleaned segment (here: the first segment's records) complete as .swap, the end of
+    # the range it replaces beside it, the old segments still there.
+    (log.dir / f"{bases[0]:020d}.log.swap").write_bytes(first.read_bytes())
+    (log.dir / f"{bases[0]:020d}.log.swap-end").write_text(str(bases[2]))
+    log = Log(tmp_path / "t-0", config, recovery_point=0)
+    names = sorted(os.listdir(log.dir))
+    assert f"{bases[1]:020d}.log" not in names, "the emptied source came back"
+    assert not any(n.endswith((".swap", ".swap-end")) for n in names)
+    assert [(r.offset, r.key, r.value) for r in all_records(log)] == [(0, b"a", b"1"), (1, b"b", b"1"), (3, b"c", b"1")]
+    log.close()
+
+
+def test_the_cleaner_writes_each_swaps_range_end_and_removes_it_after_the_swap(tmp_path: Path) -> None:
+    config = compact_config()
+    log = Log(tmp_path / "t-0", config)
+    fill(log, 60)
+    plan = plan_cleaning(log, 0, NOW)
+    assert plan is not None
+    result = clean(plan, OffsetMap(100))
+    assert result is not None and result.cleaned
+    for seg, group in zip(result.cleaned, result.groups, strict=True):
+        end_file = log.dir / f"{seg.base_offset:020d}.log.swap-end"
+        assert int(end_file.read_text()) == group[-1].end_offset
+    for seg in result.cleaned:
+        seg.close()
+    log.close(clean=False)
+    log = Log(tmp_path / "t-0", config, recovery_point=0)
+    cleaner = LogCleaner(CleanerConfig())
+    fill(log, 30)
+    assert cleaner.clean_now(log, OffsetMap(100), NOW) is not None
+    assert not any(n.endswith((".swap", ".swap-end")) for n in os.listdir(log.dir))
+    log.close()

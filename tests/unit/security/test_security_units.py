@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 import scramp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rill.config import BrokerConfig, ConfigError
 from rill.security.jaas import parse_jaas_config
@@ -13,6 +15,7 @@ from rill.security.principal import ANONYMOUS, KafkaPrincipal, principal_from_ce
 from rill.security.sasl_server import PlainSaslServer, SaslAuthenticationError, ScramSaslServer
 from rill.security.scram import ScramCredential, credential_from_password
 
+_CRED = {m: credential_from_password(m, "pw") for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")}
 PLAIN = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a";'
 
 
@@ -118,3 +121,52 @@ def test_listeners_that_cannot_be_set_up() -> None:
         BrokerSecurity(_config(listeners="SASL_PLAINTEXT://127.0.0.1:0"))  # the default mechanism is GSSAPI
     with pytest.raises(ConfigError, match="needs a key store"):
         BrokerSecurity(_config(listeners="SSL://127.0.0.1:0"))
+
+
+def test_ssl_principal_mapping_rules() -> None:
+    from rill.security.ssl_principal_mapper import NoMatchingRule, SslPrincipalMapper
+
+    mapper = SslPrincipalMapper(
+        "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/ , RULE:^CN=(.*?),OU=(.*?),O=.*$/$1@$2/L,"
+        "RULE:^cn=(.*?),dc=(.*?)$/$1\\/$2$9/U, DEFAULT"
+    )
+    assert mapper.name("CN=kafka-1,OU=ServiceUsers,O=Org,C=US") == "kafka-1"
+    assert mapper.name("CN=Duke,OU=JavaSoft,O=Sun,C=US") == "duke@javasoft"
+    assert mapper.name("cn=duke,dc=sun") == "DUKE/SUN$9"  # an escaped slash, a group that does not exist
+    assert mapper.name("O=Nobody") == "O=Nobody"
+    with pytest.raises(NoMatchingRule):
+        SslPrincipalMapper("RULE:^CN=x$/y/").name("CN=z")
+    for bad in ("RULE:^CN=x$", "RULE:(/x/", "SOMETHING", "DEFAULT DEFAULT"):
+        with pytest.raises(ValueError):
+            SslPrincipalMapper(bad)
+    with pytest.raises(ConfigError, match=r"ssl\.principal\.mapping\.rules"):
+        BrokerConfig.from_properties({"ssl.principal.mapping.rules": "RULE:broken"})
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    first=st.one_of(st.binary(max_size=200), st.text(max_size=80).map(lambda t: ("n,," + t).encode())),
+    final=st.one_of(st.binary(max_size=200), st.text(max_size=120).map(str.encode)),
+    mechanism=st.sampled_from(["SCRAM-SHA-256", "SCRAM-SHA-512"]),
+)
+def test_any_scram_tokens_fail_cleanly(first: bytes, final: bytes, mechanism: str) -> None:
+    """Whatever a client sends, the exchange either goes on or fails with SaslAuthenticationError."""
+    cred = _CRED[mechanism]
+    server = ScramSaslServer(mechanism, lambda u, m: cred)
+    try:
+        server.evaluate(first)
+        server.evaluate(final)
+    except SaslAuthenticationError:
+        return
+    assert not server.complete  # random bytes never prove a password
+
+
+@settings(max_examples=300, deadline=None)
+@given(token=st.binary(max_size=100))
+def test_any_plain_token_fails_cleanly(token: bytes) -> None:
+    server = PlainSaslServer({"alice": "a"})
+    try:
+        server.evaluate(token)
+    except SaslAuthenticationError:
+        return
+    assert token == b"\0alice\0a" or token == b"alice\0alice\0a"

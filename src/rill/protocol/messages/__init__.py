@@ -20,6 +20,8 @@ from rill.protocol.messages import (
     quotas,
     security,
     topics,
+    transactions,
+    txn_markers,
 )
 from rill.protocol.schema import Message
 
@@ -35,6 +37,8 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *offsets.APIS,
     *cluster.APIS,
     *security.APIS,
+    *transactions.APIS,
+    *txn_markers.APIS,
     *quotas.APIS,
 ]
 
