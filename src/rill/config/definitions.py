@@ -317,6 +317,7 @@ for _args, _opts in [
     (("connections.max.idle.ms", LONG, 600000, "Close connections idle this long.", None, MEDIUM), {}),
     (("max.connections", INT, INT_MAX, "Most connections accepted.", _nonneg, MEDIUM), _dyn),
     (("max.connections.per.ip", INT, INT_MAX, "Most connections per client address.", _nonneg, MEDIUM), _dyn),
+    (("max.connection.creation.rate", INT, INT_MAX, "New connections per second, broker-wide.", _nonneg, LOW), _dyn),
     (
         (
             "max.connections.per.ip.overrides",
