@@ -82,6 +82,7 @@ class TimedProducer(threading.Thread):
     def stop(self) -> None:
         self.stop_event.set()
         self.join(30)
+        del self.producer  # let go of the client (its connections) before the broker stops
 
     def rate(self, start: float, end: float) -> float:
         """Bytes per second delivered in [start, end)."""
