@@ -4,7 +4,8 @@ After a handler has answered, the request is measured against the client's quota
 against ``producer_byte_rate``, the time the request took on the event loop against ``request_percentage``
 (a Fetch's response bytes against ``consumer_byte_rate`` are measured by the Fetch handler, which answers a
 throttled fetch empty). When one is exceeded, the response goes back at once with the largest throttle time in
-``throttle_time_ms``, and the connection is muted for that long. Replication (fetches from followers) and the
+``throttle_time_ms``, and the connection is muted for that long; a throttled Fetch is answered empty (its bytes
+taken back from the fetch quota), whichever quota throttled it. Replication (fetches from followers) and the
 SASL exchange and the transaction markers brokers send are never throttled; an acks=0 Produce only by its byte rate.
 """
 
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
 
 EXEMPT = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.WRITE_TXN_MARKERS})
 """The SASL exchange, and requests only brokers send (Kafka's cluster actions)."""
+QUOTA_BYTES = "_quota_bytes"
+"""The key of a Fetch response (not encoded) holding the bytes its fetch quota counted."""
 NANOS_TO_PERCENTAGE = 100.0 / 1e9
 """A request that keeps the loop busy for one second is 100% of one thread."""
 
@@ -113,6 +116,12 @@ async def handle_with_quotas(
         request_throttle = quotas.request.record_and_get_throttle_ms(user, client_id, loop_ns * NANOS_TO_PERCENTAGE)
         if request_throttle > throttle:
             throttle, manager = request_throttle, quotas.request
+    if api_key == ApiKey.FETCH and response is not None:
+        counted = response.pop(QUOTA_BYTES, 0)
+        if throttle > 0 and response["responses"]:  # a throttled fetch is answered empty, as Kafka does
+            response["responses"] = []
+            if counted:
+                quotas.fetch.unrecord(user or quota_user(ctx), client_id or quota_client_id(ctx), counted)
     if throttle > 0 and manager is not None:
         _throttle(manager, user, client_id, throttle, response, conn)
     return response

@@ -24,7 +24,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from rill.api._quotas import quota_client_id, quota_user
+from rill.api._quotas import QUOTA_BYTES, quota_client_id, quota_user
 from rill.api._topics import ZERO_UUID, LeaderHints, resolve_topic_name
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
@@ -182,6 +182,7 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
         if throttle > 0:  # answered empty; the bytes it would have sent are not counted
             fetch_quota.unrecord(user, client_id, size)
             return {"throttle_time_ms": throttle, "error_code": 0, "session_id": 0, "responses": []}
+        quota_bytes = size
     metrics = ctx.services.metrics
     responses: list[Body] = []
     hints = LeaderHints(ctx)
@@ -195,5 +196,8 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
                 if p["error_code"]:
                     metrics.on_error("FETCH", p["error_code"])
         responses.append({"topic": name, "topic_id": topic_id, "partitions": ps})
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses,
-            "node_endpoints": hints.node_endpoints()}  # fmt: skip
+    response: Body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses,
+                      "node_endpoints": hints.node_endpoints()}  # fmt: skip
+    if fetch_quota is not None:
+        response[QUOTA_BYTES] = quota_bytes  # taken back if the request quota throttles this fetch after all
+    return response

@@ -263,3 +263,18 @@ def test_quota_group_metrics_have_kafkas_names() -> None:
     key = 'kafka_server_produce_byte_rate{client_id="wire-test",user=""}'
     assert key in lines and 15_000 < lines[key] < 25_000  # 200 kB over 10 s
     assert lines['kafka_server_produce_throttle_time{client_id="wire-test",user=""}'] == throttle
+
+
+def test_a_fetch_throttled_by_its_request_time_is_answered_empty_too(rill_broker) -> None:
+    bootstrap = rill_broker.bootstrap_servers
+    w = Wire(bootstrap)
+    _create(w, "rt")
+    _produce(w, "rt", 1000)
+    alter_quotas(bootstrap, {"client-id": CLIENT}, {"request_percentage": 0.001})
+    for _ in range(100):  # until the first throttle (a throttled response mutes the connection)
+        throttle, size = _fetch(w, "rt", -1)
+        if throttle:
+            break
+        assert size > 0
+    assert throttle > 0 and size == 0
+    w.close()
