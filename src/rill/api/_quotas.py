@@ -11,6 +11,7 @@ SASL exchange and the transaction markers brokers send are never throttled; an a
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Awaitable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, cast
@@ -34,7 +35,12 @@ NANOS_TO_PERCENTAGE = 100.0 / 1e9
 
 def quota_user(ctx: RequestContext) -> str:
     """The quota user of a request: its connection's principal's name, sanitized as Kafka's Session does."""
-    return sanitize(ctx.principal.name)
+    return _sanitized(ctx.principal.name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _sanitized(name: str) -> str:
+    return sanitize(name)
 
 
 def quota_client_id(ctx: RequestContext) -> str:
