@@ -179,7 +179,12 @@ class ClientQuotas:
     def from_json(cls, data: Mapping[str, Mapping[str, float]]) -> ClientQuotas:
         out = cls()
         for path, values in data.items():
-            out.set_entity(QuotaEntity.from_path(path), {k: str(v) for k, v in values.items()})
+            try:
+                entity = QuotaEntity.from_path(path)
+            except ValueError as e:
+                log.warning("Client quotas set aside: %s", e)
+                continue
+            out.set_entity(entity, {k: str(v) for k, v in values.items()})
         return out
 
 
@@ -188,4 +193,19 @@ def changes_to_json(changes: QuotaChanges) -> dict[str, dict[str, float | None]]
 
 
 def changes_from_json(data: Mapping[str, Mapping[str, float | None]]) -> dict[QuotaEntity, dict[str, float | None]]:
-    return {QuotaEntity.from_path(p): dict(ops) for p, ops in data.items()}
+    """Stored changes; a value that no longer validates is logged and set aside (the change goes on without it)."""
+    out: dict[QuotaEntity, dict[str, float | None]] = {}
+    for path, ops in data.items():
+        try:
+            entity = QuotaEntity.from_path(path)
+        except ValueError as e:
+            log.warning("Client quotas set aside: %s", e)
+            continue
+        kept: dict[str, float | None] = {}
+        for key, value in ops.items():
+            try:
+                kept[key] = None if value is None else check_quota_value(key, float(value))
+            except (KafkaError, ValueError, TypeError) as e:
+                log.warning("Client quota %s of %s set aside: %r (%s)", key, path, value, e)
+        out[entity] = kept
+    return out
