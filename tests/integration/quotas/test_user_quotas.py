@@ -3,6 +3,7 @@ an anonymous client with the same client id; a request_percentage quota throttle
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -21,15 +22,23 @@ PLAIN_JAAS = (
 )
 
 
-def _throttles(conf: dict[str, str], topic: str) -> list[float]:
+def _throttles(conf: dict[str, str], topic: str) -> tuple[list[float], int]:
+    """The throttle times librdkafka reports to throttle_cb, and the largest in its statistics (ms)."""
     seen: list[float] = []
-    p = Producer({**conf, "client.id": "shared", "linger.ms": 5, "throttle_cb": lambda e: seen.append(e.throttle_time)})
+    stats_max = [0]
+
+    def on_stats(text: str) -> None:
+        for broker in json.loads(text)["brokers"].values():
+            stats_max[0] = max(stats_max[0], int(broker.get("throttle", {}).get("max", 0)))
+
+    p = Producer({**conf, "client.id": "shared", "linger.ms": 5, "statistics.interval.ms": 200,
+                  "stats_cb": on_stats, "throttle_cb": lambda e: seen.append(e.throttle_time)})  # fmt: skip
     p.produce(topic, b"z" * 150_000)  # 15 kB/s over the 10 s a new group's windows count
     p.flush(30)
     deadline = time.monotonic() + 3
-    while time.monotonic() < deadline and not seen:
+    while time.monotonic() < deadline and not (seen and stats_max[0]):
         p.poll(0.1)
-    return seen
+    return seen, stats_max[0]
 
 
 def test_a_user_quota_applies_to_the_authenticated_principal() -> None:
@@ -44,8 +53,10 @@ def test_a_user_quota_applies_to_the_authenticated_principal() -> None:
         alter_quotas(plain, {"user": "alice"}, {"producer_byte_rate": 10_000.0})
         alice = {"bootstrap.servers": sasl, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
                  "sasl.username": "alice", "sasl.password": "alice-secret"}  # fmt: skip
-        assert _throttles({"bootstrap.servers": plain}, "t") == []  # User:ANONYMOUS has no quota
-        assert max(_throttles(alice, "t")) > 0
+        assert _throttles({"bootstrap.servers": plain}, "t") == ([], 0)  # User:ANONYMOUS has no quota
+        seen, stats_max = _throttles(alice, "t")
+        assert max(seen) > 0  # (150 - 100) / 100 * 10 s = 5 s
+        assert 4000 <= stats_max <= 6000
 
 
 def test_a_request_percentage_quota_throttles_on_handling_time(rill_broker) -> None:
