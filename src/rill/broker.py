@@ -33,6 +33,7 @@ from rill.metadata.store import BrokerInfo, MetadataDelta, MetadataStore, dynami
 from rill.network.connection_quotas import ConnectionQuotas
 from rill.network.handler import CloseConnection
 from rill.network.server import SocketServer
+from rill.quota import QuotaManagers
 from rill.replica.purgatory import PurgatoryClosed
 from rill.replica.replica_manager import ReplicaManager
 from rill.security.authorizer import AclAuthorizer, parse_super_users
@@ -139,7 +140,11 @@ class Broker:
             idle_timeout_ms=int(config.get("connections.max.idle.ms")),
             send_buffer_bytes=int(config.get("socket.send.buffer.bytes")),
             receive_buffer_bytes=int(config.get("socket.receive.buffer.bytes")),
-            quotas=ConnectionQuotas(*self._connection_quota_values({})),
+            quotas=ConnectionQuotas(
+                *self._connection_quota_values({}),
+                samples=int(config.get("quota.window.num")),
+                window_s=int(config.get("quota.window.size.seconds")),
+            ),
             max_queued_requests=int(config.get("queued.max.requests")),
             max_queued_bytes=int(config.get("queued.max.request.bytes")),
         )
@@ -171,6 +176,11 @@ class Broker:
             metrics=metrics,
             security=security,
             authorizer=_authorizer(config, self.metadata),
+            quotas=QuotaManagers(
+                self.metadata.client_quotas,
+                samples=int(config.get("quota.window.num")),
+                window_s=int(config.get("quota.window.size.seconds")),
+            ),
         )
         self.services.group_coordinator = self._maybe_start_group_coordinator()
         self.services.txn_coordinator = self._start_txn_coordinator()
@@ -241,11 +251,12 @@ class Broker:
         )
         return store
 
-    def _connection_quota_values(self, dynamic: Any) -> tuple[int, int, dict[str, int]]:
-        """``max.connections``, ``max.connections.per.ip`` and its overrides (resolved to addresses)."""
+    def _connection_quota_values(self, dynamic: Any) -> tuple[int, int, dict[str, int], int]:
+        """``max.connections``, ``max.connections.per.ip`` and its overrides (resolved to addresses),
+        ``max.connection.creation.rate``."""
         values = [effective_broker_value(self.config, name, dynamic) for name in _CONNECTION_LIMITS]
         overrides = per_ip_overrides(values[2] or "")
-        return int(values[0]), int(values[1]), overrides
+        return int(values[0]), int(values[1]), overrides, int(values[3])
 
     async def _on_metadata_delta(self, delta: MetadataDelta) -> None:
         if delta.broker_configs:
@@ -426,7 +437,12 @@ def _close_unclean(log_manager: LogManager) -> None:
     log_manager.release_dir_locks()
 
 
-_CONNECTION_LIMITS = ("max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides")
+_CONNECTION_LIMITS = (
+    "max.connections",
+    "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
+    "max.connection.creation.rate",
+)
 
 
 class _LateHandler:

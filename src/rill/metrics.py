@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -207,6 +208,7 @@ class BrokerMetrics:
         self._authentication_source: Callable[[], dict[str, list[int]]] | None = None  # listener -> [ok, failed]
         self._cleaner_dir_source: LabelledValuesSource | None = None
         self._txn_source: Any = None  # the transaction coordinator (metric_values, outcomes)
+        self._quota_source: Callable[[], list[QuotaGroupStats]] | None = None
         self.registry.register(_Collector(self))
 
     # -- hot path ----------------------------------------------------------------------------------------
@@ -305,6 +307,9 @@ class BrokerMetrics:
         txn_coordinator = getattr(services, "txn_coordinator", None)
         if txn_coordinator is not None:
             self.set_txn_coordinator_source(txn_coordinator)
+        quotas = getattr(services, "quotas", None)
+        if quotas is not None:
+            self._quota_source = lambda: _quota_stats(quotas)
         coordinator: Any = getattr(services, "group_coordinator", None)
         offsets = getattr(coordinator, "committed_offsets", None)
         if callable(offsets):
@@ -316,6 +321,24 @@ class BrokerMetrics:
         """The metrics in Prometheus' text format."""
         data: bytes = generate_latest(self.registry)
         return data
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaGroupStats:
+    quota_type: str  # Produce, Fetch, Request
+    user: str
+    client_id: str
+    rate: float
+    throttle_time_ms: float
+
+
+def _quota_stats(quotas: Any) -> list[QuotaGroupStats]:
+    now = time.monotonic_ns() // 1_000_000  # the quota managers' clock
+    return [
+        QuotaGroupStats(m.quota_type, s.user, s.client_id, s.rate.measure(now), s.throttle_time.measure(now))
+        for m in quotas.all()
+        for s in list(m.sensors.values())
+    ]
 
 
 def _partition_stats(replica_manager: Any) -> list[PartitionStats]:
@@ -420,6 +443,29 @@ class _Collector:
         yield from self._request_families()
         yield from self._source_families()
         yield from self._replication_families()
+        yield from self._quota_families()
+
+    def _quota_families(self) -> Iterator[Any]:
+        """Per quota group (Kafka's Produce/Fetch/Request metrics, tagged user and client-id)."""
+        stats: list[QuotaGroupStats] = _snapshot(self._m._quota_source, "client quota metrics")
+        if not stats:
+            return
+        labels = ["user", "client_id"]
+        families: dict[str, Any] = {}
+        for s in stats:
+            group = s.quota_type.lower()
+            rate_name = "request_time" if group == "request" else "byte_rate"
+            for name, doc, value in (
+                (f"kafka_server_{group}_{rate_name}", f"{s.quota_type} quota group's rate (bytes per second; "
+                 "request time: percent of one thread).", s.rate),
+                (f"kafka_server_{group}_throttle_time", f"{s.quota_type} quota group's average throttle time (ms) "
+                 "over the last minute.", s.throttle_time_ms),
+            ):  # fmt: skip
+                family = families.get(name)
+                if family is None:
+                    family = families[name] = GaugeMetricFamily(name, doc, labels=labels)
+                family.add_metric([s.user, s.client_id], value)
+        yield from families.values()
 
     def _replication_families(self) -> Iterator[Any]:
         source = self._m._replication_source

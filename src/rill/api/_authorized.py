@@ -40,6 +40,8 @@ CLUSTER_CHECKS: dict[int, AclOperation] = {
     ApiKey.DESCRIBE_ACLS: AclOperation.DESCRIBE,
     ApiKey.CREATE_ACLS: AclOperation.ALTER,
     ApiKey.DELETE_ACLS: AclOperation.ALTER,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: AclOperation.DESCRIBE_CONFIGS,
+    ApiKey.ALTER_CLIENT_QUOTAS: AclOperation.ALTER_CONFIGS,
 }
 """APIs refused as a whole (CLUSTER_AUTHORIZATION_FAILED) unless the caller may do the operation on the cluster."""
 
@@ -110,6 +112,9 @@ def cluster_refusal(api_key: int, request: dict[str, Any]) -> dict[str, Any]:
     elif api_key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
         users = dict.fromkeys(x["name"] for x in [*request["deletions"], *request["upsertions"]])
         body["results"] = [{"user": u, "error_code": code, "error_message": message} for u in users]
+    elif api_key == ApiKey.ALTER_CLIENT_QUOTAS:
+        body["entries"] = [{"error_code": code, "error_message": message, "entity": e["entity"]}
+                           for e in request["entries"]]  # fmt: skip
     elif api_key == ApiKey.CREATE_ACLS:
         body["results"] = [{"error_code": code, "error_message": message} for _ in request["creations"]]
     elif api_key == ApiKey.DELETE_ACLS:

@@ -28,6 +28,7 @@ class BrokerServices:
     metrics: Any = None  # rill.metrics.BrokerMetrics when metrics are on
     security: Any = None  # rill.security.listener_configs.BrokerSecurity: each listener's TLS and SASL
     authorizer: Any = None  # rill.security.authorizer.AclAuthorizer when authorizer.class.name is set
+    quotas: Any = None  # rill.quota.QuotaManagers: client quotas (produce, fetch, request)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rill.api._authorized import CLUSTER_CHECKS, authorize_cluster, cluster_refusal
+from rill.api._quotas import handle_with_quotas
 from rill.api.context import BrokerServices, RequestContext
 from rill.api.registry import load_handlers, supported_versions
 from rill.api.sasl import authenticate_raw_token
@@ -94,11 +95,16 @@ class RequestDispatcher:
             api_key, version, corr, header.client_id, conn.client_host, conn.client_port, self.services,
             conn.listener_name, security,
         )
+        fn = self.handlers[api_key].fn
         cluster_operation = CLUSTER_CHECKS.get(api_key)
         if cluster_operation is not None and not authorize_cluster(ctx, cluster_operation):
-            response: dict[str, Any] | None = cluster_refusal(api_key, body)
+            fn = _refusal  # answered CLUSTER_AUTHORIZATION_FAILED without reaching the handler
+        quotas = self.services.quotas
+        if quotas is None or not quotas.active:
+            response = await fn(ctx, body)
         else:
-            response = await self.handlers[api_key].fn(ctx, body)
+            decode_ns = int((time.perf_counter() - started) * 1e9)
+            response = await handle_with_quotas(quotas, ctx, fn, body, len(frame), conn, decode_ns)
         elapsed = time.perf_counter() - started
         metrics = self.services.metrics
         if metrics is not None:
@@ -112,6 +118,11 @@ class RequestDispatcher:
 
     def connection_closed(self, conn: ConnectionInfo) -> None:
         return None
+
+
+async def _refusal(ctx: RequestContext, body: dict[str, Any]) -> dict[str, Any]:
+    """The answer to a request of ``CLUSTER_CHECKS`` whose caller may not do its operation on the cluster."""
+    return cluster_refusal(ctx.api_key, body)
 
 
 def _peer(conn: ConnectionInfo) -> str:

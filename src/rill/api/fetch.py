@@ -10,6 +10,11 @@ answered with session id 0, which clients accept as "no session".
 A consumer's ``isolation_level`` 1 (read_committed) reads up to each partition's last stable offset and gets the
 aborted transactions (producer id, first offset) overlapping the data returned, which it drops; read_uncommitted
 reads up to the high watermark without that list. Replicas always read everything up to the log end.
+
+A consumer with a ``consumer_byte_rate`` quota asks for no more than its quota allows in one go (the quota times
+``quota.window.num - 1`` windows), and its response's size is measured against the quota: a response that would
+take it over is not sent; the fetch is answered empty, with the throttle time (Kafka's throttled response), and
+its bytes are not counted. Followers are never held to client quotas.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import time
 from dataclasses import dataclass
 
 from rill.api._authorized import AclOperation, ResourceType, authorize, authorize_cluster
+from rill.api._quotas import QUOTA_BYTES, quota_client_id, quota_user
 from rill.api._topics import ZERO_UUID, LeaderHints, resolve_topic_name
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
@@ -112,6 +118,14 @@ def _partition_error(partition: int, code: ErrorCode) -> Body:
     }
 
 
+def _response_size(names: list[tuple[str, object]], parts: list[list[Body]]) -> int:
+    """About the encoded size of a fetch response (its records, and each topic's and partition's fields)."""
+    size = 16
+    for (name, _), ps in zip(names, parts, strict=True):
+        size += 22 + len(name) + sum(50 + p["_size"] for p in ps)
+    return size
+
+
 @handler(ApiKey.FETCH, 4, 17)
 async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
     session_id = request.get("session_id", 0)
@@ -154,10 +168,16 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
     min_bytes = request["min_bytes"]
     committed_only = replica_id < 0
     isolation_level = request.get("isolation_level", 0) if committed_only else 0
+    quotas = ctx.services.quotas
+    fetch_quota = quotas.fetch if quotas is not None and committed_only and quotas.fetch.enabled else None
     if committed_only:  # a consumer: the broker's fetch.max.bytes caps what it asks for
         max_bytes = min(max_bytes, int(ctx.services.config.get("fetch.max.bytes")))
     else:
         _report_follower_positions(ctx, replica_id, wanted)
+    if fetch_quota is not None:
+        user, client_id = quota_user(ctx), quota_client_id(ctx)
+        max_bytes = int(min(max_bytes, fetch_quota.max_value_in_quota_window(user, client_id)))
+        min_bytes = min(min_bytes, max_bytes)
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000.0
     watch = [w.tp for ws in wanted for w in ws if w.tp is not None and not w.denied]
     rm = ctx.services.replica_manager
@@ -168,6 +188,13 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
         if used >= min_bytes or has_error or remaining <= 0 or not watch:
             break
         await rm.wait_for_appends(watch, remaining)
+    if fetch_quota is not None:
+        size = _response_size(names, parts)
+        throttle = fetch_quota.record_and_get_throttle_ms(user, client_id, size)
+        if throttle > 0:  # answered empty; the bytes it would have sent are not counted
+            fetch_quota.unrecord(user, client_id, size)
+            return {"throttle_time_ms": throttle, "error_code": 0, "session_id": 0, "responses": []}
+        quota_bytes = size
     metrics = ctx.services.metrics
     responses: list[Body] = []
     hints = LeaderHints(ctx)
@@ -181,5 +208,8 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
                 if p["error_code"]:
                     metrics.on_error("FETCH", p["error_code"])
         responses.append({"topic": name, "topic_id": topic_id, "partitions": ps})
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses,
-            "node_endpoints": hints.node_endpoints()}  # fmt: skip
+    response: Body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses,
+                      "node_endpoints": hints.node_endpoints()}  # fmt: skip
+    if fetch_quota is not None:
+        response[QUOTA_BYTES] = quota_bytes  # taken back if the request quota throttles this fetch after all
+    return response

@@ -6,6 +6,11 @@
         --add-config retention.ms=60000,cleanup.policy=compact
     rill configs alter --entity-type brokers --entity-name 0 --delete-config log.retention.ms
     rill configs alter --entity-type users --entity-name alice --add-config 'SCRAM-SHA-256=[password=secret]'
+    rill configs alter --entity-type clients --entity-name reporting --add-config producer_byte_rate=5242880
+    rill configs alter --entity-type users --entity-default --add-config consumer_byte_rate=1048576
+
+Client quotas (``--entity-type users`` and/or ``clients``, each with ``--entity-name`` or ``--entity-default``):
+``_client_quotas``.
 
 For brokers, ``--entity-name`` defaults to the broker's id when the cluster has one broker. (Kafka's
 ``--entity-default``, the cluster-wide default, is not offered: librdkafka cannot name that resource.)
@@ -26,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rill.cli._client_quotas import QUOTA_KEYS, alter_quotas, describe_quotas
 from rill.cli._common import (
     EXIT_USAGE,
     CliError,
@@ -46,7 +52,7 @@ from rill.cli._common import (
 )
 from rill.cli._users import alter_users, check_user_args, describe_users
 
-ENTITY_TYPES = ("topics", "brokers", "users")
+ENTITY_TYPES = ("topics", "brokers", "users", "clients")
 
 # confluent_kafka.admin.ConfigSource values -> labels shown to the user.
 SOURCE_LABELS = {
@@ -215,9 +221,27 @@ def _build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(command, help=help_text, description=help_text)
         p.add_argument(
-            "--entity-type", required=True, choices=ENTITY_TYPES, help="topic, broker or user"
+            "--entity-type",
+            dest="entity_types",
+            action="append",
+            required=True,
+            choices=ENTITY_TYPES,
+            help="topic, broker, user or client (users and clients together: a user's client)",
         )
-        p.add_argument("--entity-name", metavar="NAME", help="topic name, broker id or user name")
+        p.add_argument(
+            "--entity-name",
+            dest="entity_names",
+            action="append",
+            metavar="NAME",
+            help="topic name, broker id, user name or client id",
+        )
+        p.add_argument(
+            "--entity-default",
+            dest="entity_names",
+            action="append_const",
+            const=None,
+            help="the default user or client id (client quotas)",
+        )
         if command == "describe":
             p.add_argument("--all", action="store_true", help="list every config, not only overrides")
         else:
@@ -251,10 +275,17 @@ def _entity_name(args: argparse.Namespace, admin: Any) -> str:
     return str(next(iter(md.brokers)))
 
 
+def _uses_quotas(args: argparse.Namespace) -> bool:
+    return "clients" in args.entity_types or len(args.entity_types) > 1 or None in (args.entity_names or [])
+
+
 def _describe(args: argparse.Namespace) -> int:
+    if _uses_quotas(args):
+        return describe_quotas(args)
     _check_entity_args(args)
     admin = admin_client(args)
     if args.entity_type == "users":
+        describe_quotas(args)
         describe_users(admin, args.entity_name, args.timeout, args.json)
         return 0
     name = _entity_name(args, admin)
@@ -275,6 +306,16 @@ def _alter(args: argparse.Namespace) -> int:
     delete_configs = parse_delete_list(args.delete_config)
     _check_entity_args(args)
     check_alterations(set_configs, delete_configs)
+    if _uses_quotas(args):
+        return alter_quotas(args, set_configs, delete_configs)
+    quota_set = {k: v for k, v in set_configs.items() if k in QUOTA_KEYS}
+    quota_delete = [k for k in delete_configs if k in QUOTA_KEYS]
+    if args.entity_type == "users" and (quota_set or quota_delete):
+        alter_quotas(args, quota_set, quota_delete)
+        set_configs = {k: v for k, v in set_configs.items() if k not in QUOTA_KEYS}
+        delete_configs = [k for k in delete_configs if k not in QUOTA_KEYS]
+        if not set_configs and not delete_configs:
+            return 0
     admin = admin_client(args)
     if args.entity_type == "users":
         check_user_args(args, altering=True)
@@ -295,6 +336,10 @@ KAFKA_ACTIONS = {"--describe": "describe", "--alter": "alter"}
 
 def _body(argv: list[str]) -> int:
     args = _build_parser().parse_args(kafka_tool_form(argv, KAFKA_ACTIONS))
+    args.entity_type = args.entity_types[0]
+    args.entity_name = args.entity_names[0] if args.entity_names else None
+    if None in (args.entity_names or []) and not set(args.entity_types) <= {"users", "clients"}:
+        raise CliError("--entity-default is for users and clients (client quotas)", EXIT_USAGE)
     if args.command == "describe":
         return _describe(args)
     return _alter(args)

@@ -317,6 +317,7 @@ for _args, _opts in [
     (("connections.max.idle.ms", LONG, 600000, "Close connections idle this long.", None, MEDIUM), {}),
     (("max.connections", INT, INT_MAX, "Most connections accepted.", _nonneg, MEDIUM), _dyn),
     (("max.connections.per.ip", INT, INT_MAX, "Most connections per client address.", _nonneg, MEDIUM), _dyn),
+    (("max.connection.creation.rate", INT, INT_MAX, "New connections per second, broker-wide.", _nonneg, LOW), _dyn),
     (
         (
             "max.connections.per.ip.overrides",
@@ -329,6 +330,8 @@ for _args, _opts in [
         _dyn,
     ),
     (("queued.max.requests", INT, 500, "Requests read ahead before reading pauses.", at_least(1), HIGH), {}),
+    (("quota.window.num", INT, 11, "Windows a client quota's rate is measured over.", at_least(1), LOW), {}),
+    (("quota.window.size.seconds", INT, 1, "Length of each client quota window.", at_least(1), LOW), {}),
     (
         (
             "queued.max.request.bytes",

@@ -8,7 +8,8 @@ State lives in the first log directory:
   [[leader, epoch, [replicas], [isr]], ...], "configs": {...}}}, "broker_configs": {...},
   "default_broker_configs": {...}, "next_producer_id": N}``; each journal line is one change: a topic's whole
   new state (``topic``), a deletion (``delete_topic``), a broker config set (``broker_configs``,
-  ``default_broker_configs``), or the next free producer id (``producer_ids``).
+  ``default_broker_configs``), the next free producer id (``producer_ids``), or client quotas set or removed
+  (``client_quotas``: entity path -> quota key -> value or null; the snapshot's ``client_quotas`` holds them all).
 
 A change is checked first (a refused one raises ``KafkaError`` and changes nothing), then made durable (one
 journal line and an fsync in a worker thread), then applied to the state here, and then told to the
@@ -31,6 +32,9 @@ from typing import Any
 from rill.config import ensure_cluster_id, validate_topic_configs
 from rill.errors import ErrorCode, KafkaError
 from rill.fsutil import write_atomically
+from rill.metadata.client_quotas import ClientQuotas, QuotaChanges
+from rill.metadata.client_quotas import changes_from_json as quota_changes_from_json
+from rill.metadata.client_quotas import changes_to_json as quota_changes_to_json
 from rill.metadata.journal import MetadataJournal
 from rill.metadata.store import (
     BrokerInfo,
@@ -93,6 +97,7 @@ class EmbeddedMetadataStore:
         self._next_producer_id = 0
         self._credentials = UserCredentials()
         self._acls = AclCache()
+        self._quotas = ClientQuotas()
         self._offset = 0
         self._lock = asyncio.Lock()
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -144,6 +149,7 @@ class EmbeddedMetadataStore:
         self._next_producer_id = int(data.get("next_producer_id", 0))
         self._credentials = UserCredentials.from_json(data.get("scram_credentials", {}))
         self._acls = AclCache.from_json(data.get("acls", []))
+        self._quotas = ClientQuotas.from_json(data.get("client_quotas", {}))
 
     def _replay(self, change: Mapping[str, Any]) -> None:
         kind = change.get("type")
@@ -165,6 +171,8 @@ class EmbeddedMetadataStore:
         elif kind == "acls":
             for item in change["resources"]:
                 self._acls.set_resource(*pattern_from_json(item))
+        elif kind == "client_quotas":
+            self._quotas.apply(quota_changes_from_json(change["entities"]))
         else:
             log.error("skipped a metadata change of unknown type %r", kind)
         self._offset = int(change["offset"])
@@ -176,6 +184,7 @@ class EmbeddedMetadataStore:
         next_pid, offset = self._next_producer_id, self._offset
         credentials = self._credentials.to_json()
         acls = self._acls.to_json()
+        quotas = self._quotas.to_json()
 
         def encode() -> bytes:
             snapshot = {
@@ -186,6 +195,7 @@ class EmbeddedMetadataStore:
                 "next_producer_id": next_pid,
                 "scram_credentials": credentials,
                 "acls": acls,
+                "client_quotas": quotas,
             }
             return json.dumps(snapshot, separators=(",", ":"), sort_keys=True).encode()  # the C encoder: no indent
 
@@ -400,6 +410,15 @@ class EmbeddedMetadataStore:
             await self._write({"type": "acls", "resources": resources})
             for pattern, entries in changes.items():
                 self._acls.set_resource(pattern, entries)
+            self._after_write()
+
+    def client_quotas(self) -> ClientQuotas:
+        return self._quotas
+
+    async def alter_client_quotas(self, changes: QuotaChanges) -> None:
+        async with self._lock:
+            await self._write({"type": "client_quotas", "entities": quota_changes_to_json(changes)})
+            self._quotas.apply(changes)
             self._after_write()
 
     def add_listener(self, listener: MetadataListener) -> None:

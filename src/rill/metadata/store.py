@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from rill.errors import ErrorCode, KafkaError
+from rill.metadata.client_quotas import ClientQuotas, QuotaChanges
 from rill.security.acl import AccessControlEntry, AclCache, ResourcePattern
 from rill.security.scram import ScramCredential
 
@@ -325,6 +326,12 @@ class MetadataStore(Protocol):
     async def alter_acls(self, changes: Mapping[ResourcePattern, Iterable[AccessControlEntry]]) -> None:
         """Set each resource pattern's complete entries (empty: it has none any more) in one change; returns once
         this broker's :meth:`acls` shows it. The caller validated them."""
+    def client_quotas(self) -> ClientQuotas:
+        """Every client quota entity's quotas (read on each request: its ``version`` tells of changes)."""
+        ...
+
+    async def alter_client_quotas(self, changes: QuotaChanges) -> None:
+        """Set or remove client quotas in one change; the caller validated them. Returns once in effect here."""
         ...
 
     def add_listener(self, listener: MetadataListener) -> None:

@@ -13,6 +13,10 @@ All paths are below the chroot of ``zookeeper.connect`` (``host:port/chroot``):
                                             ``/kafka-acl-extended/prefixed/<Type>/<name>``, changes announced
                                             under ``/kafka-acl-changes`` and ``/kafka-acl-extended-changes``
                                             (``zk_acls``)
+``/config/users/<user>/clients/<client>``,  client quotas: ``{"version": 1, "config": {"producer_byte_rate": ...}}``
+``/config/clients/<client>``                (and at ``/config/users/<user>``), ``<default>`` for a level's default;
+                                            each change announced by ``/config/changes/config_change_<seq>``
+                                            (``zk_quotas``)
 ``/controller``                             ephemeral: ``{"version": 1, "brokerid": <id>, "timestamp"}``
 ``/controller_epoch``                       the controller epoch, a decimal number; every write of the controller
                                             checks this znode's version, so a stale controller's writes fail

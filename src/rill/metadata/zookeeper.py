@@ -34,6 +34,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from rill.config import ensure_cluster_id
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata import zk_layout as zl
+from rill.metadata.client_quotas import ClientQuotas, QuotaChanges
 from rill.metadata.store import (
     BrokerInfo,
     MetadataDelta,
@@ -45,6 +46,7 @@ from rill.metadata.store import (
 from rill.metadata.user_credentials import CredentialChanges
 from rill.metadata.zk_acls import ZkAcls
 from rill.metadata.zk_changes import ZkChanges
+from rill.metadata.zk_quotas import ZkClientQuotas
 from rill.metadata.zk_users import ZkUserCredentials
 from rill.security.acl import AccessControlEntry, AclCache, ResourcePattern
 from rill.security.scram import ScramCredential
@@ -91,6 +93,7 @@ class ZkMetadataStore(ZkChanges):
         self._loop: asyncio.AbstractEventLoop | None = None
         self.users = ZkUserCredentials(self.zk, self._from_kazoo)
         self.acl_store = ZkAcls(self.zk, self._from_kazoo)
+        self.quotas = ZkClientQuotas(self.zk)
         self._dirty_topics: set[str] = set()
         self._dirty_cluster = False
         self._wake = asyncio.Event()
@@ -124,6 +127,7 @@ class ZkMetadataStore(ZkChanges):
         await asyncio.to_thread(self._watch_cluster)
         await asyncio.to_thread(self.users.start)
         await asyncio.to_thread(self.acl_store.start)
+        await self.quotas.start()
         await self._refresh_cluster()
         self._follower = asyncio.create_task(self._follow(), name="zk-metadata")
 
@@ -187,6 +191,7 @@ class ZkMetadataStore(ZkChanges):
                 await asyncio.sleep(0.2)
 
     async def close(self) -> None:
+        await self.quotas.close()
         follower, self._follower = self._follower, None
         if follower is not None:
             follower.cancel()
@@ -229,6 +234,7 @@ class ZkMetadataStore(ZkChanges):
             return False
 
     def close_now(self) -> None:
+        self.quotas.close_now()
         if self._follower is not None:
             self._follower.cancel()
             self._follower = None
@@ -492,6 +498,11 @@ class ZkMetadataStore(ZkChanges):
 
     async def alter_acls(self, changes: Mapping[ResourcePattern, Iterable[AccessControlEntry]]) -> None:
         await self.acl_store.alter(changes, self._wait_timeout_s)
+    def client_quotas(self) -> ClientQuotas:
+        return self.quotas.quotas
+
+    async def alter_client_quotas(self, changes: QuotaChanges) -> None:
+        await self.quotas.alter(changes, self._wait_timeout_s)
 
     def add_listener(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)

@@ -49,6 +49,10 @@ Security. Each connection carries a ``ChannelSecurity`` in its ``ConnectionInfo`
 protocol and, on TLS, the principal of the client's certificate. Until it has authenticated (SASL listeners),
 frames larger than ``sasl.server.max.receive.size`` close it; a response the request layer marks as the
 answer to a failed authentication is written and the connection closed after it.
+
+Throttling. When the request layer sets ``ConnectionInfo.throttle.mute_ms`` (a client over its quota), the response
+is written at once and the connection is then muted for that long, as Kafka mutes a throttled channel (KIP-219):
+nothing is read from it and none of its queued requests is handled until the time is up (or it closes).
 """
 
 from __future__ import annotations
@@ -139,6 +143,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._out: list[bytes | bytearray | memoryview] = []
         self._out_bytes = 0
         self._flush_scheduled = False
+        self._muted: asyncio.Future[None] | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -190,6 +195,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._server.forget_memory_waiter(self)
         self._uncharge(self.in_flight_bytes)  # a request still being handled is let go of here too
         self._wake_writers()
+        self._unmute()
         self._release_watch_fd()
         self._server.connection_lost(self)
 
@@ -237,6 +243,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Stop reading, let queued requests finish and their responses go out, then close."""
         self._stopping = True
         self._pause_reading()
+        self._unmute()
         worker = self._worker
         if worker is not None:
             await asyncio.shield(worker)
@@ -432,6 +439,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             and not self._stopping
             and not self._write_paused
             and not self.closed
+            and self._muted is None
             and len(self._queue) < MAX_QUEUED_FRAMES // 2
             and self._queued_bytes < MAX_QUEUED_BYTES // 2
             and self.transport is not None
@@ -494,6 +502,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     return
                 if not sent:
                     return
+                if self.info.throttle.mute_ms > 0:
+                    await self._mute()
                 self.last_active = self._loop.time()
                 if not queue or self._out_bytes >= COALESCE_BYTES:
                     self._flush()
@@ -509,6 +519,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._flush()
             if self._stopping and not self.closed and self.transport is not None:
                 self.transport.close()
+
+    async def _mute(self) -> None:
+        """Write the response out, then read and handle nothing for the throttle time (KIP-219)."""
+        delay_s = self.info.throttle.mute_ms / 1000.0
+        self.info.throttle.mute_ms = 0
+        self._flush()
+        if self.closed or self._stopping:
+            return
+        self._pause_reading()
+        muted = self._muted = self._loop.create_future()
+        timer = self._loop.call_later(delay_s, self._unmute)
+        try:
+            await muted
+        finally:
+            timer.cancel()
+            self._muted = None
+        self._maybe_resume_reading()
+
+    def _unmute(self) -> None:
+        muted = self._muted
+        if muted is not None and not muted.done():
+            muted.set_result(None)
 
     def _flush(self) -> None:
         self._flush_scheduled = False

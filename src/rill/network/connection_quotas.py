@@ -8,6 +8,11 @@ waits for a slot, leaving connections in the listen backlog; a held connection l
 its client). Lowering ``max.connections`` below the open count closes the connections idle the
 longest until the count fits.
 
+``max.connection.creation.rate`` (KIP-612's broker-wide limit): new connections are counted in a rate over the
+client quota windows (``quota.window.num`` of ``quota.window.size.seconds``); one that takes the rate above the
+limit waits, unread, for the time that brings the rate back to it, and the connections after it wait behind it,
+as Kafka's acceptor blocks.
+
 This module only counts; the socket server decides what to do with the answers.
 """
 
@@ -15,6 +20,8 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
+
+from rill.quota.rate import Rate, throttle_time_ms
 
 INT_MAX = 2**31 - 1
 
@@ -27,11 +34,30 @@ class ConnectionQuotas:
     per_ip_overrides: dict[str, int]
 
     def __init__(
-        self, max_connections: int = INT_MAX, max_per_ip: int = INT_MAX, per_ip_overrides: Mapping[str, int] = {}
+        self,
+        max_connections: int = INT_MAX,
+        max_per_ip: int = INT_MAX,
+        per_ip_overrides: Mapping[str, int] = {},
+        max_creation_rate: int = INT_MAX,
+        *,
+        samples: int = 11,
+        window_s: int = 1,
     ) -> None:
         self.total = 0
         self._counts: dict[str, int] = {}
+        self.max_creation_rate = max_creation_rate
+        self._creations = Rate(samples, window_s * 1000)
         self.update(max_connections, max_per_ip, per_ip_overrides)
+
+    def record_connection(self, now_ms: int) -> int:
+        """Count a new connection; how long it must wait (ms) under ``max.connection.creation.rate``."""
+        limit = self.max_creation_rate
+        if limit >= INT_MAX:
+            return 0
+        rate = self._creations
+        rate.record(1.0, now_ms)
+        observed = rate.measure(now_ms)
+        return throttle_time_ms(observed, limit, rate.window_size_ms(now_ms)) if observed > limit else 0
 
     def update(self, max_connections: int, max_per_ip: int, per_ip_overrides: Mapping[str, int]) -> None:
         self.max_connections = max_connections

@@ -21,6 +21,14 @@ size prefix included.
 """
 
 
+@dataclass(slots=True)
+class ChannelThrottle:
+    """Set by the request handler: after the response to the current request is written, read nothing more from
+    the connection (and handle none of its requests) for ``mute_ms`` (a client over its quota, KIP-219)."""
+
+    mute_ms: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionInfo:
     """Who is on the other end of a connection (Kafka's connection id format: local-remote-index)."""
@@ -33,6 +41,7 @@ class ConnectionInfo:
     server_port: int = 0
     security: ChannelSecurity = field(default_factory=ChannelSecurity, compare=False)
     """The connection's security protocol, principal and authentication state (mutable: SASL moves it on)."""
+    throttle: ChannelThrottle = field(default_factory=ChannelThrottle, compare=False)
 
     def __str__(self) -> str:
         return f"{self.client_host}:{self.client_port} ({self.listener_name})"

@@ -115,6 +115,7 @@ class SocketServer:
         self._buffer_sizes = ((socket.SO_SNDBUF, send_buffer_bytes), (socket.SO_RCVBUF, receive_buffer_bytes))
         self._servers: list[asyncio.Server] = []
         self._bound: dict[str, tuple[str, int]] = {}
+        self._rate_held: collections.deque[KafkaConnection] = collections.deque()
         self._connections: set[KafkaConnection] = set()
         self.quotas = quotas if quotas is not None else ConnectionQuotas()
         self.ssl_contexts = dict(ssl_contexts or {})
@@ -233,7 +234,7 @@ class SocketServer:
     def socket_fds(self) -> list[int]:
         """The descriptors of the listening sockets and of every connection's socket."""
         fds = [sock.fileno() for server in self._servers for sock in server.sockets]
-        for conn in [*self._connections, *self._held]:
+        for conn in [*self._connections, *self._held, *self._rate_held]:
             fds += conn.socket_fds()
         return fds
 
@@ -249,7 +250,7 @@ class SocketServer:
     async def abort(self) -> None:
         """Stop at once, as a crash would: close the listeners and drop every connection unanswered."""
         await self.stop_accepting()
-        dropped = [*self._connections, *self._held]
+        dropped = [*self._connections, *self._held, *self._rate_held]
         if dropped:
             log.debug("dropping %d connection(s)", len(dropped))
         await self._abort_connections()
@@ -272,11 +273,11 @@ class SocketServer:
         if self._owner_check is not None:
             self._owner_check.cancel()
             self._owner_check = None
-        for conn in [*self._connections, *self._held]:
+        for conn in [*self._connections, *self._held, *self._rate_held]:
             conn.abort()
         # Give the loop a turn so transports run connection_lost.
         for _ in range(3):
-            if not self._connections and not self._held:
+            if not self._connections and not self._held and not any(not c.closed for c in self._rate_held):
                 break
             await asyncio.sleep(0)
 
@@ -291,8 +292,36 @@ class SocketServer:
     # ------------------------------------------------------- connection registry
 
     def connection_opened(self, conn: KafkaConnection) -> None:
-        """A new connection: admitted, held until a slot frees (``max.connections``), or refused
-        (``max.connections.per.ip``)."""
+        """A new connection: held while ``max.connection.creation.rate`` is exceeded, then admitted, held until a
+        slot frees (``max.connections``), or refused (``max.connections.per.ip``)."""
+        if self._rate_held:  # the connections before it wait out a creation-rate throttle
+            conn.hold()
+            self._rate_held.append(conn)
+            return
+        throttle = self.quotas.record_connection(int(self.loop.time() * 1000))
+        if throttle > 0:
+            conn.hold()
+            self._rate_held.append(conn)
+            self.loop.call_later(throttle / 1000.0, self._after_creation_throttle)
+            return
+        self._take_in(conn)
+
+    def _after_creation_throttle(self) -> None:
+        """The connection that went over the creation rate has waited; the ones behind it are counted in turn."""
+        first = True
+        while self._rate_held:
+            conn = self._rate_held[0]
+            if not conn.closed and not first:
+                throttle = self.quotas.record_connection(int(self.loop.time() * 1000))
+                if throttle > 0:
+                    self.loop.call_later(throttle / 1000.0, self._after_creation_throttle)
+                    return
+            self._rate_held.popleft()
+            first = False
+            if not conn.closed:
+                self._take_in(conn)
+
+    def _take_in(self, conn: KafkaConnection) -> None:
         if self.quotas.slot_available() and not self._held:
             self._admit(conn)
         elif len(self._held) >= self._backlog:
@@ -406,12 +435,14 @@ class SocketServer:
         max_connections: int = INT_MAX,
         max_per_ip: int = INT_MAX,
         per_ip_overrides: Mapping[str, int] | None = None,
+        max_creation_rate: int = INT_MAX,
     ) -> None:
         """New connection limits (dynamic broker configs). Held connections are taken in while
         slots are free; above a lowered ``max_connections`` the connections idle the longest are
         closed, those without a request in progress first. Connections already open are not
         checked against a lowered per-address limit, as in Kafka."""
         self.quotas.update(max_connections, max_per_ip, per_ip_overrides or {})
+        self.quotas.max_creation_rate = max_creation_rate
         excess = self.quotas.excess
         if excess:
             idle_first = sorted(self._connections, key=lambda c: (c.busy, c.last_active))

@@ -196,6 +196,12 @@ def _cases() -> dict[int, list[tuple[int, dict[str, Any], Check]]]:
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: [(0, {"deletions": [], "upsertions": [
             {"name": "mallory", "mechanism": 1, "iterations": 4096, "salt": b"salt", "salted_password": b"s" * 32}]},
             lambda r: _first(r, "results", 0, "error_code") == CAF)],
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: [(1, {"components": [], "strict": False},
+                                         lambda r: r["error_code"] == CAF and not r["entries"])],
+        ApiKey.ALTER_CLIENT_QUOTAS: [(1, {"entries": [{"entity": [{"entity_type": "user", "entity_name": "alice"}],
+                                                       "ops": [{"key": "producer_byte_rate", "value": 1e9,
+                                                                "remove": False}]}], "validate_only": False},
+                                      lambda r: _first(r, "entries", 0, "error_code") == CAF)],
         ApiKey.DESCRIBE_ACLS: [(1, {"resource_type_filter": 1, "resource_name_filter": None,
                                     "pattern_type_filter": 1, "principal_filter": None, "host_filter": None,
                                     "operation": 1, "permission_type": 1}, lambda r: r["error_code"] == CAF)],
@@ -243,5 +249,7 @@ def test_every_api_refuses_a_principal_without_acls(acl_broker: rill.testing.Tes
                 failures.append(f"{ApiKey(api_key).name} v{version}: {got}")
     assert failures == []
     assert _differences(_state(plain, log_dir), before) == []
+    quotas = plain.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False})
+    assert (quotas["error_code"], quotas["entries"]) == (0, [])
     names = {t["name"] for t in plain.call(ApiKey.METADATA, 12, {"topics": None})["topics"]}
     assert names == {"secret", "__consumer_offsets"}  # neither created nor auto-created anything

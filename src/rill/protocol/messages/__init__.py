@@ -18,6 +18,7 @@ from rill.protocol.messages import (
     metadata,
     offsets,
     produce,
+    quotas,
     security,
     topics,
     transactions,
@@ -40,6 +41,7 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *acls.APIS,
     *transactions.APIS,
     *txn_markers.APIS,
+    *quotas.APIS,
 ]
 
 DATA_MESSAGES: list[Message] = list(group_data.DATA)
