@@ -46,16 +46,18 @@ CLUSTER_CHECKS: dict[int, AclOperation] = {
 """APIs refused as a whole (CLUSTER_AUTHORIZATION_FAILED) unless the caller may do the operation on the cluster."""
 
 
-def authorize(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+def authorize(
+    ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, name: str, log_denied: bool = True
+) -> bool:
     authorizer = ctx.services.authorizer
     if authorizer is None:
         return True
-    allowed: bool = authorizer.authorize(ctx.principal, ctx.client_host, operation, resource_type, name)
+    allowed: bool = authorizer.authorize(ctx.principal, ctx.client_host, operation, resource_type, name, log_denied)
     return allowed
 
 
-def authorize_cluster(ctx: RequestContext, operation: AclOperation) -> bool:
-    return authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+def authorize_cluster(ctx: RequestContext, operation: AclOperation, log_denied: bool = True) -> bool:
+    return authorize(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME, log_denied)
 
 
 def authorize_any(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType) -> bool:
@@ -71,7 +73,7 @@ def filter_authorized(
     ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, names: Iterable[str]
 ) -> set[str]:
     """The names among ``names`` the caller may do ``operation`` on (each asked once)."""
-    return {n for n in set(names) if authorize(ctx, operation, resource_type, n)}
+    return {n for n in set(names) if authorize(ctx, operation, resource_type, n, log_denied=False)}
 
 
 def authorized_operations(
@@ -85,7 +87,7 @@ def authorized_operations(
         name = CLUSTER_NAME
     bits = 0
     for operation in SUPPORTED_OPERATIONS[rtype]:
-        if ctx is None or authorize(ctx, operation, rtype, name):
+        if ctx is None or authorize(ctx, operation, rtype, name, log_denied=False):
             bits |= 1 << operation
     return bits
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from rill.api._authorized import AclOperation, ResourceType, authorize
+from rill.api._authorized import AclOperation, ResourceType, authorize, filter_authorized
 from rill.api.context import RequestContext
 from rill.api.groups import coordinator_of, writing_coordinator_of
 from rill.api.registry import Body, handler
@@ -97,7 +97,7 @@ def _fetch_group(
     if error != ErrorCode.NO_ERROR:
         return error, []
     order = wanted if wanted is not None else sorted(offsets, key=lambda tp: (tp.topic, tp.partition))
-    visible = {t for t in {tp.topic for tp in order} if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t)}
+    visible = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (tp.topic for tp in order))
     by_topic: dict[str, list[Body]] = {}
     for tp in order:
         if tp.topic not in visible:

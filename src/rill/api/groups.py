@@ -268,8 +268,8 @@ async def handle_list_groups(ctx: RequestContext, request: Body) -> Body:
     if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NO_ERROR, "groups": []}
     error, groups = coordinator.list_groups(set(request.get("states_filter") or []) or None)
-    if not authorize_cluster(ctx, AclOperation.DESCRIBE):  # only the groups the caller may describe
-        groups = [g for g in groups if authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g[0])]
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE, log_denied=False):  # only the groups the caller may describe
+        groups = [g for g in groups if authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g[0], False)]
     return {
         "throttle_time_ms": 0,
         "error_code": error,

@@ -39,7 +39,7 @@ async def handle_init_producer_id(ctx: RequestContext, request: Body) -> Body:
     if txn_id is not None and not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
         return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if txn_id is None and not (  # an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
-        authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE)
+        authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE, log_denied=False)
         or authorize_any(ctx, AclOperation.WRITE, ResourceType.TOPIC)
     ):
         return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)

@@ -95,7 +95,7 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
         topics = [
             topic_body(t, version, live)
             for name, t in sorted(store.topics().items())
-            if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+            if authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_denied=False)
         ]
     else:
         allow_auto = request.get("allow_auto_topic_creation", True) if version >= 4 else True
@@ -125,7 +125,7 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
                         topics.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name})
                         continue
                     if allow_auto and ctx.services.config.get("auto.create.topics.enable") and not (
-                        authorize_cluster(ctx, AclOperation.CREATE)
+                        authorize_cluster(ctx, AclOperation.CREATE, log_denied=False)
                         or authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name)
                     ):
                         topics.append(_refused(name, ZERO_UUID))

@@ -74,7 +74,7 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
     duplicates = repeated([t["name"] for t in request["topics"]])
     for name in duplicates:
         results.append(_duplicate({"name": name, "topic_id": ZERO_UUID}))
-    may_create_all = authorize_cluster(ctx, AclOperation.CREATE)
+    may_create_all = authorize_cluster(ctx, AclOperation.CREATE, log_denied=False)
     for t in request["topics"]:
         name = t["name"]
         if name in duplicates:

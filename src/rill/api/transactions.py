@@ -189,9 +189,9 @@ async def handle_list_transactions(ctx: RequestContext, request: Body) -> Body:
         list(request.get("producer_id_filters") or []),
         request.get("duration_filter", -1) if ctx.api_version >= 1 else -1,
     )
-    if not authorize_cluster(ctx, AclOperation.DESCRIBE):  # only the ids the caller may describe
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE, log_denied=False):  # only the ids the caller may describe
         txn_type = ResourceType.TRANSACTIONAL_ID
-        found = [md for md in found if authorize(ctx, AclOperation.DESCRIBE, txn_type, md.transactional_id)]
+        found = [md for md in found if authorize(ctx, AclOperation.DESCRIBE, txn_type, md.transactional_id, False)]
     return {
         "throttle_time_ms": 0,
         "error_code": code,

@@ -50,10 +50,18 @@ class AclAuthorizer:
         self.allow_if_no_acl = allow_if_no_acl
 
     def authorize(
-        self, principal: KafkaPrincipal, host: str, operation: AclOperation, resource_type: ResourceType, name: str
+        self,
+        principal: KafkaPrincipal,
+        host: str,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: str,
+        log_denied: bool = True,
     ) -> bool:
+        """Whether ``principal`` from ``host`` may do ``operation`` on the resource; a refusal is logged at INFO
+        unless ``log_denied`` is False (a list filtered to what the caller may see, as Kafka does)."""
         allowed = self._decide(str(principal), host, operation, resource_type, name)
-        if not allowed:
+        if not allowed and log_denied:
             log.info("Principal = %s is Denied Operation = %s from host = %s on resource = %s:LITERAL:%s",
                      principal, operation.name, host, resource_type.name, name)  # fmt: skip
         return allowed
