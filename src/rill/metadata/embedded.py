@@ -47,7 +47,7 @@ from rill.metadata.store import (
     valid_stored_configs,
 )
 from rill.metadata.user_credentials import CredentialChanges, UserCredentials, changes_from_json, changes_to_json
-from rill.security.acl import AccessControlEntry, AclCache, ResourcePattern, pattern_from_json, pattern_to_json
+from rill.security.acl import AccessControlEntry, AclCache, ResourcePattern, pattern_to_json
 from rill.security.scram import ScramCredential
 
 log = logging.getLogger(__name__)
@@ -169,8 +169,7 @@ class EmbeddedMetadataStore:
         elif kind == "user_scram":
             self._credentials.apply(changes_from_json(change["users"]))
         elif kind == "acls":
-            for item in change["resources"]:
-                self._acls.set_resource(*pattern_from_json(item))
+            self._acls.load(change.get("resources", []))
         elif kind == "client_quotas":
             self._quotas.apply(quota_changes_from_json(change["entities"]))
         else:

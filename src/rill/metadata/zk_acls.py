@@ -95,7 +95,7 @@ class ZkAcls:
         def on_data(data: bytes | None, *_: Any) -> bool:
             try:
                 entries = decode_acls(data) if data else []
-            except (ValueError, KeyError, StopIteration) as e:
+            except (ValueError, KeyError, TypeError, StopIteration) as e:
                 log.warning("ACLs of %s set aside: unreadable %s (%s)", pattern, resource_path(pattern), e)
                 entries = []
             self._on_loop(lambda: self.cache.set_resource(pattern, entries))

@@ -7,10 +7,13 @@ Kafka's ZooKeeper layout does, and an :class:`AclCache` keeps them for the autho
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class ResourceType(IntEnum):
@@ -289,10 +292,18 @@ class AclCache:
     @classmethod
     def from_json(cls, data: Iterable[Mapping[str, Any]]) -> AclCache:
         out = cls()
-        for item in data:
-            pattern, entries = pattern_from_json(item)
-            out.set_resource(pattern, entries)
+        out.load(data)
         return out
+
+    def load(self, data: Iterable[Mapping[str, Any]]) -> None:
+        """Set the resources of stored items; an item that does not parse is set aside (logged), never fatal."""
+        for item in data:
+            try:
+                pattern, entries = pattern_from_json(item)
+            except (KeyError, ValueError, TypeError, StopIteration) as e:
+                log.warning("stored ACLs set aside: %r does not parse (%r)", item, e)
+                continue
+            self.set_resource(pattern, entries)
 
 
 def _key(p: ResourcePattern) -> tuple[int, int, str]:
