@@ -205,7 +205,7 @@ class AclBindingFilter:
 
     def problem(self) -> str | None:
         """Why this filter is invalid (INVALID_REQUEST), or None."""
-        if ResourceType.UNKNOWN in (self.resource_type,) or self.pattern_type == PatternType.UNKNOWN:
+        if self.resource_type == ResourceType.UNKNOWN or self.pattern_type == PatternType.UNKNOWN:
             return "the filter has an UNKNOWN resource or pattern type"
         if self.operation == AclOperation.UNKNOWN or self.permission == PermissionType.UNKNOWN:
             return "the filter has an UNKNOWN operation or permission type"
