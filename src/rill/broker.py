@@ -158,6 +158,7 @@ class Broker:
             metrics=metrics,
         )
         self.services.group_coordinator = self._maybe_start_group_coordinator()
+        self.services.txn_coordinator = self._start_txn_coordinator()
         if metrics is not None:
             metrics.attach(self)
         if self.controller is not None:
@@ -270,6 +271,12 @@ class Broker:
         assert self.services is not None
         return GroupCoordinator.create(self.services)
 
+    def _start_txn_coordinator(self) -> Any:
+        from rill.coordinator.transaction.transaction_coordinator import TransactionCoordinator
+
+        assert self.services is not None
+        return TransactionCoordinator.create(self.services)
+
     async def stop(self) -> None:
         await self._maybe_controlled_shutdown()
         server, self._server = self._server, None
@@ -280,6 +287,9 @@ class Broker:
         coordinator = self.services.group_coordinator if self.services else None
         if coordinator is not None:
             await coordinator.shutdown()
+        txn_coordinator = self.services.txn_coordinator if self.services else None
+        if txn_coordinator is not None:
+            await txn_coordinator.shutdown()
         if self.replica_manager is not None:
             self.replica_manager.fetch_purgatory.close()
         if server is not None:
@@ -330,6 +340,9 @@ class Broker:
         server, self._server = self._server, None
         if server is not None:
             await server.abort()
+        txn_coordinator = self.services.txn_coordinator if self.services else None
+        if txn_coordinator is not None:
+            await txn_coordinator.shutdown()
         await self._stop_background()
         await self._leave_cluster()
         if self.metadata is not None:

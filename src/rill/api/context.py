@@ -21,6 +21,7 @@ class BrokerServices:
     replica_manager: ReplicaManager
     producer_ids: Any  # rill.api.init_producer_id.ProducerIdManager
     group_coordinator: Any = None  # rill.coordinator.group.GroupCoordinator once it exists
+    txn_coordinator: Any = None  # rill.coordinator.transaction.TransactionCoordinator once it exists
     metrics: Any = None  # rill.metrics.BrokerMetrics when metrics are on
 
 

@@ -73,7 +73,7 @@ async def handle_offset_commit(ctx: RequestContext, request: Body) -> Body:
 
 
 def _fetch_group(
-    ctx: RequestContext, group_id: str, topics: list[Body] | None
+    ctx: RequestContext, group_id: str, topics: list[Body] | None, require_stable: bool = False
 ) -> tuple[ErrorCode, list[tuple[str, list[Body]]]]:
     """A group's committed offsets as (topic, partition entries), in request order (or sorted for all)."""
     coordinator = coordinator_of(ctx)
@@ -91,6 +91,18 @@ def _fetch_group(
     by_topic: dict[str, list[Body]] = {}
     for tp in order:
         om = offsets.get(tp)
+        if require_stable and coordinator.has_pending_txn_offsets(group_id, tp):
+            # v7+: a transaction that commits offsets of this partition is still open
+            by_topic.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "committed_offset": -1,
+                    "committed_leader_epoch": -1,
+                    "metadata": "",
+                    "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT,
+                }
+            )
+            continue
         by_topic.setdefault(tp.topic, []).append(
             {
                 "partition_index": tp.partition,
@@ -108,7 +120,7 @@ async def handle_offset_fetch(ctx: RequestContext, request: Body) -> Body:
     if ctx.api_version >= 8:
         groups = []
         for g in request["groups"]:
-            error, topics = _fetch_group(ctx, g["group_id"], g.get("topics"))
+            error, topics = _fetch_group(ctx, g["group_id"], g.get("topics"), bool(request.get("require_stable")))
             groups.append(
                 {
                     "group_id": g["group_id"],
@@ -118,7 +130,7 @@ async def handle_offset_fetch(ctx: RequestContext, request: Body) -> Body:
             )
         return {"throttle_time_ms": 0, "groups": groups}
     requested = request.get("topics")
-    error, topics = _fetch_group(ctx, request["group_id"], requested)
+    error, topics = _fetch_group(ctx, request["group_id"], requested, bool(request.get("require_stable")))
     if error != ErrorCode.NO_ERROR and ctx.api_version < 2:
         # v0-v1 have no top-level error: report it on every requested partition.
         topics = [

@@ -12,7 +12,7 @@ from rill.api._authorized import authorized_operations
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.errors import ErrorCode, KafkaError
-from rill.metadata.store import OFFSETS_TOPIC
+from rill.metadata.store import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from rill.protocol import ApiKey
 
 log = logging.getLogger(__name__)
@@ -20,7 +20,6 @@ log = logging.getLogger(__name__)
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 CLASSIC_GROUP_TYPE = "classic"
-TRANSACTIONS_UNSUPPORTED = "transactions are not supported by this broker yet"
 
 
 def coordinator_of(ctx: RequestContext) -> Any:
@@ -50,9 +49,7 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> tuple[Error
     """(error, message, node id, host, port) for one coordinator key."""
     coordinator = coordinator_of(ctx)
     if key_type == TRANSACTION_KEY_TYPE:
-        # Not retriable, unlike COORDINATOR_NOT_AVAILABLE, which clients retry until their own timeout: the one
-        # code every client (librdkafka, Java, kafka-python, aiokafka) takes as final for this lookup.
-        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_UNSUPPORTED, -1, "", -1
+        return await _find_transaction_coordinator(ctx, key)
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
     if coordinator is None or not coordinator.active:
@@ -75,6 +72,26 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> tuple[Error
         if broker.node_id == node_id:
             return ErrorCode.NO_ERROR, None, node_id, broker.host, broker.port
     return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC}-{partition} has no live leader", -1, "", -1
+
+
+async def _find_transaction_coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+    """The coordinator of a transactional id: the leader of its partition of ``__transaction_state`` (created
+    on the first lookup)."""
+    coordinator = ctx.services.txn_coordinator
+    if not key:
+        return ErrorCode.INVALID_REQUEST, "the transactional id is empty", -1, "", -1
+    if coordinator is None or not coordinator.active:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+    try:
+        await coordinator.manager.maybe_create_topic()
+    except KafkaError as e:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {TRANSACTION_STATE_TOPIC}: {e.message}", -1, "", -1
+    node_id = coordinator.manager.leader_of(key)
+    for broker in ctx.services.metadata.brokers():
+        if broker.node_id == node_id:
+            return ErrorCode.NO_ERROR, None, node_id, broker.host, broker.port
+    partition = coordinator.manager.partition_for(key)
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC}-{partition} has no live leader", -1, "", -1
 
 
 @handler(ApiKey.FIND_COORDINATOR, 0, 6)

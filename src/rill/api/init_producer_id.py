@@ -1,4 +1,5 @@
-"""InitProducerId (22) for idempotent (non-transactional) producers.
+"""InitProducerId (22): idempotent producers get a new producer id at epoch 0; transactional producers are
+answered by the transaction coordinator (new id, epoch bump, fencing, KIP-360 recovery).
 
 Producer ids are handed out from blocks reserved durably in the metadata store, so an id is never given
 twice, not even across restarts (a reused id would make the log drop a new producer's batches as duplicates).
@@ -33,12 +34,25 @@ class ProducerIdManager:
 
 @handler(ApiKey.INIT_PRODUCER_ID, 0, 5)
 async def handle_init_producer_id(ctx: RequestContext, request: Body) -> Body:
-    if request.get("transactional_id") is not None:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            "producer_id": -1,
-            "producer_epoch": -1,
-        }
+    txn_id = request.get("transactional_id")
+    if txn_id is not None:
+        coordinator = ctx.services.txn_coordinator
+        if coordinator is None:
+            return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        pid, epoch = request.get("producer_id", -1), request.get("producer_epoch", -1)
+        # v3+ (KIP-360): a producer that had an id gives it, with its epoch, to have that epoch bumped.
+        expected = (pid, epoch) if pid >= 0 and epoch >= 0 else None
+        result = await coordinator.init_producer_id(txn_id, request["transaction_timeout_ms"], expected)
+        if result.error != ErrorCode.NO_ERROR:
+            code = result.error
+            if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
+                code = ErrorCode.INVALID_PRODUCER_EPOCH  # before PRODUCER_FENCED existed
+            return _error(code)
+        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": result.producer_id,
+                "producer_epoch": result.producer_epoch}  # fmt: skip
     pid = await ctx.services.producer_ids.generate()
     return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
+
+
+def _error(code: ErrorCode) -> Body:
+    return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}

@@ -64,8 +64,7 @@ def _per_ip_overrides(value: str) -> str | None:
 # lists them).
 NOT_YET_USED = frozenset({
     "inter.broker.listener.name",
-    "transaction.state.log.num.partitions", "transaction.state.log.replication.factor", "transaction.max.timeout.ms",
-    "transactional.id.expiration.ms", "producer.id.expiration.ms", "log.local.retention.ms",
+    "producer.id.expiration.ms", "log.local.retention.ms",
     "log.local.retention.bytes", "ssl.key.password", "num.network.threads", "num.io.threads",
     "num.recovery.threads.per.data.dir", "offsets.commit.timeout.ms", "log.preallocate",
 })  # fmt: skip
@@ -740,6 +739,39 @@ for _args, _opts in [
         {},
     ),
     (("transaction.max.timeout.ms", INT, 900000, "Largest transaction timeout.", at_least(1), HIGH), {}),
+    (
+        (
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            INT,
+            10000,
+            "How often transactions past their timeout are aborted.",
+            at_least(1),
+            LOW,
+        ),
+        {},
+    ),
+    (
+        (
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            INT,
+            3600000,
+            "How often expired transactional ids are removed.",
+            at_least(1),
+            LOW,
+        ),
+        {},
+    ),
+    (
+        (
+            "transaction.partition.verification.enable",
+            B,
+            "true",
+            "Check with the coordinator that a partition is in the transaction before a transactional write.",
+            None,
+            LOW,
+        ),
+        _dyn,
+    ),
     (
         (
             "producer.id.expiration.ms",

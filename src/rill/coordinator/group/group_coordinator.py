@@ -34,6 +34,7 @@ from rill.coordinator.group.group_metadata import (
 )
 from rill.coordinator.group.group_metadata_manager import GroupMetadataManager
 from rill.coordinator.group.group_offsets import GroupOffsetsMixin
+from rill.coordinator.group.group_txn_offsets import GroupTxnOffsetsMixin
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import OFFSETS_TOPIC
 
@@ -45,7 +46,7 @@ JoinArgs = tuple[
 ]  # KIP-394: a new member's JoinGroup is held at most this long
 
 
-class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin):
+class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsMixin):
     @classmethod
     def create(cls, services: Any) -> GroupCoordinator:
         """The coordinator of a broker's services, with the groups kept in ``__consumer_offsets`` loaded."""
@@ -53,6 +54,9 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin):
         coordinator = cls(services.config, manager)
         coordinator.startup()
         services.metadata.add_listener(coordinator.on_metadata_delta)
+        add_marker_listener = getattr(services.replica_manager, "add_txn_marker_listener", None)
+        if add_marker_listener is not None:
+            add_marker_listener(coordinator.on_txn_marker)
         return coordinator
 
     def __init__(self, config: Any, manager: GroupMetadataManager) -> None:

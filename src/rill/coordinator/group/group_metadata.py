@@ -156,6 +156,8 @@ class GroupMetadata:
     pending_sync_members: set[str] = field(default_factory=set)
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    # TxnOffsetCommit offsets by producer id, until the transaction's marker commits or aborts them
+    pending_txn_offsets: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
     new_member_added: bool = False
     _protocol_counts: Counter[str] = field(default_factory=Counter)
 

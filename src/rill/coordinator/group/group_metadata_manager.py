@@ -248,14 +248,19 @@ class GroupMetadataManager:
 
     # -- writes ----------------------------------------------------------------------------------------
 
-    def _append(self, group_id: str, records: list[Record], *, offsets: bool) -> None:
+    def _append(
+        self, group_id: str, records: list[Record], *, offsets: bool, producer: tuple[int, int] | None = None
+    ) -> None:
         tp = self.topic_partition_for(group_id)
         if self.metadata.topic(OFFSETS_TOPIC) is None:  # FindCoordinator creates it: a client asks that first
             raise KafkaError(
                 _coordinator_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, offsets=offsets),
                 f"{OFFSETS_TOPIC} does not exist yet",
             )
-        batch = build_batch(records)
+        if producer is None:
+            batch = build_batch(records)
+        else:
+            batch = build_batch(records, producer_id=producer[0], producer_epoch=producer[1], is_transactional=True)
         try:
             self.replica_manager.append_records(tp, memoryview(batch), -1)
         except KafkaError as e:
@@ -295,6 +300,23 @@ class GroupMetadataManager:
             Record(0, now, offset_commit_key(group_id, tp), offset_commit_value(om)) for tp, om in offsets.items()
         ]
         self._append(group_id, records, offsets=True)
+
+    def store_txn_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        producer_id: int,
+        producer_epoch: int,
+    ) -> None:
+        """TxnOffsetCommit: the offsets as one transactional batch of the producer (its id and epoch, base
+        sequence -1), which the transaction's marker on this partition commits or aborts."""
+        if not offsets:
+            return
+        now = _now_ms()
+        records = [
+            Record(0, now, offset_commit_key(group_id, tp), offset_commit_value(om)) for tp, om in offsets.items()
+        ]
+        self._append(group_id, records, offsets=True, producer=(producer_id, producer_epoch))
 
     def write_tombstones(self, group_id: str, tps: Iterable[TopicPartition], *, group: bool) -> None:
         """Delete offsets (and the group's metadata record when ``group``) by writing null values."""
@@ -352,6 +374,8 @@ class GroupMetadataManager:
     def _load_partition(self, plog: object, groups: dict[str, GroupMetadata]) -> int:
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         metadata: dict[str, bytes | None] = {}
+        # TxnOffsetCommit records stay pending per producer until its marker: commit applies them, abort drops them
+        pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
         offset: int = plog.log_start_offset  # type: ignore[attr-defined]
         end: int = plog.log_end_offset  # type: ignore[attr-defined]
         count = 0
@@ -364,7 +388,20 @@ class GroupMetadataManager:
                 (attributes,) = struct.unpack_from(">h", batch, 21)
                 offset = base_offset + last_delta + 1
                 progressed = True
-                if attributes & 0x20:  # control batch
+                (producer_id,) = struct.unpack_from(">q", batch, 43)
+                if attributes & 0x20:  # control batch: a transaction's marker
+                    txn = pending.pop(producer_id, None)
+                    if txn is not None and _is_commit_marker(batch):
+                        for group_id, committed in txn.items():
+                            offsets.setdefault(group_id, {}).update(committed)
+                    continue
+                if attributes & 0x10:  # transactional: TxnOffsetCommit
+                    for record in decode_batch_records(batch):
+                        count += 1
+                        key = decode_key(record.key) if record.key is not None else None
+                        if isinstance(key, OffsetKey) and record.value is not None:
+                            by_group = pending.setdefault(producer_id, {}).setdefault(key.group_id, {})
+                            by_group[key.tp] = decode_offset_value(record.value)
                     continue
                 for record in decode_batch_records(batch):
                     count += 1
@@ -382,6 +419,12 @@ class GroupMetadataManager:
             if group is None:
                 group = groups[group_id] = GroupMetadata(group_id)
             group.offsets.update(group_offsets)
+        for producer_id, txn in pending.items():
+            for group_id, txn_group_offsets in txn.items():
+                group = groups.get(group_id)
+                if group is None:
+                    group = groups[group_id] = GroupMetadata(group_id)
+                group.pending_txn_offsets.setdefault(producer_id, {}).update(txn_group_offsets)
         return count
 
     @staticmethod
@@ -405,6 +448,14 @@ class GroupMetadataManager:
                 offsets.pop(key.group_id, None)
             else:
                 metadata[key.group_id] = record.value
+
+
+def _is_commit_marker(batch: memoryview) -> bool:
+    """Whether a control batch is a commit marker (its record's key: int16 version, int16 type, 1 = commit)."""
+    for record in decode_batch_records(batch):
+        if record.key is not None and len(record.key) >= 4:
+            return bool(struct.unpack_from(">h", record.key, 2)[0] == 1)
+    return False
 
 
 def _coordinator_error(code: ErrorCode, *, offsets: bool) -> ErrorCode:

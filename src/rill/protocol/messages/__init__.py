@@ -18,6 +18,7 @@ from rill.protocol.messages import (
     offsets,
     produce,
     topics,
+    transactions,
 )
 from rill.protocol.schema import Message
 
@@ -32,6 +33,7 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *group.APIS,
     *offsets.APIS,
     *cluster.APIS,
+    *transactions.APIS,
 ]
 
 DATA_MESSAGES: list[Message] = list(group_data.DATA)

@@ -1,0 +1,67 @@
+"""TxnOffsetCommit (28): a transactional producer's offsets for a consumer group, answered by the group
+coordinator and made visible by the transaction's commit marker."""
+
+from __future__ import annotations
+
+import time
+
+from rill.api.context import RequestContext
+from rill.api.groups import writing_coordinator_of
+from rill.api.registry import Body, handler
+from rill.common import TopicPartition
+from rill.coordinator.group.group_metadata import OffsetAndMetadata
+from rill.errors import ErrorCode
+from rill.protocol import ApiKey
+
+
+@handler(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
+async def handle_txn_offset_commit(ctx: RequestContext, request: Body) -> Body:
+    coordinator = await writing_coordinator_of(ctx)
+    now = int(time.time() * 1000)
+    errors: dict[TopicPartition, ErrorCode] = {}
+    to_commit: dict[TopicPartition, OffsetAndMetadata] = {}
+    store = ctx.services.metadata
+    for topic in request["topics"]:
+        state = store.topic(topic["name"])
+        for p in topic["partitions"]:
+            tp = TopicPartition(topic["name"], p["partition_index"])
+            if state is None or not 0 <= tp.partition < len(state.partitions):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            to_commit[tp] = OffsetAndMetadata(
+                offset=p["committed_offset"],
+                leader_epoch=p.get("committed_leader_epoch", -1),
+                metadata=p.get("committed_metadata") or "",
+                commit_timestamp=now,
+            )
+    if to_commit:
+        if coordinator is None:
+            errors.update(dict.fromkeys(to_commit, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        else:
+            errors.update(
+                coordinator.txn_commit_offsets(
+                    request["group_id"],
+                    request["producer_id"],
+                    request["producer_epoch"],
+                    request.get("member_id", ""),
+                    request.get("group_instance_id"),
+                    request.get("generation_id", -1),
+                    to_commit,
+                )
+            )
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": topic["name"],
+                "partitions": [
+                    {
+                        "partition_index": p["partition_index"],
+                        "error_code": errors[TopicPartition(topic["name"], p["partition_index"])],
+                    }
+                    for p in topic["partitions"]
+                ],
+            }
+            for topic in request["topics"]
+        ],
+    }

@@ -1,0 +1,297 @@
+"""Transactional ids' state kept in ``__transaction_state`` (Kafka's TransactionStateManager).
+
+An id lives in partition ``abs(java_string_hash(id)) % transaction.state.log.num.partitions``; its coordinator
+is the leader of that partition. The topic is created on first need (FindCoordinator or InitProducerId with a
+transactional id), compacted, with ``transaction.state.log.*`` settings. Each state change is one record
+(``transaction_log``) appended as leader with acks=all and acknowledged once the high watermark passes it.
+
+The coordinator follows its partitions' leadership: when this broker becomes leader of a partition, the
+partition is loaded (replayed from its log start, the latest record per id winning, a tombstone removing the
+id) while requests for its ids answer COORDINATOR_LOAD_IN_PROGRESS; when it stops leading one, its ids are
+unloaded and answer NOT_COORDINATOR. The coordinator epoch of a partition is its leader epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from rill.common import TopicPartition
+from rill.coordinator.group.group_metadata_manager import partition_for
+from rill.coordinator.transaction.transaction_log import (
+    CorruptRecord,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from rill.coordinator.transaction.transaction_metadata import (
+    TransactionMetadata,
+    TransactionState,
+    TxnTransitMetadata,
+)
+from rill.errors import ErrorCode, KafkaError
+from rill.metadata.store import TRANSACTION_STATE_TOPIC, MetadataStore
+from rill.records.builder import build_batch
+from rill.records.record import Record, decode_batch_records, iter_batch_views
+from rill.replica.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+WRITE_TIMEOUT_MS = 30000
+"""How long a state record may take to reach the ISR (Kafka's default ``request.timeout.ms``)."""
+_LOAD_CHUNK_BYTES = 1 << 20
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class TxnPartition:
+    """The loaded ids of one ``__transaction_state`` partition this broker leads."""
+
+    coordinator_epoch: int
+    ids: dict[str, TransactionMetadata] = field(default_factory=dict)
+
+
+class TransactionStateManager:
+    def __init__(self, config: object, metadata: MetadataStore, replica_manager: ReplicaManager) -> None:
+        get = config.get  # type: ignore[attr-defined]
+        self.configured_partitions = int(get("transaction.state.log.num.partitions"))
+        self.replication_factor = int(get("transaction.state.log.replication.factor"))
+        self.min_isr = int(get("transaction.state.log.min.isr"))
+        self.segment_bytes = int(get("transaction.state.log.segment.bytes"))
+        self.metadata = metadata
+        self.replica_manager = replica_manager
+        self.partitions: dict[int, TxnPartition] = {}  # loaded, by partition
+        self.loading: dict[int, asyncio.Task[None]] = {}
+        self.on_loaded: Callable[[int, TxnPartition], None] | None = None
+        self.load_times_ms: list[float] = []  # the last loads' durations (metrics)
+        self.active = True
+
+    # -- placement ---------------------------------------------------------------------------------------
+
+    @property
+    def num_partitions(self) -> int:
+        topic = self.metadata.topic(TRANSACTION_STATE_TOPIC)
+        return len(topic.partitions) if topic is not None and topic.partitions else self.configured_partitions
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.num_partitions)
+
+    def leader_of(self, transactional_id: str) -> int:
+        """The broker leading the id's partition (-1: none, or the topic does not exist)."""
+        topic = self.metadata.topic(TRANSACTION_STATE_TOPIC)
+        p = self.partition_for(transactional_id)
+        if topic is None or p >= len(topic.partitions):
+            return -1
+        return topic.partitions[p].leader
+
+    async def maybe_create_topic(self) -> None:
+        """Create ``__transaction_state`` the first time it is needed, as ``__consumer_offsets`` is: not while
+        fewer brokers than ``transaction.state.log.replication.factor`` are alive (COORDINATOR_NOT_AVAILABLE)."""
+        if self.metadata.topic(TRANSACTION_STATE_TOPIC) is not None:
+            return
+        rf = self.replication_factor
+        alive = len(self.metadata.brokers())
+        if alive < rf:
+            raise KafkaError(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                f"Number of alive brokers '{alive}' does not meet the required replication factor '{rf}' for "
+                f"{TRANSACTION_STATE_TOPIC} (configured via 'transaction.state.log.replication.factor')",
+            )
+        configs = {
+            "cleanup.policy": "compact",
+            "compression.type": "uncompressed",
+            "min.insync.replicas": str(self.min_isr),
+            "segment.bytes": str(self.segment_bytes),
+            "unclean.leader.election.enable": "false",
+        }
+        try:
+            await self.metadata.create_topic(TRANSACTION_STATE_TOPIC, self.configured_partitions, rf, configs)
+        except KafkaError as e:
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+            return
+        log.info("Created %s with %d partitions, replication factor %d", TRANSACTION_STATE_TOPIC,
+                 self.configured_partitions, rf)  # fmt: skip
+
+    # -- lookups -------------------------------------------------------------------------------------------
+
+    def get(self, transactional_id: str) -> tuple[ErrorCode, TxnPartition | None]:
+        """(NO_ERROR, the id's loaded partition) when this broker coordinates the id now; else the error:
+        COORDINATOR_NOT_AVAILABLE (stopped, or no topic yet), COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR."""
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if self.metadata.topic(TRANSACTION_STATE_TOPIC) is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        p = self.partition_for(transactional_id)
+        if p in self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
+        loaded = self.partitions.get(p)
+        if loaded is None:
+            return ErrorCode.NOT_COORDINATOR, None
+        return ErrorCode.NO_ERROR, loaded
+
+    def all_metadata(self) -> Iterator[tuple[int, TransactionMetadata]]:
+        for part in list(self.partitions.values()):
+            for md in list(part.ids.values()):
+                yield part.coordinator_epoch, md
+
+    # -- writes --------------------------------------------------------------------------------------------
+
+    async def append(
+        self, md: TransactionMetadata, coordinator_epoch: int, transit: TxnTransitMetadata
+    ) -> ErrorCode:
+        """Write ``transit`` (prepared on ``md``) with acks=all and apply it once acknowledged. On failure the
+        pending transition is dropped and the state stays as it was; the error is Kafka's mapping onto the
+        coordinator errors clients expect."""
+        txn_id = md.transactional_id
+        p = self.partition_for(txn_id)
+        tp = TopicPartition(TRANSACTION_STATE_TOPIC, p)
+        value = None if transit.state == TransactionState.DEAD else encode_value(transit)
+        batch = build_batch([Record(0, _now_ms(), encode_key(txn_id), value)])
+        try:
+            info = self.replica_manager.append_records(tp, memoryview(batch), -1)
+            code = await self.replica_manager.wait_for_commit(tp, info.last_offset + 1, WRITE_TIMEOUT_MS / 1000)
+        except KafkaError as e:
+            code = e.code
+        if code == ErrorCode.NO_ERROR:
+            loaded = self.partitions.get(p)
+            if loaded is None or loaded.coordinator_epoch != coordinator_epoch or loaded.ids.get(txn_id) is not md:
+                # Unloaded (or loaded again at a new epoch) meanwhile: the new coordinator has it from the log.
+                log.info("%s: %s written, but the coordinator moved meanwhile", txn_id, transit.state.display)
+                md.abort_pending()
+                return ErrorCode.NOT_COORDINATOR
+            md.complete_transition_to(transit)
+            if transit.state == TransactionState.DEAD:
+                del loaded.ids[txn_id]
+            return ErrorCode.NO_ERROR
+        md.abort_pending()
+        mapped = _coordinator_error(code)
+        log.info("%s: writing %s to %s failed: %s (answered %s)", txn_id, transit.state.display, tp, code.name,
+                 mapped.name)  # fmt: skip
+        return mapped
+
+    # -- leadership ----------------------------------------------------------------------------------------
+
+    def led_partitions(self) -> dict[int, int]:
+        """The partitions of ``__transaction_state`` this broker leads, with their leader epochs."""
+        topic = self.metadata.topic(TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            return {}
+        node = self.replica_manager.node_id
+        return {s.partition: s.leader_epoch for s in topic.partitions if s.leader == node}
+
+    def follow_leadership(self) -> tuple[list[int], list[int]]:
+        """Start loading the partitions this broker has come to lead (or leads at a new epoch) and unload the
+        ones it no longer leads; returns (gained, lost)."""
+        if not self.active:
+            return [], []
+        led = self.led_partitions()
+        lost = [p for p in list(self.partitions) if p not in led or self.partitions[p].coordinator_epoch != led[p]]
+        lost += [p for p in self.loading if p not in led]
+        for p in lost:
+            self.partitions.pop(p, None)
+            task = self.loading.pop(p, None)
+            if task is not None:
+                task.cancel()
+        gained = [p for p, epoch in led.items() if p not in self.partitions and p not in self.loading]
+        for p in gained:
+            self.loading[p] = asyncio.get_running_loop().create_task(
+                self._load(p, led[p]), name=f"{TRANSACTION_STATE_TOPIC}-{p}-load"
+            )
+        if lost:
+            log.info("Unloaded the transactional ids of %s partitions %s", TRANSACTION_STATE_TOPIC, sorted(set(lost)))
+        return gained, sorted(set(lost))
+
+    async def _load(self, p: int, epoch: int) -> None:
+        started = time.monotonic()
+        tp = TopicPartition(TRANSACTION_STATE_TOPIC, p)
+        try:
+            loaded = TxnPartition(epoch)
+            count = await self._replay(tp, loaded)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("Loading %s failed", tp)
+            self.loading.pop(p, None)
+            return
+        if self.loading.get(p) is not asyncio.current_task():
+            return
+        del self.loading[p]
+        self.partitions[p] = loaded
+        elapsed_ms = (time.monotonic() - started) * 1000
+        self.load_times_ms = [*self.load_times_ms[-99:], elapsed_ms]
+        log.info("Loaded %d transactional id(s) from %d record(s) of %s (coordinator epoch %d) in %.1f ms",
+                 len(loaded.ids), count, tp, epoch, elapsed_ms)  # fmt: skip
+        if self.on_loaded is not None:
+            self.on_loaded(p, loaded)
+
+    async def _replay(self, tp: TopicPartition, loaded: TxnPartition) -> int:
+        partition = self.replica_manager.partitions().get(tp)
+        if partition is None:
+            return 0
+        plog = partition.log
+        offset = plog.log_start_offset
+        end = plog.log_end_offset
+        latest: dict[str, TxnTransitMetadata | None] = {}
+        count = 0
+        while offset < end:
+            data = plog.read_bytes(offset, _LOAD_CHUNK_BYTES)
+            progressed = False
+            for batch in iter_batch_views(data):
+                (base_offset,) = struct.unpack_from(">q", batch, 0)
+                (last_delta,) = struct.unpack_from(">i", batch, 23)
+                (attributes,) = struct.unpack_from(">h", batch, 21)
+                offset = base_offset + last_delta + 1
+                progressed = True
+                if attributes & 0x20:  # control batch
+                    continue
+                for record in decode_batch_records(batch):
+                    if record.key is None:
+                        continue
+                    count += 1
+                    try:
+                        txn_id = decode_key(record.key)
+                        if txn_id is None:
+                            continue
+                        latest[txn_id] = None if record.value is None else decode_value(record.value)
+                    except CorruptRecord as e:
+                        log.warning("%s: skipped a record that does not parse at offset %d: %s", tp,
+                                    base_offset, e)  # fmt: skip
+            if not progressed:
+                break
+            await asyncio.sleep(0)  # other requests are served between chunks
+        for txn_id, transit in latest.items():
+            if transit is not None and transit.state != TransactionState.DEAD:
+                loaded.ids[txn_id] = TransactionMetadata.from_transit(txn_id, transit)
+        return count
+
+    def shutdown(self) -> None:
+        self.active = False
+        for task in self.loading.values():
+            task.cancel()
+        self.loading.clear()
+        self.partitions.clear()
+
+
+def _coordinator_error(code: ErrorCode) -> ErrorCode:
+    """Kafka's mapping of a failed append to ``__transaction_state``."""
+    if code in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.REQUEST_TIMED_OUT,
+    ):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.MESSAGE_SIZE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    return code
