@@ -291,7 +291,7 @@ def check(inputs: int, reads: Sequence[Read], report: Report | None = None) -> R
                 if value.endswith("|abort") or parts[0].startswith(HANGING_TAG):
                     aborted.add((p, off))
                     examples["aborted_reads"].append(value)
-                if len(parts) >= 3:
+                elif len(parts) >= 3:
                     by_tag[parts[1]].add((p, off))
                     size[parts[1]] = int(parts[2])
         if i == 0:  # only a read to the end can tell a transaction is visible in part
