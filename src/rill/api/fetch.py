@@ -6,6 +6,10 @@ the response at most ``max_bytes`` (for a consumer, no more than the broker's ``
 the first partition with data always returns at least one whole batch so a consumer can make progress past
 a batch larger than its limits. Incremental fetch sessions are not offered: a request to open one is
 answered with session id 0, which clients accept as "no session".
+
+A consumer's ``isolation_level`` 1 (read_committed) reads up to each partition's last stable offset and gets the
+aborted transactions (producer id, first offset) overlapping the data returned, which it drops; read_uncommitted
+reads up to the high watermark without that list. Replicas always read everything up to the log end.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ def _report_follower_positions(ctx: RequestContext, replica_id: int, wanted: lis
 
 
 def _read_all(
-    ctx: RequestContext, wanted: list[list[_Wanted]], max_bytes: int, committed_only: bool
+    ctx: RequestContext, wanted: list[list[_Wanted]], max_bytes: int, committed_only: bool, isolation_level: int
 ) -> tuple[list[list[Body]], int]:
     rm = ctx.services.replica_manager
     used = 0
@@ -66,8 +70,12 @@ def _read_all(
                 current_leader_epoch=w.current_leader_epoch,
                 min_one_batch=used == 0,
                 committed_only=committed_only,
+                isolation_level=isolation_level,
             )
             used += read.size
+            aborted = None
+            if read.aborted_transactions is not None:
+                aborted = [{"producer_id": pid, "first_offset": first} for pid, first in read.aborted_transactions]
             parts.append(
                 {
                     "partition_index": w.partition,
@@ -75,7 +83,7 @@ def _read_all(
                     "high_watermark": read.high_watermark,
                     "last_stable_offset": read.last_stable_offset,
                     "log_start_offset": read.log_start_offset,
-                    "aborted_transactions": None,
+                    "aborted_transactions": aborted,
                     "preferred_read_replica": -1,
                     "records": read.regions if read.regions else b"",
                     "_size": read.size,
@@ -133,6 +141,7 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
     if replica_id < 0 and ctx.api_version >= 15:
         replica_id = (request.get("replica_state") or {}).get("replica_id", -1)
     committed_only = replica_id < 0
+    isolation_level = request.get("isolation_level", 0) if committed_only else 0
     if committed_only:  # a consumer: the broker's fetch.max.bytes caps what it asks for
         max_bytes = min(max_bytes, int(ctx.services.config.get("fetch.max.bytes")))
     else:
@@ -141,7 +150,7 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
     watch = [w.tp for ws in wanted for w in ws if w.tp is not None]
     rm = ctx.services.replica_manager
     while True:
-        parts, used = _read_all(ctx, wanted, max_bytes, committed_only)
+        parts, used = _read_all(ctx, wanted, max_bytes, committed_only, isolation_level)
         has_error = any(p["error_code"] for ps in parts for p in ps)
         remaining = deadline - time.monotonic()
         if used >= min_bytes or has_error or remaining <= 0 or not watch:

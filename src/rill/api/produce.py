@@ -1,7 +1,13 @@
 """Produce (0): validate and append record batches to partition leaders; acks 0, 1 and all.
 
 Every partition is appended first; then, with acks=all, the request waits (in the produce purgatory, up to its
-``timeout_ms``) for the partitions whose records are not yet committed, all at once."""
+``timeout_ms``) for the partitions whose records are not yet committed, all at once.
+
+Transactional batches need the request's ``transactional_id`` (without it: TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+as Kafka answers when the id is not authorized) and a producer id. A transactional batch that would open a
+transaction on a partition (its producer has none ongoing there) is first put to the replica manager's
+``txn_verifier`` (KIP-890), when one is set: any answer other than NO_ERROR is the partition's error, and nothing
+is appended."""
 
 from __future__ import annotations
 
@@ -15,6 +21,8 @@ from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError, RecordValidationError
 from rill.network.handler import CloseConnection
 from rill.protocol import ApiKey
+from rill.records.batch import ATTRIBUTES_POS, BATCH_HEADER_SIZE, TRANSACTIONAL_MASK, iter_batches
+from rill.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +32,7 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
     acks = request["acks"]
     replica_manager = ctx.services.replica_manager
     metrics = ctx.services.metrics
-    transactional = request.get("transactional_id") is not None
+    transactional_id: str | None = request.get("transactional_id")
     failed: list[str] = []  # "topic-partition: error" of each partition refused
     responses: list[Body] = []
     waiting: list[tuple[Body, TopicPartition, int]] = []  # acks=all results whose records are not committed yet
@@ -43,8 +51,6 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
             try:
                 if acks not in (0, 1, -1):
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
-                if transactional:
-                    raise KafkaError(ErrorCode.INVALID_REQUEST, "transactional produce is not supported yet")
                 if name is None:
                     code = (
                         ErrorCode.UNKNOWN_TOPIC_ID
@@ -55,6 +61,8 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
                 if records is None or len(records) == 0:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request without records")
                 tp = TopicPartition(name, index)
+                if _is_transactional(records):
+                    await _verify_transactional(replica_manager, transactional_id, tp, records)
                 info = replica_manager.append_records(tp, records, acks)
                 result.update(
                     error_code=0,
@@ -116,3 +124,29 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
         for result in topic["partition_responses"]:
             hints.add(result, topic["name"] or None, result["index"])
     return {"responses": responses, "throttle_time_ms": 0, "node_endpoints": hints.node_endpoints()}
+
+
+def _is_transactional(records: memoryview) -> bool:
+    return len(records) >= BATCH_HEADER_SIZE and bool(records[ATTRIBUTES_POS + 1] & TRANSACTIONAL_MASK)
+
+
+async def _verify_transactional(
+    replica_manager: ReplicaManager, transactional_id: str | None, tp: TopicPartition, records: memoryview
+) -> None:
+    """Refuse (KafkaError) transactional records without a transactional id or producer id, or that the
+    verifier does not allow to open a transaction on ``tp``."""
+    if transactional_id is None:
+        raise KafkaError(
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records without a transactional id"
+        )
+    for _, header in iter_batches(records):
+        if header.is_transactional != _is_transactional(records) or header.producer_id < 0:
+            raise KafkaError(
+                ErrorCode.INVALID_RECORD, "a transactional produce mixes batches, or a batch has no producer id"
+            )
+    verify = replica_manager.needs_txn_verification(tp, records)
+    verifier = replica_manager.txn_verifier
+    if verify is not None and verifier is not None:
+        code = await verifier(transactional_id, verify[0], verify[1], tp)
+        if code != ErrorCode.NO_ERROR:
+            raise KafkaError(code, f"producer {verify[0]} may not start a transaction on {tp}")

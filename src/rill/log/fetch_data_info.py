@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rill.common import FileRegion
+from rill.log.transaction_index import AbortedTxn
 
 
 @dataclass(frozen=True, slots=True)
@@ -12,3 +13,4 @@ class FetchDataInfo:
     fetch_offset: int
     regions: list[FileRegion] = field(default_factory=list)
     size: int = 0
+    aborted_transactions: list[AbortedTxn] | None = None  # read_committed reads: those overlapping the data

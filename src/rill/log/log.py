@@ -38,7 +38,13 @@ from rill.log.leader_epoch_cache import LeaderEpochFileCache
 from rill.log.log_append_info import LogAppendInfo
 from rill.log.log_config import LogConfig
 from rill.log.log_loader import load_segments, rebuild_producer_state
-from rill.log.log_reader import find_offset_by_timestamp, max_timestamp_and_offset, read_regions
+from rill.log.log_reader import (
+    collect_aborted_transactions,
+    find_offset_by_timestamp,
+    max_timestamp_and_offset,
+    read_regions,
+    read_regions_and_end,
+)
 from rill.log.log_retention import SegmentPredicate, below_start_offset, deletable_prefix, retention_predicates
 from rill.log.log_segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_file_name
 from rill.log.log_validator import (
@@ -47,8 +53,10 @@ from rill.log.log_validator import (
     validate_batches,
     validate_records,
 )
-from rill.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
-from rill.records.batch import BatchHeader, Buffer, set_log_append_time, set_max_timestamp
+from rill.log.producer_state import BatchMetadata, CompletedTxn, ProducerStateEntry, ProducerStateManager
+from rill.log.transaction_index import AbortedTxn
+from rill.records.batch import BatchHeader, Buffer, parse_header, set_log_append_time, set_max_timestamp
+from rill.records.control import EndTxnMarker, build_end_txn_marker_batch, marker_or_none
 from rill.records.scan import LAST_OFFSET_DELTA_FIELD, MAX_TIMESTAMP_FIELD, PRODUCER_ID_FIELD, RECORDS_COUNT_FIELD
 
 __all__ = ["FetchDataInfo", "Log", "LogAppendInfo", "parse_topic_partition"]
@@ -124,7 +132,10 @@ class Log:
             self.leader_epoch_cache.truncate_from_end(self._leo)
             self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
             self.producer_state = ProducerStateManager(dir)
-            self._rebuild_producer_state()
+            rebuild_producer_state(
+                self.producer_state, self.leader_epoch_cache, self._segments, self._leo, result.recovered_from
+            )
+            self.producer_state.on_high_watermark_updated(self._high_watermark)
         except BaseException:  # a log that cannot be opened keeps no file open (e.g. out of descriptors)
             for seg in self._segments:
                 seg.close()
@@ -214,6 +225,16 @@ class Log:
     @high_watermark.setter
     def high_watermark(self, value: int) -> None:
         self._high_watermark = min(max(value, self._log_start_offset), self._leo)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The high watermark, or below it the first offset of a transaction not yet completed and
+        replicated (never below the log start): read_committed consumers read up to here."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        if first_unstable is None:
+            return self._high_watermark
+        return min(max(first_unstable, self._log_start_offset), self._high_watermark)
 
     @property
     def recovery_point(self) -> int:
@@ -404,14 +425,66 @@ class Log:
         if segment.size and self._should_roll(segment, len(view), max_ts, expected - 1, now):
             segment = self.roll(first_offset, now)
         self._write(segment, [view], infos)
-        for _, h in batches:
-            self.producer_state.replay(h)
+        for pos, h in batches:
+            marker = marker_or_none(view[pos : pos + h.size]) if h.is_control and h.producer_id >= 0 else None
+            completed = self.producer_state.replay(h, marker)
+            if completed is not None:
+                self._complete_txn(segment, completed)
             if h.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
         self._count_unflushed(count)
         return LogAppendInfo(
             first_offset, expected - 1, -1, self._log_start_offset, count, len(view), False, max_ts, offset_of_max_ts
         )
+
+    def append_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        *,
+        leader_epoch: int,
+        now_ms: int | None = None,
+    ) -> LogAppendInfo:
+        """Append a COMMIT or ABORT marker for the producer as leader (a control batch, see
+        ``rill.records.control``), ending its ongoing transaction; an aborted one goes into the transaction
+        index. INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED refuse it (nothing written)."""
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        now = _now_ms() if now_ms is None else now_ms
+        view = memoryview(
+            bytearray(build_end_txn_marker_batch(producer_id, producer_epoch, coordinator_epoch, commit, now))
+        )
+        header = parse_header(view)
+        append_time = now if self._config.log_append_time else -1
+        first_offset = self._leo
+        segment = self._segments[-1]
+        if segment.size and self._should_roll(segment, len(view), now, first_offset, now):
+            segment = self.roll(first_offset, now)
+        bufs, infos = assign_offsets(view, [(0, header)], first_offset, leader_epoch, append_time)
+        self._write(segment, bufs, infos)
+        completed = self.producer_state.apply_marker(header, EndTxnMarker(commit, coordinator_epoch), first_offset)
+        if completed is not None:
+            self._complete_txn(segment, completed)
+        if leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        self._count_unflushed(1)
+        return LogAppendInfo(
+            first_offset, first_offset, append_time, self._log_start_offset, 1, len(view), False, now, first_offset
+        )
+
+    def _complete_txn(self, segment: LogSegment, completed: CompletedTxn) -> None:
+        """A marker written into ``segment`` ended ``completed``: an aborted one is indexed there."""
+        if completed.is_aborted:
+            lso = self.producer_state.last_stable_offset(completed)
+            try:
+                segment.txn_index.append(AbortedTxn(*completed[:3], lso))
+            except OSError as e:  # the marker is in the log; a recovery of the segment indexes it again
+                log.warning("%s: cannot index the aborted transaction %s: %s", self._tp, completed, e)
+        self.producer_state.complete_txn(completed)
+
+    def has_ongoing_txn(self, producer_id: int) -> bool:
+        return self.producer_state.has_ongoing_txn(producer_id)
 
     def _write(self, segment: LogSegment, bufs: list[Buffer], infos: list[tuple[int, int, int, int]]) -> None:
         try:
@@ -520,6 +593,24 @@ class Log:
             return FetchDataInfo(offset)
         regions = read_regions(self._segments, offset, max_bytes, max_offset, min_one_batch)
         return FetchDataInfo(offset, regions, sum(r.length for r in regions))
+
+    def read_committed(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> FetchDataInfo:
+        """A read_committed read: up to the last stable offset, with the aborted transactions that overlap
+        the data returned (from the transaction indexes)."""
+        lso = self.last_stable_offset
+        if offset < self._log_start_offset or offset > self._leo:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"{self._tp}: offset {offset} is outside [{self._log_start_offset}, {self._leo}]",
+            )
+        if offset >= lso:
+            return FetchDataInfo(offset, [], 0, [])
+        regions, upper = read_regions_and_end(self._segments, offset, max_bytes, lso, min_one_batch)
+        aborted = collect_aborted_transactions(self._segments, offset, upper) if regions else []
+        return FetchDataInfo(offset, regions, sum(r.length for r in regions), aborted)
+
+    def collect_aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
+        return collect_aborted_transactions(self._segments, start, upper)
 
     def read_bytes(
         self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
@@ -684,6 +775,7 @@ class Log:
 
     def _rebuild_producer_state(self) -> None:
         rebuild_producer_state(self.producer_state, self.leader_epoch_cache, self._segments, self._leo)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
 
     # ---- durability ---------------------------------------------------------------------------
 

@@ -33,12 +33,14 @@ from rill.log.log_segment import (
     segment_file_name,
 )
 from rill.log.producer_state import ProducerStateManager
+from rill.log.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn
 from rill.records.batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, parse_header
+from rill.records.control import marker_or_none
 
 log = logging.getLogger(__name__)
 
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX, SWAP_SUFFIX)
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,7 @@ class LoadResult:
     segments: list[LogSegment]
     recovered_segments: int
     truncated_bytes: int
+    recovered_from: int | None = None  # base offset of the first segment recovered (its txn index is rebuilt)
 
 
 def parse_base_offset(name: str, suffix: str) -> int | None:
@@ -95,6 +98,11 @@ def complete_swaps(dir: Path) -> int:
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # rebuilt from the log file
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(dir / (segment_file_name(base, suffix) + SWAP_SUFFIX))
+        with contextlib.suppress(FileNotFoundError):  # the cleaned segment's aborted transactions
+            os.rename(
+                dir / (segment_file_name(base, TXN_INDEX_SUFFIX) + SWAP_SUFFIX),
+                dir / segment_file_name(base, TXN_INDEX_SUFFIX),
+            )
         os.rename(path, dir / segment_file_name(base, LOG_SUFFIX))
         log.info("Completed the swap of the cleaned segment %s", path.name)
     return len(swaps)
@@ -119,8 +127,8 @@ def _clean_leftovers(dir: Path) -> list[int]:
                 log.warning("Skipping %s: not a segment file name (20-digit base offset)", path)
             else:
                 bases.add(base)
-        elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
-            suffix = INDEX_SUFFIX if name.endswith(INDEX_SUFFIX) else TIME_INDEX_SUFFIX
+        elif name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
+            suffix = next(s for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) if name.endswith(s))
             base = parse_base_offset(name, suffix)
             if base is None:
                 log.warning("Skipping %s: not an index file name", path)
@@ -146,6 +154,7 @@ def load_segments(
     bases = _clean_leftovers(dir)
     segments: list[LogSegment] = []
     recovered = 0
+    recovered_from: int | None = None
     truncated_total = 0
     try:
         for i, base in enumerate(bases):
@@ -177,6 +186,8 @@ def load_segments(
                     "" if indexes_present else "; its missing indexes are rebuilt",
                 )
             recovered += 1
+            if recovered_from is None:
+                recovered_from = base
             truncated = segment.recover()
             if not active:
                 segment.on_become_inactive()
@@ -196,35 +207,52 @@ def load_segments(
         for s in segments:
             s.close()
         raise
-    return LoadResult(segments, recovered, truncated_total)
+    return LoadResult(segments, recovered, truncated_total, recovered_from)
 
 
 def _delete_after(dir: Path, bases: list[int]) -> None:
     for base in bases:
         log.warning("Deleting segment %d, which follows a truncated one", base)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in _SEGMENT_SUFFIXES:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(dir / segment_file_name(base, suffix))
 
 
 def rebuild_producer_state(
-    psm: ProducerStateManager, epochs: LeaderEpochFileCache, segments: list[LogSegment], log_end_offset: int
+    psm: ProducerStateManager,
+    epochs: LeaderEpochFileCache,
+    segments: list[LogSegment],
+    log_end_offset: int,
+    reindex_from: int | None = None,
 ) -> None:
     """Load the newest producer snapshot at or below ``log_end_offset``, then replay the batches after
-    it (producer ids, sequences, and leader epochs not yet in the epoch cache)."""
-    start = psm.load_latest_snapshot(log_end_offset)
+    it (producer ids, sequences, transactions, and leader epochs not yet in the epoch cache).
+
+    With ``reindex_from`` (the base offset of the first segment a crash recovery re-read), the replay
+    starts at a snapshot at or below it and writes the aborted transactions of the segments from there
+    on into their (reset) transaction indexes, as Kafka's recovery of a segment does."""
+    upto = log_end_offset if reindex_from is None else min(log_end_offset, reindex_from)
+    start = psm.load_latest_snapshot(upto)
     start = max(start, segments[0].base_offset)
     psm.map_end_offset = start
     for seg in segments:
         if seg.next_offset <= start or seg.size == 0:
             continue
+        reindex = reindex_from is not None and seg.base_offset >= reindex_from
         found = seg.translate_offset(start)
         pos = found[0] if found else seg.size
         while pos < seg.size:
             header = seg.read_header(pos)
             if header is None:
                 break
-            psm.replay(header)
+            marker = None
+            if header.is_control and header.producer_id >= 0:
+                marker = marker_or_none(seg.read_bytes(pos, header.size))
+            completed = psm.replay(header, marker)
+            if completed is not None:
+                if completed.is_aborted and reindex:
+                    seg.txn_index.append(AbortedTxn(*completed[:3], psm.last_stable_offset(completed)))
+                psm.complete_txn(completed)
             if header.partition_leader_epoch > epochs.latest_epoch:
                 epochs.assign(header.partition_leader_epoch, header.base_offset)
             pos += header.size

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from rill.common import FileRegion, TopicPartition
 from rill.errors import KafkaError
 from rill.log.log_segment import LogSegment
+from rill.log.transaction_index import AbortedTxn
 from rill.records.batch import TIMESTAMP_LOG_APPEND_TIME
 from rill.records.record import decode_batch_records
 
@@ -33,9 +34,18 @@ def read_regions(
 ) -> list[FileRegion]:
     """File regions of whole batches from the batch holding ``offset``, at most ``max_bytes``
     (but the first batch whole when ``min_one_batch``), stopping before ``max_offset``."""
+    return read_regions_and_end(segments, offset, max_bytes, max_offset, min_one_batch)[0]
+
+
+def read_regions_and_end(
+    segments: Sequence[LogSegment], offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
+) -> tuple[list[FileRegion], int]:
+    """``read_regions``, and an offset at or above the end of what they hold: the base offset of the batch
+    after them (or the end of the segment where they stop), as Kafka's fetch upper bound."""
     regions: list[FileRegion] = []
     remaining = max_bytes
     target = offset
+    upper = offset
     for i in range(floor_segment_index(segments, offset), len(segments)):
         seg = segments[i]
         found = seg.translate_offset(target)
@@ -46,10 +56,27 @@ def read_regions(
         if end > start:
             regions.append(seg.region(start, end - start))
             remaining -= end - start
+        upper = seg.next_offset
+        if end < seg.size:
+            header = seg.read_header(end)
+            if header is not None:
+                upper = header.base_offset
         if remaining <= 0 or end < seg.size:
             break
         target = seg.next_offset
-    return regions
+    return regions, upper
+
+
+def collect_aborted_transactions(segments: Sequence[LogSegment], start: int, upper: int) -> list[AbortedTxn]:
+    """The aborted transactions overlapping ``[start, upper)``, from the transaction indexes of the segment
+    holding ``start`` and those after it, up to the first entry whose last stable offset reaches ``upper``."""
+    out: list[AbortedTxn] = []
+    for i in range(floor_segment_index(segments, start), len(segments)):
+        found, complete = segments[i].txn_index.collect_aborted(start, upper)
+        out += found
+        if complete:
+            break
+    return out
 
 
 def find_offset_by_timestamp(

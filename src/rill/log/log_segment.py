@@ -5,6 +5,8 @@ Files, named by the segment's base offset as 20 zero-padded digits::
     00000000000000000000.log        record batches exactly as appended (see rill.records.batch)
     00000000000000000000.index      OffsetIndex, 8-byte entries (see rill.log.offset_index)
     00000000000000000000.timeindex  TimeIndex, 12-byte entries (see rill.log.time_index)
+    00000000000000000000.txnindex   aborted transactions, 34-byte entries (see rill.log.transaction_index),
+                                    only once the segment holds an ABORT marker
 
 Every batch in a segment has offsets in ``[base_offset, base_offset + 2**31 - 1]`` and base
 offsets strictly increase through the file. The segment writes with ``pwrite(v)`` at its known
@@ -34,6 +36,7 @@ from rill.common import FileRegion
 from rill.log.abstract_index import IndexFullError
 from rill.log.offset_index import OffsetIndex
 from rill.log.time_index import TimeIndex
+from rill.log.transaction_index import TXN_INDEX_SUFFIX, CorruptIndexError, TransactionIndex
 from rill.records.batch import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -154,6 +157,12 @@ class LogSegment:
         except BaseException:
             self._fd, self._file = -1, None
             raise
+        self.txn_index = TransactionIndex(dir / (segment_file_name(base_offset, TXN_INDEX_SUFFIX) + suffix))
+        try:
+            self.txn_index.load()
+            self.txn_index_ok = True
+        except (CorruptIndexError, OSError):
+            self.txn_index_ok = False  # ``load`` refuses the segment: ``recover`` runs, the log rebuilds the index
         self.size = os.fstat(self._fd).st_size  # bytes in the .log file
         self.next_offset = base_offset
         self.max_timestamp = -1  # -1 (and its offset -1) while the segment has no timestamp
@@ -214,7 +223,7 @@ class LogSegment:
 
         Returns False when the files look inconsistent and ``recover`` should run instead.
         """
-        if not self.offset_index.sanity_ok(self.size):
+        if not self.txn_index_ok or not self.offset_index.sanity_ok(self.size):
             return False
         _, pos = self.offset_index.lookup_by_position(self.size)
         end, next_offset, max_ts, max_ts_off = self._scan(pos)
@@ -261,6 +270,8 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()  # the log rebuilds it from the producer state as it replays the segment
+        self.txn_index_ok = True
         self.offset_index.resize(self.max_index_size)
         self.time_index.resize(self.max_index_size)
         self._refresh_index_full()
@@ -404,6 +415,7 @@ class LogSegment:
         pos, _ = found
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self._refresh_index_full()
         os.ftruncate(self._fd, pos)
         removed = self.size - pos
@@ -500,6 +512,7 @@ class LogSegment:
             os.fsync(self._fd)
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
 
     def close(self) -> None:
         with self.lock:
@@ -508,11 +521,12 @@ class LogSegment:
             self.closed = True
             self.offset_index.close()
             self.time_index.close()
+            self.txn_index.close()
             # The descriptor closes now, or when the last FileRegion cut from it is dropped.
             self._fd, self._file = -1, None
 
     def files(self) -> list[Path]:
-        return [self.log_path, self.offset_index.path, self.time_index.path]
+        return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
     def rename_to_deleted(self) -> None:
         """Give every file the ``.deleted`` suffix; the file stays open for readers."""
@@ -523,6 +537,7 @@ class LogSegment:
         for index in (self.offset_index, self.time_index):
             with contextlib.suppress(FileNotFoundError):
                 index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+        self.txn_index.rename(self.txn_index.path.with_name(self.txn_index.path.name + DELETED_SUFFIX))
 
     def rename_suffix(self, suffix: str) -> None:
         """Rename the three files from ``<name><current suffix>`` to ``<name><suffix>`` (the cleaner's
@@ -530,6 +545,8 @@ class LogSegment:
         old = self.suffix
         for index in (self.offset_index, self.time_index):
             index.rename(index.path.with_name(index.path.name[: len(index.path.name) - len(old)] + suffix))
+        txn = self.txn_index.path
+        self.txn_index.rename(txn.with_name(txn.name[: len(txn.name) - len(old)] + suffix))
         new_log = self.log_path.with_name(self.log_path.name[: len(self.log_path.name) - len(old)] + suffix)
         os.rename(self.log_path, new_log)
         self.log_path = new_log

@@ -11,6 +11,17 @@ batch and to reject gaps. Rules (Kafka's ProducerAppendInfo):
   2**31 - 1 to 0), otherwise OUT_OF_ORDER_SEQUENCE_NUMBER;
 - a batch whose sequence range matches one of the five remembered batches is a duplicate.
 
+Transactions (Kafka's ProducerAppendInfo and ProducerStateManager): a producer's first transactional
+batch on the partition starts its ongoing transaction at that batch's offset
+(``current_txn_first_offset``); a non-transactional batch while one is ongoing is refused
+(INVALID_TXN_STATE). A control batch (COMMIT or ABORT marker) ends it: a marker below the producer's
+epoch is refused (INVALID_PRODUCER_EPOCH), one of a higher epoch bumps it, one whose coordinator
+epoch is below the last one seen for the producer is refused (TRANSACTION_COORDINATOR_FENCED).
+A completed transaction stays "unreplicated" until the high watermark passes its marker. The first
+unstable offset is the smallest first offset of the ongoing and unreplicated transactions; the log's
+last stable offset is the high watermark bounded by it. Replicas and replay apply batches without
+these checks.
+
 A snapshot holds, for the state as of its offset, the last batch of each producer. Layout
 (big-endian)::
 
@@ -21,7 +32,7 @@ A snapshot holds, for the state as of its offset, the last batch of each produce
         10   46*n entries, each:
                   producerId int64, producerEpoch int16, lastSequence int32, lastOffset int64,
                   offsetDelta int32 (lastOffset - firstOffset), timestamp int64,
-                  coordinatorEpoch int32, currentTxnFirstOffset int64 (-1)
+                  coordinatorEpoch int32, currentTxnFirstOffset int64 (-1 when no transaction is ongoing)
 
 Snapshots are taken when a segment rolls and at clean shutdown; on load the newest readable
 snapshot at or below the log end is read and the batches after it are replayed.
@@ -42,7 +53,15 @@ from crc32c_rs import crc32c
 
 from rill.common import named_tuple_from
 from rill.errors import ErrorCode, KafkaError
-from rill.records.batch import CONTROL_MASK, NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader, increment_sequence
+from rill.records.batch import (
+    CONTROL_MASK,
+    NO_PRODUCER_EPOCH,
+    NO_SEQUENCE,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    increment_sequence,
+)
+from rill.records.control import EndTxnMarker
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +71,15 @@ NUM_BATCHES_TO_RETAIN = 5
 _HEAD = struct.Struct(">hIi")
 _ENTRY = struct.Struct(">qhiqiqiq")
 assert _ENTRY.size == 46
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended on this partition: its first offset and the marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
 
 
 class BatchMetadata(NamedTuple):
@@ -68,6 +96,8 @@ class ProducerStateEntry:
     producer_epoch: int = NO_PRODUCER_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+    last_timestamp: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -92,6 +122,8 @@ class ProducerStateEntry:
             self.producer_epoch,
             deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
             self.coordinator_epoch,
+            self.current_txn_first_offset,
+            self.last_timestamp,
         )
 
 
@@ -121,6 +153,8 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0  # the state covers every batch below this offset
         self.last_snapshot_offset = -1  # the newest snapshot written or loaded; -1 when none is known
+        self.ongoing_txns: dict[int, int] = {}  # producer id -> first offset of its ongoing transaction
+        self.unreplicated_txns: list[CompletedTxn] = []  # completed, marker not yet below the high watermark
 
     # ---- validation on the append path --------------------------------------------------------
 
@@ -148,6 +182,8 @@ class ProducerStateManager:
         entry = self.producers.get(header.producer_id)
         if entry is None:
             return None  # a producer the log does not know starts at any sequence (``_check_sequence``)
+        if entry.current_txn_first_offset >= 0 and not header.attributes & TRANSACTIONAL_MASK:
+            _refuse_non_transactional(entry)
         batches = entry.batches
         if (
             batches
@@ -170,6 +206,8 @@ class ProducerStateManager:
         if entry is None:
             entry = self.producers[pid] = ProducerStateEntry(pid)
         _apply(entry, header, first_offset, ts)
+        if header.attributes & TRANSACTIONAL_MASK and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = self.ongoing_txns[pid] = first_offset
         end = first_offset + header.last_offset_delta + 1
         if end > self.map_end_offset:
             self.map_end_offset = end
@@ -178,6 +216,9 @@ class ProducerStateManager:
     def record(pending: dict[int, ProducerStateEntry], header: BatchHeader, first_offset: int, ts: int) -> None:
         """Give the batch validated by ``prepare`` its assigned offsets and timestamp."""
         entry = pending[header.producer_id]
+        entry.last_timestamp = ts
+        if header.attributes & TRANSACTIONAL_MASK and not header.is_control and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
         if header.is_control or header.base_sequence == NO_SEQUENCE:
             return
         batches = list(entry.batches)
@@ -195,18 +236,95 @@ class ProducerStateManager:
 
     def commit(self, pending: dict[int, ProducerStateEntry], end_offset: int) -> None:
         self.producers.update(pending)
+        for pid, entry in pending.items():
+            if entry.current_txn_first_offset >= 0 and pid not in self.ongoing_txns:
+                self.ongoing_txns[pid] = entry.current_txn_first_offset
         self.map_end_offset = max(self.map_end_offset, end_offset)
+
+    # ---- transactions -------------------------------------------------------------------------
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Refuse a marker the leader must not append (the rules of the module doc); changes nothing."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise KafkaError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"marker for producer {producer_id} at epoch {producer_epoch}, below its epoch {entry.producer_epoch}",
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"marker for producer {producer_id} from coordinator epoch {coordinator_epoch}, below the"
+                f" last seen {entry.coordinator_epoch}",
+            )
+
+    def apply_marker(self, header: BatchHeader, marker: EndTxnMarker | None, offset: int) -> CompletedTxn | None:
+        """Apply a control batch at ``offset`` (already checked, or replicated): the producer's ongoing
+        transaction ends; returns it (None when the producer had none here). The caller records an aborted
+        one in the transaction index (with ``last_stable_offset``) and then calls ``complete_txn``."""
+        pid = header.producer_id
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerStateEntry(pid)
+        if header.producer_epoch != entry.producer_epoch:
+            entry.producer_epoch = header.producer_epoch
+            entry.batches.clear()
+        entry.last_timestamp = header.max_timestamp
+        end = offset + header.last_offset_delta + 1
+        if end > self.map_end_offset:
+            self.map_end_offset = end
+        if marker is None:
+            return None
+        entry.coordinator_epoch = marker.coordinator_epoch
+        first = entry.current_txn_first_offset
+        if first < 0:
+            return None
+        entry.current_txn_first_offset = -1
+        return CompletedTxn(pid, first, offset, not marker.commit)
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The partition's last stable offset once ``completed`` ends (before ``complete_txn``)."""
+        others = [first for pid, first in self.ongoing_txns.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        self.ongoing_txns.pop(completed.producer_id, None)
+        self.unreplicated_txns.append(completed)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        if self.unreplicated_txns:
+            self.unreplicated_txns = [t for t in self.unreplicated_txns if t.last_offset >= high_watermark]
+
+    def first_unstable_offset(self) -> int | None:
+        """The smallest first offset of the ongoing and unreplicated transactions (None: there is none)."""
+        ongoing, unreplicated = self.ongoing_txns, self.unreplicated_txns
+        if not ongoing and not unreplicated:
+            return None
+        return min([*ongoing.values(), *(t.first_offset for t in unreplicated)])
+
+    def has_ongoing_txn(self, producer_id: int) -> bool:
+        return producer_id in self.ongoing_txns
 
     # ---- replay on load -----------------------------------------------------------------------
 
-    def replay(self, header: BatchHeader) -> None:
-        """Apply a batch read back from the log (no validation, like a replica would)."""
+    def replay(self, header: BatchHeader, marker: EndTxnMarker | None = None) -> CompletedTxn | None:
+        """Apply a batch read back from the log or replicated (no validation); for a control batch,
+        ``marker`` is its transaction marker. Returns the transaction a marker completed, which the caller
+        indexes (when aborted) and hands to ``complete_txn``."""
+        if header.attributes & CONTROL_MASK and header.producer_id >= 0:
+            return self.apply_marker(header, marker, header.base_offset)
         if header.has_producer_id:
-            entry = self.producers.get(header.producer_id)
+            pid = header.producer_id
+            entry = self.producers.get(pid)
             if entry is None:
-                entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
+                entry = self.producers[pid] = ProducerStateEntry(pid)
             _apply(entry, header, header.base_offset, header.max_timestamp)
+            if header.attributes & TRANSACTIONAL_MASK and entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = self.ongoing_txns[pid] = header.base_offset
         self.map_end_offset = max(self.map_end_offset, header.next_offset)
+        return None
 
     # ---- snapshots ----------------------------------------------------------------------------
 
@@ -222,9 +340,9 @@ class ProducerStateManager:
                 last.last_seq if last else NO_SEQUENCE,
                 last.last_offset if last else -1,
                 (last.last_offset - last.first_offset) if last else 0,
-                last.timestamp if last else -1,
+                max(e.last_timestamp, last.timestamp if last else -1),
                 e.coordinator_epoch,
-                -1,
+                e.current_txn_first_offset,
             )
         crc = crc32c(memoryview(body)[6:])
         struct.pack_into(">hI", body, 0, SNAPSHOT_VERSION, crc)
@@ -247,6 +365,8 @@ class ProducerStateManager:
         Snapshots above ``upto`` and unreadable ones are deleted.
         """
         self.producers = {}
+        self.ongoing_txns = {}
+        self.unreplicated_txns = []
         self.map_end_offset = 0
         self.last_snapshot_offset = -1
         for offset in reversed(snapshot_offsets(self.dir)):
@@ -263,6 +383,8 @@ class ProducerStateManager:
                     path.unlink()
                 continue
             self.map_end_offset = self.last_snapshot_offset = offset
+            txns = sorted((e.current_txn_first_offset, pid) for pid, e in self.producers.items())
+            self.ongoing_txns = {pid: first for first, pid in txns if first >= 0}
             return offset
         return 0
 
@@ -283,6 +405,8 @@ class ProducerStateManager:
 
     def clear(self) -> None:
         self.producers = {}
+        self.ongoing_txns = {}
+        self.unreplicated_txns = []
         self.map_end_offset = 0
         self.delete_snapshots_above(-1)
 
@@ -298,6 +422,8 @@ def _check_sequence(entry: ProducerStateEntry, header: BatchHeader) -> None:
         )
     if header.is_control:
         return
+    if entry.current_txn_first_offset >= 0 and not header.attributes & TRANSACTIONAL_MASK:
+        _refuse_non_transactional(entry)
     first_seq = header.base_sequence
     if epoch != entry.producer_epoch:
         if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
@@ -316,10 +442,19 @@ def _check_sequence(entry: ProducerStateEntry, header: BatchHeader) -> None:
             )
 
 
+def _refuse_non_transactional(entry: ProducerStateEntry) -> None:
+    raise KafkaError(
+        ErrorCode.INVALID_TXN_STATE,
+        f"producer {entry.producer_id} wrote a non-transactional batch while its transaction from offset"
+        f" {entry.current_txn_first_offset} is ongoing",
+    )
+
+
 def _apply(entry: ProducerStateEntry, header: BatchHeader, first_offset: int, ts: int) -> None:
     if header.producer_epoch != entry.producer_epoch:
         entry.producer_epoch = header.producer_epoch
         entry.batches.clear()
+    entry.last_timestamp = ts
     first_seq = header.base_sequence
     if header.attributes & CONTROL_MASK or first_seq == NO_SEQUENCE:
         return
@@ -343,10 +478,12 @@ def read_snapshot(path: Path) -> dict[int, ProducerStateEntry]:
         raise ValueError("snapshot length does not match its entry count")
     out: dict[int, ProducerStateEntry] = {}
     for n in range(count):
-        pid, epoch, last_seq, last_offset, delta, ts, coord_epoch, _ = _ENTRY.unpack_from(
+        pid, epoch, last_seq, last_offset, delta, ts, coord_epoch, txn_first = _ENTRY.unpack_from(
             data, _HEAD.size + n * _ENTRY.size
         )
-        entry = ProducerStateEntry(pid, epoch, coordinator_epoch=coord_epoch)
+        entry = ProducerStateEntry(
+            pid, epoch, coordinator_epoch=coord_epoch, current_txn_first_offset=max(txn_first, -1), last_timestamp=ts
+        )
         if last_offset >= 0:
             first_seq = last_seq if last_seq == NO_SEQUENCE else _decrement_sequence(last_seq, delta)
             entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
@@ -362,6 +499,7 @@ def _decrement_sequence(sequence: int, decrement: int) -> int:
 
 __all__ = [
     "BatchMetadata",
+    "CompletedTxn",
     "ProducerStateEntry",
     "ProducerStateManager",
     "increment_sequence",

@@ -25,7 +25,7 @@ from rill.records.batch import (
 from rill.records.record import CRC_START, HEADER, HEADER_SIZE, Buffer, Record, encode_record
 
 
-def _pack(
+def pack_batch(
     body: bytes,
     *,
     base_offset: int,
@@ -88,7 +88,7 @@ def build_batch(
     if is_transactional:
         attributes |= TRANSACTIONAL_MASK
     body = _compress(compression, raw)
-    return _pack(
+    return pack_batch(
         body,
         base_offset=base_offset,
         partition_leader_epoch=partition_leader_epoch,
@@ -135,7 +135,7 @@ def recompress_batch(
                 f"the records of a batch recompressed for the topic's compression.type take more than {limit}"
                 " bytes decompressed",
             )
-    return _pack(
+    return pack_batch(
         compression.compress(codec, raw, level),
         base_offset=h.base_offset,
         partition_leader_epoch=h.partition_leader_epoch,

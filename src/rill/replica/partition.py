@@ -123,8 +123,8 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        # No transactions yet: every record below the high watermark is stable.
-        return self.log.high_watermark
+        """Below the high watermark, the first offset of a transaction not yet completed and replicated."""
+        return self.log.last_stable_offset
 
     def maybe_increment_high_watermark(self) -> bool:
         """As leader, advance the high watermark to the smallest log end offset in the ISR (this replica's and
@@ -188,6 +188,28 @@ class Partition:
             )
         data: memoryview | bytes = self._maybe_recompress(records)
         info = self.log.append(data, leader_epoch=self.leader_epoch, now_ms=int(time.time() * 1000))
+        self.maybe_increment_high_watermark()
+        return info
+
+    def append_txn_marker_as_leader(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
+    ) -> LogAppendInfo:
+        """A transaction marker, appended as with acks=all (``min.insync.replicas`` applies)."""
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if len(self.state.isr) < self.min_insync_replicas:
+            raise KafkaError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"ISR {list(self.state.isr)} is smaller than min.insync.replicas={self.min_insync_replicas}",
+            )
+        info = self.log.append_txn_marker(
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            commit,
+            leader_epoch=self.leader_epoch,
+            now_ms=int(time.time() * 1000),
+        )
         self.maybe_increment_high_watermark()
         return info
 

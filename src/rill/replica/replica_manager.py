@@ -4,6 +4,12 @@ It follows the metadata store: at start it makes the hosted partitions match the
 then it applies each change as the store tells it (``on_metadata_delta``): when a topic appears, grows,
 changes configs or is deleted, the partitions (and their logs) on this broker follow, at a cost in proportion
 to the change. Appends wake the delayed fetches that watch the partition.
+
+Transactions: ``append_txn_marker`` writes a COMMIT or ABORT marker as leader (WriteTxnMarkers) and tells the
+marker listeners (the group coordinator materialises or drops pending transactional offset commits);
+``txn_verifier``, when set, is asked before a transactional batch opens a transaction on a partition
+(KIP-890); ``read`` with ``isolation_level`` 1 (read_committed) stops at the last stable offset and lists the
+aborted transactions in the data returned.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import logging
 import resource
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from rill.common import FileRegion, TopicPartition
@@ -23,9 +29,17 @@ from rill.log.log import LogAppendInfo
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
 from rill.metadata.store import MetadataDelta, MetadataStore, PartitionState, TopicState
+from rill.records.batch import BATCH_HEADER_SIZE, parse_header
 from rill.replica.partition import Partition, TopicCompression
 from rill.replica.purgatory import DelayedOperationPurgatory
 from rill.replica.replica_fetcher import ReplicaFetcherManager
+
+# Kafka's request.timeout.ms default: how long a marker append waits for the high watermark to pass it.
+DEFAULT_REQUEST_TIMEOUT_MS = 30000
+READ_COMMITTED = 1
+
+TxnMarkerListener = Callable[[TopicPartition, int, bool, int], None]
+TxnVerifier = Callable[[str, int, int, TopicPartition], Awaitable[ErrorCode]]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +64,7 @@ class PartitionRead:
     log_start_offset: int
     regions: list[FileRegion]
     size: int
+    aborted_transactions: list[tuple[int, int]] | None = None  # (producer id, first offset), read_committed
 
 
 class ReplicaManager:
@@ -72,6 +87,11 @@ class ReplicaManager:
         self._expanding: asyncio.Future[None] | None = None
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self.request_timeout_ms = DEFAULT_REQUEST_TIMEOUT_MS
+        self._txn_marker_listeners: list[TxnMarkerListener] = []
+        # KIP-890 part 1: asked before a transactional batch opens a transaction on a partition; set by the
+        # transaction coordinator; None = no verification.
+        self.txn_verifier: TxnVerifier | None = None
         metadata.add_listener(self.on_metadata_delta)
 
     # -- following the metadata --------------------------------------------------------------------------
@@ -335,6 +355,54 @@ class ReplicaManager:
             self.produce_purgatory.check_and_complete(tp)
         return info
 
+    def needs_txn_verification(self, tp: TopicPartition, records: memoryview) -> tuple[int, int] | None:
+        """``(producer id, epoch)`` when ``records`` starts with a transactional batch of a producer that has
+        no ongoing transaction on ``tp`` (which the verifier must then allow); None otherwise."""
+        if self.txn_verifier is None or len(records) < BATCH_HEADER_SIZE:
+            return None
+        header = parse_header(records)
+        if not header.is_transactional or header.producer_id < 0:
+            return None
+        partition = self._partitions.get(tp)
+        if partition is None or partition.log.has_ongoing_txn(header.producer_id):
+            return None
+        return header.producer_id, header.producer_epoch
+
+    async def append_txn_marker(
+        self,
+        tp: TopicPartition,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+    ) -> ErrorCode:
+        """As the leader of ``tp``: append a COMMIT or ABORT marker for the producer (ending its ongoing
+        transaction there; an aborted one goes into the transaction index), tell the marker listeners, and wait
+        until the high watermark passes the marker (REQUEST_TIMED_OUT after ``request_timeout_ms``). Returns
+        NO_ERROR or the partition's error (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+        KAFKA_STORAGE_ERROR, INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, NOT_ENOUGH_REPLICAS)."""
+        try:
+            partition = self.leader_partition(tp)
+            hw = partition.high_watermark
+            info = partition.append_txn_marker_as_leader(producer_id, producer_epoch, coordinator_epoch, commit)
+        except KafkaError as e:
+            log.debug("Marker for producer %d on %s refused: %s", producer_id, tp, e.message)
+            return e.code
+        self.fetch_purgatory.check_and_complete(tp)
+        if partition.high_watermark != hw:
+            self.produce_purgatory.check_and_complete(tp)
+        for listener in list(self._txn_marker_listeners):
+            try:
+                listener(tp, producer_id, commit, info.first_offset)
+            except Exception:  # a listener's failure is its own: the marker is written
+                log.exception("Transaction marker listener failed for %s", tp)
+        return await self.wait_for_commit(tp, info.last_offset + 1, self.request_timeout_ms / 1000.0)
+
+    def add_txn_marker_listener(self, fn: TxnMarkerListener) -> None:
+        """``fn(tp, producer_id, commit, marker_offset)`` runs on the loop after a marker is appended here as
+        leader."""
+        self._txn_marker_listeners.append(fn)
+
     def committed(self, tp: TopicPartition, end_offset: int) -> ErrorCode | None:
         """Kafka's check of a delayed produce: None while the records below ``end_offset`` are not committed
         (the high watermark is below it); then NO_ERROR, or NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR is
@@ -382,8 +450,10 @@ class ReplicaManager:
         current_leader_epoch: int = -1,
         min_one_batch: bool = True,
         committed_only: bool = True,
+        isolation_level: int = 0,
     ) -> PartitionRead:
-        """Read one partition for a consumer (up to the high watermark) or a replica (up to the log end)."""
+        """Read one partition for a consumer (up to the high watermark; with ``isolation_level`` 1, up to the
+        last stable offset, with the aborted transactions in range) or a replica (up to the log end)."""
         try:
             partition = self.leader_partition(tp)
             partition.check_leader_epoch(current_leader_epoch)
@@ -391,14 +461,20 @@ class ReplicaManager:
             return PartitionRead(e.code, -1, -1, -1, [], 0)
         hw = partition.high_watermark
         try:
-            data = partition.log.read(
-                fetch_offset,
-                max_bytes,
-                max_offset=hw if committed_only else None,
-                min_one_batch=min_one_batch,
-            )
+            if committed_only and isolation_level == READ_COMMITTED:
+                data = partition.log.read_committed(fetch_offset, max_bytes, min_one_batch=min_one_batch)
+            else:
+                data = partition.log.read(
+                    fetch_offset,
+                    max_bytes,
+                    max_offset=hw if committed_only else None,
+                    min_one_batch=min_one_batch,
+                )
         except KafkaError as e:
             return PartitionRead(e.code, hw, partition.last_stable_offset, partition.log_start_offset, [], 0)
+        aborted = None
+        if data.aborted_transactions is not None:
+            aborted = [(t.producer_id, t.first_offset) for t in data.aborted_transactions]
         return PartitionRead(
             ErrorCode.NO_ERROR,
             hw,
@@ -406,6 +482,7 @@ class ReplicaManager:
             partition.log_start_offset,
             data.regions,
             data.size,
+            aborted,
         )
 
     async def wait_for_appends(self, tps: Iterable[TopicPartition], timeout_s: float) -> bool:

@@ -176,7 +176,7 @@ class TransactionMarkerChannelManager:
         self, tp: TopicPartition, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool
     ) -> ErrorCode:
         try:
-            code: ErrorCode = await self.replica_manager.append_txn_marker(  # type: ignore[attr-defined]
+            code = await self.replica_manager.append_txn_marker(
                 tp, producer_id, producer_epoch, coordinator_epoch, commit
             )
             return ErrorCode(code)
