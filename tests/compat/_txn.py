@@ -87,7 +87,7 @@ def end_offsets(bootstrap: str, topic: str, partition: int = 0, *, committed: bo
         }
     )
     try:
-        _, high = c.query_watermark_offsets(ck.TopicPartition(topic, partition), timeout=10)
+        _, high = c.get_watermark_offsets(ck.TopicPartition(topic, partition), timeout=10)
         return int(high)
     finally:
         c.close()

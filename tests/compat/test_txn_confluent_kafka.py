@@ -74,6 +74,7 @@ def test_abort_then_retry_then_commit(rill_broker) -> None:
         for i, v in enumerate(batch):
             p.produce("tx-retry", v, partition=i % 2)
         if attempt < 2:
+            p.flush(30)  # sent, then aborted (unsent messages would only be purged)
             p.abort_transaction(30)
         else:
             p.commit_transaction(30)
