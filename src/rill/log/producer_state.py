@@ -425,6 +425,8 @@ def _check_sequence(entry: ProducerStateEntry, header: BatchHeader) -> None:
     if entry.current_txn_first_offset >= 0 and not header.attributes & TRANSACTIONAL_MASK:
         _refuse_non_transactional(entry)
     first_seq = header.base_sequence
+    if first_seq == NO_SEQUENCE:  # the group coordinator's TxnOffsetCommit records: no sequence to check
+        return
     if epoch != entry.producer_epoch:
         if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
             raise KafkaError(
