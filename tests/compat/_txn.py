@@ -140,7 +140,7 @@ async def _aiokafka_read_committed(bootstrap: str, topic: str, partitions: int) 
         ends = await consumer.end_offsets(tps)  # the LSO for a read_committed consumer
         got: list[bytes] = []
         async with asyncio.timeout(30):
-            while any(await consumer.position(tp) < ends[tp] for tp in tps):
+            while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
                 for msgs in (await consumer.getmany(timeout_ms=500)).values():
                     got.extend(m.value for m in msgs)
         return got

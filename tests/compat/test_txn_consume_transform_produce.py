@@ -70,6 +70,7 @@ def test_loop_with_aborts_reads_exactly_once(rill_broker) -> None:
         )
         transactions += 1
         if transactions % 3 == 0:
+            producer.flush(30)  # in the log, then aborted
             producer.abort_transaction(30)
             aborted += 1
             _rewind(consumer, "ctp-in")

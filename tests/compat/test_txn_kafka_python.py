@@ -33,6 +33,7 @@ def test_commit_and_abort(rill_broker) -> None:
     p.begin_transaction()
     for i in range(100):
         p.send("kp-tx", f"aborted-{i}".encode(), partition=i % 2)
+    p.flush()  # sent, then aborted (unsent records would only be dropped)
     p.abort_transaction()
     p.begin_transaction()
     for i in range(100):
