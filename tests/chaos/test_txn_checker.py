@@ -50,3 +50,4 @@ def test_kills_of_application_and_broker(tmp_path: Path) -> None:
     assert (report.lost, report.duplicates, report.aborted_reads, report.half_visible) == (0, 0, 0, 0), detail
     assert report.hanging_aborted, detail
     assert report.committed_txns > 0, detail
+    assert report.aborted_in_log > 0, detail  # there was aborted data to hide

@@ -159,8 +159,11 @@ def hang(bootstrap: str, target: str, partition: int, transactional_id: str, txn
 Read = dict[int, list[tuple[int, str]]]  # partition -> (offset, value)
 
 
-def read_committed(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> Read:
-    """Every record a read_committed consumer returns, from the start to each partition's last stable offset."""
+def read_committed(
+    bootstrap: str, topic: str, partitions: int, timeout: float = 60.0, *, isolation: str = "read_committed"
+) -> Read:
+    """Every record a read_committed consumer returns, from the start to each partition's last stable offset
+    (with ``isolation="read_uncommitted"``: every record to the high watermark)."""
     import confluent_kafka as ck
 
     consumer = ck.Consumer(
@@ -169,7 +172,7 @@ def read_committed(bootstrap: str, topic: str, partitions: int, timeout: float =
             "group.id": f"txn-checker-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
-            "isolation.level": "read_committed",
+            "isolation.level": isolation,
         }
     )
     out: Read = {p: [] for p in range(partitions)}
@@ -252,10 +255,11 @@ class Report:
     aborted_reads: int = 0
     half_visible: int = 0
     hanging_aborted: bool | None = None
+    hanging_abort_s: float | None = None  # from the kill of the hanging producer to the LSO passing its marker
     app_kills: int = 0
     broker_kills: int = 0
     committed_txns: int = 0
-    aborted_in_log: int = 0
+    aborted_in_log: int = 0  # records in the output's log that read_committed skipped
     examples: dict[str, list[str]] = field(default_factory=dict)
 
     @property
@@ -408,11 +412,13 @@ def run(
             time.sleep(0.1)
     finally:
         _kill(hanging)
-    until = time.monotonic() + 3.0 + 30.0
+    killed_at = time.monotonic()
+    until = killed_at + 3.0 + 30.0
     report.hanging_aborted = False
     while time.monotonic() < until:
         if stable_offsets(bootstrap, target, partitions)[0] > before[0] + 3:  # past the records and the marker
             report.hanging_aborted = True
+            report.hanging_abort_s = round(time.monotonic() - killed_at, 1)
             break
         time.sleep(0.25)
     watcher.stop.set()
@@ -421,6 +427,8 @@ def run(
     check(inputs, [finals[0], finals[1], watcher.seen], report)
     second = check(inputs, [finals[1]])
     report.lost, report.duplicates = max(report.lost, second.lost), max(report.duplicates, second.duplicates)
+    everything = read_committed(bootstrap, target, partitions, isolation="read_uncommitted")
+    report.aborted_in_log = sum(map(len, everything.values())) - sum(map(len, finals[0].values()))
     committed_log = (workdir / "app.log").read_text(errors="replace")
     report.committed_txns = committed_log.count("\ncommitted ") + committed_log.startswith("committed ")
     return report
