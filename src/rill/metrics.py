@@ -190,6 +190,7 @@ class BrokerMetrics:
         self._connection_source: CountSource | None = None
         self._replication_source: Callable[[], ReplicationStats] | None = None
         self._cleaner_source: ValuesSource | None = None
+        self._txn_source: Any = None  # the transaction coordinator (metric_values, outcomes)
         self.registry.register(_Collector(self))
 
     # -- hot path ----------------------------------------------------------------------------------------
@@ -261,6 +262,10 @@ class BrokerMetrics:
         """The log cleaner's gauges by metric name (``LogCleaner.metric_values``)."""
         self._cleaner_source = source
 
+    def set_txn_coordinator_source(self, coordinator: Any) -> None:
+        """The transaction coordinator: its gauges (``metric_values``) and its transactions by outcome."""
+        self._txn_source = coordinator
+
     def attach(self, broker: Any) -> None:
         """Wire the lazy sources from a started ``rill.broker.Broker``: replica manager, server, groups."""
         replica_manager = getattr(broker, "replica_manager", None)
@@ -275,6 +280,9 @@ class BrokerMetrics:
         if cleaner is not None and callable(getattr(cleaner, "metric_values", None)):
             self.set_cleaner_source(cleaner.metric_values)
         services = getattr(broker, "services", None)
+        txn_coordinator = getattr(services, "txn_coordinator", None)
+        if txn_coordinator is not None:
+            self.set_txn_coordinator_source(txn_coordinator)
         coordinator: Any = getattr(services, "group_coordinator", None)
         offsets = getattr(coordinator, "committed_offsets", None)
         if callable(offsets):
@@ -510,6 +518,19 @@ class _Collector:
         if m._cleaner_source is not None:
             for name, v in _snapshot(lambda: list((m._cleaner_source or dict)().items()), "cleaner metrics"):
                 yield GaugeMetricFamily(name, "Kafka's log cleaner gauge of this name.", value=v)
+
+        txn = m._txn_source
+        if txn is not None:
+            for name, v in _snapshot(lambda: list(txn.metric_values().items()), "transaction coordinator metrics"):
+                yield GaugeMetricFamily(name, "Kafka's transaction coordinator gauge of this name.", value=v)
+            outcomes = CounterMetricFamily(
+                "rill_transactions_completed",
+                "Transactions the coordinator completed, by outcome (timed_out: aborted at its timeout).",
+                labels=["outcome"],
+            )
+            for outcome, n in _snapshot(lambda: list(txn.outcomes.items()), "transaction outcomes"):
+                outcomes.add_metric([outcome], n)
+            yield outcomes
 
         info = GaugeMetricFamily(
             "rill_implementation_info",

@@ -306,42 +306,32 @@ def test_authorized_operations_are_every_supported_operation_without_an_authoriz
     assert admin.describe_cluster().result(10).authorized_operations is None
 
 
-def test_a_transactional_producer_fails_at_once_with_a_clear_error(rill_broker) -> None:
-    """Transactions are not built yet: the transaction coordinator lookup answers an error every client takes
-    as final (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, with the reason), instead of a retriable one that left
-    ``init_transactions`` retrying until the client's own timeout."""
+def test_transactional_producers_of_three_clients_initialize(rill_broker) -> None:
+    """``init_transactions`` of librdkafka, kafka-python and aiokafka finds the transaction coordinator and gets a
+    producer id (it used to be refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED: transactions were not built)."""
     import asyncio
 
     import aiokafka
-    import aiokafka.errors
     import kafka
-    import kafka.errors
-    from confluent_kafka import KafkaException
 
     bootstrap = rill_broker.bootstrap_servers
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-ck"})
     start = time.monotonic()
-    with pytest.raises(KafkaException) as e:
-        p.init_transactions(30)
-    err = e.value.args[0]
-    assert err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and err.fatal()
-    assert "transactions are not supported by this broker yet" in err.str()
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-ck"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.commit_transaction(30)
 
     kp = kafka.KafkaProducer(bootstrap_servers=bootstrap, transactional_id="tx-kp", max_block_ms=30000)
-    with pytest.raises(kafka.errors.TransactionalIdAuthorizationFailedError):
-        kp.init_transactions()
+    kp.init_transactions()
     kp.close(timeout=5)
 
     async def aio() -> None:
         producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="tx-aio")
-        try:
-            with pytest.raises(aiokafka.errors.TransactionalIdAuthorizationFailed):
-                await asyncio.wait_for(producer.start(), 30)
-        finally:
-            await producer.stop()
+        await asyncio.wait_for(producer.start(), 30)
+        await producer.stop()
 
     asyncio.run(aio())
-    assert time.monotonic() - start < 10  # all three, where the retriable error took each client's full timeout
+    assert time.monotonic() - start < 20
 
 
 def test_a_join_group_held_for_the_rebalance_is_not_logged_as_slow(caplog) -> None:

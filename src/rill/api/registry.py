@@ -50,6 +50,8 @@ HANDLER_MODULES = (
     "rill.api.group_offsets",
     "rill.api.transactions",
     "rill.api.txn_offset_commit",
+    "rill.api.write_txn_markers",
+    "rill.api.describe_producers",
 )
 
 

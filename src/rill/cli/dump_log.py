@@ -1,5 +1,6 @@
-"""``rill dump-log PATH...``: print the batches of ``.log`` segment files, the entries of ``.index``
-and ``.timeindex`` files and the producers of ``.snapshot`` files, like Kafka's DumpLogSegments.
+"""``rill dump-log PATH...``: print the batches of ``.log`` segment files, the entries of ``.index``,
+``.timeindex`` and ``.txnindex`` files and the producers of ``.snapshot`` files, like Kafka's DumpLogSegments.
+A control batch's record is shown as its transaction marker (``endTxnMarker: COMMIT coordinatorEpoch: 3``).
 
 A directory argument dumps every such file in it, in name order. Bytes after the last valid
 batch are reported, not fatal. Exit status: 0, or 1 when a file could not be read or is damaged.
@@ -22,10 +23,11 @@ from rill.log.log_cleaner import DELETE_HORIZON_MASK
 from rill.log.offset_index import OffsetIndex
 from rill.log.producer_state import read_snapshot
 from rill.log.time_index import TimeIndex
+from rill.log.transaction_index import ENTRY_SIZE
 from rill.records.batch import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, crc_ok, parse_header
 
 CODECS = {0: "NONE", 1: "GZIP", 2: "SNAPPY", 3: "LZ4", 4: "ZSTD"}
-_SUFFIXES = (".log", ".index", ".timeindex", ".snapshot")
+_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
 
 
 def _base_offset(path: Path) -> int:
@@ -65,7 +67,7 @@ def dump_log_file(path: Path, out: TextIO, *, print_records: bool) -> bool:
                     f"crc: {h.crc} isvalid: {str(valid).lower()}\n"
                 )
                 if print_records and valid:
-                    _print_records(bytes(view[pos : pos + h.size]), out)
+                    _print_records(bytes(view[pos : pos + h.size]), out, control=h.is_control)
                 elif print_records:
                     out.write("| records not printed: the batch fails its CRC\n")
                 pos += h.size
@@ -78,11 +80,18 @@ def dump_log_file(path: Path, out: TextIO, *, print_records: bool) -> bool:
     return all_valid
 
 
-def _print_records(batch: bytes, out: TextIO) -> None:
+def _print_records(batch: bytes, out: TextIO, *, control: bool = False) -> None:
+    from rill.records.control import describe_control_record
     from rill.records.record import decode_batch_records
 
     try:
         for r in decode_batch_records(batch, verify_crc=False):
+            if control:
+                out.write(
+                    f"| offset: {r.offset} CreateTime: {r.timestamp} keySize: {len(r.key or b'')} "
+                    f"valueSize: {len(r.value or b'')} {describe_control_record(r.key, r.value)}\n"
+                )
+                continue
             key = r.key.decode("utf-8", "replace") if r.key is not None else "null"
             # a null value is a tombstone: a compacted topic's deletion of its key
             payload = r.value.decode("utf-8", "replace") if r.value is not None else "null (tombstone)"
@@ -117,6 +126,23 @@ def dump_index_file(path: Path, out: TextIO) -> bool:
     return True
 
 
+def dump_txn_index_file(path: Path, out: TextIO) -> bool:
+    """Print the aborted transactions of a ``.txnindex`` file (``rill.log.transaction_index``)."""
+    out.write(f"Dumping {path}\n")
+    data = path.read_bytes()
+    whole = len(data) - len(data) % ENTRY_SIZE
+    ok = whole == len(data)
+    for pos in range(0, whole, ENTRY_SIZE):
+        version, pid, first, last, lso = struct.unpack_from(">hqqqq", data, pos)
+        out.write(
+            f"version: {version} producerId: {pid} firstOffset: {first} lastOffset: {last} lastStableOffset: {lso}\n"
+        )
+        ok = ok and version == 0
+    if whole != len(data):
+        out.write(f"Index file length {len(data)} is not a multiple of {ENTRY_SIZE}\n")
+    return ok
+
+
 def dump_snapshot_file(path: Path, out: TextIO) -> bool:
     out.write(f"Dumping {path}\n")
     try:
@@ -130,7 +156,8 @@ def dump_snapshot_file(path: Path, out: TextIO) -> bool:
             f"producerId: {pid} producerEpoch: {entry.producer_epoch} "
             f"coordinatorEpoch: {entry.coordinator_epoch} "
             f"firstSequence: {batch.first_seq if batch else -1} lastSequence: {entry.last_seq} "
-            f"lastOffset: {entry.last_offset} lastTimestamp: {batch.timestamp if batch else -1}\n"
+            f"lastOffset: {entry.last_offset} lastTimestamp: {entry.last_timestamp} "
+            f"currentTxnFirstOffset: {entry.current_txn_first_offset}\n"
         )
     return True
 
@@ -146,15 +173,18 @@ def dump_path(path: Path, out: TextIO, *, print_records: bool = False) -> bool:
         return dump_log_file(path, out, print_records=print_records)
     if path.suffix in (".index", ".timeindex"):
         return dump_index_file(path, out)
+    if path.suffix == ".txnindex":
+        return dump_txn_index_file(path, out)
     if path.suffix == ".snapshot":
         return dump_snapshot_file(path, out)
-    out.write(f"Skipping {path}: not a .log, .index, .timeindex or .snapshot file\n")
+    out.write(f"Skipping {path}: not a .log, .index, .timeindex, .txnindex or .snapshot file\n")
     return False
 
 
 DESCRIPTION = (
-    "Print the batches of .log segment files, the entries of .index and .timeindex files and the producers "
-    "of .snapshot files, like Kafka's DumpLogSegments. A directory argument dumps every such file in it."
+    "Print the batches of .log segment files (transaction markers as such), the entries of .index, .timeindex "
+    "and .txnindex files and the producers of .snapshot files, like Kafka's DumpLogSegments. A directory "
+    "argument dumps every such file in it."
 )
 
 

@@ -648,6 +648,7 @@ class Log:
             self.roll(now_ms=now_ms)
         self._remove_segments(doomed, now_ms)
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self.producer_state.delete_snapshots_below(self._segments[0].base_offset)
         log.info("%s: deleted %d segment(s); log start offset %d", self._tp, count, self._log_start_offset)
@@ -690,6 +691,7 @@ class Log:
         if offset <= self._log_start_offset:
             return False
         self._log_start_offset = offset
+        self.producer_state.on_log_start_offset_incremented(offset)
         try:
             self.leader_epoch_cache.truncate_from_start(offset)
             self._delete_while(below_start_offset(offset), _now_ms() if now_ms is None else now_ms)

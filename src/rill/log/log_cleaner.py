@@ -3,8 +3,9 @@
 A cleaning has three steps:
 
 1. ``plan_cleaning`` (on the event loop): the log's segments from its start up to the first uncleanable
-   offset (the active segment's base, the high watermark, the first segment younger than
-   ``min.compaction.lag.ms``), each with its file held open (``SegmentFile``) and its size.
+   offset (the active segment's base, the last stable offset: never into an open transaction, the first
+   segment younger than ``min.compaction.lag.ms``), each with its file held open (``SegmentFile``) and its
+   size.
 2. ``clean`` (in a worker thread): an ``OffsetMap`` of key digest -> latest offset is built over the dirty
    section (from the first dirty offset on), as far as the map holds (the rest waits for the next
    cleaning); then every segment below the map's end is rewritten into as few segments as fit
@@ -15,7 +16,12 @@ A cleaning has three steps:
    goes ``delete.retention.ms`` after the first cleaning that kept it, which marks its batch with Kafka's
    delete horizon (attributes bit 6; the horizon is the batch's base timestamp, the records' timestamp
    deltas relative to it).
-   Records at or after the map's end, and control batches, are copied untouched. Offsets are never
+   Transactions, as Kafka's cleaner treats them: the batches of aborted transactions (known from the
+   transaction indexes, ``CleanPlan.aborted``) put no key in the map and are removed; markers are kept (Kafka
+   removes them once their transaction's data is gone and ``delete.retention.ms`` has passed: not done here),
+   and so are the aborted transactions of each source segment's ``.txnindex``, carried into the cleaned
+   segment replacing it. Records at or after the map's end, and control batches, are copied untouched.
+   Offsets are never
    changed: a batch keeping all its records is copied as it is, one keeping none is dropped, one keeping
    some is rebuilt with the kept records' bytes under the original header (base offset, last offset
    delta, leader epoch, producer fields, base timestamp) with the same codec. The thread gives the GIL to
@@ -33,7 +39,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -52,6 +58,7 @@ from rill.records.batch import (
     LOG_OVERHEAD,
     MAGIC_V2,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     Buffer,
     CorruptRecordError,
@@ -99,6 +106,13 @@ class CleanPlan:
     sources: list[SourceSegment]
     now_ms: int
     producer_last: dict[int, int]  # producer id -> last offset of its last batch in the log
+    aborted: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # producer id -> (first, marker)
+
+    def is_aborted(self, h: BatchHeader) -> bool:
+        """Whether ``h`` is a data batch of an aborted transaction."""
+        if not h.attributes & TRANSACTIONAL_MASK or h.attributes & CONTROL_MASK:
+            return False
+        return any(first <= h.base_offset <= last for first, last in self.aborted.get(h.producer_id, ()))
 
 
 @dataclass(slots=True)
@@ -143,7 +157,7 @@ def plan_cleaning(log: Log, first_dirty: int, now_ms: int) -> CleanPlan | None:
     is dirty."""
     config = log.config
     segments = log.segments
-    end = min(segments[-1].base_offset, log.high_watermark)
+    end = min(segments[-1].base_offset, log.last_stable_offset)
     lag = config.min_compaction_lag_ms
     sources: list[SourceSegment] = []
     for i, seg in enumerate(segments[:-1]):
@@ -161,7 +175,10 @@ def plan_cleaning(log: Log, first_dirty: int, now_ms: int) -> CleanPlan | None:
     if not sources or first_dirty >= end:
         return None
     producer_last = {pid: entry.last_offset for pid, entry in log.producer_state.producers.items()}
-    return CleanPlan(log, log.dir, config, first_dirty, end, sources, now_ms, producer_last)
+    aborted: dict[int, list[tuple[int, int]]] = {}
+    for txn in log.collect_aborted_transactions(sources[0].base_offset, end):
+        aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+    return CleanPlan(log, log.dir, config, first_dirty, end, sources, now_ms, producer_last, aborted)
 
 
 def iter_batches(
@@ -265,7 +282,7 @@ def build_map(
                 continue
             if last >= plan.end:
                 return map_end, read
-            if not h.attributes & CONTROL_MASK:
+            if not h.attributes & CONTROL_MASK and not plan.is_aborted(h):
                 _, records = walk_records(h, batch)
                 digests = [
                     (key_digest(r.key), h.base_offset + r.offset_delta)
@@ -369,7 +386,7 @@ def discard(segments: list[LogSegment]) -> None:
 
 
 def _remove_cleaned(plan: CleanPlan, base: int) -> None:
-    for s in (".log", ".index", ".timeindex"):
+    for s in (".log", ".index", ".timeindex", ".txnindex"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(plan.dir / f"{base:020d}{s}{CLEANED_SUFFIX}")
 
@@ -451,6 +468,8 @@ def _write_cleaned(
                 pending = None
         for pbuf, ph in pending or ():
             write(out, pbuf, ph)
+        for txn in list(src.segment.txn_index.entries):  # the source's markers are all kept
+            out.txn_index.append(txn)
         result.groups[-1].append(src)
     if out is not None:
         _finish(out)
@@ -480,7 +499,7 @@ def _filter_batch(
     data, records = walk_records(h, batch)
     result.records_read += len(records)
     kept: list[RecordInfo] = []
-    for r in records:
+    for r in () if plan.is_aborted(h) else records:
         if r.key is None:
             continue
         offset = h.base_offset + r.offset_delta

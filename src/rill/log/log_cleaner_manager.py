@@ -169,7 +169,7 @@ class LogCleaner:
         """(dirty bytes / cleanable bytes, whether max.compaction.lag.ms forces a cleaning)."""
         first_dirty = self.first_dirty_offset(plog)
         segments = plog.segments
-        end = min(segments[-1].base_offset, plog.high_watermark)
+        end = min(segments[-1].base_offset, plog.last_stable_offset)
         config = plog.config
         clean = dirty = 0
         must = False

@@ -235,6 +235,10 @@ def rebuild_producer_state(
     start = psm.load_latest_snapshot(upto)
     start = max(start, segments[0].base_offset)
     psm.map_end_offset = start
+    if reindex_from is not None:
+        for seg in segments:
+            if seg.base_offset >= reindex_from:
+                seg.txn_index.reset()  # the later ones too: they are indexed again below
     for seg in segments:
         if seg.next_offset <= start or seg.size == 0:
             continue

@@ -297,6 +297,14 @@ class ProducerStateManager:
         if self.unreplicated_txns:
             self.unreplicated_txns = [t for t in self.unreplicated_txns if t.last_offset >= high_watermark]
 
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """Completed transactions wholly below the new log start no longer hold back the last stable offset
+        (an open one that began below it is bounded by the log start, see ``Log.last_stable_offset``)."""
+        if self.unreplicated_txns:
+            self.unreplicated_txns = [t for t in self.unreplicated_txns if t.last_offset >= log_start_offset]
+        if self.map_end_offset < log_start_offset:
+            self.map_end_offset = log_start_offset
+
     def first_unstable_offset(self) -> int | None:
         """The smallest first offset of the ongoing and unreplicated transactions (None: there is none)."""
         ongoing, unreplicated = self.ongoing_txns, self.unreplicated_txns
@@ -425,8 +433,8 @@ def _check_sequence(entry: ProducerStateEntry, header: BatchHeader) -> None:
     if entry.current_txn_first_offset >= 0 and not header.attributes & TRANSACTIONAL_MASK:
         _refuse_non_transactional(entry)
     first_seq = header.base_sequence
-    if first_seq == NO_SEQUENCE:  # the group coordinator's TxnOffsetCommit records: no sequence to check
-        return
+    if first_seq == NO_SEQUENCE and header.attributes & TRANSACTIONAL_MASK:
+        return  # the group coordinator's transactional offset commits carry no sequence
     if epoch != entry.producer_epoch:
         if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
             raise KafkaError(

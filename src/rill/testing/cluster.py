@@ -56,6 +56,11 @@ class TestCluster:
         props = {**CLUSTER_DEFAULTS, **{k: str(v) for k, v in (overrides or {}).items()}}
         props.setdefault("offsets.topic.replication.factor", str(min(3, brokers)))
         props.setdefault("default.replication.factor", str(min(3, brokers)))
+        props.setdefault("transaction.state.log.replication.factor", str(min(3, brokers)))
+        props.setdefault("transaction.state.log.min.isr", str(min(2, brokers)))
+        props["transaction.state.log.replication.factor"] = str(
+            min(int(props["transaction.state.log.replication.factor"]), brokers)
+        )
         props["offsets.topic.replication.factor"] = str(min(int(props["offsets.topic.replication.factor"]), brokers))
         props["default.replication.factor"] = str(min(int(props["default.replication.factor"]), brokers))
         self._props = props

@@ -67,7 +67,8 @@ def _consume(bootstrap: str, topic: str, isolation: str, expect_at_least: int) -
 
 
 def test_read_committed_sees_committed_records_only() -> None:
-    with rill.testing.broker() as b:
+    # transactional batches written without a coordinator (no AddPartitionsToTxn): KIP-890's check is off
+    with rill.testing.broker({"transaction.partition.verification.enable": "false"}) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         admin.create_topics([NewTopic("t", 1)])["t"].result(10)
         rm = b.broker.replica_manager
@@ -109,3 +110,70 @@ def test_read_committed_sees_committed_records_only() -> None:
         everything, position = _consume(b.bootstrap_servers, "t", "read_uncommitted", 6)
         assert everything == [b"c1", b"c2", b"a1", b"c3", b"a2", b"open"]
         assert position == 9
+
+
+def _markers(wire: Wire, version: int, *markers: tuple[int, int, bool, int, str, list[int]]) -> list[Any]:
+    body = {
+        "markers": [
+            {
+                "producer_id": pid,
+                "producer_epoch": epoch,
+                "transaction_result": commit,
+                "coordinator_epoch": coordinator_epoch,
+                "topics": [{"name": topic, "partition_indexes": parts}],
+            }
+            for pid, epoch, commit, coordinator_epoch, topic, parts in markers
+        ]
+    }
+    return [
+        {(t["name"], p["partition_index"]): p["error_code"] for t in m["topics"] for p in t["partitions"]}
+        for m in wire.call(ApiKey.WRITE_TXN_MARKERS, version, body)["markers"]
+    ]
+
+
+def _producers(wire: Wire, topic: str, parts: list[int]) -> list[Any]:
+    body = {"topics": [{"name": topic, "partition_indexes": parts}]}
+    return wire.call(ApiKey.DESCRIBE_PRODUCERS, 0, body)["topics"][0]["partitions"]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_write_txn_markers_and_describe_producers_over_the_wire(version: int) -> None:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+
+    # transactional batches written without a coordinator (no AddPartitionsToTxn): KIP-890's check is off
+    with rill.testing.broker({"transaction.partition.verification.enable": "false"}) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("w", 2)])["w"].result(10)
+        wire = Wire(b.bootstrap_servers)
+        try:
+            assert _produce(wire, "w", 5, 0, [b"keep"], txn_id="x")["error_code"] == 0
+            assert _produce(wire, "w", 6, 0, [b"drop"], txn_id="y")["error_code"] == 0
+            producers = _producers(wire, "w", [0, 1, 7])
+            assert [p["error_code"] for p in producers] == [0, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+            assert [(a["producer_id"], a["producer_epoch"], a["last_sequence"], a["current_txn_start_offset"])
+                    for a in producers[0]["active_producers"]] == [(5, 0, 0, 0), (6, 0, 0, 1)]  # fmt: skip
+            assert producers[1]["active_producers"] == []
+            results = _markers(wire, version, (5, 0, True, 3, "w", [0, 1]), (6, 0, False, 3, "w", [0, 9]))
+            assert results == [
+                {("w", 0): 0, ("w", 1): 0},
+                {("w", 0): 0, ("w", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION},
+            ]
+            # a stale coordinator epoch and an old producer epoch are refused per partition
+            assert _markers(wire, version, (5, 0, True, 2, "w", [0])) == [
+                {("w", 0): ErrorCode.TRANSACTION_COORDINATOR_FENCED}
+            ]
+            active = {a["producer_id"]: a for a in _producers(wire, "w", [0])[0]["active_producers"]}
+            assert active[5]["coordinator_epoch"] == 3 and active[5]["current_txn_start_offset"] == -1
+            assert active[6]["current_txn_start_offset"] == -1 and active[6]["last_timestamp"] > 1_700_000_000_000
+        finally:
+            wire.close()
+
+        consumer = KafkaConsumer(bootstrap_servers=b.bootstrap_servers, isolation_level="read_committed",
+                                 enable_auto_commit=False, consumer_timeout_ms=3000)  # fmt: skip
+        try:
+            consumer.assign([KTP("w", 0)])
+            consumer.seek(KTP("w", 0), 0)
+            assert [m.value for m in consumer] == [b"keep"]
+        finally:
+            consumer.close()

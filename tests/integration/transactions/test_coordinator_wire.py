@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from tests.integration.broker._wire import Wire
 from tests.integration.transactions._txn import (
     add_partitions,
@@ -244,3 +244,65 @@ def test_idle_ids_expire_with_a_tombstone(rill_broker, wire: Wire) -> None:
     assert records[-1] is None and len(records) >= 2
     again = init_pid(wire, "tx-idle")  # a new producer id, from epoch 0
     assert (again["error_code"], again["producer_epoch"]) == (0, 0)
+
+
+def test_coordinator_metrics() -> None:
+    import socket
+
+    from tests.integration.test_metrics import scrape, value
+
+    import rill.testing
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with rill.testing.broker({**FAST, "metrics.port": str(port)}) as b:
+        topic = _topic(b.bootstrap_servers, 1)
+        w = Wire(b.bootstrap_servers, timeout=30)
+        try:
+            find_txn_coordinator(w, "tx-m")
+            r = init_pid(w, "tx-m")
+            for commit in (True, False, True):
+                assert add_partitions(w, "tx-m", r["producer_id"], r["producer_epoch"], topic, [0]) == {0: 0}
+                assert end_txn(w, "tx-m", r["producer_id"], r["producer_epoch"], commit) == 0
+                wait_for_state(w, "tx-m", "CompleteCommit" if commit else "CompleteAbort")
+        finally:
+            w.close()
+        samples = scrape(port)
+    assert value(samples, "rill_transactions_completed_total", outcome="committed") == 2
+    assert value(samples, "rill_transactions_completed_total", outcome="aborted") == 1
+    assert value(samples, "rill_transaction_coordinator_transactional_ids") == 1
+    assert ("kafka_server_transaction_coordinator_metrics_partition_load_time_max", ()) in samples
+
+
+def _produce_txn(w: Wire, txn_id: str, pid: int, epoch: int, topic: str, partition: int, seq: int) -> int:
+    from rill.records.builder import build_batch
+    from rill.records.record import Record
+
+    batch = build_batch([Record(0, int(time.time() * 1000), None, b"v")], producer_id=pid, producer_epoch=epoch,
+                        base_sequence=seq, is_transactional=True)  # fmt: skip
+    resp = w.call(ApiKey.PRODUCE, 9, {"transactional_id": txn_id, "acks": -1, "timeout_ms": 10000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": partition, "records": batch}]}]})  # fmt: skip
+    return int(resp["responses"][0]["partition_responses"][0]["error_code"])
+
+
+@pytest.mark.rill_broker_config(**FAST)
+def test_a_transactional_write_to_a_partition_not_in_the_transaction_is_refused(rill_broker, wire: Wire) -> None:
+    """KIP-890: the partition leader asks the coordinator; only partitions added to the transaction take
+    transactional batches, unless transaction.partition.verification.enable is turned off (dynamically)."""
+    bootstrap = rill_broker.bootstrap_servers
+    topic = _topic(bootstrap, 2)
+    find_txn_coordinator(wire, "tx-verify")
+    r = init_pid(wire, "tx-verify")
+    pid, epoch = r["producer_id"], r["producer_epoch"]
+    assert add_partitions(wire, "tx-verify", pid, epoch, topic, [0]) == {0: 0}
+    assert _produce_txn(wire, "tx-verify", pid, epoch, topic, 0, 0) == 0
+    assert _produce_txn(wire, "tx-verify", pid, epoch, topic, 1, 0) == ErrorCode.INVALID_TXN_STATE
+    assert _produce_txn(wire, "tx-verify", pid, epoch + 1, topic, 1, 0) == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert _high_watermarks(bootstrap, topic, 2)[1] == 0  # nothing was written
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource("broker", "0", incremental_configs=[
+        ConfigEntry("transaction.partition.verification.enable", "false",
+                    incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
+    admin.incremental_alter_configs([resource])[resource].result(10)
+    assert _produce_txn(wire, "tx-verify", pid, epoch, topic, 1, 0) == 0

@@ -80,3 +80,30 @@ def test_dump_log_shows_tombstones_and_the_delete_horizon(tmp_path: Path, capsys
     assert f"deleteHorizonMs: {now + 1000} " in out
     assert f"| offset: 1 CreateTime: {now + 5} keySize: 1 valueSize: -1 " in out
     assert "key: a payload: null (tombstone)" in out
+
+
+def test_dump_log_shows_transaction_markers_the_txn_index_and_open_transactions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from test_log_transactions import txn_batch
+
+    d = tmp_path / "t-0"
+    log = open_log(d)
+    log.append(txn_batch(7, 0, epoch=2), leader_epoch=1)  # 0-1
+    log.append_txn_marker(7, 2, 4, False, leader_epoch=1)  # 2
+    log.append(txn_batch(7, 2, epoch=2), leader_epoch=1)
+    log.append(txn_batch(8, 0), leader_epoch=1)
+    log.append_txn_marker(7, 2, 4, True, leader_epoch=1)
+    log.close()  # a snapshot at the log end: producer 8's transaction is open
+    assert main([str(d), "--print-data-log"]) == 0
+    out = capsys.readouterr().out
+    assert "isTransactional: true isControl: true" in out
+    assert "keySize: 4 valueSize: 6 endTxnMarker: ABORT coordinatorEpoch: 4" in out
+    assert "endTxnMarker: COMMIT coordinatorEpoch: 4" in out
+    assert "version: 0 producerId: 7 firstOffset: 0 lastOffset: 2 lastStableOffset: 3" in out
+    assert "producerId: 7 producerEpoch: 2 coordinatorEpoch: 4" in out and "currentTxnFirstOffset: -1" in out
+    assert "producerId: 8 producerEpoch: 0 coordinatorEpoch: -1" in out and "currentTxnFirstOffset: 5" in out
+    torn = next(d.glob("*.txnindex"))
+    torn.write_bytes(torn.read_bytes() + b"\x00" * 5)
+    assert main([str(torn)]) == 1
+    assert "not a multiple of 34" in capsys.readouterr().out

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal, overload
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from logtest_util import make_batch, open_log, small_config
 
 from rill.errors import ErrorCode, KafkaError
@@ -27,12 +30,17 @@ def txn_batch(pid: int, seq: int, n: int = 2, epoch: int = 0, tag: int = 0) -> b
     )
 
 
-def committed_values(log: Log) -> list[bytes]:
+@overload
+def committed_values(log: Log) -> list[bytes]: ...
+@overload
+def committed_values(log: Log, *, values: Literal[True]) -> list[tuple[bytes, bytes]]: ...
+def committed_values(log: Log, *, values: bool = False) -> list[bytes] | list[tuple[bytes, bytes]]:
     """What a read_committed consumer keeps: data below the LSO, minus the aborted transactions' batches."""
     info = log.read_committed(log.log_start_offset, 1 << 20)
     data = b"".join(os.pread(r.fd, r.length, r.position) for r in info.regions)
     aborted = sorted((t.first_offset, t.producer_id) for t in info.aborted_transactions or [])
     out: list[bytes] = []
+    pairs: list[tuple[bytes, bytes]] = []
     dropping: set[int] = set()
     for pos, h in iter_batches(data):
         for first, pid in aborted:
@@ -44,8 +52,10 @@ def committed_values(log: Log) -> list[bytes]:
             continue
         if h.producer_id in dropping and h.is_transactional:
             continue
-        out += [r.key or b"" for r in decode_records_in(data[pos : pos + h.size])]
-    return out
+        for r in decode_records_in(data[pos : pos + h.size]):
+            out.append(r.key or b"")
+            pairs.append((r.key or b"", r.value or b""))
+    return pairs if values else out
 
 
 def test_ongoing_transactions_hold_back_the_last_stable_offset(tmp_path: Path) -> None:
@@ -175,3 +185,116 @@ def test_follower_appends_index_aborts_like_the_leader(tmp_path: Path) -> None:
     assert follower.last_stable_offset == follower.log_end_offset
     leader.close()
     follower.close()
+
+
+def test_transactional_batches_without_sequence_skip_the_sequence_checks(tmp_path: Path) -> None:
+    # the group coordinator's TxnOffsetCommit records: the producer's id and epoch, base sequence -1
+    log = open_log(tmp_path / "t-0")
+    log.append(txn_batch(4, 0, epoch=2), leader_epoch=0)
+    log.append_txn_marker(4, 2, 0, True, leader_epoch=0)
+    first = log.append(txn_batch(4, -1, epoch=2), leader_epoch=0).first_offset
+    log.append(txn_batch(4, -1, epoch=2), leader_epoch=0)
+    assert log.producer_state.ongoing_txns == {4: first}
+    log.append_txn_marker(4, 2, 0, False, leader_epoch=0)
+    assert [e for s in log.segments for e in s.txn_index.entries][-1][:3] == (4, first, first + 4)
+    # the producer's sequences go on where they were
+    with pytest.raises(KafkaError) as e:
+        log.append(txn_batch(4, 5, epoch=2), leader_epoch=0)
+    assert e.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    log.append(txn_batch(4, 2, epoch=2), leader_epoch=0)
+    log.close()
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("data"), st.integers(1, 3), st.just(True)),
+        st.tuples(st.just("txn"), st.integers(1, 3), st.booleans()),
+        st.tuples(st.just("end"), st.integers(1, 3), st.booleans()),
+    ),
+    max_size=40,
+)
+
+
+@given(ops=_OPS, reopen=st.sampled_from(["clean", "crash", "none"]))
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_read_committed_matches_a_model(tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int, bool]],
+                                        reopen: str) -> None:  # fmt: skip
+    """Random data, transactional writes and markers of three producers: read_committed returns exactly the
+    records of committed transactions and plain data below the last stable offset (the first offset of an open
+    transaction), before and after the log is opened again (after a clean close, or a crash that lost every
+    transaction index)."""
+    dir = tmp_path_factory.mktemp("model") / "t-0"
+    config = small_config(segment_bytes=900)
+    log = open_log(dir, config)
+    seqs = {1: 0, 2: 0, 3: 0}
+    open_keys: dict[int, list[tuple[int, bytes]]] = {}
+    open_first: dict[int, int] = {}
+    visible: list[tuple[int, bytes]] = []  # (offset, key) of records a committed reader may see
+    plain = 0
+    for kind, pid, flag in ops:
+        if kind == "data":
+            first = log.append(make_batch(1, tag=plain), leader_epoch=0).first_offset
+            visible.append((first, b"k%d-0" % plain))
+            plain += 1
+        elif kind == "txn":
+            first = log.append(txn_batch(pid, seqs[pid], n=2), leader_epoch=0).first_offset
+            keys = [b"p%d-%d" % (pid, seqs[pid] + i) for i in range(2)]
+            seqs[pid] += 2
+            open_keys.setdefault(pid, [])
+            open_first.setdefault(pid, first)
+            open_keys[pid] += [(first + i, k) for i, k in enumerate(keys)]
+        else:
+            log.append_txn_marker(pid, 0, 0, flag, leader_epoch=0)
+            if flag:
+                visible += open_keys.get(pid, [])
+            open_keys.pop(pid, None)
+            open_first.pop(pid, None)
+        log.high_watermark = log.log_end_offset
+
+    def check(log: Log) -> None:
+        lso = min(open_first.values(), default=log.log_end_offset)
+        assert log.last_stable_offset == lso
+        assert committed_values(log) == [k for o, k in sorted(visible) if o < lso]
+
+    check(log)
+    leo = log.log_end_offset
+    if reopen == "none":
+        log.close()
+        return
+    if reopen == "clean":
+        log.close()
+    else:
+        for seg in log.segments:
+            seg.close()
+            seg.txn_index.path.unlink(missing_ok=True)
+    log = open_log(dir, config, high_watermark=leo, recovery_point=0, had_clean_shutdown=reopen == "clean")
+    check(log)
+    log.close()
+
+
+def test_retention_and_delete_records_keep_kafkas_bounds(tmp_path: Path) -> None:
+    """Retention and DeleteRecords are bounded by the high watermark, not the last stable offset (Kafka's rule):
+    a transaction open from below the new log start holds the last stable offset at the log start."""
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=600, retention_bytes=700))
+    first = log.append(txn_batch(1, 0), leader_epoch=0).first_offset
+    for i in range(12):
+        log.append(make_batch(3, tag=i), leader_epoch=0)
+    hw = log.segments[2].base_offset
+    log.high_watermark = hw
+    assert log.last_stable_offset == first == 0
+    assert log.delete_old_segments() == 2
+    assert log.log_start_offset == hw  # the high watermark bounds retention, the open transaction does not
+    assert log.last_stable_offset == log.log_start_offset
+    assert log.read_committed(log.log_start_offset, 1 << 20).size == 0
+    with pytest.raises(KafkaError):
+        log.maybe_increment_log_start_offset(log.high_watermark + 1)
+    log.high_watermark = log.log_end_offset
+    log.maybe_increment_log_start_offset(log.log_end_offset - 2)
+    assert log.last_stable_offset == log.log_start_offset == log.log_end_offset - 2
+    # the abort ends it; the index entry names the transaction's first offset, below the log start
+    log.append_txn_marker(1, 0, 0, False, leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+    assert log.last_stable_offset == log.log_end_offset
+    info = log.read_committed(log.log_start_offset, 1 << 20)
+    assert [(t.producer_id, t.first_offset) for t in info.aborted_transactions or []] == [(1, 0)]
+    log.close()

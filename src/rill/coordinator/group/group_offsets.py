@@ -329,7 +329,12 @@ class GroupOffsetsMixin:
         total = 0
         for group_id, group in list(self.groups.items()):
             removed = select(group)
-            dead = group.is_in(GroupState.EMPTY) and not group.pending_members and len(removed) == len(group.offsets)
+            dead = (
+                group.is_in(GroupState.EMPTY)
+                and not group.pending_members
+                and not group.pending_txn_offsets  # a transaction still to commit or abort offsets of it
+                and len(removed) == len(group.offsets)
+            )
             if not removed and not dead:
                 continue
             try:

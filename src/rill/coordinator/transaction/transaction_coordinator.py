@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rill.common import TopicPartition
+from rill.config.broker_config import effective_broker_value
 from rill.coordinator.transaction.transaction_marker_channel import TransactionMarkerChannelManager
 from rill.coordinator.transaction.transaction_metadata import (
     NO_PRODUCER_EPOCH,
@@ -30,7 +31,7 @@ from rill.coordinator.transaction.transaction_metadata import (
 )
 from rill.coordinator.transaction.transaction_state_manager import TransactionStateManager, TxnPartition
 from rill.errors import ErrorCode, KafkaError
-from rill.metadata.store import TRANSACTION_STATE_TOPIC, MetadataDelta
+from rill.metadata.store import TRANSACTION_STATE_TOPIC, MetadataDelta, dynamic_broker_configs
 from rill.protocol import ApiKey
 
 log = logging.getLogger(__name__)
@@ -65,8 +66,7 @@ class TransactionCoordinator:
         coordinator = cls(services.config, manager, markers, services.producer_ids)
         services.metadata.add_listener(coordinator.on_metadata_delta)
         coordinator.startup()
-        if bool(services.config.get("transaction.partition.verification.enable")):
-            services.replica_manager.txn_verifier = coordinator.verify_partition
+        services.replica_manager.txn_verifier = coordinator.verify_partition
         return coordinator
 
     def __init__(
@@ -263,7 +263,10 @@ class TransactionCoordinator:
     ) -> ErrorCode:
         """``ReplicaManager.txn_verifier``: asks this coordinator, or the id's coordinator on another broker
         (AddPartitionsToTxn v4 verify_only). Coordinator errors become NOT_ENOUGH_REPLICAS (retriable for the
-        producer), a fenced producer INVALID_PRODUCER_EPOCH, as Kafka's partition leaders answer."""
+        producer), a fenced producer INVALID_PRODUCER_EPOCH, as Kafka's partition leaders answer. Off (every
+        write allowed) while ``transaction.partition.verification.enable`` (a dynamic config) is false."""
+        if not self._verification_enabled():
+            return ErrorCode.NO_ERROR
         leader = self.manager.leader_of(transactional_id)
         if leader == self.markers.node_id:
             code, results = self.verify_partitions(transactional_id, producer_id, producer_epoch, [tp])
@@ -277,6 +280,10 @@ class TransactionCoordinator:
         if code in _RETRIABLE_FOR_PRODUCE:
             return ErrorCode.NOT_ENOUGH_REPLICAS
         return code
+
+    def _verification_enabled(self) -> bool:
+        dynamic = dynamic_broker_configs(self.manager.metadata)
+        return bool(effective_broker_value(self.config, "transaction.partition.verification.enable", dynamic))
 
     async def _verify_remote(
         self, leader: int, transactional_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition
@@ -440,6 +447,22 @@ class TransactionCoordinator:
         if code == ErrorCode.NO_ERROR:
             self.outcomes["expired_ids"] += 1
             log.info("Removed transactional id %s: unused for %d ms", md.transactional_id, self.id_expiration_ms)
+
+    # -- metrics -----------------------------------------------------------------------------------------
+
+    def metric_values(self) -> dict[str, float]:
+        """Gauges under the names Kafka's transaction coordinator metrics take through the JMX exporter."""
+        loads = self.manager.load_times_ms
+        open_txns = sum(1 for _, md in self.manager.all_metadata() if md.state == S.ONGOING)
+        return {
+            "kafka_server_transaction_coordinator_metrics_partition_load_time_max": max(loads, default=0.0),
+            "kafka_server_transaction_coordinator_metrics_partition_load_time_avg": (
+                sum(loads) / len(loads) if loads else 0.0
+            ),
+            "rill_transaction_coordinator_markers_in_flight": self.markers.in_flight,
+            "rill_transaction_coordinator_ongoing_transactions": open_txns,
+            "rill_transaction_coordinator_transactional_ids": sum(1 for _ in self.manager.all_metadata()),
+        }
 
     # -- DescribeTransactions / ListTransactions ---------------------------------------------------------
 

@@ -19,6 +19,7 @@ from rill.protocol.messages import (
     produce,
     topics,
     transactions,
+    txn_markers,
 )
 from rill.protocol.schema import Message
 
@@ -34,6 +35,7 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *offsets.APIS,
     *cluster.APIS,
     *transactions.APIS,
+    *txn_markers.APIS,
 ]
 
 DATA_MESSAGES: list[Message] = list(group_data.DATA)

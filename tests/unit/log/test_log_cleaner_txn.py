@@ -1,0 +1,103 @@
+"""The log cleaner and transactions: it never cleans into an open transaction (the last stable offset bounds it),
+keeps every marker, and carries the aborted transactions of the segments it rewrites into the cleaned ones, so
+read_committed never shows aborted records, after the swap and after a crash in the middle of one."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from logtest_util import small_config
+from test_log_transactions import committed_values
+
+from rill.log.cleaner_offset_map import OffsetMap
+from rill.log.log import Log
+from rill.log.log_cleaner import clean, plan_cleaning
+from rill.log.log_config import LogConfig
+from rill.records.builder import build_batch
+from rill.records.record import Record, decode_records_in
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _config() -> LogConfig:
+    return small_config(cleanup_policy="compact", segment_bytes=700, delete_retention_ms=1000)  # type: ignore[arg-type]
+
+
+def _write(log: Log, key: str, value: str, pid: int = -1, seq: int = -1) -> int:
+    records = [Record(0, 1_700_000_000_000, key.encode(), value.encode())]
+    batch = build_batch(records, producer_id=pid, producer_epoch=0, base_sequence=seq, is_transactional=pid >= 0)
+    first = log.append(bytearray(batch), leader_epoch=0).first_offset
+    log.high_watermark = log.log_end_offset
+    return first
+
+
+def _fill(log: Log) -> tuple[list[bytes], int]:
+    """Plain, committed and aborted updates of a few keys over several segments, then an open transaction."""
+    seqs = {1: 0, 2: 0}
+    for round in range(6):
+        for pid, commit in ((1, True), (2, False)):
+            for k in range(2):
+                _write(log, f"k{k}", f"{'c' if commit else 'a'}{round}", pid, seqs[pid])
+                seqs[pid] += 1
+            log.append_txn_marker(pid, 0, 0, commit, leader_epoch=0)
+            log.high_watermark = log.log_end_offset
+        _write(log, f"plain{round % 2}", f"p{round}")
+    open_first = _write(log, "k0", "open", 1, seqs[1])
+    for i in range(6):
+        _write(log, f"after{i % 2}", f"x{i}")  # segments roll past the open transaction
+    return committed_values(log), open_first
+
+
+def test_cleaning_keeps_aborted_records_hidden_and_stops_at_the_open_transaction(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", _config())
+    _, open_first = _fill(log)
+    before = committed_values(log, values=True)
+    assert log.last_stable_offset == open_first
+    assert sum(len(s.txn_index.entries) for s in log.segments) == 6
+    plan = plan_cleaning(log, 0, 1_700_000_100_000)
+    assert plan is not None and plan.end <= open_first
+    result = clean(plan, OffsetMap(1000))
+    assert result is not None
+    assert log.replace_segments([s.segment for g in result.groups for s in g], result.cleaned)
+    assert latest(committed_values(log, values=True)) == latest(before)  # the same table for a read_committed consumer
+    assert not any(v.startswith(b"a") for _, v in committed_values(log, values=True))
+    # every aborted record below the cleaning's end is gone; the markers and index entries stay
+    records = decode_records_in(log.read_bytes(0, 1 << 20, max_offset=result.map_end))
+    assert not any((r.value or b"").startswith(b"a") for r in records)
+    assert sum(len(s.txn_index.entries) for s in log.segments) == 6
+    log.close()
+
+
+def latest(pairs: list[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
+    return dict(pairs)
+
+
+def test_a_crash_mid_swap_completes_with_the_aborted_transactions(tmp_path: Path) -> None:
+    config = _config()
+    log = Log(tmp_path / "t-0", config)
+    _fill(log)
+    leo, hw = log.log_end_offset, log.high_watermark
+    plan = plan_cleaning(log, 0, 1_700_000_100_000)
+    assert plan is not None
+    result = clean(plan, OffsetMap(1000))
+    assert result is not None
+    assert any(n.endswith(".txnindex.swap") for n in os.listdir(log.dir))
+    for seg in result.cleaned:
+        seg.close()
+    log.close(clean=False)
+    log = Log(tmp_path / "t-0", config, recovery_point=leo, high_watermark=hw, had_clean_shutdown=True)
+    assert not any(n.endswith((".swap", ".cleaned")) for n in os.listdir(log.dir))
+    assert not any(v.startswith(b"a") for _, v in committed_values(log, values=True))
+    # the same as when the swap completes on the loop
+    other = Log(tmp_path / "u-0", config)
+    _fill(other)
+    plan = plan_cleaning(other, 0, 1_700_000_100_000)
+    assert plan is not None
+    result = clean(plan, OffsetMap(1000))
+    assert result is not None
+    assert other.replace_segments([s.segment for g in result.groups for s in g], result.cleaned)
+    assert latest(committed_values(log, values=True)) == latest(committed_values(other, values=True))
+    other.close()
+    log.close()
