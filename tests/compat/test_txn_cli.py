@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -43,7 +44,7 @@ def hanging_transaction(bootstrap: str, tp: TopicPartition, n: int) -> tuple[int
     with KafkaClient(bootstrap, timeout_s=20) as client:
         pid, epoch = client.init_producer_id()
         batch = build_batch(
-            [Record(i, 1_700_000_000_000, None, b"hanging-%d" % i, []) for i in range(n)],
+            [Record(i, int(time.time() * 1000), None, b"hanging-%d" % i, []) for i in range(n)],
             producer_id=pid,
             producer_epoch=epoch,
             base_sequence=0,
