@@ -12,8 +12,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from tests.cluster._helpers import create_topic
 from tests.integration.broker._wire import Wire
-from tests.integration.transactions._txn import describe, find_txn_coordinator
+from tests.integration.transactions._txn import describe, find_txn_coordinator, init_pid
 
+from rill.errors import ErrorCode
 from rill.testing.cluster import TestCluster, cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -87,6 +88,18 @@ def test_markers_reach_leaders_on_other_brokers(txn3: TestCluster) -> None:
     assert sorted(got) == sorted(f"v{i}".encode() for i in range(30))
     assert len(leaders) == 3  # one partition led by each broker: two of them are not the coordinator
     assert all(len(txn3.isr("__transaction_state", q)) == 3 for q in range(3))
+    # the brokers that do not lead the id's partition of __transaction_state send the client to the one that does
+    coordinator = _describe(txn3, "tc-spread-tx")["coordinator"]
+    for broker_id in txn3.brokers:
+        if broker_id == coordinator:
+            continue
+        b = txn3.broker(broker_id)
+        w = Wire(f"{b.host}:{b.port}", timeout=30)
+        try:
+            assert init_pid(w, "tc-spread-tx")["error_code"] == ErrorCode.NOT_COORDINATOR
+            assert describe(w, "tc-spread-tx")["error_code"] == ErrorCode.NOT_COORDINATOR
+        finally:
+            w.close()
 
 
 def test_the_coordinator_fails_over_and_open_transactions_end_atomically(txn3: TestCluster) -> None:

@@ -37,26 +37,20 @@ from rill.log.fetch_data_info import FetchDataInfo
 from rill.log.leader_epoch_cache import LeaderEpochFileCache
 from rill.log.log_append_info import LogAppendInfo
 from rill.log.log_config import LogConfig
+from rill.log.log_deletion import LogDeletion
 from rill.log.log_loader import load_segments, rebuild_producer_state
-from rill.log.log_reader import (
-    collect_aborted_transactions,
-    find_offset_by_timestamp,
-    max_timestamp_and_offset,
-    read_regions,
-    read_regions_and_end,
-)
-from rill.log.log_retention import SegmentPredicate, below_start_offset, deletable_prefix, retention_predicates
+from rill.log.log_read import LogReadSide
 from rill.log.log_segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_file_name
+from rill.log.log_txn import LogTransactions
 from rill.log.log_validator import (
     assign_offsets,
     check_single_batch,
     validate_batches,
     validate_records,
 )
-from rill.log.producer_state import BatchMetadata, CompletedTxn, ProducerStateEntry, ProducerStateManager
-from rill.log.transaction_index import AbortedTxn
-from rill.records.batch import BatchHeader, Buffer, parse_header, set_log_append_time, set_max_timestamp
-from rill.records.control import EndTxnMarker, build_end_txn_marker_batch, marker_or_none
+from rill.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
+from rill.records.batch import BatchHeader, Buffer, set_log_append_time, set_max_timestamp
+from rill.records.control import marker_or_none
 from rill.records.scan import LAST_OFFSET_DELTA_FIELD, MAX_TIMESTAMP_FIELD, PRODUCER_ID_FIELD, RECORDS_COUNT_FIELD
 
 __all__ = ["FetchDataInfo", "Log", "LogAppendInfo", "parse_topic_partition"]
@@ -80,7 +74,11 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class Log:
+class Log(LogReadSide, LogDeletion, LogTransactions):
+    """A partition log: identity, append, rolling and durability here; reads in ``LogReadSide``
+    (rill.log.log_read), retention, DeleteRecords and truncation in ``LogDeletion`` (rill.log.log_deletion),
+    transaction markers in ``LogTransactions`` (rill.log.log_txn)."""
+
     def __init__(
         self,
         dir: Path,
@@ -226,15 +224,6 @@ class Log:
     def high_watermark(self, value: int) -> None:
         self._high_watermark = min(max(value, self._log_start_offset), self._leo)
         self.producer_state.on_high_watermark_updated(self._high_watermark)
-
-    @property
-    def last_stable_offset(self) -> int:
-        """The high watermark, or below it the first offset of a transaction not yet completed and
-        replicated (never below the log start): read_committed consumers read up to here."""
-        first_unstable = self.producer_state.first_unstable_offset()
-        if first_unstable is None:
-            return self._high_watermark
-        return min(max(first_unstable, self._log_start_offset), self._high_watermark)
 
     @property
     def recovery_point(self) -> int:
@@ -437,55 +426,6 @@ class Log:
             first_offset, expected - 1, -1, self._log_start_offset, count, len(view), False, max_ts, offset_of_max_ts
         )
 
-    def append_txn_marker(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        coordinator_epoch: int,
-        commit: bool,
-        *,
-        leader_epoch: int,
-        now_ms: int | None = None,
-    ) -> LogAppendInfo:
-        """Append a COMMIT or ABORT marker for the producer as leader (a control batch, see
-        ``rill.records.control``), ending its ongoing transaction; an aborted one goes into the transaction
-        index. INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED refuse it (nothing written)."""
-        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
-        now = _now_ms() if now_ms is None else now_ms
-        view = memoryview(
-            bytearray(build_end_txn_marker_batch(producer_id, producer_epoch, coordinator_epoch, commit, now))
-        )
-        header = parse_header(view)
-        append_time = now if self._config.log_append_time else -1
-        first_offset = self._leo
-        segment = self._segments[-1]
-        if segment.size and self._should_roll(segment, len(view), now, first_offset, now):
-            segment = self.roll(first_offset, now)
-        bufs, infos = assign_offsets(view, [(0, header)], first_offset, leader_epoch, append_time)
-        self._write(segment, bufs, infos)
-        completed = self.producer_state.apply_marker(header, EndTxnMarker(commit, coordinator_epoch), first_offset)
-        if completed is not None:
-            self._complete_txn(segment, completed)
-        if leader_epoch > self.leader_epoch_cache.latest_epoch:
-            self.leader_epoch_cache.assign(leader_epoch, first_offset)
-        self._count_unflushed(1)
-        return LogAppendInfo(
-            first_offset, first_offset, append_time, self._log_start_offset, 1, len(view), False, now, first_offset
-        )
-
-    def _complete_txn(self, segment: LogSegment, completed: CompletedTxn) -> None:
-        """A marker written into ``segment`` ended ``completed``: an aborted one is indexed there."""
-        if completed.is_aborted:
-            lso = self.producer_state.last_stable_offset(completed)
-            try:
-                segment.txn_index.append(AbortedTxn(*completed[:3], lso))
-            except OSError as e:  # the marker is in the log; a recovery of the segment indexes it again
-                log.warning("%s: cannot index the aborted transaction %s: %s", self._tp, completed, e)
-        self.producer_state.complete_txn(completed)
-
-    def has_ongoing_txn(self, producer_id: int) -> bool:
-        return self.producer_state.has_ongoing_txn(producer_id)
-
     def _write(self, segment: LogSegment, bufs: list[Buffer], infos: list[tuple[int, int, int, int]]) -> None:
         try:
             segment.append(bufs, infos)
@@ -579,126 +519,6 @@ class Log:
             active=active,
         )
 
-    # ---- read ---------------------------------------------------------------------------------
-
-    def read(
-        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
-    ) -> FetchDataInfo:
-        if offset < self._log_start_offset or offset > self._leo:
-            raise KafkaError(
-                ErrorCode.OFFSET_OUT_OF_RANGE,
-                f"{self._tp}: offset {offset} is outside [{self._log_start_offset}, {self._leo}]",
-            )
-        if offset == self._leo or (max_offset is not None and offset >= max_offset):
-            return FetchDataInfo(offset)
-        regions = read_regions(self._segments, offset, max_bytes, max_offset, min_one_batch)
-        return FetchDataInfo(offset, regions, sum(r.length for r in regions))
-
-    def read_committed(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> FetchDataInfo:
-        """A read_committed read: up to the last stable offset, with the aborted transactions that overlap
-        the data returned (from the transaction indexes)."""
-        lso = self.last_stable_offset
-        if offset < self._log_start_offset or offset > self._leo:
-            raise KafkaError(
-                ErrorCode.OFFSET_OUT_OF_RANGE,
-                f"{self._tp}: offset {offset} is outside [{self._log_start_offset}, {self._leo}]",
-            )
-        if offset >= lso:
-            return FetchDataInfo(offset, [], 0, [])
-        regions, upper = read_regions_and_end(self._segments, offset, max_bytes, lso, min_one_batch)
-        aborted = collect_aborted_transactions(self._segments, offset, upper) if regions else []
-        return FetchDataInfo(offset, regions, sum(r.length for r in regions), aborted)
-
-    def collect_aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
-        return collect_aborted_transactions(self._segments, start, upper)
-
-    def read_bytes(
-        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
-    ) -> bytes:
-        info = self.read(offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch)
-        return b"".join(os.pread(r.fd, r.length, r.position) for r in info.regions)
-
-    # ---- time lookups -------------------------------------------------------------------------
-
-    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the first record at or after log start with timestamp >= target."""
-        return find_offset_by_timestamp(self._segments, timestamp, self._log_start_offset, self._tp)
-
-    def max_timestamp_and_offset(self) -> tuple[int, int]:
-        """``(max timestamp, its offset)`` over the log, ``(-1, -1)`` when empty."""
-        return max_timestamp_and_offset(self._segments, self._log_start_offset)
-
-    # ---- retention ----------------------------------------------------------------------------
-
-    def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Apply retention.ms, retention.bytes and the log start offset; returns segments deleted."""
-        now = _now_ms() if now_ms is None else now_ms
-        deleted = 0
-        for rule in retention_predicates(self._config, now, self.size_bytes):
-            deleted += self._delete_while(rule, now)
-        deleted += self._delete_while(below_start_offset(self._log_start_offset), now)
-        return deleted
-
-    def _delete_while(self, predicate: SegmentPredicate, now_ms: int) -> int:
-        count = deletable_prefix(self._segments, predicate, self._high_watermark, self._leo)
-        if not count:
-            return 0
-        doomed = self._segments[:count]
-        if count == len(self._segments):
-            self.roll(now_ms=now_ms)
-        self._remove_segments(doomed, now_ms)
-        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
-        self.producer_state.on_log_start_offset_incremented(self._log_start_offset)
-        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
-        self.producer_state.delete_snapshots_below(self._segments[0].base_offset)
-        log.info("%s: deleted %d segment(s); log start offset %d", self._tp, count, self._log_start_offset)
-        return count
-
-    def _remove_segments(self, doomed: list[LogSegment], now_ms: int) -> None:
-        ids = {id(s) for s in doomed}
-        self._segments = [s for s in self._segments if id(s) not in ids]
-        self._schedule_delete(doomed, now_ms)
-
-    def _schedule_delete(self, doomed: list[LogSegment], now_ms: int) -> None:
-        due = now_ms + self._config.file_delete_delay_ms
-        for seg in doomed:
-            try:
-                seg.rename_to_deleted()
-            except OSError as e:
-                log.warning("%s: cannot rename %s for deletion: %s", self._tp, seg.log_path, e)
-            self._pending_deletes.append((due, seg))
-
-    def take_due_deletions(self, now_ms: int | None = None) -> list[LogSegment]:
-        """Segments whose ``file.delete.delay.ms`` has passed; the caller runs ``delete_files``."""
-        now = _now_ms() if now_ms is None else now_ms
-        due = [s for t, s in self._pending_deletes if t <= now]
-        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now]
-        return due
-
-    def maybe_increment_log_start_offset(self, offset: int, now_ms: int | None = None) -> bool:
-        """DeleteRecords: move the log start offset up to ``offset`` (at most the high watermark).
-
-        The caller has made the new offset durable (the log-start-offset checkpoint) first; what
-        follows here is upkeep that a full disk may stop (the leader epoch checkpoint, the segments
-        wholly below the new start): it is logged and left for later (the epoch checkpoint is cut
-        back to the log start when the log is opened; retention deletes those segments), never
-        an error that would undo the move."""
-        if offset > self._high_watermark:
-            raise KafkaError(
-                ErrorCode.OFFSET_OUT_OF_RANGE,
-                f"{self._tp}: cannot delete records up to {offset}, above the high watermark {self._high_watermark}",
-            )
-        if offset <= self._log_start_offset:
-            return False
-        self._log_start_offset = offset
-        self.producer_state.on_log_start_offset_incremented(offset)
-        try:
-            self.leader_epoch_cache.truncate_from_start(offset)
-            self._delete_while(below_start_offset(offset), _now_ms() if now_ms is None else now_ms)
-        except (OSError, KafkaError) as e:
-            log.warning("%s: log start offset moved to %d; the upkeep after it waits: %s", self._tp, offset, e)
-        return True
-
     def replace_segments(self, old: list[LogSegment], new: list[LogSegment], now_ms: int | None = None) -> bool:
         """Put the cleaner's ``new`` segments (``.swap`` files) in place of ``old``, a run of inactive
         segments: the old ones renamed ``.deleted`` and deleted later, then the new ones given their final
@@ -722,62 +542,6 @@ class Log:
                 log.warning("%s: cannot rename %s: %s", self._tp, seg.log_path, e)
         self._dir_changes += 1
         return True
-
-    # ---- truncation ---------------------------------------------------------------------------
-
-    def truncate_to(self, offset: int, now_ms: int | None = None) -> bool:
-        """Remove every record at or above ``offset`` (replication rejoining); True if anything went."""
-        if offset < 0:
-            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"cannot truncate {self._tp} to {offset}")
-        if offset >= self._leo:
-            return False
-        self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
-        now = _now_ms() if now_ms is None else now_ms
-        if offset < self._segments[0].base_offset or offset < self._log_start_offset:
-            self.truncate_fully_and_start_at(offset, now)
-            return True
-        doomed = [s for s in self._segments if s.base_offset > offset]
-        if doomed:
-            self._remove_segments(doomed, now)
-        active = self._active
-        active.truncate_to(offset)
-        if doomed:
-            active.on_become_active(self._config.segment_index_bytes)
-        self._leo = active.next_offset if active.size else active.base_offset
-        if self._leo < self._log_start_offset:
-            # the cut fell inside the batch holding the log start: nothing visible is left
-            self.truncate_fully_and_start_at(self._log_start_offset, now)
-            return True
-        self._after_truncation()
-        log.info("%s: truncated to %d (log end %d)", self._tp, offset, self._leo)
-        return True
-
-    def truncate_fully_and_start_at(self, offset: int, now_ms: int | None = None) -> None:
-        now = _now_ms() if now_ms is None else now_ms
-        self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
-        doomed = list(self._segments)
-        self._segments = []
-        self._schedule_delete(doomed, now)
-        self._segments = [self._new_segment(offset, now, active=True)]
-        self._leo = offset
-        self._log_start_offset = offset
-        self._high_watermark = offset
-        self.leader_epoch_cache.clear()
-        self.producer_state.clear()
-        self.producer_state.map_end_offset = offset
-        self._recovery_point = min(self._recovery_point, offset)
-        self._unflushed_messages = 0
-
-    def _after_truncation(self) -> None:
-        self._high_watermark = min(self._high_watermark, self._leo)
-        self._recovery_point = min(self._recovery_point, self._leo)
-        self.leader_epoch_cache.truncate_from_end(self._leo)
-        self.producer_state.delete_snapshots_above(self._leo)
-        self._rebuild_producer_state()
-
-    def _rebuild_producer_state(self) -> None:
-        rebuild_producer_state(self.producer_state, self.leader_epoch_cache, self._segments, self._leo)
-        self.producer_state.on_high_watermark_updated(self._high_watermark)
 
     # ---- durability ---------------------------------------------------------------------------
 

@@ -17,11 +17,12 @@ A cleaning has three steps:
    delete horizon (attributes bit 6; the horizon is the batch's base timestamp, the records' timestamp
    deltas relative to it).
    Transactions, as Kafka's cleaner treats them: the batches of aborted transactions (known from the
-   transaction indexes, ``CleanPlan.aborted``) put no key in the map and are removed; markers are kept (Kafka
-   removes them once their transaction's data is gone and ``delete.retention.ms`` has passed: not done here),
-   and so are the aborted transactions of each source segment's ``.txnindex``, carried into the cleaned
-   segment replacing it. Records at or after the map's end, and control batches, are copied untouched.
-   Offsets are never
+   transaction indexes, ``CleanPlan.aborted``) put no key in the map and are removed. A marker whose
+   transaction has no batch left (none seen in this cleaning, which reads the log from its start) gets a
+   delete horizon (``delete.retention.ms`` from now, as a tombstone's batch does) and goes in the first
+   cleaning after it (kept empty when it is the producer's last batch); any other marker stays. The aborted
+   transactions of each source segment's ``.txnindex`` are carried into the cleaned segment replacing it,
+   but those whose marker went. Records at or after the map's end are copied untouched. Offsets are never
    changed: a batch keeping all its records is copied as it is, one keeping none is dropped, one keeping
    some is rebuilt with the kept records' bytes under the original header (base offset, last offset
    delta, leader epoch, producer fields, base timestamp) with the same codec. The thread gives the GIL to
@@ -65,6 +66,7 @@ from rill.records.batch import (
     crc_ok,
     parse_header,
 )
+from rill.records.control import marker_or_none
 from rill.records.record import decode_records, encode_record, read_varint
 
 if TYPE_CHECKING:
@@ -127,6 +129,11 @@ class CleanResult:
     records_removed: int = 0
     map_utilization: float = 0.0
     seconds: float = 0.0
+    # transactions as the cleaning reads the log: producers whose committed / aborted batches it has read since
+    # their last marker, and the offsets of the markers it removed
+    committed_seen: set[int] = field(default_factory=set)
+    aborted_seen: set[int] = field(default_factory=set)
+    removed_markers: set[int] = field(default_factory=set)
 
 
 class Throttler:
@@ -468,8 +475,9 @@ def _write_cleaned(
                 pending = None
         for pbuf, ph in pending or ():
             write(out, pbuf, ph)
-        for txn in list(src.segment.txn_index.entries):  # the source's markers are all kept
-            out.txn_index.append(txn)
+        for txn in list(src.segment.txn_index.entries):
+            if txn.last_offset not in result.removed_markers:
+                out.txn_index.append(txn)
         result.groups[-1].append(src)
     if out is not None:
         _finish(out)
@@ -492,14 +500,19 @@ def _filter_batch(
     producer id, epoch and sequence numbers are what a restart or a follower rebuilds the producer's state
     from, so a retried batch is still known as a duplicate)."""
     now_ms = plan.now_ms
-    if h.base_offset >= map_end or h.attributes & CONTROL_MASK:
+    if h.base_offset >= map_end:
         return batch
+    if h.attributes & CONTROL_MASK:
+        return _filter_marker(h, batch, plan, horizon, result)
+    aborted = plan.is_aborted(h)
+    if h.attributes & TRANSACTIONAL_MASK and h.producer_id >= 0:
+        (result.aborted_seen if aborted else result.committed_seen).add(h.producer_id)
     has_horizon = bool(h.attributes & DELETE_HORIZON_MASK)
     retain_deletes = not has_horizon or now_ms < h.base_timestamp
     data, records = walk_records(h, batch)
     result.records_read += len(records)
     kept: list[RecordInfo] = []
-    for r in () if plan.is_aborted(h) else records:
+    for r in () if aborted else records:
         if r.key is None:
             continue
         offset = h.base_offset + r.offset_delta
@@ -517,6 +530,28 @@ def _filter_batch(
     if len(kept) == len(records) and not needs_horizon:
         return batch
     return rebuild_batch(h, data, kept, horizon if needs_horizon else None)
+
+
+def _filter_marker(
+    h: BatchHeader, batch: memoryview, plan: CleanPlan, horizon: int, result: CleanResult
+) -> memoryview | bytes | None:
+    """A control batch as it goes into the cleaned segment (Kafka's rule, see the module doc)."""
+    marker = marker_or_none(batch) if h.producer_id >= 0 and h.records_count else None
+    if marker is None:
+        return batch  # another kind of control record, or one already emptied
+    seen = result.committed_seen if marker.commit else result.aborted_seen
+    if h.producer_id in seen:
+        seen.discard(h.producer_id)
+        return batch  # its transaction still has batches
+    if not h.attributes & DELETE_HORIZON_MASK:
+        data, records = walk_records(h, batch)
+        return rebuild_batch(h, data, records, horizon)
+    if plan.now_ms < h.base_timestamp:
+        return batch
+    result.removed_markers.add(h.base_offset)
+    if plan.producer_last.get(h.producer_id) == h.base_offset + h.last_offset_delta:
+        return empty_batch(h)
+    return None
 
 
 __all__ = [

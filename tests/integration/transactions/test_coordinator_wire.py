@@ -306,3 +306,19 @@ def test_a_transactional_write_to_a_partition_not_in_the_transaction_is_refused(
                     incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
     admin.incremental_alter_configs([resource])[resource].result(10)
     assert _produce_txn(wire, "tx-verify", pid, epoch, topic, 1, 0) == 0
+
+
+@pytest.mark.rill_broker_config(**FAST)
+def test_the_markers_of_a_deleted_topic_are_dropped(rill_broker, wire: Wire) -> None:
+    bootstrap = rill_broker.bootstrap_servers
+    gone, kept = _topic(bootstrap, 1), _topic(bootstrap, 1)
+    find_txn_coordinator(wire, "tx-deleted")
+    r = init_pid(wire, "tx-deleted")
+    pid, epoch = r["producer_id"], r["producer_epoch"]
+    assert add_partitions(wire, "tx-deleted", pid, epoch, gone, [0]) == {0: 0}
+    assert add_partitions(wire, "tx-deleted", pid, epoch, kept, [0]) == {0: 0}
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([gone])[gone].result(10)
+    assert end_txn(wire, "tx-deleted", pid, epoch, True) == 0
+    wait_for_state(wire, "tx-deleted", "CompleteCommit")
+    assert _high_watermarks(bootstrap, kept, 1) == [1]

@@ -15,6 +15,7 @@ from rill.log.cleaner_offset_map import OffsetMap
 from rill.log.log import Log
 from rill.log.log_cleaner import clean, plan_cleaning
 from rill.log.log_config import LogConfig
+from rill.records.batch import iter_batches
 from rill.records.builder import build_batch
 from rill.records.record import Record, decode_records_in
 
@@ -100,4 +101,58 @@ def test_a_crash_mid_swap_completes_with_the_aborted_transactions(tmp_path: Path
     assert other.replace_segments([s.segment for g in result.groups for s in g], result.cleaned)
     assert latest(committed_values(log, values=True)) == latest(committed_values(other, values=True))
     other.close()
+    log.close()
+
+
+def _clean_once(log: Log, now_ms: int) -> None:
+    plan = plan_cleaning(log, 0, now_ms)
+    assert plan is not None
+    result = clean(plan, OffsetMap(1000))
+    assert result is not None
+    assert log.replace_segments([s.segment for g in result.groups for s in g], result.cleaned, now_ms=now_ms)
+
+
+def _markers(log: Log, below: int) -> list[tuple[int, int, bool]]:
+    """(offset, producer id, has a delete horizon) of the markers below ``below``."""
+    data = log.read_bytes(0, 1 << 20, max_offset=below)
+    return [(h.base_offset, h.producer_id, bool(h.attributes & 0x40)) for _, h in iter_batches(data) if h.is_control
+            and h.records_count]  # fmt: skip
+
+
+def test_markers_go_once_their_transaction_is_cleaned_away_and_delete_retention_passed(tmp_path: Path) -> None:
+    log = Log(tmp_path / "t-0", _config())
+    now = 1_700_000_100_000
+    _write(log, "k0", "c", 1, 0)
+    commit_at = log.append_txn_marker(1, 0, 0, True, leader_epoch=0).first_offset
+    _write(log, "k1", "a", 2, 0)
+    abort_at = log.append_txn_marker(2, 0, 0, False, leader_epoch=0).first_offset
+    _write(log, "k0", "plain")  # supersedes the committed record
+    _write(log, "k1", "plain")
+    _write(log, "x", "1", 1, 1)  # each producer's last batch lies after (and is kept)
+    log.append_txn_marker(1, 0, 0, True, leader_epoch=0)
+    _write(log, "y", "1", 2, 1)
+    log.append_txn_marker(2, 0, 0, True, leader_epoch=0)
+    for i in range(8):
+        _write(log, f"filler{i % 2}", str(i))
+    log.high_watermark = log.log_end_offset
+    end = log.segments[-1].base_offset
+    table = latest(committed_values(log, values=True))
+    assert table[b"k0"] == b"plain" and table[b"k1"] == b"plain"
+
+    _clean_once(log, now)  # the transactions' batches are read (and removed): their markers stay
+    assert [(o, p) for o, p, _ in _markers(log, end)][:2] == [(commit_at, 1), (abort_at, 2)]
+    assert any(e.last_offset == abort_at for s in log.segments for e in s.txn_index.entries)
+    _clean_once(log, now)  # nothing of them is left: the markers get a delete horizon
+    assert _markers(log, end)[:2] == [(commit_at, 1, True), (abort_at, 2, True)]
+    _clean_once(log, now + 500)  # before the horizon: kept
+    assert [o for o, _, _ in _markers(log, end)][:2] == [commit_at, abort_at]
+    _clean_once(log, now + 1000)
+    assert commit_at not in [o for o, _, _ in _markers(log, end)] and abort_at not in [
+        o for o, _, _ in _markers(log, end)
+    ]
+    assert not any(e.last_offset == abort_at for s in log.segments for e in s.txn_index.entries)
+    assert latest(committed_values(log, values=True)) == table
+    log.close()
+    log = Log(tmp_path / "t-0", _config(), recovery_point=0)  # replayed from the cleaned log: nothing is open
+    assert log.producer_state.ongoing_txns == {}
     log.close()

@@ -145,9 +145,7 @@ class TransactionStateManager:
 
     # -- writes --------------------------------------------------------------------------------------------
 
-    async def append(
-        self, md: TransactionMetadata, coordinator_epoch: int, transit: TxnTransitMetadata
-    ) -> ErrorCode:
+    async def append(self, md: TransactionMetadata, coordinator_epoch: int, transit: TxnTransitMetadata) -> ErrorCode:
         """Write ``transit`` (prepared on ``md``) with acks=all and apply it once acknowledged. On failure the
         pending transition is dropped and the state stays as it was; the error is Kafka's mapping onto the
         coordinator errors clients expect."""
