@@ -1,14 +1,23 @@
-"""The transactional checker: its verdicts on made-up reads, and a bounded run (application SIGKILLed mid-
-transaction eight times, the broker SIGKILLed twice, a hanging transaction left to its timeout)."""
+"""The transactional checker: its verdicts on made-up reads, and bounded runs (the application SIGKILLed mid-
+transaction again and again, the broker or a leader SIGKILLed too, a hanging transaction left to its timeout)."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
 
 from rill.testing import broker
-from rill.testing.txn_checker import BROKER_CONFIGS, check, run
+from rill.testing.cluster import cluster
+from rill.testing.txn_checker import (
+    BROKER_CONFIGS,
+    CLUSTER_CONFIGS,
+    check,
+    cluster_fault,
+    run,
+    single_broker_fault,
+)
 
 
 def test_a_clean_read_has_no_anomalies() -> None:
@@ -43,7 +52,16 @@ def test_a_watcher_read_can_stop_in_the_middle_of_a_transaction() -> None:
 @pytest.mark.timeout(240)
 def test_kills_of_application_and_broker(tmp_path: Path) -> None:
     with broker(BROKER_CONFIGS, subprocess=True) as b:
-        report = run(b, tmp_path, inputs=3000, app_kills=8, broker_kill_every=4, deadline_s=150, seed=23)
+        report = run(
+            b.bootstrap_servers,
+            tmp_path,
+            kill_broker=single_broker_fault(b),
+            inputs=3000,
+            app_kills=8,
+            broker_kill_every=4,
+            deadline_s=150,
+            seed=23,
+        )
     detail = f"{report}\n{(tmp_path / 'app.log').read_text(errors='replace')[-3000:]}"
     assert report.app_kills == 8 and report.broker_kills == 2, detail
     assert report.read == 3000, detail
@@ -51,3 +69,28 @@ def test_kills_of_application_and_broker(tmp_path: Path) -> None:
     assert report.hanging_aborted, detail
     assert report.committed_txns > 0, detail
     assert report.aborted_in_log > 0, detail  # there was aborted data to hide
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_kills_of_application_and_leaders_on_a_cluster(tmp_path: Path) -> None:
+    """Three brokers, replication factor 3 everywhere: every other application kill also SIGKILLs the leader of
+    an output partition (started again once its partitions are led with full ISRs)."""
+    with cluster(3, CLUSTER_CONFIGS) as c:
+        fault = cluster_fault(c, "txn-out", 3, random.Random(5))
+        report = run(
+            c.bootstrap_servers,
+            tmp_path,
+            kill_broker=fault,
+            replication_factor=3,
+            inputs=2000,
+            app_kills=6,
+            broker_kill_every=2,
+            deadline_s=200,
+            seed=5,
+        )
+    detail = f"{report}\n{(tmp_path / 'app.log').read_text(errors='replace')[-3000:]}"
+    assert report.broker_kills == 3, detail
+    assert report.read == 2000, detail
+    assert (report.lost, report.duplicates, report.aborted_reads, report.half_visible) == (0, 0, 0, 0), detail
+    assert report.hanging_aborted, detail

@@ -321,6 +321,18 @@ BROKER_CONFIGS = {
 }
 
 
+# On a cluster of three: the internal topics replicated three times, two in sync for a write.
+CLUSTER_CONFIGS = {
+    "transaction.state.log.num.partitions": "5",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "offsets.topic.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+    "group.min.session.timeout.ms": "500",
+}
+
+
 def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "rill.testing.txn_checker", *args],
@@ -347,10 +359,40 @@ def _committed_total(bootstrap: str, group: str, topic: str, partitions: int) ->
         consumer.close()
 
 
+def single_broker_fault(b: Any) -> Callable[[], str]:
+    """SIGKILL the broker (a subprocess ``TestBroker``) and start it again on its port and data."""
+
+    def fault() -> str:
+        b.kill()
+        b.start()
+        return "broker"
+
+    return fault
+
+
+def cluster_fault(c: Any, topic: str, partitions: int, rng: random.Random, down_s: float = 1.0) -> Callable[[], str]:
+    """SIGKILL the leader of a random partition of ``topic`` of the cluster ``c`` (a ``TestCluster``), start it
+    again after ``down_s`` and wait until every partition of ``topic`` is led with its full ISR."""
+    from rill.testing.faults import _start, healed
+
+    def fault() -> str:
+        leader = c.leader(topic, rng.randrange(partitions))
+        victim = leader if leader >= 0 else rng.choice(c.brokers)
+        c.kill(victim)
+        time.sleep(down_s)
+        _start(c, victim)
+        c.wait_for(lambda: healed(c, topic, partitions), 60.0, "healing")
+        return f"broker {victim}"
+
+    return fault
+
+
 def run(
-    broker: Any,
+    bootstrap: str,
     workdir: Path,
     *,
+    kill_broker: Callable[[], str] | None = None,
+    replication_factor: int = 1,
     inputs: int = 3000,
     partitions: int = 3,
     app_kills: int = 8,
@@ -361,15 +403,16 @@ def run(
     seed: int | None = None,
     log: Callable[[str], None] = print,
 ) -> Report:
-    """Run the workload against ``broker`` (a subprocess ``rill.testing.TestBroker``) and check it."""
+    """Run the workload against the brokers at ``bootstrap`` and check it; every ``broker_kill_every``-th kill of
+    the application also runs ``kill_broker`` (``single_broker_fault``, ``cluster_fault``)."""
     import confluent_kafka as ck
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     rng = random.Random(seed)
-    bootstrap = broker.bootstrap_servers
     source, target, group, txn_id = "txn-in", "txn-out", "txn-app", "txn-app-1"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.create_topics([NewTopic(source, partitions, 1), NewTopic(target, partitions, 1)]).values():
+    topics = [NewTopic(t, partitions, replication_factor) for t in (source, target)]
+    for f in admin.create_topics(topics).values():
         f.result(30)
     producer = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     for i in range(inputs):
@@ -393,11 +436,11 @@ def run(
                 continue
             _kill(proc)
             report.app_kills += 1
-            if report.app_kills % broker_kill_every == 0:
-                broker.kill()
+            detail = ""
+            if kill_broker is not None and report.app_kills % broker_kill_every == 0:
+                detail = f", killed {kill_broker()}"
                 report.broker_kills += 1
-                broker.start()
-            log(f"kill {report.app_kills} (broker kills {report.broker_kills})")
+            log(f"kill {report.app_kills} (broker kills {report.broker_kills}{detail})")
             proc = _spawn(app_args, workdir / "app.log")
     finally:
         _kill(proc)
@@ -446,23 +489,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--inputs", type=int, default=20_000)
     parser.add_argument("--app-kills", type=int, default=30)
     parser.add_argument("--broker-kill-every", type=int, default=4)
+    parser.add_argument("--brokers", type=int, default=1, help="1: one broker; 3: a cluster (replication factor 3)")
     parser.add_argument("--deadline", type=float, default=900.0, help="seconds")
     parser.add_argument("--seed", type=int, default=None)
     ns = parser.parse_args(args)
     import tempfile
 
     from rill.testing import broker
+    from rill.testing.cluster import cluster
 
-    with tempfile.TemporaryDirectory(prefix="rill-txn-checker-") as tmp, broker(BROKER_CONFIGS, subprocess=True) as b:
-        report = run(
-            b,
-            Path(tmp),
-            inputs=ns.inputs,
-            app_kills=ns.app_kills,
-            broker_kill_every=ns.broker_kill_every,
-            deadline_s=ns.deadline,
-            seed=ns.seed,
-        )
+    options: dict[str, Any] = {
+        "inputs": ns.inputs,
+        "app_kills": ns.app_kills,
+        "broker_kill_every": ns.broker_kill_every,
+        "deadline_s": ns.deadline,
+        "seed": ns.seed,
+    }
+    with tempfile.TemporaryDirectory(prefix="rill-txn-checker-") as tmp:
+        if ns.brokers == 1:
+            with broker(BROKER_CONFIGS, subprocess=True) as b:
+                report = run(b.bootstrap_servers, Path(tmp), kill_broker=single_broker_fault(b), **options)
+        else:
+            with cluster(ns.brokers, CLUSTER_CONFIGS) as c:
+                fault = cluster_fault(c, "txn-out", 3, random.Random(ns.seed))
+                report = run(c.bootstrap_servers, Path(tmp), kill_broker=fault, replication_factor=3, **options)
     print(json.dumps(report.__dict__, indent=2, default=str))
     return 0 if report.ok else 1
 
