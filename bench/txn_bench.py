@@ -11,13 +11,15 @@ The two alternate (A/B per round, `--rounds` (3) rounds). A run's rate counts th
 (idempotent) or committed (transactional) over the run's time, final flush or commit included. Kafka's design
 measured about 3% overhead for 1 KiB records committed every 100 ms; Rill's goal is at most 10%. Prints the
 medians, the overhead of the medians and the median of each round's transactional/idempotent ratio (robust to
-a machine whose speed drifts between rounds).
+a machine whose speed drifts between rounds), and the broker's CPU time per record in each mode (read from
+/proc: less sensitive to other load on the machine than the rates).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -84,6 +86,12 @@ def worker(mode: str, bootstrap: str, topic: str, seconds: float, size: int, par
     print(json.dumps({"records": records, "seconds": elapsed, "transactions": transactions}))
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_once(mode: str, bootstrap: str, topic: str, args: argparse.Namespace) -> dict[str, float]:
     cmd = [sys.executable, __file__, "--worker", mode, bootstrap, topic, str(args.seconds), str(args.size),
            str(args.partitions), str(args.commit_ms)]  # fmt: skip
@@ -112,27 +120,35 @@ def main() -> None:
 
     rates: dict[str, list[float]] = {"idempotent": [], "transactional": []}
     commits: list[float] = []
+    cpu: dict[str, list[float]] = {"idempotent": [], "transactional": []}  # broker CPU us per record
     with broker(BROKER_CONFIGS, subprocess=True) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         admin.create_topics([NewTopic("txn-bench", args.partitions, 1)])["txn-bench"].result(30)
         run_once("transactional", b.bootstrap_servers, "txn-bench", argparse.Namespace(**{**vars(args), "seconds": 1}))
         for r in range(args.rounds):
             for mode in ("idempotent", "transactional"):
+                pid = b._runner._proc.pid
+                before = cpu_seconds(pid)
                 res = run_once(mode, b.bootstrap_servers, "txn-bench", args)
+                cpu[mode].append((cpu_seconds(pid) - before) * 1e6 / max(res["records"], 1))
                 rate = res["records"] / res["seconds"]
                 rates[mode].append(rate)
                 if mode == "transactional":
                     commits.append(res["transactions"] / res["seconds"])
-                print(f"round {r + 1} {mode:<13} {rate:>10,.0f} records/s", flush=True)
+                per = cpu[mode][-1]
+                print(
+                    f"round {r + 1} {mode:<13} {rate:>10,.0f} records/s, broker {per:.1f} us CPU per record", flush=True
+                )
     idem = statistics.median(rates["idempotent"])
     txn = statistics.median(rates["transactional"])
     mb = args.size / 1e6
     print()
-    print("| mode | records/s (median) | MB/s | rounds |")
-    print("| --- | --- | --- | --- |")
+    print("| mode | records/s (median) | MB/s | broker CPU per record (median) | rounds |")
+    print("| --- | --- | --- | --- | --- |")
     for mode, med in (("idempotent", idem), (f"transactional, commit every {args.commit_ms} ms", txn)):
         key = "idempotent" if mode == "idempotent" else "transactional"
-        print(f"| {mode} | {med:,.0f} | {med * mb:.1f} | {', '.join(f'{x:,.0f}' for x in rates[key])} |")
+        per = statistics.median(cpu[key])
+        print(f"| {mode} | {med:,.0f} | {med * mb:.1f} | {per:.1f} us | {', '.join(f'{x:,.0f}' for x in rates[key])} |")
     ratios = [t / i for i, t in zip(rates["idempotent"], rates["transactional"], strict=True)]
     by_ratio = 100 * (1 - statistics.median(ratios))
     print(f"\noverhead: {100 * (1 - txn / idem):.1f}% of the medians; {by_ratio:.1f}% by the median of the rounds' "
