@@ -23,6 +23,8 @@ Metric (labels) and the Kafka metric it mirrors:
 - ``kafka_server_delayedoperationpurgatory_purgatorysize`` (delayedoperation): PurgatorySize
 - ``kafka_log_log_size``, ``_numlogsegments``, ``_logstartoffset``, ``_logendoffset`` (topic, partition): Log
 - ``kafka_log_log_highwatermark`` (topic, partition): Rill's own, the partition's high watermark
+- ``kafka_cluster_partition_laststableoffsetlag`` (topic, partition): Partition LastStableOffsetLag, the high
+  watermark minus the last stable offset (records held back from read_committed consumers by open transactions)
 - ``kafka_consumergroup_lag``, ``kafka_consumergroup_current_offset`` (consumergroup, topic, partition):
   the names kafka_exporter uses (Kafka's broker has no lag metric)
 - ``kafka_server_socketservermetrics_connection_count``: socket-server-metrics connection-count
@@ -84,6 +86,7 @@ class PartitionStats:
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
+    last_stable_offset_lag: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +312,7 @@ def _partition_stats(replica_manager: Any) -> list[PartitionStats]:
                 int(partition.log_start_offset),
                 int(partition.log_end_offset),
                 int(partition.high_watermark),
+                int(partition.high_watermark - partition.last_stable_offset),
             )
         )
     return stats
@@ -473,6 +477,9 @@ class _Collector:
         start = GaugeMetricFamily("kafka_log_log_logstartoffset", "First offset of the partition's log.", labels=pl)
         end = GaugeMetricFamily("kafka_log_log_logendoffset", "Offset the next record will get.", labels=pl)
         hw = GaugeMetricFamily("kafka_log_log_highwatermark", "The partition's high watermark.", labels=pl)
+        lso_lag = GaugeMetricFamily(
+            "kafka_cluster_partition_laststableoffsetlag", "High watermark minus last stable offset.", labels=pl
+        )
         hw_by_tp: dict[tuple[str, int], int] = {}
         for s in _snapshot(m._partition_source, "partition stats"):
             labels = [s.topic, str(s.partition)]
@@ -481,8 +488,9 @@ class _Collector:
             start.add_metric(labels, s.log_start_offset)
             end.add_metric(labels, s.log_end_offset)
             hw.add_metric(labels, s.high_watermark)
+            lso_lag.add_metric(labels, s.last_stable_offset_lag)
             hw_by_tp[(s.topic, s.partition)] = s.high_watermark
-        yield from (size, segments, start, end, hw)
+        yield from (size, segments, start, end, hw, lso_lag)
 
         gl = ["consumergroup", "topic", "partition"]
         lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus committed offset.", labels=gl)

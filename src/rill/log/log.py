@@ -222,8 +222,9 @@ class Log(LogReadSide, LogDeletion, LogTransactions):
 
     @high_watermark.setter
     def high_watermark(self, value: int) -> None:
-        self._high_watermark = min(max(value, self._log_start_offset), self._leo)
-        self.producer_state.on_high_watermark_updated(self._high_watermark)
+        self._high_watermark = hw = min(max(value, self._log_start_offset), self._leo)
+        if self.producer_state.unreplicated_txns:  # set on every append: the usual case costs one test
+            self.producer_state.on_high_watermark_updated(hw)
 
     @property
     def recovery_point(self) -> int:

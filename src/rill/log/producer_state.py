@@ -182,7 +182,7 @@ class ProducerStateManager:
         entry = self.producers.get(header.producer_id)
         if entry is None:
             return None  # a producer the log does not know starts at any sequence (``_check_sequence``)
-        if entry.current_txn_first_offset >= 0 and not header.attributes & TRANSACTIONAL_MASK:
+        if entry.current_txn_first_offset >= 0 and not header.attributes & 0x10:  # TRANSACTIONAL_MASK
             _refuse_non_transactional(entry)
         batches = entry.batches
         if (
@@ -206,7 +206,7 @@ class ProducerStateManager:
         if entry is None:
             entry = self.producers[pid] = ProducerStateEntry(pid)
         _apply(entry, header, first_offset, ts)
-        if header.attributes & TRANSACTIONAL_MASK and entry.current_txn_first_offset < 0:
+        if header.attributes & 0x10 and entry.current_txn_first_offset < 0:  # TRANSACTIONAL_MASK: opens one
             entry.current_txn_first_offset = self.ongoing_txns[pid] = first_offset
         end = first_offset + header.last_offset_delta + 1
         if end > self.map_end_offset:

@@ -5,6 +5,7 @@ neither sees a control record."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.integration.broker._wire import Wire
+from tests.integration.test_metrics import _free_port, scrape, value
 
 import rill.testing
 from rill.common import TopicPartition as TP
@@ -68,7 +70,10 @@ def _consume(bootstrap: str, topic: str, isolation: str, expect_at_least: int) -
 
 def test_read_committed_sees_committed_records_only() -> None:
     # transactional batches written without a coordinator (no AddPartitionsToTxn): KIP-890's check is off
-    with rill.testing.broker({"transaction.partition.verification.enable": "false"}) as b:
+    metrics_port = _free_port()
+    with rill.testing.broker(
+        {"transaction.partition.verification.enable": "false", "metrics.port": str(metrics_port)}
+    ) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         admin.create_topics([NewTopic("t", 1)])["t"].result(10)
         rm = b.broker.replica_manager
@@ -101,6 +106,8 @@ def test_read_committed_sees_committed_records_only() -> None:
             assert wire.call(ApiKey.LIST_OFFSETS, 5, req)["topics"][0]["partitions"][0]["offset"] == 8
             req["isolation_level"] = 0
             assert wire.call(ApiKey.LIST_OFFSETS, 5, req)["topics"][0]["partitions"][0]["offset"] == 9
+            lag = value(scrape(metrics_port), "kafka_cluster_partition_laststableoffsetlag", topic="t", partition="0")
+            assert lag == 1  # the open transaction holds one record back
         finally:
             wire.close()
 
@@ -177,3 +184,77 @@ def test_write_txn_markers_and_describe_producers_over_the_wire(version: int) ->
             assert [m.value for m in consumer] == [b"keep"]
         finally:
             consumer.close()
+
+
+def test_aiokafka_read_committed() -> None:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as ATP
+
+    with rill.testing.broker() as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("ai", 1)])["ai"].result(10)
+        rm = b.broker.replica_manager
+        wire = Wire(b.bootstrap_servers)
+        try:
+            _produce(wire, "ai", 1, 0, [b"drop1", b"drop2"], txn_id="a")
+            _produce(wire, "ai", 2, 0, [b"keep1"], txn_id="b")
+            assert _on_loop(b, rm.append_txn_marker(TP("ai", 0), 1, 0, 0, False)) is ErrorCode.NO_ERROR
+            _produce(wire, "ai", 2, 1, [b"keep2"], txn_id="b")
+            assert _on_loop(b, rm.append_txn_marker(TP("ai", 0), 2, 0, 0, True)) is ErrorCode.NO_ERROR
+        finally:
+            wire.close()
+
+        async def consume(isolation: str, expected: int) -> list[bytes]:
+            consumer = AIOKafkaConsumer(bootstrap_servers=b.bootstrap_servers, isolation_level=isolation,
+                                        enable_auto_commit=False, auto_offset_reset="earliest")  # fmt: skip
+            await consumer.start()
+            try:
+                consumer.assign([ATP("ai", 0)])
+                out: list[bytes] = []
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline:
+                    batches = await consumer.getmany(timeout_ms=500)
+                    out += [m.value for ms in batches.values() for m in ms if m.value is not None]
+                    if len(out) >= expected:
+                        await asyncio.sleep(0.5)  # anything more would show now
+                        batches = await consumer.getmany(timeout_ms=500)
+                        out += [m.value for ms in batches.values() for m in ms if m.value is not None]
+                        break
+                return out
+            finally:
+                await consumer.stop()
+
+        assert asyncio.run(consume("read_committed", 2)) == [b"keep1", b"keep2"]
+        assert asyncio.run(consume("read_uncommitted", 4)) == [b"drop1", b"drop2", b"keep1", b"keep2"]
+
+
+@pytest.mark.parametrize("kill", [True, False])
+def test_a_restart_keeps_open_and_aborted_transactions(kill: bool) -> None:
+    with rill.testing.broker() as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("r", 1)])["r"].result(10)
+        rm = b.broker.replica_manager
+        wire = Wire(b.bootstrap_servers)
+        try:
+            _produce(wire, "r", 1, 0, [b"gone"], txn_id="a")  # 0
+            _produce(wire, "r", 2, 0, [b"kept"], txn_id="b")  # 1
+            assert _on_loop(b, rm.append_txn_marker(TP("r", 0), 1, 0, 0, False)) is ErrorCode.NO_ERROR  # 2
+            assert _on_loop(b, rm.append_txn_marker(TP("r", 0), 2, 0, 0, True)) is ErrorCode.NO_ERROR  # 3
+            _produce(wire, "r", 3, 0, [b"open"], txn_id="c")  # 4, stays open
+        finally:
+            wire.close()
+        b.restart(kill=kill)
+        wire = Wire(b.bootstrap_servers)
+        try:
+            body = {"topics": [{"name": "r", "partition_indexes": [0]}]}
+            part = wire.call(ApiKey.DESCRIBE_PRODUCERS, 0, body)["topics"][0]["partitions"][0]
+            assert {p["producer_id"]: p["current_txn_start_offset"] for p in part["active_producers"]} == {
+                1: -1,
+                2: -1,
+                3: 4,
+            }
+        finally:
+            wire.close()
+        committed, position = _consume(b.bootstrap_servers, "r", "read_committed", 1)
+        assert committed == [b"kept"] and position == 4
+        assert _consume(b.bootstrap_servers, "r", "read_uncommitted", 3)[0] == [b"gone", b"kept", b"open"]
