@@ -190,7 +190,7 @@ def test_aiokafka_read_committed() -> None:
     from aiokafka import AIOKafkaConsumer
     from aiokafka import TopicPartition as ATP
 
-    with rill.testing.broker() as b:
+    with rill.testing.broker({"transaction.partition.verification.enable": "false"}) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         admin.create_topics([NewTopic("ai", 1)])["ai"].result(10)
         rm = b.broker.replica_manager
@@ -230,7 +230,7 @@ def test_aiokafka_read_committed() -> None:
 
 @pytest.mark.parametrize("kill", [True, False])
 def test_a_restart_keeps_open_and_aborted_transactions(kill: bool) -> None:
-    with rill.testing.broker() as b:
+    with rill.testing.broker({"transaction.partition.verification.enable": "false"}) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         admin.create_topics([NewTopic("r", 1)])["r"].result(10)
         rm = b.broker.replica_manager
