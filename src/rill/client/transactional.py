@@ -53,10 +53,11 @@ class PreparedTransaction:
 
 
 def _first_error(errors: list[ErrorCode]) -> ErrorCode:
-    for e in errors:
-        if e != ErrorCode.NONE:
-            return e
-    return ErrorCode.NONE
+    """The error that decides: OPERATION_NOT_ATTEMPTED only says another partition of the request failed."""
+    real = [e for e in errors if e not in (ErrorCode.NONE, ErrorCode.OPERATION_NOT_ATTEMPTED)]
+    if real:
+        return real[0]
+    return ErrorCode.OPERATION_NOT_ATTEMPTED if ErrorCode.OPERATION_NOT_ATTEMPTED in errors else ErrorCode.NONE
 
 
 def coordinator_request(
