@@ -40,14 +40,18 @@ Metric (labels) and the Kafka metric it mirrors:
   controller (and on a single broker, its own controller), 0 elsewhere
 - ``kafka_controller_kafkacontroller_offlinepartitionscount``: KafkaController OfflinePartitionsCount, partitions
   without a live leader; the controller's count (0 on other brokers, as in Kafka)
-- ``kafka_controller_controllerstats_leaderelectionrateandtimems_total``,
-  ``_uncleanleaderelections_total``: ControllerStats LeaderElectionRateAndTimeMs (its count; no timing) and
-  UncleanLeaderElectionsPerSec, the elections this broker made while controller
-- ``kafka_log_logcleaner_cleaner_recopy_percent``, ``_max_clean_time_secs``, ``_max_buffer_utilization_percent``:
-  LogCleaner cleaner-recopy-percent, max-clean-time-secs, max-buffer-utilization-percent (the last cleaning)
-- ``kafka_log_logcleanermanager_max_dirty_percent``, ``_time_since_last_run_ms``,
-  ``_uncleanable_partitions_count``: LogCleanerManager max-dirty-percent, time-since-last-run-ms,
-  uncleanable-partitions-count (for the whole broker, not per log dir)
+- ``kafka_controller_controllerstats_leaderelectionrateandtimems`` (``_count``, ``_sum``): ControllerStats
+  LeaderElectionRateAndTimeMs, the elections of a new leader this broker made while controller and the time
+  each took (milliseconds from the start of the controller's pass that found it due to its write in
+  ZooKeeper); ``kafka_controller_controllerstats_uncleanleaderelections_total``: UncleanLeaderElectionsPerSec
+- ``kafka_log_logcleaner_cleaner_recopy_percent``, ``_max_clean_time_secs``, ``_max_buffer_utilization_percent``,
+  ``_max_compaction_delay_secs``, ``_deadthreadcount``: LogCleaner cleaner-recopy-percent,
+  max-clean-time-secs, max-buffer-utilization-percent, max-compaction-delay-secs (over the last cleaning of
+  each cleaner thread, as fractions where Kafka truncates to integers) and DeadThreadCount
+- ``kafka_log_logcleanermanager_max_dirty_percent``, ``_time_since_last_run_ms``: LogCleanerManager
+  max-dirty-percent, time-since-last-run-ms (since a cleaner thread last looked for a log to clean)
+- ``kafka_log_logcleanermanager_uncleanable_partitions_count``, ``_uncleanable_bytes`` (logdirectory):
+  LogCleanerManager uncleanable-partitions-count and uncleanable-bytes of each log dir
 - ``rill_implementation_info`` (module, implementation): Rill's own, 1 for each module that has a compiled
   implementation and a pure-Python twin, labelled with the one in use (``compiled`` or ``python``)
 
@@ -65,7 +69,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    SummaryMetricFamily,
+)
 
 from rill.errors import ErrorCode
 
@@ -115,6 +124,7 @@ class ReplicationStats:
     offline_partitions: int
     leader_elections: int
     unclean_elections: int
+    election_time_ms: float
 
 
 PartitionSource = Callable[[], Iterable[PartitionStats]]
@@ -122,6 +132,7 @@ GroupSource = Callable[[], Iterable[GroupOffset]]
 PurgatorySource = Callable[[], Mapping[str, int]]
 CountSource = Callable[[], int]
 ValuesSource = Callable[[], Mapping[str, float]]
+LabelledValuesSource = Callable[[], Mapping[str, Mapping[str, float]]]  # name -> label value -> value
 
 
 TWINNED_MODULES = ("rill.records.scan",)
@@ -193,6 +204,7 @@ class BrokerMetrics:
         self._connection_source: CountSource | None = None
         self._replication_source: Callable[[], ReplicationStats] | None = None
         self._cleaner_source: ValuesSource | None = None
+        self._cleaner_dir_source: LabelledValuesSource | None = None
         self._txn_source: Any = None  # the transaction coordinator (metric_values, outcomes)
         self.registry.register(_Collector(self))
 
@@ -261,9 +273,12 @@ class BrokerMetrics:
 
     def set_replication_source(self, source: Callable[[], ReplicationStats] | None) -> None:
         self._replication_source = source
-    def set_cleaner_source(self, source: ValuesSource | None) -> None:
-        """The log cleaner's gauges by metric name (``LogCleaner.metric_values``)."""
+
+    def set_cleaner_source(self, source: ValuesSource | None, per_log_dir: LabelledValuesSource | None = None) -> None:
+        """The log cleaner's gauges by metric name (``LogCleaner.metric_values``), and those of each log dir
+        (``LogCleaner.log_dir_metric_values``)."""
         self._cleaner_source = source
+        self._cleaner_dir_source = per_log_dir
 
     def set_txn_coordinator_source(self, coordinator: Any) -> None:
         """The transaction coordinator: its gauges (``metric_values``) and its transactions by outcome."""
@@ -281,7 +296,7 @@ class BrokerMetrics:
             self.set_connection_source(lambda: int(server.connection_count))
         cleaner = getattr(getattr(broker, "log_manager", None), "cleaner", None)
         if cleaner is not None and callable(getattr(cleaner, "metric_values", None)):
-            self.set_cleaner_source(cleaner.metric_values)
+            self.set_cleaner_source(cleaner.metric_values, getattr(cleaner, "log_dir_metric_values", None))
         services = getattr(broker, "services", None)
         txn_coordinator = getattr(services, "txn_coordinator", None)
         if txn_coordinator is not None:
@@ -340,6 +355,7 @@ def _replication_stats(broker: Any) -> ReplicationStats:
         len(partitions), leaders, under, under_min, at_min, int(rm.isr_shrinks), int(rm.isr_expands),
         int(rm.fetchers.max_lag()) if rm.fetchers is not None else 0, int(active), offline,
         int(getattr(controller, "elections", 0)), int(getattr(controller, "unclean_elections", 0)),
+        float(getattr(controller, "election_time_ms", 0.0)),
     )  # fmt: skip
 
 
@@ -422,12 +438,13 @@ class _Collector:
             (GaugeMetricFamily, kc + "activecontrollercount", "1 on the controller.", r.active_controller),
             (GaugeMetricFamily, kc + "offlinepartitionscount", "Partitions without a live leader (controller).",
              r.offline_partitions),
-            (CounterMetricFamily, cs + "leaderelectionrateandtimems", "Leader elections made as controller.",
-             r.leader_elections),
             (CounterMetricFamily, cs + "uncleanleaderelections", "Unclean elections made as controller.",
              r.unclean_elections),
         ):  # fmt: skip
             yield family(name, doc, value=value)
+        yield SummaryMetricFamily(cs + "leaderelectionrateandtimems", "Leader elections made as controller, and the "
+                                  "milliseconds each took.", count_value=r.leader_elections,
+                                  sum_value=r.election_time_ms)  # fmt: skip
         lag = GaugeMetricFamily("kafka_server_replicafetchermanager_maxlag", "Largest lag (offsets) of a followed "
                                 "partition.", labels=["clientid"])  # fmt: skip
         lag.add_metric(["Replica"], r.fetcher_max_lag)
@@ -526,6 +543,15 @@ class _Collector:
         if m._cleaner_source is not None:
             for name, v in _snapshot(lambda: list((m._cleaner_source or dict)().items()), "cleaner metrics"):
                 yield GaugeMetricFamily(name, "Kafka's log cleaner gauge of this name.", value=v)
+        if m._cleaner_dir_source is not None:
+            source = m._cleaner_dir_source
+            for name, by_dir in _snapshot(lambda: [(k, dict(v)) for k, v in source().items()], "cleaner metrics"):
+                family = GaugeMetricFamily(
+                    name, "Kafka's log cleaner gauge of this name, per log dir.", labels=["logdirectory"]
+                )
+                for directory, v in sorted(by_dir.items()):
+                    family.add_metric([directory], v)
+                yield family
 
         txn = m._txn_source
         if txn is not None:

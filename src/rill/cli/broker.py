@@ -61,6 +61,12 @@ def _parser() -> argparse.ArgumentParser:
         "must not outlive)",
     )
     parser.add_argument(
+        "--schema-registry",
+        metavar="HOST:PORT",
+        help="also serve a schema registry (Confluent's REST API, as rill registry does) on HOST:PORT, stored in this "
+        "broker's _schemas topic",
+    )
+    parser.add_argument(
         "--remove-on-stdin-eof",
         metavar="DIR",
         help="implies --stop-on-stdin-eof; after stopping on end of file, remove DIR (a temporary data directory)",
@@ -110,12 +116,29 @@ def main(argv: Sequence[str]) -> int:
     if settings:
         log.info("Configs set: %s", ", ".join(f"{k}={v}" for k, v in settings.items()))
     remove = Path(args.remove_on_stdin_eof) if args.remove_on_stdin_eof else None
-    return run(serve(config, stop_on_stdin_eof=args.stop_on_stdin_eof or remove is not None, remove_dir=remove))
+    registry = None
+    if args.schema_registry:
+        from rill.cli.registry import parse_listen
+
+        try:
+            registry = parse_listen(args.schema_registry)
+        except ValueError as e:
+            print(f"rill broker: --schema-registry: {e}", file=sys.stderr)
+            return 2
+    stop_on_eof = args.stop_on_stdin_eof or remove is not None
+    return run(serve(config, stop_on_stdin_eof=stop_on_eof, remove_dir=remove, registry=registry))
 
 
-async def serve(config: BrokerConfig, *, stop_on_stdin_eof: bool = False, remove_dir: Path | None = None) -> int:
+async def serve(
+    config: BrokerConfig,
+    *,
+    stop_on_stdin_eof: bool = False,
+    remove_dir: Path | None = None,
+    registry: tuple[str, int] | None = None,
+) -> int:
     """Start a broker, announce it, and stop it cleanly on SIGTERM/SIGINT (and, with
-    ``stop_on_stdin_eof``, when stdin reaches end of file; then ``remove_dir`` is removed)."""
+    ``stop_on_stdin_eof``, when stdin reaches end of file; then ``remove_dir`` is removed).
+    ``registry``: also serve a schema registry on that address, on this event loop, stopped first."""
     from rill.broker import Broker
     from rill.log.log_manager import LogDirInUseError
 
@@ -169,7 +192,21 @@ async def serve(config: BrokerConfig, *, stop_on_stdin_eof: bool = False, remove
         except BrokenPipeError:  # no one reads stdout any more
             _silence_stdout()
             on_orphaned("stdout closed (the program that started the broker is gone)")
+    schema_registry = None
+    if registry is not None and not stopping.is_set():
+        from rill.registry.server import SchemaRegistry
+
+        schema_registry = SchemaRegistry(f"{host}:{port}", host=registry[0], port=registry[1])
+        try:
+            await schema_registry.start()
+            print(f"rill registry ready on {schema_registry.url}", flush=True)
+        except Exception as e:
+            log.error("The schema registry did not start: %s", e)
+            await schema_registry.stop()
+            schema_registry = None
     await stopping.wait()
+    if schema_registry is not None:
+        await schema_registry.stop()
     await broker.stop()
     log.info("Broker stopped cleanly")
     if orphaned and remove_dir is not None:

@@ -23,6 +23,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "dump-log": ("rill.cli.dump_log", "print the batches and indexes of log segment files"),
     "pipeline": ("rill.cli.pipeline", "run a data pipeline job"),
     "cluster": ("rill.cli.cluster", "run a local replicated cluster (ZooKeeper and N brokers) in the foreground"),
+    "mirror": ("rill.cli.mirror", "copy topics and consumer group offsets from one cluster to another"),
+    "registry": ("rill.cli.registry", "run a schema registry (Confluent's REST API) stored in a topic"),
 }
 
 EXIT_ERROR = 1

@@ -11,17 +11,24 @@ for large inputs.
 The command exits non-zero if any record was not acknowledged. When the broker stops answering while
 records are being sent, one warning line says so at once (as Kafka's console producer logs its WARN
 lines), and the records wait for it until ``message.timeout.ms``.
+
+Ctrl-C (SIGINT) or SIGTERM stops reading the input; the records already handed to the producer are still
+delivered (as Kafka's console producer closes its producer on the way out), the total is printed and the
+command exits with 128 + the signal's number. A second signal exits at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import queue
+import signal
 import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import IO, Any
 
 from rill.cli._common import (
@@ -80,6 +87,73 @@ class BrokerWatch:
             f"records not yet acknowledged wait for it for up to {self.timeout_s:g} s\n"
         )
         self._stream.flush()
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+READ_CHUNK = 1 << 16
+
+
+class StopSignals:
+    """SIGINT and SIGTERM only set a flag that the produce loop checks between chunks of input; the first one
+    stops the reading, and the flush that follows runs with a second one set to exit at once. (A handler that
+    raised would land wherever the main thread happens to be, a librdkafka call or the flush included.)"""
+
+    def __init__(self) -> None:
+        self._previous: dict[int, Any] = {}
+        self.signum: int | None = None
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # only the main thread may set handlers (an embedding caller keeps its own)
+        for sig in STOP_SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous.clear()
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        if self.signum is not None:
+            os._exit(128 + signum)
+        self.signum = signum
+
+
+class LineReader:
+    """Reads the input in a thread of its own, a chunk of whatever is available at a time (so a line typed on a
+    terminal goes out at once), and hands the main thread lists of lines; the main thread waits for them with
+    a timeout, so it sees a stop request even while the input is silent."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+        self._chunks: queue.Queue[list[bytes] | BaseException | None] = queue.Queue(maxsize=16)
+        self._thread = threading.Thread(target=self._run, name="rill-produce-read", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        read = getattr(self._stream, "read1", self._stream.read)
+        tail = b""
+        try:
+            while chunk := read(READ_CHUNK):
+                lines = (tail + chunk).split(b"\n")
+                tail = lines.pop()
+                if lines:
+                    self._chunks.put([line[:-1] if line.endswith(b"\r") else line for line in lines])
+            if tail:  # a final unterminated line counts, an empty tail does not
+                self._chunks.put([tail[:-1] if tail.endswith(b"\r") else tail])
+            self._chunks.put(None)
+        except BaseException as e:  # handed to the main thread, which raises it
+            self._chunks.put(e)
+
+    def next_lines(self, timeout_s: float) -> list[bytes] | None:
+        """The next lines; [] when none came within the timeout; None at the end of the input."""
+        try:
+            item = self._chunks.get(timeout=timeout_s)
+        except queue.Empty:
+            return []
+        if isinstance(item, BaseException):
+            raise item
+        return item
 
 
 class Poller:
@@ -151,14 +225,6 @@ class Progress:
         self.maybe_draw(records, nbytes, force=True)
         self._stream.write("\n")
         self._stream.flush()
-
-
-def iter_lines(stream: IO[bytes]) -> Iterator[bytes]:
-    """Lines without their terminator; a final unterminated line counts, an empty tail does not."""
-    for raw in stream:
-        if raw.endswith(b"\n"):
-            raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
-        yield raw
 
 
 def parse_headers(items: list[str] | None) -> list[tuple[str, bytes]]:
@@ -240,7 +306,12 @@ def _open_input(args: argparse.Namespace) -> tuple[IO[bytes], int | None]:
 
 
 def _produce_all(
-    args: argparse.Namespace, producer: Any, poller: Poller, stream: IO[bytes], progress: Progress | None
+    args: argparse.Namespace,
+    producer: Any,
+    poller: Poller,
+    stream: IO[bytes],
+    progress: Progress | None,
+    stop: StopSignals,
 ) -> int:
     separator: bytes | None = None
     if args.key_separator is not None:
@@ -257,7 +328,7 @@ def _produce_all(
     produce = producer.produce
     count = 0
     nbytes = 0
-    for count, line in enumerate(iter_lines(stream), 1):
+    for count, line in enumerate(_lines(stream, stop), 1):
         key: bytes | None = None
         value = line
         if separator is not None:
@@ -278,6 +349,19 @@ def _produce_all(
     if progress is not None:
         progress.finish(count, nbytes)
     return count
+
+
+def _lines(stream: IO[bytes], stop: StopSignals) -> Iterator[bytes]:
+    """The input's lines without their terminator, until its end or a stop signal."""
+    reader = LineReader(stream)
+    while stop.signum is None:
+        lines = reader.next_lines(Poller.IDLE_S)
+        if lines is None:
+            return
+        for line in lines:
+            if stop.signum is not None:
+                return
+            yield line
 
 
 def _body(argv: list[str]) -> int:
@@ -317,17 +401,27 @@ def _body(argv: list[str]) -> int:
         started = time.monotonic()
         error: CliError | None = None
         poller = Poller(producer)
+        stop = StopSignals()
+        stop.install()
         try:
-            sent = _produce_all(args, producer, poller, stream, progress)
-        except CliError as e:
-            error = e
-            sent = tally.delivered
+            try:
+                sent = _produce_all(args, producer, poller, stream, progress, stop)
+            except CliError as e:
+                error = e
+                sent = tally.delivered
+            finally:
+                poller.stop()
+            remaining = producer.flush(max(args.timeout * 4, 10.0))
         finally:
-            poller.stop()
-        remaining = producer.flush(max(args.timeout * 4, 10.0))
+            stop.restore()
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
+    if stop.signum is not None:
+        # As kafka-console-producer: what was read before the signal is delivered, then the signal's exit code.
+        sys.stderr.write(f"Interrupted: {tally.delivered:,} records sent to {args.topic}")
+        sys.stderr.write(f", {remaining:,} not acknowledged in time\n" if remaining else "\n")
+        return 128 + stop.signum
     if remaining:
         raise CliError(f"{remaining} record(s) not acknowledged in time by {args.bootstrap_server}")
     if error is not None:

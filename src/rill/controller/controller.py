@@ -36,6 +36,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,6 +134,7 @@ class KafkaController:
         self._task: asyncio.Task[None] | None = None
         self.elections = 0  # leader elections made (a metric)
         self.unclean_elections = 0  # of which unclean ones
+        self.election_time_ms = 0.0  # summed over the elections: from the start of the pass to its write
         self._watched: set[str] = set()  # znodes with a data watch (added on kazoo's threads)
 
     async def start(self) -> None:
@@ -277,6 +279,7 @@ class KafkaController:
         return live, stopping
 
     def reconcile(self) -> None:
+        started = time.monotonic()
         for topic in self.zk.get_children(zl.DELETE_TOPICS):
             self._delete_topic(topic)
         live, stopping = self._registered()
@@ -314,7 +317,7 @@ class KafkaController:
         requested = self.zk.exists(zl.LEADER_ELECTION)
         writes += self._requested_elections(live, {(w.topic, w.partition) for w in writes})
         if writes:
-            self._write(writes)
+            self._write(writes, started)
         if requested is not None:  # done: a request written since (another version) stays for the next pass
             with contextlib.suppress(NoNodeError, BadVersionError):
                 self.zk.delete(zl.LEADER_ELECTION, version=requested.version)
@@ -433,7 +436,7 @@ class KafkaController:
                 return value.strip().lower() == "true"
         return self.unclean
 
-    def _write(self, writes: list[Election]) -> None:
+    def _write(self, writes: list[Election], started: float) -> None:
         """Write partition states in transactions that check the controller epoch (fenced when stale) and each
         state's version; a write that lost a race is retried by the next reconciliation."""
         for start in range(0, len(writes), 100):
@@ -459,10 +462,12 @@ class KafkaController:
                     return
                 self._poke()
                 continue
+            took_ms = (time.monotonic() - started) * 1000
             for w in chunk:
                 if w.elected:
                     self.elections += 1
                     self.unclean_elections += w.unclean
+                    self.election_time_ms += took_ms
                 log.info("Partition %s-%d: leader %d, leader epoch %d, ISR %s (%s)", w.topic, w.partition,
                          w.state.leader, w.state.leader_epoch, list(w.state.isr), w.why)  # fmt: skip
 

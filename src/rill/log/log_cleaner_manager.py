@@ -89,16 +89,34 @@ class CleanerConfig:
 
 
 @dataclass(slots=True)
+class WorkerStats:
+    """One cleaner thread's last cleaning (Kafka's CleanerStats) and last choice (PreCleanStats)."""
+
+    bytes_read: int = 0
+    bytes_written: int = 0
+    clean_secs: float = 0.0
+    buffer_utilization: float = 0.0  # of the key map, 0-1
+    max_compaction_delay_ms: int = 0  # how far past max.compaction.lag.ms the most overdue log was
+
+
+@dataclass(slots=True)
 class CleanerStats:
-    """What the metrics report (Kafka's kafka.log:type=LogCleaner and LogCleanerManager names)."""
+    """What the metrics report (Kafka's kafka.log:type=LogCleaner and LogCleanerManager names): the last
+    cleaning and choice of each cleaner thread, the dirtiest log's ratio at the last choice, and when a
+    thread last looked for a log to clean."""
 
     max_dirty_percent: float = 0.0
     last_recopy_percent: float = 0.0
-    last_clean_secs: float = 0.0
     max_clean_secs: float = 0.0
-    last_buffer_utilization: float = 0.0
     last_run_ms: int = field(default_factory=_now_ms)
     cleanings: int = 0
+    workers: dict[int, WorkerStats] = field(default_factory=dict)
+
+    def worker(self, index: int) -> WorkerStats:
+        stats = self.workers.get(index)
+        if stats is None:
+            stats = self.workers[index] = WorkerStats()
+        return stats
 
 
 class LogCleaner:
@@ -108,7 +126,10 @@ class LogCleaner:
         self.config = config
         self.first_dirty: dict[TopicPartition, int] = {}
         self.in_progress: dict[TopicPartition, Log] = {}
-        self.uncleanable: dict[TopicPartition, str] = {}
+        self.uncleanable: dict[TopicPartition, str] = {}  # why each log is uncleanable
+        self.dead_workers: set[int] = set()  # cleaner tasks ended by an error, started again by a reconfigure
+        self._logs_of: Any = None  # run()'s callables, for the per-log-dir metrics
+        self._dirs_of: Any = None
         self.stats = CleanerStats()
         self.throttler = Throttler(config.io_max_bytes_per_second)
         self._abort = threading.Event()
@@ -167,55 +188,43 @@ class LogCleaner:
 
     def dirty_ratio(self, plog: Log, now_ms: int) -> tuple[float, bool]:
         """(dirty bytes / cleanable bytes, whether max.compaction.lag.ms forces a cleaning)."""
-        first_dirty = self.first_dirty_offset(plog)
-        segments = plog.segments
-        end = min(segments[-1].base_offset, plog.last_stable_offset)
-        config = plog.config
-        clean = dirty = 0
-        must = False
-        for i, seg in enumerate(segments[:-1]):
-            if seg.base_offset >= end:
-                break
-            upper = segments[i + 1].base_offset
-            if upper <= first_dirty:
-                clean += seg.size
-                continue
-            if config.min_compaction_lag_ms > 0 and seg.largest_timestamp() > now_ms - config.min_compaction_lag_ms:
-                break
-            if (
-                not dirty
-                and config.max_compaction_lag_ms < 2**63 - 1
-                and seg.rolling_based_timestamp is not None
-                and seg.rolling_based_timestamp >= 0
-                and now_ms - seg.rolling_based_timestamp > config.max_compaction_lag_ms
-            ):
-                must = True
-            dirty += seg.size
+        clean, dirty, delay_ms = _cleanable_bytes(plog, self.first_dirty_offset(plog), now_ms)
         total = clean + dirty
-        return (dirty / total if total else 0.0), must and dirty > 0
+        return (dirty / total if total else 0.0), delay_ms > 0 and dirty > 0
 
-    def pick(self, logs: dict[TopicPartition, tuple[Log, Path]], now_ms: int) -> Log | None:
-        """The dirtiest cleanable log (None: nothing to clean)."""
+    def pick(self, logs: dict[TopicPartition, tuple[Log, Path]], now_ms: int, worker: int = 0) -> Log | None:
+        """The dirtiest cleanable log (None: nothing to clean). Logs no longer there are no longer
+        uncleanable (Kafka's maintainUncleanablePartitions)."""
+        for gone in [tp for tp in self.uncleanable if tp not in logs]:
+            del self.uncleanable[gone]
         best: tuple[bool, float, Log] | None = None
         max_dirty = 0.0
+        max_delay = 0
         for tp, (plog, _) in logs.items():
             if not plog.config.compacted or tp in self.in_progress or tp in self.uncleanable:
                 continue
-            ratio, must = self.dirty_ratio(plog, now_ms)
+            clean, dirty, delay_ms = _cleanable_bytes(plog, self.first_dirty_offset(plog), now_ms)
+            ratio = dirty / (clean + dirty) if clean + dirty else 0.0
+            must = delay_ms > 0 and dirty > 0
             max_dirty = max(max_dirty, ratio)
+            max_delay = max(max_delay, delay_ms)
             if ratio <= 0 or (ratio < plog.config.min_cleanable_dirty_ratio and not must):
                 continue
             if best is None or (must, ratio) > best[:2]:
                 best = (must, ratio, plog)
         self.stats.max_dirty_percent = 100 * max_dirty
+        self.stats.worker(worker).max_compaction_delay_ms = max_delay
+        self.stats.last_run_ms = _now_ms()
         return None if best is None else best[2]
 
     # ---- cleaning -----------------------------------------------------------------------------
 
-    async def clean_one(self, logs: dict[TopicPartition, tuple[Log, Path]], offset_map: OffsetMap) -> bool:
-        """Clean the dirtiest log once; False when there was none to clean."""
+    async def clean_one(
+        self, logs: dict[TopicPartition, tuple[Log, Path]], offset_map: OffsetMap, worker: int = 0
+    ) -> bool:
+        """Clean the dirtiest log once (as cleaner thread ``worker``); False when there was none to clean."""
         now = _now_ms()
-        plog = self.pick(logs, now)
+        plog = self.pick(logs, now, worker)
         if plog is None:
             return False
         tp = plog.topic_partition
@@ -242,11 +251,10 @@ class LogCleaner:
                 return True
             if result is None:
                 return False
-            self._swap(result, logs)
+            self._swap(result, logs, worker)
             return True
         finally:
             self.in_progress.pop(tp, None)
-            self.stats.last_run_ms = _now_ms()
 
     def _clean_in_thread(self, plan: CleanPlan, offset_map: OffsetMap, ticket: object) -> CleanResult | None:
         with self._idle:
@@ -285,7 +293,7 @@ class LogCleaner:
             self._swap(result, {plog.topic_partition: (plog, plog.dir.parent)})
         return result
 
-    def _swap(self, result: CleanResult, logs: dict[TopicPartition, tuple[Log, Path]]) -> None:
+    def _swap(self, result: CleanResult, logs: dict[TopicPartition, tuple[Log, Path]], worker: int = 0) -> None:
         """Put the cleaned segments in the log (on the loop), when it still holds what was cleaned."""
         plan = result.plan
         plog = plan.log
@@ -304,10 +312,12 @@ class LogCleaner:
         read, written = result.bytes_read, result.bytes_written
         stats = self.stats
         stats.cleanings += 1
-        stats.last_clean_secs = result.seconds
         stats.max_clean_secs = max(stats.max_clean_secs, result.seconds)
         stats.last_recopy_percent = 100 * written / read if read else 0.0
-        stats.last_buffer_utilization = 100 * result.map_utilization
+        last = stats.worker(worker)
+        last.bytes_read, last.bytes_written = read, written
+        last.clean_secs = result.seconds
+        last.buffer_utilization = result.map_utilization
         log.info(
             "log-cleaner: cleaned %s: offsets %d-%d, %d segments into %d, %.1f MB read, %.1f MB written,"
             " %d of %d records removed, first dirty offset %d -> %d, %.3f s (%.1f MB/s)",
@@ -322,12 +332,17 @@ class LogCleaner:
         self._wake = asyncio.Event()
         self._workers_changed = asyncio.Event()
         self._abort.clear()
+        self._logs_of, self._dirs_of = logs_of, dirs_of
         tasks: list[asyncio.Task[None]] = []
 
         async def worker(index: int) -> None:
             self.workers += 1
+            self.dead_workers.discard(index)
             try:
                 await work(index)
+            except Exception:
+                self.dead_workers.add(index)  # Kafka's DeadThreadCount; a reconfigure starts it again
+                log.exception("log cleaner thread %d stopped by an error", index)
             finally:
                 self.workers -= 1
 
@@ -338,7 +353,7 @@ class LogCleaner:
                 slots = slots_for(self.config.dedupe_buffer_size // threads, self.config.io_buffer_load_factor)
                 if offset_map.slots != slots:
                     offset_map = OffsetMap(slots)
-                cleaned = await self.clean_one(logs_of(), offset_map)
+                cleaned = await self.clean_one(logs_of(), offset_map, index)
                 offset_map.clear()
                 if cleaned:
                     logs = logs_of()
@@ -357,6 +372,8 @@ class LogCleaner:
                 for i in range(max(1, self.config.threads)):
                     if i not in running:
                         tasks.append(asyncio.create_task(worker(i), name=f"log-cleaner-{i}"))
+                for i in [i for i in self.stats.workers if i >= max(1, self.config.threads)]:
+                    del self.stats.workers[i]  # threads no longer there report no last cleaning
                 await self._workers_changed.wait()
                 self._workers_changed.clear()
         finally:
@@ -365,6 +382,7 @@ class LogCleaner:
                 t.cancel()
             self._wake = None
             self._workers_changed = None
+            self._logs_of = self._dirs_of = None
 
     def reconfigure(self, config: CleanerConfig) -> None:
         """Take new ``log.cleaner.*`` values (dynamic broker configs) while running: the I/O rate and backoff
@@ -380,17 +398,77 @@ class LogCleaner:
         self.wake()
 
     def metric_values(self) -> dict[str, float]:
-        """The cleaner's gauges under the Prometheus forms of Kafka's names (rill.metrics)."""
+        """The cleaner's gauges under the Prometheus forms of Kafka's names (rill.metrics), computed as
+        Kafka's are: over the last cleaning of each cleaner thread, the maximum (buffer utilization, clean
+        time, compaction delay) or the bytes written over the bytes read (recopy)."""
         stats = self.stats
+        last = list(stats.workers.values())
+        read = sum(w.bytes_read for w in last)
+        written = sum(w.bytes_written for w in last)
         return {
-            "kafka_log_logcleaner_cleaner_recopy_percent": stats.last_recopy_percent,
-            "kafka_log_logcleaner_max_clean_time_secs": stats.last_clean_secs,
-            "kafka_log_logcleaner_max_buffer_utilization_percent": stats.last_buffer_utilization,
+            "kafka_log_logcleaner_cleaner_recopy_percent": 100 * written / max(read, 1),
+            "kafka_log_logcleaner_max_clean_time_secs": max((w.clean_secs for w in last), default=0.0),
+            "kafka_log_logcleaner_max_buffer_utilization_percent": 100
+            * max((w.buffer_utilization for w in last), default=0.0),
+            "kafka_log_logcleaner_max_compaction_delay_secs": max((w.max_compaction_delay_ms for w in last), default=0)
+            / 1000,
+            "kafka_log_logcleaner_deadthreadcount": float(len(self.dead_workers)),
             "kafka_log_logcleanermanager_max_dirty_percent": stats.max_dirty_percent,
             "kafka_log_logcleanermanager_time_since_last_run_ms": float(max(0, _now_ms() - stats.last_run_ms)),
-            "kafka_log_logcleanermanager_uncleanable_partitions_count": float(len(self.uncleanable)),
+        }
+
+    def log_dir_metric_values(self) -> dict[str, dict[str, float]]:
+        """LogCleanerManager's gauges tagged by log dir (``uncleanable-partitions-count`` and
+        ``uncleanable-bytes``: the dirty bytes of the uncleanable logs), name -> log dir -> value; every
+        online log dir is reported (0 when none of its logs is uncleanable)."""
+        counts: dict[str, float] = {}
+        dirty_bytes: dict[str, float] = {}
+        if self._dirs_of is not None:
+            for d in self._dirs_of():
+                counts[str(Path(d).absolute())] = dirty_bytes[str(Path(d).absolute())] = 0.0
+        logs = self._logs_of() if self._logs_of is not None else {}
+        now = _now_ms()
+        for tp in list(self.uncleanable):
+            entry = logs.get(tp)
+            if entry is None:
+                continue
+            plog, d = entry
+            first = self.first_dirty.get(tp, plog.log_start_offset)
+            if first < plog.log_start_offset or first > plog.log_end_offset:
+                first = plog.log_start_offset
+            key = str(Path(d).absolute())
+            counts[key] = counts.get(key, 0.0) + 1
+            dirty_bytes[key] = dirty_bytes.get(key, 0.0) + _cleanable_bytes(plog, first, now)[1]
+        return {
+            "kafka_log_logcleanermanager_uncleanable_partitions_count": counts,
+            "kafka_log_logcleanermanager_uncleanable_bytes": dirty_bytes,
         }
 
     def wake(self) -> None:
         if self._wake is not None:
             self._wake.set()
+
+
+def _cleanable_bytes(plog: Log, first_dirty: int, now_ms: int) -> tuple[int, int, int]:
+    """(clean bytes, dirty bytes, compaction delay in ms) of ``plog`` from ``first_dirty`` up to its first
+    uncleanable offset (the active segment, the last stable offset, ``min.compaction.lag.ms``); the delay is how
+    long ago the first dirty segment's first batch passed ``max.compaction.lag.ms`` (Kafka's
+    maxCompactionDelay), 0 when it has not. Reads only: the metrics call it from their own thread."""
+    segments = list(plog.segments)
+    end = min(segments[-1].base_offset, plog.last_stable_offset)
+    config = plog.config
+    clean = dirty = delay = 0
+    for i, seg in enumerate(segments[:-1]):
+        if seg.base_offset >= end:
+            break
+        upper = segments[i + 1].base_offset
+        if upper <= first_dirty:
+            clean += seg.size
+            continue
+        if config.min_compaction_lag_ms > 0 and seg.largest_timestamp() > now_ms - config.min_compaction_lag_ms:
+            break
+        first_ts = seg.rolling_based_timestamp
+        if not dirty and config.max_compaction_lag_ms < 2**63 - 1 and first_ts is not None and first_ts >= 0:
+            delay = max(0, now_ms - config.max_compaction_lag_ms - first_ts)
+        dirty += seg.size
+    return clean, dirty, delay

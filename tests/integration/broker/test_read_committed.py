@@ -69,11 +69,10 @@ def _consume(bootstrap: str, topic: str, isolation: str, expect_at_least: int) -
 
 
 def test_read_committed_sees_committed_records_only() -> None:
-    # transactional batches written without a coordinator (no AddPartitionsToTxn): KIP-890's check is off
     metrics_port = _free_port()
-    with rill.testing.broker(
-        {"transaction.partition.verification.enable": "false", "metrics.port": str(metrics_port)}
-    ) as b:
+    # transactional batches written without a coordinator (no AddPartitionsToTxn): KIP-890's check is off
+    overrides = {"metrics.port": str(metrics_port), "transaction.partition.verification.enable": "false"}
+    with rill.testing.broker(overrides) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         admin.create_topics([NewTopic("t", 1)])["t"].result(10)
         rm = b.broker.replica_manager

@@ -136,7 +136,8 @@ UNDER_MIN_ISR = "kafka_server_replicamanager_underminisrpartitioncount"
 AT_MIN_ISR = "kafka_server_replicamanager_atminisrpartitioncount"
 OFFLINE = "kafka_controller_kafkacontroller_offlinepartitionscount"
 ACTIVE = "kafka_controller_kafkacontroller_activecontrollercount"
-ELECTIONS = "kafka_controller_controllerstats_leaderelectionrateandtimems_total"
+ELECTIONS = "kafka_controller_controllerstats_leaderelectionrateandtimems_count"
+ELECTION_MS = "kafka_controller_controllerstats_leaderelectionrateandtimems_sum"
 EXPANDS = "kafka_server_replicamanager_isrexpands_total"
 MAX_LAG = "kafka_server_replicafetchermanager_maxlag"
 
@@ -172,10 +173,12 @@ def test_replication_metrics_follow_a_dead_follower_a_dead_leader_and_the_contro
         c.kill(host)
         c.wait_for(lambda: _scrape(c, controller)[OFFLINE] == 1, 30, "OfflinePartitionsCount on the controller")
         assert all(_scrape(c, b)[OFFLINE] == 0 for b in c.brokers if b not in (controller, host))
-        elections = _scrape(c, controller)[ELECTIONS]
+        elections, election_ms = _scrape(c, controller)[ELECTIONS], _scrape(c, controller)[ELECTION_MS]
         c.start(host)
         c.wait_for(lambda: _scrape(c, controller)[OFFLINE] == 0, 60, "the partition online again")
-        assert _scrape(c, controller)[ELECTIONS] == elections + 1  # its leader came back: one election
+        after = _scrape(c, controller)
+        assert after[ELECTIONS] == elections + 1  # its leader came back: one election
+        assert 0 < after[ELECTION_MS] - election_ms < 10_000  # and the time it took, in milliseconds
 
         # The controller dies: another broker takes the role, and counts the election of the new leaders of
         # the partitions the dead one led.

@@ -129,6 +129,29 @@ def test_session_expiry_removes_member(tmp_path: Path) -> None:
     run(tmp_path, body)
 
 
+def test_a_new_member_that_dies_after_its_join_expires_with_its_session(tmp_path: Path) -> None:
+    """A member that joined in this generation and then died (no SyncGroup, no heartbeat) is removed once its
+    session times out, as any member; the longer timeout of a new member's JoinGroup (KIP-394, 5 minutes)
+    ends with the join. It used to keep the member (and a rebalance waiting on it) for those 5 minutes."""
+
+    async def body(gc: GroupCoordinator, _b: Broker) -> None:
+        a = await join_member(gc, session_ms=2000)
+        await gc.sync_group("g", 1, a.member_id, None, None, None, {a.member_id: b"A"})
+        b_task = asyncio.ensure_future(join_member(gc, session_ms=300))
+        await asyncio.sleep(0.05)
+        a2 = await join(gc, a.member_id, session_ms=2000)
+        b = await b_task
+        assert a2.generation_id == b.generation_id == 2
+        await gc.sync_group("g", 2, a.member_id, None, None, None, {a.member_id: b"A", b.member_id: b"B"})
+        # b is gone: it never heartbeats again.
+        await asyncio.sleep(0.7)
+        group = gc.groups["g"]
+        assert not group.has(b.member_id), "the dead member is still in the group after its session timeout"
+        assert group.state is GroupState.PREPARING_REBALANCE
+
+    run(tmp_path, body)
+
+
 def test_static_member_replaced_and_old_id_fenced(tmp_path: Path) -> None:
     async def body(gc: GroupCoordinator, _b: Broker) -> None:
         a = await join_member(gc, instance="i-1")

@@ -606,3 +606,50 @@ def test_a_producers_last_batch_stays_as_an_empty_batch(tmp_path: Path) -> None:
     assert [(h.base_offset, h.records_count) for h in headers] == [(4, 2), (6, 0), (7, 1)]
     follower.close()
     log.close()
+
+
+def test_cleaner_metrics_dead_threads_last_run_and_uncleanable_per_log_dir(tmp_path: Path) -> None:
+    """DeadThreadCount counts a cleaner task an error stopped until a reconfigure starts it again;
+    time-since-last-run-ms stays below the backoff while the cleaner looks for work; the per-log-dir gauges
+    name every log dir, and an uncleanable log counts in its own with its dirty bytes."""
+    good_dir, bad_dir = tmp_path / "a", tmp_path / "b"
+    bad = Log(bad_dir / "bad-0", compact_config())
+    fill(bad, 60)
+    cleaner = LogCleaner(CleanerConfig(backoff_ms=10))
+    failures = [RuntimeError("the first look fails")]
+
+    def logs_of() -> dict[object, tuple[Log, Path]]:
+        if failures:
+            raise failures.pop()
+        return {bad.topic_partition: (bad, bad_dir)}
+
+    async def until(check: object) -> None:
+        for _ in range(500):
+            if check():  # type: ignore[operator]
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("timed out")
+
+    async def run() -> None:
+        task = asyncio.create_task(cleaner.run(logs_of, lambda: [good_dir, bad_dir]))
+        await until(lambda: cleaner.dead_workers == {0})
+        assert cleaner.metric_values()["kafka_log_logcleaner_deadthreadcount"] == 1
+        cleaner.uncleanable[bad.topic_partition] = "marked by the test"
+        cleaner.reconfigure(CleanerConfig(backoff_ms=20))
+        await until(lambda: not cleaner.dead_workers and cleaner.workers == 1)
+        await asyncio.sleep(0.2)
+        values = cleaner.metric_values()
+        assert values["kafka_log_logcleaner_deadthreadcount"] == 0
+        assert values["kafka_log_logcleanermanager_time_since_last_run_ms"] < 150
+        per_dir = cleaner.log_dir_metric_values()
+        counts = per_dir["kafka_log_logcleanermanager_uncleanable_partitions_count"]
+        dirty = per_dir["kafka_log_logcleanermanager_uncleanable_bytes"]
+        assert counts == {str(good_dir.absolute()): 0, str(bad_dir.absolute()): 1}
+        assert dirty[str(good_dir.absolute())] == 0
+        assert dirty[str(bad_dir.absolute())] == sum(s.size for s in bad.segments[:-1])
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    bad.close()

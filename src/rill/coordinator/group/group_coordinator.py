@@ -554,6 +554,6 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsM
         )
         for member in group.iter_members():
             group.maybe_invoke_join_callback(member, self._join_result(group, member))
+            member.is_new = False  # first: from now on its session timeout governs it, not the new-member one
             self._schedule_heartbeat(group, member)
-            member.is_new = False
         self._schedule_sync_timer(group)
