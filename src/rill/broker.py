@@ -35,6 +35,7 @@ from rill.network.handler import CloseConnection
 from rill.network.server import SocketServer
 from rill.replica.purgatory import PurgatoryClosed
 from rill.replica.replica_manager import ReplicaManager
+from rill.security.listener_configs import BrokerSecurity, advertised_endpoints
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,11 @@ class Broker:
         if self._bound is None:
             raise RuntimeError("broker is not started")
         return self._bound
+
+    @property
+    def bound_addresses(self) -> dict[str, tuple[str, int]]:
+        """Listener name -> (host, port) bound."""
+        return self._server.bound_addresses if self._server is not None else {}
 
     def _effective_topic_configs(self, overrides: Any) -> dict[str, str]:
         assert self.metadata is not None
@@ -118,11 +124,16 @@ class Broker:
             self._metrics_stop = start_http_server(host, metrics_port, metrics)
 
         self.step = "binding the listener"
+        security = BrokerSecurity(config)
         dispatcher_holder: list[RequestDispatcher] = []
         self._server = SocketServer(
             _LateHandler(dispatcher_holder),
             host,
             port,
+            listeners=config.listeners,
+            ssl_contexts=security.ssl_contexts(),
+            principal_names=security.principal_names(),
+            sasl_max_receive_bytes=int(config.get("sasl.server.max.receive.size")),
             max_request_bytes=int(config.get("socket.request.max.bytes")),
             idle_timeout_ms=int(config.get("connections.max.idle.ms")),
             send_buffer_bytes=int(config.get("socket.send.buffer.bytes")),
@@ -131,15 +142,16 @@ class Broker:
             max_queued_requests=int(config.get("queued.max.requests")),
             max_queued_bytes=int(config.get("queued.max.request.bytes")),
         )
+        self._server.on_tls_handshake_failed = lambda listener: security.count(listener, False)
         bound_host, bound_port = await self._server.start()
         self._bound = (bound_host, bound_port)
         self.step = "loading the metadata"
-        adv_host, adv_port = config.advertised_address or (bound_host, bound_port)
-        if adv_port == 0:
-            adv_port = bound_port
-
-        self.metadata = await self._open_metadata(log_dirs[0], BrokerInfo(self.node_id, adv_host, adv_port,
-                                                                          config.get("broker.rack")))  # fmt: skip
+        endpoints = advertised_endpoints(config, self._server.bound_addresses)
+        inter_broker = config.inter_broker_listener.listener_name
+        _, adv_host, adv_port, _ = next((e for e in endpoints if e[0] == inter_broker), endpoints[0])
+        advertised = BrokerInfo(self.node_id, adv_host, adv_port, config.get("broker.rack"), endpoints)
+        self.metadata = await self._open_metadata(log_dirs[0], advertised)
+        security.scram_lookup = self.metadata.scram_credential
         self.replica_manager = ReplicaManager(
             self.node_id, self.log_manager, self.metadata, self._effective_topic_configs
         )
@@ -156,6 +168,7 @@ class Broker:
             replica_manager=self.replica_manager,
             producer_ids=ProducerIdManager(self.metadata),
             metrics=metrics,
+            security=security,
         )
         self.services.group_coordinator = self._maybe_start_group_coordinator()
         self.services.txn_coordinator = self._start_txn_coordinator()
@@ -167,12 +180,10 @@ class Broker:
         dispatcher_holder.append(RequestDispatcher(self.services))
         self._background = asyncio.create_task(self.log_manager.run_background(), name="log-manager")
         log.info(
-            "Broker %d serving on %s:%d (advertised %s:%d)",
+            "Broker %d serving on %s (advertised %s)",
             self.node_id,
-            bound_host,
-            bound_port,
-            adv_host,
-            adv_port,
+            ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self._server.bound_addresses.items()),
+            ", ".join(f"{n}://{h}:{p} ({proto})" for n, h, p, proto in endpoints),
         )
 
     def _join_cluster(self) -> None:

@@ -204,6 +204,7 @@ class BrokerMetrics:
         self._connection_source: CountSource | None = None
         self._replication_source: Callable[[], ReplicationStats] | None = None
         self._cleaner_source: ValuesSource | None = None
+        self._authentication_source: Callable[[], dict[str, list[int]]] | None = None  # listener -> [ok, failed]
         self._cleaner_dir_source: LabelledValuesSource | None = None
         self._txn_source: Any = None  # the transaction coordinator (metric_values, outcomes)
         self.registry.register(_Collector(self))
@@ -298,6 +299,9 @@ class BrokerMetrics:
         if cleaner is not None and callable(getattr(cleaner, "metric_values", None)):
             self.set_cleaner_source(cleaner.metric_values, getattr(cleaner, "log_dir_metric_values", None))
         services = getattr(broker, "services", None)
+        security = getattr(services, "security", None)
+        if security is not None:
+            self._authentication_source = lambda: dict(security.authentications)
         txn_coordinator = getattr(services, "txn_coordinator", None)
         if txn_coordinator is not None:
             self.set_txn_coordinator_source(txn_coordinator)
@@ -539,6 +543,17 @@ class _Collector:
         yield GaugeMetricFamily(
             "kafka_server_socketservermetrics_connection_count", "Open client connections.", value=count
         )
+
+        if m._authentication_source is not None:
+            ok = CounterMetricFamily("kafka_server_socketservermetrics_successful_authentication",
+                                     "Connections that authenticated, per listener.", labels=["listener"])  # fmt: skip
+            failed = CounterMetricFamily("kafka_server_socketservermetrics_failed_authentication",
+                                         "Authentications that failed, per listener.", labels=["listener"])  # fmt: skip
+            for listener, (n_ok, n_failed) in _snapshot(lambda: list((m._authentication_source or dict)().items()),
+                                                        "authentication counts"):  # fmt: skip
+                ok.add_metric([listener], n_ok)
+                failed.add_metric([listener], n_failed)
+            yield from (ok, failed)
 
         if m._cleaner_source is not None:
             for name, v in _snapshot(lambda: list((m._cleaner_source or dict)().items()), "cleaner metrics"):

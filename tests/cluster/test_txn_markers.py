@@ -6,6 +6,7 @@ records."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from rill.errors import ErrorCode
 from rill.protocol import ApiKey
 from rill.records.builder import build_batch
 from rill.records.record import Record
-from rill.testing.cluster import TestCluster
+from rill.testing.cluster import TestCluster, cluster
 
 pytestmark = [pytest.mark.slow]
 
@@ -75,6 +76,14 @@ def _read_committed(c: TestCluster) -> list[bytes]:
 
 
 @pytest.mark.timeout(240)
+@pytest.fixture
+def rill3() -> Iterator[TestCluster]:
+    """Three brokers, min.insync.replicas=2; the batches here are transactional without a coordinator (no
+    AddPartitionsToTxn), so KIP-890's verification is off."""
+    with cluster(brokers=3, min_insync_replicas=2, transaction_partition_verification_enable="false") as c:
+        yield c
+
+
 def test_markers_and_the_last_stable_offset_survive_a_leader_kill(rill3: TestCluster) -> None:
     create_topic(rill3, TOPIC, partitions=1)
     rill3.wait_for(lambda: len(rill3.isr(TOPIC, 0)) == 3, what="the full ISR")

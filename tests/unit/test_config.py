@@ -100,7 +100,7 @@ def test_typed_values_and_overrides() -> None:
         ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable"),
         ({"listeners": "127.0.0.1:9092"}, "listeners"),
         ({"listeners": "PLAINTEXT://127.0.0.1:70000"}, "listeners"),
-        ({"listeners": "SSL://127.0.0.1:9093"}, "listeners"),
+        ({"listeners": "FOO://127.0.0.1:9093"}, "listeners"),  # no security protocol for FOO
         ({"compression.type": "brotli"}, "compression.type"),
         ({"log.message.timestamp.type": "WallTime"}, "log.message.timestamp.type"),
         ({"log.cleanup.policy": "delete,shred"}, "log.cleanup.policy"),

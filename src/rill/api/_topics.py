@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from rill.api._endpoints import broker_endpoints
 from rill.api.context import RequestContext
 from rill.errors import ErrorCode
 
@@ -56,8 +57,4 @@ class LeaderHints:
             self._leaders.add(p.leader)
 
     def node_endpoints(self) -> list[dict[str, Any]]:
-        return [
-            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in self._ctx.services.metadata.brokers()
-            if b.node_id in self._leaders
-        ]
+        return [b for b in broker_endpoints(self._ctx) if b["node_id"] in self._leaders]

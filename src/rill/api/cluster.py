@@ -6,6 +6,7 @@ import os
 from collections import defaultdict
 
 from rill.api._authorized import authorized_operations
+from rill.api._endpoints import broker_endpoints
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.errors import ErrorCode
@@ -29,9 +30,7 @@ async def handle_describe_cluster(ctx: RequestContext, request: Body) -> Body:
         "endpoint_type": endpoint_type,
         "cluster_id": store.cluster_id,
         "controller_id": store.controller_id,
-        "brokers": [
-            {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in store.brokers()
-        ],
+        "brokers": broker_endpoints(ctx, "broker_id"),
         "cluster_authorized_operations": authorized_operations(
             "cluster", request.get("include_cluster_authorized_operations", False)
         ),

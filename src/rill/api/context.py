@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from rill.security.channel import ChannelSecurity
+from rill.security.principal import KafkaPrincipal
 
 if TYPE_CHECKING:
     from rill.config import BrokerConfig
@@ -23,6 +26,7 @@ class BrokerServices:
     group_coordinator: Any = None  # rill.coordinator.group.GroupCoordinator once it exists
     txn_coordinator: Any = None  # rill.coordinator.transaction.TransactionCoordinator once it exists
     metrics: Any = None  # rill.metrics.BrokerMetrics when metrics are on
+    security: Any = None  # rill.security.listener_configs.BrokerSecurity: each listener's TLS and SASL
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +38,13 @@ class RequestContext:
     client_host: str
     client_port: int
     services: BrokerServices
+    listener_name: str = "PLAINTEXT"
+    security: ChannelSecurity = field(default_factory=ChannelSecurity)
+    """The connection's security: its principal (``User:ANONYMOUS`` on PLAINTEXT) and SASL state."""
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        return self.security.principal
 
     @property
     def client(self) -> str:

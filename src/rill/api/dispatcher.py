@@ -4,6 +4,12 @@ It implements the network layer's ``RequestHandler``. A frame whose header canno
 broker does not implement, or a version outside the handler's range closes the connection, as Kafka does;
 the one exception is ApiVersions, which answers a too-new version with UNSUPPORTED_VERSION and the
 broker's table in the v0 body format so the client can retry with a version both sides know.
+
+Authentication gate (Kafka's SaslServerAuthenticator): on a SASL listener, until the connection has
+authenticated, only ApiVersions, SaslHandshake and SaslAuthenticate reach a handler; any other request closes
+the connection unanswered. After a v0 SaslHandshake the next frames are bare SASL tokens (no request header),
+answered with bare tokens. A SASL session that outlived ``connections.max.reauth.ms`` without the client
+authenticating again is closed at its next request other than those three.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from rill.api.context import BrokerServices, RequestContext
 from rill.api.registry import load_handlers, supported_versions
+from rill.api.sasl import authenticate_raw_token
 from rill.common import FileRegion
 from rill.errors import ErrorCode
 from rill.network.handler import CloseConnection
@@ -31,6 +38,7 @@ if TYPE_CHECKING:  # the network layer calls us; we only name its connection typ
 
 log = logging.getLogger(__name__)
 
+_BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 _WAITS_BY_DESIGN = frozenset({ApiKey.FETCH, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP})
 """Requests a handler parks on purpose (up to max.wait.ms, or until a rebalance completes): never "slow"."""
 
@@ -50,12 +58,23 @@ class RequestDispatcher:
 
     async def handle(self, conn: ConnectionInfo, frame: memoryview) -> Sequence[bytes | FileRegion] | None:
         started = time.perf_counter()
+        security = conn.security
+        if security.raw_tokens:
+            return await authenticate_raw_token(self.services, conn, bytes(frame))
         try:
             header, pos = decode_request_header(frame)
         except ProtocolDecodeError as e:
             raise ConnectionClosingError(f"unreadable request header from {_peer(conn)}: {e}") from e
         api_key, version, corr = header.api_key, header.api_version, header.correlation_id
         name = self._names.get(api_key, str(api_key))
+        if (
+            not security.authenticated or (security.session_end is not None and security.session_expired())
+        ) and api_key not in _BEFORE_AUTHENTICATION:
+            what = "after its SASL session expired" if security.authenticated else "before authenticating"
+            raise ConnectionClosingError(
+                f"{_peer(conn)} sent {name} {what} on SASL listener {conn.listener_name}; only ApiVersions, "
+                "SaslHandshake and SaslAuthenticate are accepted then"
+            )
         versions = self._ranges.get(api_key)
         if versions is None:
             raise ConnectionClosingError(f"{_peer(conn)} sent unsupported API key {api_key}")
@@ -71,7 +90,8 @@ class RequestDispatcher:
         except ProtocolDecodeError as e:
             raise ConnectionClosingError(f"malformed {name} v{version} request from {_peer(conn)}: {e}") from e
         ctx = RequestContext(
-            api_key, version, corr, header.client_id, conn.client_host, conn.client_port, self.services
+            api_key, version, corr, header.client_id, conn.client_host, conn.client_port, self.services,
+            conn.listener_name, security,
         )
         response = await self.handlers[api_key].fn(ctx, body)
         elapsed = time.perf_counter() - started

@@ -9,6 +9,7 @@ import logging
 from typing import Any
 
 from rill.api._authorized import authorized_operations
+from rill.api._endpoints import broker_endpoints
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.errors import ErrorCode, KafkaError
@@ -68,9 +69,9 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> tuple[Error
     node_id = ctx.services.node_id
     if topic is not None and partition < len(topic.partitions):
         node_id = topic.partitions[partition].leader
-    for broker in store.brokers():
-        if broker.node_id == node_id:
-            return ErrorCode.NO_ERROR, None, node_id, broker.host, broker.port
+    for broker in broker_endpoints(ctx):
+        if broker["node_id"] == node_id:
+            return ErrorCode.NO_ERROR, None, node_id, broker["host"], broker["port"]
     return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC}-{partition} has no live leader", -1, "", -1
 
 

@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from rill.api._authorized import authorized_operations
+from rill.api._endpoints import broker_endpoints
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.errors import ErrorCode, KafkaError
@@ -132,9 +133,7 @@ async def handle_metadata(ctx: RequestContext, request: Body) -> Body:
     if request.get("include_topic_authorized_operations", False):
         for t in topics:
             t["topic_authorized_operations"] = authorized_operations("topic", True)
-    brokers = [
-        {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in store.brokers()
-    ]
+    brokers = broker_endpoints(ctx)
     return {
         "throttle_time_ms": 0,
         "brokers": brokers,

@@ -48,6 +48,8 @@ HANDLER_MODULES = (
     "rill.api.init_producer_id",
     "rill.api.groups",
     "rill.api.group_offsets",
+    "rill.api.sasl",
+    "rill.api.scram_credentials",
     "rill.api.transactions",
     "rill.api.txn_offset_commit",
     "rill.api.write_txn_markers",

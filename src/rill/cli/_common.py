@@ -164,7 +164,9 @@ def client_config(args: argparse.Namespace, extra: dict[str, Any] | None = None)
         "socket.connection.setup.timeout.ms": timeout_ms,
     }
     if args.command_config:
-        conf.update(read_properties_file(args.command_config))
+        from rill.cli._client_security import librdkafka_security  # Java-style names turned into librdkafka's
+
+        conf.update(librdkafka_security(read_properties_file(args.command_config)))
     if extra:
         conf.update(extra)
     return conf

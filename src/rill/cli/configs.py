@@ -5,6 +5,7 @@
     rill configs alter --entity-type topics --entity-name orders \\
         --add-config retention.ms=60000,cleanup.policy=compact
     rill configs alter --entity-type brokers --entity-name 0 --delete-config log.retention.ms
+    rill configs alter --entity-type users --entity-name alice --add-config 'SCRAM-SHA-256=[password=secret]'
 
 For brokers, ``--entity-name`` defaults to the broker's id when the cluster has one broker. (Kafka's
 ``--entity-default``, the cluster-wide default, is not offered: librdkafka cannot name that resource.)
@@ -43,8 +44,9 @@ from rill.cli._common import (
     split_outside_brackets,
     wait_future,
 )
+from rill.cli._users import alter_users, check_user_args, describe_users
 
-ENTITY_TYPES = ("topics", "brokers")
+ENTITY_TYPES = ("topics", "brokers", "users")
 
 # confluent_kafka.admin.ConfigSource values -> labels shown to the user.
 SOURCE_LABELS = {
@@ -213,9 +215,9 @@ def _build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(command, help=help_text, description=help_text)
         p.add_argument(
-            "--entity-type", required=True, choices=ENTITY_TYPES, help="whether --entity-name is a topic or a broker"
+            "--entity-type", required=True, choices=ENTITY_TYPES, help="topic, broker or user"
         )
-        p.add_argument("--entity-name", metavar="NAME", help="topic name or broker id")
+        p.add_argument("--entity-name", metavar="NAME", help="topic name, broker id or user name")
         if command == "describe":
             p.add_argument("--all", action="store_true", help="list every config, not only overrides")
         else:
@@ -252,6 +254,9 @@ def _entity_name(args: argparse.Namespace, admin: Any) -> str:
 def _describe(args: argparse.Namespace) -> int:
     _check_entity_args(args)
     admin = admin_client(args)
+    if args.entity_type == "users":
+        describe_users(admin, args.entity_name, args.timeout, args.json)
+        return 0
     name = _entity_name(args, admin)
     if args.entity_type == "topics":
         require_topic(fetch_metadata(admin, args.timeout), name)
@@ -271,6 +276,10 @@ def _alter(args: argparse.Namespace) -> int:
     _check_entity_args(args)
     check_alterations(set_configs, delete_configs)
     admin = admin_client(args)
+    if args.entity_type == "users":
+        check_user_args(args, altering=True)
+        alter_users(admin, args.entity_name, set_configs, delete_configs, args.timeout)
+        return 0
     name = _entity_name(args, admin)
     if args.entity_type == "topics":
         require_topic(fetch_metadata(admin, args.timeout), name)

@@ -27,8 +27,9 @@ import logging
 import math
 import random
 import socket
+import ssl
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +80,9 @@ class NetworkClientConfig:
     request_timeout_ms: int = 30000
     socket_connection_setup_timeout_ms: int = 10000
     max_in_flight_requests_per_connection: int = 5
+    ssl_context: ssl.SSLContext | None = None  # TLS to the broker (an SSL or SASL_SSL listener)
+    authenticator: Callable[[Callable[[int, dict[str, Any]], Awaitable[dict[str, Any]]]], Awaitable[None]] | None = None
+    """SASL after ApiVersions (``rill.security.sasl_client``): given a send(api_key, body) -> response body."""
 
     def __post_init__(self) -> None:
         for name in ("reconnect_backoff_ms", "reconnect_backoff_max_ms"):
@@ -199,13 +203,17 @@ class BrokerConnection:
         setup_ms = self.config.socket_connection_setup_timeout_ms
         try:
             async with asyncio.timeout(setup_ms / 1000):
-                reader, writer = await asyncio.open_connection(self.host, self.port, limit=_READ_LIMIT)
+                reader, writer = await asyncio.open_connection(
+                    self.host, self.port, limit=_READ_LIMIT, ssl=self.config.ssl_context
+                )
                 self._reader, self._writer = reader, writer
                 sock = writer.get_extra_info("socket")
                 if sock is not None:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
                 await self._negotiate()
+                if self.config.authenticator is not None:
+                    await self.config.authenticator(self._exchange)
         except TimeoutError:
             self._shutdown(f"closed: setup timed out after {setup_ms} ms", abort=True)
             raise NetworkException(f"cannot connect to {self}: setup timed out after {setup_ms} ms") from None
@@ -238,6 +246,12 @@ class BrokerConnection:
             known = ErrorCode(code) if code in ErrorCode._value2member_map_ else ErrorCode.UNKNOWN_SERVER_ERROR
             raise KafkaError(known, f"ApiVersions v{version} to {self} failed with error {code}")
         self.api_versions = {e["api_key"]: (e["min_version"], e["max_version"]) for e in got["api_keys"]}
+
+    async def _exchange(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+        response = await self._send(api_key, self._pick_version(api_key, None, None), body,
+                                    self.config.request_timeout_ms / 1000)  # fmt: skip
+        assert response is not None
+        return response.body
 
     # -- versions --------------------------------------------------------------------------------------
 

@@ -12,6 +12,42 @@ from typing import Any
 
 from rill.config.config_def import LONG_MAX, ConfigError, ConfigKey, ConfigSource, ConfigType
 from rill.config.definitions import BROKER_CONFIGS, TOPIC_CONFIGS, TOPIC_SYNONYMS, split_per_ip_overrides
+from rill.config.security_definitions import SECURITY_PROTOCOLS
+
+_LISTENER_PREFIX = re.compile(r"^listener\.name\.([a-z0-9_.-]+?)\.((?:[a-z0-9-]+\.)?sasl\.jaas\.config|.+)$")
+
+
+def _listener_prefixed(name: str, values: dict[str, Any], raw: str) -> bool:
+    """``listener.name.<listener>.<config>`` (and ``...<mechanism>.sasl.jaas.config``): a known config set for
+    one listener, validated as that config; False for any other name. ConfigError when the value is bad."""
+    m = _LISTENER_PREFIX.match(name)
+    if m is None:
+        return False
+    suffix = m.group(2)
+    base = "sasl.jaas.config" if suffix.endswith("sasl.jaas.config") else suffix
+    key = BROKER_CONFIGS.keys.get(base)
+    if key is None:
+        return False
+    try:
+        values[name] = key.parse(raw)
+    except ValueError as e:
+        raise ConfigError(f"Invalid value for configuration {name}: {e}") from None
+    return True
+
+
+def _check_inter_broker(
+    values: Mapping[str, Any], originals: Mapping[str, str], advertised: tuple[EndPoint, ...]
+) -> None:
+    """Kafka's rules: at most one of inter.broker.listener.name and security.inter.broker.protocol is set, and
+    the inter-broker listener is one of the advertised listeners."""
+    named = values["inter.broker.listener.name"]
+    if named and "security.inter.broker.protocol" in originals:
+        raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set.")
+    if named and all(ep.listener_name != str(named).upper() for ep in advertised):
+        raise ConfigError(
+            f"inter.broker.listener.name must be a listener name defined in advertised.listeners. The valid "
+            f"options based on currently configured listeners are {','.join(ep.listener_name for ep in advertised)}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,13 +172,17 @@ class BrokerConfig:
             except ValueError as e:
                 raise ConfigError(f"Invalid value {values[name]!r} for configuration {name}: {e}") from None
             for ep in endpoints[name]:
-                if ep.security_protocol != "PLAINTEXT":
+                if ep.security_protocol not in SECURITY_PROTOCOLS:
                     raise ConfigError(
-                        f"Invalid value for configuration {name}: listener {ep.listener_name} uses "
-                        f"{ep.security_protocol}; Rill serves PLAINTEXT only"
+                        f"Invalid value for configuration {name}: listener {ep.listener_name} has no security "
+                        f"protocol (listener.security.protocol.map names none; known: {', '.join(SECURITY_PROTOCOLS)})"
                     )
         listeners = endpoints["listeners"]
         advertised = endpoints.get("advertised.listeners", listeners)
+        for name in list(unknown):
+            if _listener_prefixed(name, values, originals[name]):
+                unknown.remove(name)
+        _check_inter_broker(values, originals, advertised)
         if values["log.dirs"] is None and not values["log.dir"]:
             raise ConfigError("Invalid value for configuration log.dir: a data directory is needed")
         if values["max.connections.per.ip"] == 0 and not values["max.connections.per.ip.overrides"]:
@@ -172,6 +212,8 @@ class BrokerConfig:
     def non_default(self) -> dict[str, str]:
         """The configs that were set (for the start-up log line)."""
         hidden = {k for k, key in BROKER_CONFIGS.keys.items() if key.type is ConfigType.PASSWORD}
+        hidden |= {k for k in self.originals if k.startswith("listener.name.") and any(
+            k.endswith("." + h) for h in hidden)}  # fmt: skip
         return {
             k: "[hidden]" if k in hidden else v for k, v in sorted(self.originals.items()) if k not in self.unknown
         }
@@ -191,6 +233,24 @@ class BrokerConfig:
         if dirs is None:
             return [self.values["log.dir"]]
         return [d.strip() for d in dirs.split(",") if d.strip()]
+
+    def listener_get(self, listener_name: str, name: str) -> Any:
+        """A config as it applies on one listener: ``listener.name.<listener>.<name>`` when set, else ``name``."""
+        prefixed = f"listener.name.{listener_name.lower()}.{name}"
+        if prefixed in self.values:
+            return self.values[prefixed]
+        return self.get(name)
+
+    @property
+    def inter_broker_listener(self) -> EndPoint:
+        """The advertised listener brokers reach each other on: ``inter.broker.listener.name``, else the one
+        named as ``security.inter.broker.protocol``, else the first."""
+        named = self.values["inter.broker.listener.name"]
+        wanted = str(named).upper() if named else str(self.values["security.inter.broker.protocol"]).upper()
+        for ep in self.advertised_listeners:
+            if ep.listener_name == wanted:
+                return ep
+        return self.advertised_listeners[0]
 
     @property
     def listener_address(self) -> tuple[str, int]:

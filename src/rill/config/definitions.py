@@ -63,9 +63,8 @@ def _per_ip_overrides(value: str) -> str | None:
 # yet, or does not apply to its design; a broker warns at start about each one that is set (docs/OPERATIONS.md
 # lists them).
 NOT_YET_USED = frozenset({
-    "inter.broker.listener.name",
     "producer.id.expiration.ms", "log.local.retention.ms",
-    "log.local.retention.bytes", "ssl.key.password", "num.network.threads", "num.io.threads",
+    "log.local.retention.bytes", "num.network.threads", "num.io.threads",
     "num.recovery.threads.per.data.dir", "offsets.commit.timeout.ms", "log.preallocate",
 })  # fmt: skip
 
@@ -783,10 +782,6 @@ for _args, _opts in [
         ),
         _dyn,
     ),
-    (
-        ("ssl.key.password", P, None, "Accepted for compatibility; Rill serves PLAINTEXT only.", None, HIGH),
-        _dyn,
-    ),
 ]:
     _n, _k, _d, _doc, _v, _imp = _args
     BROKER_CONFIGS.define(_n, _k, _d, _doc, _v, _imp, **_opts)
@@ -801,3 +796,5 @@ _BROKER_GROUPS = [
 ]
 BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {n: g for g in _BROKER_GROUPS for n in g}
 """Broker config -> the names that set the same thing, in priority order."""
+
+from rill.config import security_definitions as _security_definitions  # noqa: E402,F401  (defines the ssl/sasl configs)

@@ -46,9 +46,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from crc32c_rs import crc32c
 
+from rill.fsutil import fsync_dir, write_atomically
 from rill.log.cleaner_offset_map import OffsetMap, key_digest
 from rill.log.log_config import LogConfig
-from rill.log.log_segment import CLEANED_SUFFIX, INT32_MAX, SWAP_SUFFIX, LogSegment, SegmentFile
+from rill.log.log_segment import CLEANED_SUFFIX, INT32_MAX, SWAP_END_SUFFIX, SWAP_SUFFIX, LogSegment, SegmentFile
 from rill.records import compression
 from rill.records.batch import (
     ATTRIBUTES_POS,
@@ -390,12 +391,29 @@ def discard(segments: list[LogSegment]) -> None:
     for seg in segments:
         with contextlib.suppress(OSError):
             seg.delete_files()
+        with contextlib.suppress(OSError):
+            os.unlink(_swap_end_path(seg))
+
+
+def _swap_end_path(seg: LogSegment) -> Path:
+    return seg.dir / f"{seg.base_offset:020d}.log{SWAP_END_SUFFIX}"
+
+
+def forget_swap_ends(dir: Path, segments: list[LogSegment]) -> None:
+    """After a swap: make the directory's renames durable, then remove the ``.swap-end`` files that a crash
+    recovery would have needed (blocking: a worker thread runs it)."""
+    fsync_dir(dir)
+    for seg in segments:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_swap_end_path(seg))
 
 
 def _remove_cleaned(plan: CleanPlan, base: int) -> None:
     for s in (".log", ".index", ".timeindex", ".txnindex"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(plan.dir / f"{base:020d}{s}{CLEANED_SUFFIX}")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(plan.dir / f"{base:020d}.log{SWAP_END_SUFFIX}")
 
 
 def _new_output(plan: CleanPlan, base: int) -> LogSegment:
@@ -415,9 +433,13 @@ def _open_output(plan: CleanPlan, config: LogConfig, base: int) -> LogSegment:
     )  # fmt: skip
 
 
-def _finish(out: LogSegment) -> None:
+def _finish(out: LogSegment, end_offset: int) -> None:
+    """Make a cleaned segment durable and name it ``.swap``, with the end of the range it replaces written
+    beside it first (``SWAP_END_SUFFIX``: a crash recovery completes the swap from the two)."""
     out.on_become_inactive()
     out.flush()
+    write_atomically(out.log_path.with_name(out.log_path.name[: -len(CLEANED_SUFFIX)] + SWAP_END_SUFFIX),
+                     b"%d" % end_offset)  # fmt: skip
     out.rename_suffix(SWAP_SUFFIX)
 
 
@@ -445,7 +467,7 @@ def _write_cleaned(
 
     def start(src: SourceSegment) -> LogSegment:
         if out is not None:
-            _finish(out)
+            _finish(out, result.groups[-1][-1].end_offset)
         seg = _new_output(plan, src.base_offset)
         result.cleaned.append(seg)
         result.groups.append([])
@@ -480,7 +502,7 @@ def _write_cleaned(
                 out.txn_index.append(txn)
         result.groups[-1].append(src)
     if out is not None:
-        _finish(out)
+        _finish(out, result.groups[-1][-1].end_offset)
 
 
 def _filter_batch(

@@ -41,6 +41,7 @@ from rill.log.log_cleaner import (
     Throttler,
     clean,
     discard,
+    forget_swap_ends,
     plan_cleaning,
 )
 
@@ -251,7 +252,8 @@ class LogCleaner:
                 return True
             if result is None:
                 return False
-            self._swap(result, logs, worker)
+            if self._swap(result, logs, worker):
+                await asyncio.to_thread(forget_swap_ends, plan.dir, result.cleaned)
             return True
         finally:
             self.in_progress.pop(tp, None)
@@ -289,12 +291,13 @@ class LogCleaner:
         now = _now_ms() if now_ms is None else now_ms
         plan = plan_cleaning(plog, self.first_dirty_offset(plog), now)
         result = None if plan is None else clean(plan, offset_map, self.throttler)
-        if result is not None:
-            self._swap(result, {plog.topic_partition: (plog, plog.dir.parent)})
+        if result is not None and self._swap(result, {plog.topic_partition: (plog, plog.dir.parent)}):
+            forget_swap_ends(plog.dir, result.cleaned)
         return result
 
-    def _swap(self, result: CleanResult, logs: dict[TopicPartition, tuple[Log, Path]], worker: int = 0) -> None:
-        """Put the cleaned segments in the log (on the loop), when it still holds what was cleaned."""
+    def _swap(self, result: CleanResult, logs: dict[TopicPartition, tuple[Log, Path]], worker: int = 0) -> bool:
+        """Put the cleaned segments in the log (on the loop), when it still holds what was cleaned; False when
+        it does not (the cleaning is dropped)."""
         plan = result.plan
         plog = plan.log
         tp = plog.topic_partition
@@ -307,7 +310,7 @@ class LogCleaner:
         if not unchanged or not plog.replace_segments(old, result.cleaned):
             log.info("%s: the log changed while it was cleaned; the cleaning is dropped", tp)
             discard(result.cleaned)
-            return
+            return False
         self.first_dirty[tp] = result.map_end
         read, written = result.bytes_read, result.bytes_written
         stats = self.stats
@@ -325,6 +328,7 @@ class LogCleaner:
             written / 1e6, result.records_removed, result.records_read, plan.first_dirty, result.map_end,
             result.seconds, read / 1e6 / result.seconds if result.seconds > 0 else 0.0,
         )  # fmt: skip
+        return True
 
     async def run(self, logs_of: Any, dirs_of: Any) -> None:
         """The cleaner threads, until cancelled. ``logs_of()`` gives tp -> (log, log dir) now;

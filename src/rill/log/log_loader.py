@@ -9,7 +9,9 @@ in either case. Files whose names do not parse are left alone with a warning.
 
 The log cleaner's leftovers are handled as Kafka's loader does: ``.cleaned`` files (a cleaning that did not
 finish) are deleted; a ``<base>.log.swap`` file (a cleaned segment complete on disk) replaces every segment
-whose base offset lies in its offset range, and takes its final name (its indexes are rebuilt).
+whose base offset lies in the range it was made from, and takes its final name (its indexes are rebuilt). That
+range ends at the offset in its ``<base>.log.swap-end`` file (written before the ``.swap`` name), or, for a
+swap without one, after the swap's last batch.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from rill.log.log_segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_END_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
@@ -39,7 +42,7 @@ from rill.records.control import marker_or_none
 
 log = logging.getLogger(__name__)
 
-_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX, SWAP_SUFFIX)
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX, SWAP_SUFFIX, SWAP_END_SUFFIX)
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
@@ -87,10 +90,13 @@ def complete_swaps(dir: Path) -> int:
         if (base := parse_base_offset(path.name[: -len(SWAP_SUFFIX)], LOG_SUFFIX)) is not None
     )
     for base, path in swaps:
-        last = max(_swap_last_offset(path), base)
+        end = max(_swap_last_offset(path), base) + 1
+        end_file = dir / (segment_file_name(base, LOG_SUFFIX) + SWAP_END_SUFFIX)
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            end = max(end, int(end_file.read_text()))
         for old in dir.glob(f"*{LOG_SUFFIX}"):
             old_base = parse_base_offset(old.name, LOG_SUFFIX)
-            if old_base is not None and base <= old_base <= last:
+            if old_base is not None and base <= old_base < end:
                 log.info("Deleting segment %s, replaced by the cleaned %s", old.name, path.name)
                 for suffix in _SEGMENT_SUFFIXES:
                     with contextlib.suppress(FileNotFoundError):
@@ -104,6 +110,8 @@ def complete_swaps(dir: Path) -> int:
                 dir / segment_file_name(base, TXN_INDEX_SUFFIX),
             )
         os.rename(path, dir / segment_file_name(base, LOG_SUFFIX))
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(end_file)
         log.info("Completed the swap of the cleaned segment %s", path.name)
     return len(swaps)
 

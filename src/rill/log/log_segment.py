@@ -53,6 +53,10 @@ TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"  # a segment the log cleaner is writing (deleted when found at start)
 SWAP_SUFFIX = ".swap"  # a cleaned segment, complete, about to replace the segments it was made from
+# Beside a cleaned segment's ``.log.swap`` file: the end (exclusive) of the offsets of the segments it replaces,
+# as ASCII decimal. The swap's own records may end earlier (the last segments it replaces can be cleaned empty),
+# so a crash recovery that went by them alone would keep such a segment, and bring its removed records back.
+SWAP_END_SUFFIX = ".swap-end"
 INT32_MAX = 2**31 - 1
 _SCAN_CHUNK = 64 * 1024
 _IOV_MAX = 1024

@@ -42,6 +42,8 @@ from rill.metadata.store import (
     check_new_topic,
     valid_stored_configs,
 )
+from rill.metadata.user_credentials import CredentialChanges, UserCredentials, changes_from_json, changes_to_json
+from rill.security.scram import ScramCredential
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,7 @@ class EmbeddedMetadataStore:
         self._broker_configs: dict[str, str] = {}
         self._default_broker_configs: dict[str, str] = {}
         self._next_producer_id = 0
+        self._credentials = UserCredentials()
         self._offset = 0
         self._lock = asyncio.Lock()
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -137,6 +140,7 @@ class EmbeddedMetadataStore:
         self._broker_configs = dict(data.get("broker_configs", {}))
         self._default_broker_configs = dict(data.get("default_broker_configs", {}))
         self._next_producer_id = int(data.get("next_producer_id", 0))
+        self._credentials = UserCredentials.from_json(data.get("scram_credentials", {}))
 
     def _replay(self, change: Mapping[str, Any]) -> None:
         kind = change.get("type")
@@ -153,6 +157,8 @@ class EmbeddedMetadataStore:
             self._default_broker_configs = dict(change["configs"])
         elif kind == "producer_ids":
             self._next_producer_id = int(change["next"])
+        elif kind == "user_scram":
+            self._credentials.apply(changes_from_json(change["users"]))
         else:
             log.error("skipped a metadata change of unknown type %r", kind)
         self._offset = int(change["offset"])
@@ -162,6 +168,7 @@ class EmbeddedMetadataStore:
         topics = dict(self._topics)
         broker, default = dict(self._broker_configs), dict(self._default_broker_configs)
         next_pid, offset = self._next_producer_id, self._offset
+        credentials = self._credentials.to_json()
 
         def encode() -> bytes:
             snapshot = {
@@ -170,6 +177,7 @@ class EmbeddedMetadataStore:
                 "broker_configs": broker,
                 "default_broker_configs": default,
                 "next_producer_id": next_pid,
+                "scram_credentials": credentials,
             }
             return json.dumps(snapshot, separators=(",", ":"), sort_keys=True).encode()  # the C encoder: no indent
 
@@ -359,6 +367,21 @@ class EmbeddedMetadataStore:
             self._next_producer_id = first + count
             self._after_write()
             return first
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self._credentials.get(user, mechanism)
+
+    def scram_credentials(self, user: str) -> Mapping[str, ScramCredential]:
+        return self._credentials.of(user)
+
+    def scram_users(self) -> list[str]:
+        return self._credentials.users()
+
+    async def alter_scram_credentials(self, changes: CredentialChanges) -> None:
+        async with self._lock:
+            await self._write({"type": "user_scram", "users": changes_to_json(changes)})
+            self._credentials.apply(changes)
+            self._after_write()
 
     def add_listener(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)

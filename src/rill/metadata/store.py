@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from rill.errors import ErrorCode, KafkaError
+from rill.security.scram import ScramCredential
 
 # Kafka's name rules for topics: at most 249 characters of [a-zA-Z0-9._-], and not "." or "..".
 MAX_TOPIC_NAME_LENGTH = 249
@@ -170,10 +171,24 @@ def dynamic_broker_configs(store: MetadataStore) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """A live broker: ``host``/``port`` is where other brokers reach it (its inter-broker listener);
+    ``endpoints`` every advertised listener as (name, host, port, security protocol)."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[tuple[str, str, int, str], ...] = ()
+
+    def endpoint(self, listener_name: str) -> tuple[str, int] | None:
+        """Where clients of ``listener_name`` reach this broker (None: it has no such listener); a broker
+        registered without endpoints is reached at ``host``/``port`` on every listener."""
+        if not self.endpoints:
+            return self.host, self.port
+        for name, host, port, _ in self.endpoints:
+            if name == listener_name:
+                return host, port
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,6 +299,22 @@ class MetadataStore(Protocol):
 
     async def allocate_producer_ids(self, count: int) -> int:
         """Reserve ``count`` producer ids durably; returns the first."""
+        ...
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """The user's SCRAM credential for ``mechanism`` (SCRAM-SHA-256 or SCRAM-SHA-512), or None."""
+        ...
+
+    def scram_credentials(self, user: str) -> Mapping[str, ScramCredential]:
+        """Every SCRAM credential of ``user``, by mechanism."""
+        ...
+
+    def scram_users(self) -> list[str]:
+        """The users with at least one SCRAM credential, sorted."""
+        ...
+
+    async def alter_scram_credentials(self, changes: Mapping[str, Mapping[str, ScramCredential | None]]) -> None:
+        """Set (or, for None, delete) users' SCRAM credentials in one change; the caller validated them."""
         ...
 
     def add_listener(self, listener: MetadataListener) -> None:

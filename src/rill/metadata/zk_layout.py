@@ -5,7 +5,10 @@ All paths are below the chroot of ``zookeeper.connect`` (``host:port/chroot``):
 ==========================================  =========================================================================
 ``/cluster/id``                             ``{"version": "1", "id": <cluster id>}``: made once, by the first broker
 ``/brokers/ids/<id>``                       ephemeral, one per live broker: ``{"version": 5, "host", "port",
-                                            "endpoints": ["PLAINTEXT://host:port"], "rack", "timestamp"}``
+                                            "endpoints": ["NAME://host:port", ...], "listener_security_protocol_map":
+                                            {NAME: PROTOCOL}, "rack", "timestamp"}`` (host and port: the
+                                            inter-broker listener's)
+``/config/users/<user>``                    a user's SCRAM credentials (``zk_users``)
 ``/controller``                             ephemeral: ``{"version": 1, "brokerid": <id>, "timestamp"}``
 ``/controller_epoch``                       the controller epoch, a decimal number; every write of the controller
                                             checks this znode's version, so a stale controller's writes fail
@@ -90,16 +93,25 @@ def _loads(data: bytes) -> Any:
 
 def encode_broker(broker: BrokerInfo, *, shutting_down: bool = False) -> bytes:
     """A broker's registration; ``shutting_down`` marks a controlled shutdown (no longer live for leadership)."""
+    endpoints = broker.endpoints or (("PLAINTEXT", broker.host, broker.port, "PLAINTEXT"),)
     return _dumps({
         "version": 5, "host": broker.host, "port": broker.port, "rack": broker.rack,
-        "endpoints": [f"PLAINTEXT://{broker.host}:{broker.port}"], "timestamp": str(int(time.time() * 1000)),
-        "shutting_down": shutting_down,
+        "endpoints": [f"{name}://{host}:{port}" for name, host, port, _ in endpoints],
+        "listener_security_protocol_map": {name: protocol for name, _, _, protocol in endpoints},
+        "timestamp": str(int(time.time() * 1000)), "shutting_down": shutting_down,
     })  # fmt: skip
 
 
 def decode_broker(node_id: int, data: bytes) -> BrokerInfo:
     d = _loads(data)
-    return BrokerInfo(node_id, str(d["host"]), int(d["port"]), d.get("rack"))
+    protocols = d.get("listener_security_protocol_map") or {}
+    endpoints = []
+    for text in d.get("endpoints") or ():
+        name, _, address = str(text).partition("://")
+        host, _, port = address.rpartition(":")
+        if name and port.isdigit():
+            endpoints.append((name, host.strip("[]"), int(port), str(protocols.get(name, name))))
+    return BrokerInfo(node_id, str(d["host"]), int(d["port"]), d.get("rack"), tuple(endpoints))
 
 
 def encode_controller(node_id: int) -> bytes:

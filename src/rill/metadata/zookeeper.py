@@ -42,7 +42,10 @@ from rill.metadata.store import (
     TopicState,
     valid_stored_configs,
 )
+from rill.metadata.user_credentials import CredentialChanges
 from rill.metadata.zk_changes import ZkChanges
+from rill.metadata.zk_users import ZkUserCredentials
+from rill.security.scram import ScramCredential
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +87,7 @@ class ZkMetadataStore(ZkChanges):
         self._cluster_id = ""
         self._offset = 0
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.users = ZkUserCredentials(self.zk, self._from_kazoo)
         self._dirty_topics: set[str] = set()
         self._dirty_cluster = False
         self._wake = asyncio.Event()
@@ -115,6 +119,7 @@ class ZkMetadataStore(ZkChanges):
         await asyncio.to_thread(self._prepare)
         await self._register()
         await asyncio.to_thread(self._watch_cluster)
+        await asyncio.to_thread(self.users.start)
         await self._refresh_cluster()
         self._follower = asyncio.create_task(self._follow(), name="zk-metadata")
 
@@ -465,6 +470,18 @@ class ZkMetadataStore(ZkChanges):
 
     def default_broker_configs(self) -> Mapping[str, str]:
         return self._default_broker_configs
+
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self.users.credentials.get(user, mechanism)
+
+    def scram_credentials(self, user: str) -> Mapping[str, ScramCredential]:
+        return self.users.of(user)
+
+    def scram_users(self) -> list[str]:
+        return self.users.credentials.users()
+
+    async def alter_scram_credentials(self, changes: CredentialChanges) -> None:
+        await self.users.alter(changes, self._wait_timeout_s)
 
     def add_listener(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)

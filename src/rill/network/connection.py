@@ -42,7 +42,13 @@ non-blocking ``os.sendfile`` on the socket once the transport's write buffer is 
 never overtake each other); on EAGAIN the worker waits for writability on a duplicate of the
 socket descriptor (the event loop refuses watchers on a descriptor its transport owns). A region
 whose file turns out shorter than its length aborts the connection instead of sending a frame
-that lies about its size.
+that lies about its size. On a TLS connection regions are read and written through the TLS transport
+instead (``tls``).
+
+Security. Each connection carries a ``ChannelSecurity`` in its ``ConnectionInfo``: its listener's security
+protocol and, on TLS, the principal of the client's certificate. Until it has authenticated (SASL listeners),
+frames larger than ``sasl.server.max.receive.size`` close it; a response the request layer marks as the
+answer to a failed authentication is written and the connection closed after it.
 """
 
 from __future__ import annotations
@@ -58,6 +64,9 @@ from typing import TYPE_CHECKING, cast
 from rill.common import FileRegion
 from rill.network.handler import CloseConnection, ConnectionInfo, ResponseChunk
 from rill.network.memory_pool import MemoryPool
+from rill.network.tls import write_region
+from rill.security.channel import ChannelSecurity
+from rill.security.principal import ANONYMOUS, principal_from_certificate
 
 if TYPE_CHECKING:
     from rill.network.server import SocketServer
@@ -93,8 +102,13 @@ class ReadBuffer:
 class KafkaConnection(asyncio.BufferedProtocol):
     """A size-prefixed frame connection that hands requests to the server's handler in order."""
 
-    def __init__(self, server: SocketServer, listener_name: str, index: int) -> None:
+    def __init__(
+        self, server: SocketServer, listener_name: str, index: int, protocol: str = "PLAINTEXT", *, tls: bool = False
+    ) -> None:
         self._server = server
+        self._protocol = protocol
+        self._tls = tls
+        self.made = [False]  # set once connection_made runs (a TLS connection: once its handshake succeeded)
         self._loop = server.loop
         self._listener_name = listener_name
         self._index = index
@@ -129,12 +143,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # ----------------------------------------------------------------- lifecycle
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.made[0] = True
         self.transport = cast(asyncio.Transport, transport)
         self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         peer = transport.get_extra_info("peername") or ("?", 0)
         local = transport.get_extra_info("sockname") or ("?", 0)
         sock = transport.get_extra_info("socket")
         self._sock_fd = sock.fileno() if sock is not None else -1
+        principal = ANONYMOUS
+        if self._tls:
+            try:
+                principal = principal_from_certificate(
+                    transport.get_extra_info("peercert"), self._server.principal_names.get(self._listener_name)
+                )
+            except ValueError as e:  # ssl.principal.mapping.rules has no rule for this certificate
+                self._server.peer_log("principal", logging.INFO, "closing connection on listener %s: %s",
+                                      self._listener_name, e)  # fmt: skip
+                self._server.tls_handshake_failed(self._listener_name)
+                self.closed = True  # never admitted: nothing of it is read, nothing to let go of
+                self.transport.abort()
+                return
         self.info = ConnectionInfo(
             connection_id=f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{self._index}",
             client_host=str(peer[0]),
@@ -142,6 +170,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             listener_name=self._listener_name,
             server_host=str(local[0]),
             server_port=int(local[1]),
+            security=ChannelSecurity.for_protocol(self._protocol, principal),
         )
         self.last_active = self._loop.time()
         self._server.connection_opened(self)
@@ -265,6 +294,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if size < 0 or size > self._max_request_bytes:
                 self._reject(size)
                 return
+            if size > self._server.sasl_max_receive_bytes and not self.info.security.authenticated:
+                self._reject(size, "sasl.server.max.receive.size before authentication")
+                return
             available = end - pos - 4
             if available >= size:
                 headers += 1
@@ -303,14 +335,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._stopping = True
         return True
 
-    def _reject(self, size: int) -> None:
+    def _reject(self, size: int, bound: str = "socket.request.max.bytes") -> None:
+        limit = self._max_request_bytes if bound.startswith("socket") else self._server.sasl_max_receive_bytes
+        if (size >> 16) & 0xFFFF == 0x1603:  # a TLS record header (handshake, TLS 1.x) read as a size
+            bound += "; the client speaks TLS to a listener that does not"
         self._server.peer_log(
             "frame size",
             logging.WARNING,
-            "closing connection from %s: request frame size %d is outside 0..%d (socket.request.max.bytes)",
+            "closing connection from %s: request frame size %d is outside 0..%d (%s)",
             self.info,
             size,
-            self._max_request_bytes,
+            limit,
+            bound,
         )
         self._partial = b""
         self.abort()
@@ -450,6 +486,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._pool.release(buf)
                     buf = None
                 self._uncharge(size)
+                if self.info.security.close_after_response:
+                    failed = True  # a failed authentication: its answer goes out, then the connection closes
                 if failed:
                     self._drop_queue()
                     self.close()  # responses already due still go out first
@@ -507,6 +545,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         await self._drain(full=True)
         if self.closed:
             return False
+        if self._tls:
+            assert self.transport is not None
+            if not await write_region(self.transport, region, self._drain_some, lambda: self.closed):
+                self.abort()
+                return False
+            return True
         position = region.position
         remaining = region.length
         since_yield = 0
@@ -563,6 +607,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
         self._maybe_resume_reading()
+
+    async def _drain_some(self) -> None:
+        await self._drain(full=False)
 
     async def _drain(self, *, full: bool) -> None:
         """Wait until the write buffer is below its low mark (``full``: completely empty)."""

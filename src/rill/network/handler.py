@@ -7,10 +7,11 @@ the 4-byte size prefix) to a ``RequestHandler`` and writes back what the handler
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
 from rill.common import FileRegion
+from rill.security.channel import ChannelSecurity
 
 ResponseChunk: TypeAlias = bytes | bytearray | memoryview | FileRegion
 """One piece of a response: raw bytes are written as they are, a ``FileRegion`` goes out with ``os.sendfile``.
@@ -30,6 +31,8 @@ class ConnectionInfo:
     listener_name: str
     server_host: str = ""
     server_port: int = 0
+    security: ChannelSecurity = field(default_factory=ChannelSecurity, compare=False)
+    """The connection's security protocol, principal and authentication state (mutable: SASL moves it on)."""
 
     def __str__(self) -> str:
         return f"{self.client_host}:{self.client_port} ({self.listener_name})"

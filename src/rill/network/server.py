@@ -20,7 +20,9 @@ import contextlib
 import itertools
 import logging
 import socket
-from collections.abc import Mapping, Sequence
+import ssl
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -36,6 +38,7 @@ DEFAULT_MAX_REQUEST_BYTES = 104857600
 DEFAULT_MAX_IDLE_MS = 600000
 DEFAULT_MAX_QUEUED_REQUESTS = 500
 DEFAULT_MAX_QUEUED_BYTES = -1
+DEFAULT_SASL_MAX_RECEIVE_BYTES = 524288
 OWNER_STALL_S = 1.0
 """At ``queued.max.request.bytes``, the connection finishing its frame that sends nothing for this long
 gives its turn to another connection in the middle of a frame."""
@@ -80,6 +83,10 @@ class SocketServer:
         quotas: ConnectionQuotas | None = None,
         max_queued_requests: int = DEFAULT_MAX_QUEUED_REQUESTS,
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+        ssl_contexts: Mapping[str, ssl.SSLContext] | None = None,
+        sasl_max_receive_bytes: int = DEFAULT_SASL_MAX_RECEIVE_BYTES,
+        ssl_handshake_timeout_s: float = 10.0,
+        principal_names: Mapping[str, Callable[[str], str]] | None = None,
     ) -> None:
         """Listen on ``host:port`` as ``listener_name``, or on every address in ``listeners`` when given.
 
@@ -93,7 +100,10 @@ class SocketServer:
         connections together before reading pauses; ``max_queued_bytes`` Kafka's
         ``queued.max.request.bytes``, the bytes of requests in flight on all connections together
         before reading pauses (0 or less: no bound; the memory of a frame is taken as its bytes
-        arrive either way).
+        arrive either way). ``ssl_contexts``: the TLS context of each listener that speaks TLS (SSL,
+        SASL_SSL); a listener's security protocol is its ``security_protocol`` (PLAINTEXT when it has none);
+        ``sasl_max_receive_bytes`` is Kafka's ``sasl.server.max.receive.size``, the largest frame a connection
+        that has not authenticated yet may send.
         """
         self.handler = handler
         self.max_request_bytes = max_request_bytes
@@ -107,6 +117,13 @@ class SocketServer:
         self._bound: dict[str, tuple[str, int]] = {}
         self._connections: set[KafkaConnection] = set()
         self.quotas = quotas if quotas is not None else ConnectionQuotas()
+        self.ssl_contexts = dict(ssl_contexts or {})
+        self.tls_handshake_failures: dict[str, int] = {}  # listener -> failed TLS handshakes
+        self.on_tls_handshake_failed: Callable[[str], None] | None = None
+        # listener -> the principal name of a certificate's subject DN (ssl.principal.mapping.rules)
+        self.principal_names: dict[str, Callable[[str], str]] = dict(principal_names or {})
+        self.sasl_max_receive_bytes = sasl_max_receive_bytes
+        self._ssl_handshake_timeout = ssl_handshake_timeout_s
         self.max_queued_requests = max_queued_requests
         self.queued_requests = 0  # frames read and not yet handled, on all connections
         self.max_queued_bytes = max_queued_bytes
@@ -164,14 +181,27 @@ class SocketServer:
 
     async def _start_listener(self, listener: ListenerAddress) -> None:
         name = listener.listener_name
+        protocol = str(getattr(listener, "security_protocol", "PLAINTEXT"))
+        context = self.ssl_contexts.get(name)
 
         def factory() -> KafkaConnection:
-            return KafkaConnection(self, name, next(self._index))
+            conn = KafkaConnection(self, name, next(self._index), protocol, tls=context is not None)
+            if context is not None:
+                # asyncio tells the protocol nothing of a failed TLS handshake: a connection dropped without
+                # ever being made is one.
+                weakref.finalize(conn, self._tls_handshake_ended, name, conn.made)
+            return conn
 
         host = listener.host or None
-        server = await self.loop.create_server(
-            factory, host, listener.port, reuse_address=True, backlog=self._backlog
-        )
+        if context is None:
+            server = await self.loop.create_server(
+                factory, host, listener.port, reuse_address=True, backlog=self._backlog
+            )
+        else:
+            server = await self.loop.create_server(
+                factory, host, listener.port, reuse_address=True, backlog=self._backlog, ssl=context,
+                ssl_handshake_timeout=self._ssl_handshake_timeout,
+            )  # fmt: skip
         self._servers.append(server)
         sockets = server.sockets
         # Accepted connections inherit the listening socket's buffer sizes (and the receive size is
@@ -185,7 +215,20 @@ class SocketServer:
         family = sockets[0].family if sockets else socket.AF_INET
         bound_host = addr[0] if family in (socket.AF_INET, socket.AF_INET6) else listener.host
         self._bound[name] = (str(bound_host), int(addr[1]))
-        log.info("listener %s bound to %s:%d", name, bound_host, addr[1])
+        log.info("listener %s (%s) bound to %s:%d", name, protocol, bound_host, addr[1])
+
+    def _tls_handshake_ended(self, listener: str, made: list[bool]) -> None:
+        if not made[0]:
+            self.tls_handshake_failed(listener)
+
+    def tls_handshake_failed(self, listener: str) -> None:
+        """A TLS client was refused: its handshake failed, or its certificate gives no principal."""
+        self.tls_handshake_failures[listener] = self.tls_handshake_failures.get(listener, 0) + 1
+        self.peer_log("tls handshake", logging.INFO,
+                      "TLS handshake failed on listener %s (a client not speaking TLS, or without a certificate "
+                      "the trust store accepts)", listener)  # fmt: skip
+        if self.on_tls_handshake_failed is not None:
+            self.on_tls_handshake_failed(listener)
 
     def socket_fds(self) -> list[int]:
         """The descriptors of the listening sockets and of every connection's socket."""

@@ -23,12 +23,13 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rill.cluster.channel import NetworkClient, NetworkClientConfig
+from rill.cluster.channel import NetworkClient
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import BrokerInfo
 from rill.protocol import ApiKey
 from rill.replica.partition import Partition
+from rill.security.inter_broker import client_config
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +198,7 @@ class ReplicaFetcherManager:
     def __init__(self, node_id: int, config: object) -> None:
         get = config.get  # type: ignore[attr-defined]
         self.node_id = node_id
-        self._client = NetworkClient(NetworkClientConfig(client_id=f"broker-{node_id}-fetcher"))
+        self._client = NetworkClient(client_config(f"broker-{node_id}-fetcher", config))
         self._max_bytes = int(get("replica.fetch.max.bytes"))
         self._wait_ms = int(get("replica.fetch.wait.max.ms"))
         self._backoff_ms = int(get("replica.fetch.backoff.ms"))

@@ -70,12 +70,18 @@ class TestBroker:
         self.host = "127.0.0.1"
         self.port = 0
         self._runner: ThreadRunner | ProcessRunner | None = None
+        self._bound_listeners: dict[str, tuple[str, int]] = {}
 
     # ------------------------------------------------------------------ public
 
     @property
     def bootstrap_servers(self) -> str:
         return f"{self.host}:{self.port}"
+
+    def listener_address(self, name: str) -> str:
+        """``host:port`` of the listener ``name`` (thread mode; the first listener is ``bootstrap_servers``)."""
+        host, port = self.broker.bound_addresses[name.upper()]
+        return f"{host}:{port}"
 
     @property
     def running(self) -> bool:
@@ -109,8 +115,8 @@ class TestBroker:
         if self._runner is not None:
             raise RuntimeError("broker already running")
         props = dict(self.overrides)
-        if self.port:  # a restart keeps its port so clients reconnect to the same address
-            props["listeners"] = f"PLAINTEXT://{self.host}:{self.port}"
+        if self.port:  # a restart keeps its ports so clients reconnect to the same addresses
+            props["listeners"] = self._listeners_again(props)
         config = BrokerConfig.from_properties(props)
         runner: ThreadRunner | ProcessRunner
         if self.subprocess:
@@ -123,7 +129,23 @@ class TestBroker:
             runner = ThreadRunner(config)
         self.host, self.port = runner.start(self.startup_timeout)
         self._runner = runner
+        if not self.subprocess:
+            self._bound_listeners = dict(self.broker.bound_addresses)
         return self
+
+    def _listeners_again(self, props: Mapping[str, str]) -> str:
+        """``listeners`` with the ports bound before: every listener's in thread mode, the first one's in
+        subprocess mode (the others get free ports again)."""
+        from rill.config import BrokerConfig
+
+        bound = dict(self._bound_listeners)
+        endpoints = BrokerConfig.from_properties(props).listeners
+        bound.setdefault(endpoints[0].listener_name, (self.host, self.port))
+        out = []
+        for ep in endpoints:
+            host, port = bound.get(ep.listener_name, (ep.host, ep.port))
+            out.append(f"{ep.listener_name}://{host}:{port}")
+        return ",".join(out)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop cleanly (requests finish, logs flushed, clean-shutdown marker written)."""

@@ -180,7 +180,7 @@ def test_usage_errors_exit_2_with_one_line(cli_broker: CliBroker) -> None:
     assert_one_line_error(run_cli("topics", "create", "t", "--partitions", "many"), "--partitions", code=2)
     proc = run_cli("topics", "create", new_topic_name(), "--config", "novalue", *_bs(cli_broker))
     assert_one_line_error(proc, "key=value", code=2)
-    assert_one_line_error(run_cli("configs", "describe", "--entity-type", "users"), "invalid choice", code=2)
+    assert_one_line_error(run_cli("configs", "describe", "--entity-type", "bogus"), "invalid choice", code=2)
     proc = run_cli("configs", "alter", "--entity-type", "topics", "--entity-name", "x", *_bs(cli_broker))
     assert_one_line_error(proc, "nothing to alter", code=2)
 

@@ -87,8 +87,11 @@ def test_placement_is_rack_aware() -> None:
 
 
 def test_znode_payloads_round_trip() -> None:
-    broker = BrokerInfo(3, "10.0.0.3", 9093, "r1")
+    broker = BrokerInfo(3, "10.0.0.3", 9093, "r1", (("PLAINTEXT", "10.0.0.3", 9093, "PLAINTEXT"),))
     assert zl.decode_broker(3, zl.encode_broker(broker)) == broker
+    secured = BrokerInfo(3, "10.0.0.3", 9093, "r1", (("INTERNAL", "10.0.0.3", 9093, "SSL"),
+                                                     ("EXTERNAL", "a.example", 19093, "SASL_SSL")))  # fmt: skip
+    assert zl.decode_broker(3, zl.encode_broker(secured)) == secured
     state = zl.LeaderAndIsr(2, 9, (2, 1), 4)
     assert zl.decode_state(zl.encode_state(state), 11) == zl.LeaderAndIsr(2, 9, (2, 1), 4, 11)
     assignment = zl.Assignment(__import__("uuid").uuid4(), {0: (1, 2), 1: (2, 1)})

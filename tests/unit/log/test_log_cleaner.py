@@ -653,3 +653,52 @@ def test_cleaner_metrics_dead_threads_last_run_and_uncleanable_per_log_dir(tmp_p
 
     asyncio.run(run())
     bad.close()
+
+
+def test_a_crash_recovery_replaces_the_whole_range_a_swap_was_made_from(tmp_path: Path) -> None:
+    """A cleaned segment can end before the range it replaces does (its last sources cleaned empty: tombstones
+    past their horizon, aborted transactions); the ``.swap-end`` file beside the ``.swap`` says where the range
+    ends, so a crash recovery also drops those sources instead of bringing their removed records back."""
+    config = compact_config()
+    log = Log(tmp_path / "t-0", config)
+    write(log, [("a", "1"), ("b", "1")])
+    log.roll(now_ms=NOW)
+    write(log, [("a", "2")])  # a source the cleaning emptied (as if its record had gone)
+    log.roll(now_ms=NOW)
+    write(log, [("c", "1")])  # the next segment, not part of the cleaning
+    log.roll(now_ms=NOW)
+    bases = [s.base_offset for s in log.segments]
+    log.close()
+    first = log.dir / f"{bases[0]:020d}.log"
+    # The crash state: the cleaned segment (here: the first segment's records) complete as .swap, the end of
+    # the range it replaces beside it, the old segments still there.
+    (log.dir / f"{bases[0]:020d}.log.swap").write_bytes(first.read_bytes())
+    (log.dir / f"{bases[0]:020d}.log.swap-end").write_text(str(bases[2]))
+    log = Log(tmp_path / "t-0", config, recovery_point=0)
+    names = sorted(os.listdir(log.dir))
+    assert f"{bases[1]:020d}.log" not in names, "the emptied source came back"
+    assert not any(n.endswith((".swap", ".swap-end")) for n in names)
+    assert [(r.offset, r.key, r.value) for r in all_records(log)] == [(0, b"a", b"1"), (1, b"b", b"1"), (3, b"c", b"1")]
+    log.close()
+
+
+def test_the_cleaner_writes_each_swaps_range_end_and_removes_it_after_the_swap(tmp_path: Path) -> None:
+    config = compact_config()
+    log = Log(tmp_path / "t-0", config)
+    fill(log, 60)
+    plan = plan_cleaning(log, 0, NOW)
+    assert plan is not None
+    result = clean(plan, OffsetMap(100))
+    assert result is not None and result.cleaned
+    for seg, group in zip(result.cleaned, result.groups, strict=True):
+        end_file = log.dir / f"{seg.base_offset:020d}.log.swap-end"
+        assert int(end_file.read_text()) == group[-1].end_offset
+    for seg in result.cleaned:
+        seg.close()
+    log.close(clean=False)
+    log = Log(tmp_path / "t-0", config, recovery_point=0)
+    cleaner = LogCleaner(CleanerConfig())
+    fill(log, 30)
+    assert cleaner.clean_now(log, OffsetMap(100), NOW) is not None
+    assert not any(n.endswith((".swap", ".swap-end")) for n in os.listdir(log.dir))
+    log.close()

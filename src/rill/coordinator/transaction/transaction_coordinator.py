@@ -62,7 +62,9 @@ class TransactionCoordinator:
     @classmethod
     def create(cls, services: Any) -> TransactionCoordinator:
         manager = TransactionStateManager(services.config, services.metadata, services.replica_manager)
-        markers = TransactionMarkerChannelManager(services.node_id, services.metadata, services.replica_manager)
+        markers = TransactionMarkerChannelManager(
+            services.node_id, services.metadata, services.replica_manager, services.config
+        )
         coordinator = cls(services.config, manager, markers, services.producer_ids)
         services.metadata.add_listener(coordinator.on_metadata_delta)
         coordinator.startup()

@@ -18,12 +18,13 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from rill.cluster.channel import NetworkClient, NetworkClientConfig
+from rill.cluster.channel import NetworkClient
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import MetadataStore
 from rill.protocol import ApiKey
 from rill.replica.replica_manager import ReplicaManager
+from rill.security.inter_broker import client_config
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +49,11 @@ _SKIPPED = frozenset({ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.UNKNOW
 
 
 class TransactionMarkerChannelManager:
-    def __init__(self, node_id: int, metadata: MetadataStore, replica_manager: ReplicaManager) -> None:
+    def __init__(
+        self, node_id: int, metadata: MetadataStore, replica_manager: ReplicaManager, config: object = None
+    ) -> None:
         self.node_id = node_id
+        self._config = config  # the broker's: the inter-broker listener's TLS and SASL settings
         self.metadata = metadata
         self.replica_manager = replica_manager
         self._client: NetworkClient | None = None
@@ -60,7 +64,7 @@ class TransactionMarkerChannelManager:
     def client(self) -> NetworkClient:
         """The channel to the other brokers (made on first use), with their current addresses."""
         if self._client is None:
-            self._client = NetworkClient(NetworkClientConfig(client_id=f"broker-{self.node_id}-txn-coordinator"))
+            self._client = NetworkClient(client_config(f"broker-{self.node_id}-txn-coordinator", self._config))
         for b in self.metadata.brokers():
             if b.node_id != self.node_id:
                 self._client.set_node(b.node_id, b.host, b.port)

@@ -17,6 +17,7 @@ from rill.protocol.messages import (
     metadata,
     offsets,
     produce,
+    security,
     topics,
     transactions,
     txn_markers,
@@ -34,6 +35,7 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *group.APIS,
     *offsets.APIS,
     *cluster.APIS,
+    *security.APIS,
     *transactions.APIS,
     *txn_markers.APIS,
 ]
