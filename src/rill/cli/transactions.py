@@ -15,7 +15,8 @@ broker's partitions for longer than ``--max-transaction-timeout`` minutes (defau
 ``transaction.max.timeout.ms``; fractions allowed) whose producer has no transaction in progress at its
 coordinator that includes the partition.
 
-These APIs are not in confluent-kafka's AdminClient: the command speaks the protocol with ``rill.client``.
+These APIs are not in confluent-kafka's AdminClient: the command speaks the protocol with ``rill.client``, which
+has no TLS and no SASL (a ``--command-config`` asking for another ``security.protocol`` is refused).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from rill.cli._common import (
     new_parser,
     print_json,
     print_table,
+    read_properties_file,
     run_main,
     run_subcommand,
 )
@@ -54,6 +56,10 @@ DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN = 15.0  # transaction.max.timeout.ms's defau
 
 
 def _client(args: argparse.Namespace) -> KafkaClient:
+    if args.command_config:
+        protocol = read_properties_file(args.command_config).get("security.protocol", "PLAINTEXT")
+        if protocol.strip().upper() != "PLAINTEXT":
+            raise CliError(f"security.protocol {protocol} is not supported: rill transactions speaks PLAINTEXT only")
     ensure_reachable(args.bootstrap_server, args.timeout)
     return KafkaClient(args.bootstrap_server, client_id="rill-transactions", timeout_s=args.timeout)
 
