@@ -355,6 +355,8 @@ def _committed_total(bootstrap: str, group: str, topic: str, partitions: int) ->
     try:
         tps = consumer.committed([ck.TopicPartition(topic, p) for p in range(partitions)], timeout=10)
         return sum(max(tp.offset, 0) for tp in tps)
+    except ck.KafkaException:  # the broker (or the group's coordinator) is restarting: ask again later
+        return -1
     finally:
         consumer.close()
 
