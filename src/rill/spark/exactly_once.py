@@ -29,6 +29,7 @@ execution stays off.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -91,7 +92,11 @@ def transactional_id(prefix: str, partition: int) -> str:
     return f"{prefix}-{partition}"
 
 
-def _rows(opts: SourceOptions, batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str, Any, Any, Any, Any]]:
+Row = tuple[str, Any, Any, Any, Any]  # topic, value, key, partition, headers
+
+
+def rows(opts: SourceOptions, batches: Iterator[pa.RecordBatch]) -> Iterator[Row]:
+    """The rows of Arrow batches to write, with their topic (the ``topic`` option wins over the column)."""
     for batch in batches:
         cols = {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
         n = batch.num_rows
@@ -114,8 +119,8 @@ def write_transaction(opts: SourceOptions, batches: Iterator[pa.RecordBatch]) ->
     prefix = check_exactly_once(opts, streaming=True)
     partition, batch_id = task_identity()
     txn_id = transactional_id(prefix, partition)
-    rows = _rows(opts, batches)
-    first = next(rows, None)
+    pending = rows(opts, batches)
+    first = next(pending, None)
     if first is None:
         return TransactionCommit(None, 0, 0)
     with opts.client("rill-spark-writer") as client:
@@ -128,7 +133,7 @@ def write_transaction(opts: SourceOptions, batches: Iterator[pa.RecordBatch]) ->
             log.info("batch %d of %s already committed (record %d): not written again", batch_id, txn_id, last)
             return TransactionCommit(None, 0, 0, already_committed=True)
         producer.begin_transaction()
-        for topic, value, key, part, hs in _chain(first, rows):
+        for topic, value, key, part, hs in itertools.chain([first], pending):
             producer.send(
                 topic,
                 as_bytes(value),
@@ -141,13 +146,6 @@ def write_transaction(opts: SourceOptions, batches: Iterator[pa.RecordBatch]) ->
         )
         prepared = producer.prepare_commit()
         return TransactionCommit(prepared, producer.records_sent, producer.batches_sent)
-
-
-def _chain(
-    first: tuple[str, Any, Any, Any, Any], rest: Iterator[tuple[str, Any, Any, Any, Any]]
-) -> Iterator[tuple[str, Any, Any, Any, Any]]:
-    yield first
-    yield from rest
 
 
 def _prepared(messages: list[WriterCommitMessage | None]) -> list[PreparedTransaction]:

@@ -24,7 +24,13 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from rill.client.producer import IdempotentProducer
-from rill.spark.exactly_once import abort_transactions, check_exactly_once, commit_transactions, write_transaction
+from rill.spark.exactly_once import (
+    abort_transactions,
+    check_exactly_once,
+    commit_transactions,
+    rows,
+    write_transaction,
+)
 from rill.spark.options import OptionError, SourceOptions
 
 # The type each column must have, as Spark's Kafka sink checks it (nullability aside).
@@ -83,26 +89,14 @@ def write_batches(opts: SourceOptions, batches: Iterator[pa.RecordBatch]) -> Wri
     """Produce every row of ``batches``; returns what was written once all of it is acknowledged."""
     with opts.client("rill-spark-writer") as client:
         producer = IdempotentProducer(client, compression=opts.compression)
-        for batch in batches:
-            cols = {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
-            n = batch.num_rows
-            values = cols["value"]
-            keys = cols.get("key") or [None] * n
-            topics = [opts.topic] * n if opts.topic is not None else cols["topic"]
-            parts = cols.get("partition") or [None] * n
-            headers = cols.get("headers") or [None] * n
-            for i in range(n):
-                topic = topics[i]
-                if topic is None:
-                    raise OptionError("a row has a null topic and no 'topic' option is set")
-                hs = headers[i]
-                producer.send(
-                    topic,
-                    as_bytes(values[i]),
-                    as_bytes(keys[i]),
-                    partition=parts[i],
-                    headers=[(h["key"], as_bytes(h["value"])) for h in hs] if hs else None,
-                )
+        for topic, value, key, partition, hs in rows(opts, batches):
+            producer.send(
+                topic,
+                as_bytes(value),
+                as_bytes(key),
+                partition=partition,
+                headers=[(h["key"], as_bytes(h["value"])) for h in hs] if hs else None,
+            )
         producer.flush()
         return WriteCommit(producer.records_sent, producer.batches_sent)
 
