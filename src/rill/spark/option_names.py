@@ -60,6 +60,9 @@ WRITE = (
     "kafka.compression.type",
     "kafka.acks",
     "checkpointLocation",  # Spark passes a streaming write's checkpoint location with the sink's options
+    "exactlyOnce",
+    "transactionalIdPrefix",
+    "kafka.transaction.timeout.ms",
 )
 STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
 

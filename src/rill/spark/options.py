@@ -9,6 +9,7 @@ task reads the same records again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -27,6 +28,7 @@ DEFAULT_OFFSET_FETCH_ATTEMPTS = 3
 DEFAULT_OFFSET_FETCH_INTERVAL_MS = 1000
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Spark's default maxTriggerDelay, 15m
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000  # Kafka's producer transaction.timeout.ms
 
 
 class OptionError(ValueError):
@@ -100,6 +102,20 @@ def _duration_ms(options: Mapping[str, str], name: str, default: int) -> int:
     return int(int(m.group(1)) * _TIME_UNITS_MS.get(m.group(2) or "ms", 1))
 
 
+def _transactional_id_prefix(options: Mapping[str, str]) -> str | None:
+    """``transactionalIdPrefix``, else one derived from the query's checkpoint location (stable across restarts
+    of the query, distinct between queries)."""
+    given = options.get("transactionalidprefix")
+    if given is not None:
+        if not given.strip():
+            raise OptionError("option transactionalIdPrefix must not be empty")
+        return given.strip()
+    checkpoint = options.get("checkpointlocation")
+    if checkpoint:
+        return "rill-spark-" + hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
+    return None
+
+
 def include_headers(raw: Mapping[str, str]) -> bool:
     """The ``includeHeaders`` option alone (it decides the schema before the other options are checked)."""
     return _bool({k.lower(): v for k, v in raw.items()}, "includeHeaders", False)
@@ -151,6 +167,10 @@ class SourceOptions:
     # kafka.client.id (else the group id given by kafka.group.id or groupIdPrefix), kafka.request.timeout.ms
     client_id: str | None = None
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
+    # The writer's exactlyOnce mode (rill.spark.exactly_once): transactional ids start with the prefix.
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, for_write: bool = False) -> SourceOptions:
@@ -218,6 +238,9 @@ class SourceOptions:
             max_trigger_delay_ms=_duration_ms(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
             client_id=options.get("kafka.client.id") or group or None,
             request_timeout_ms=_positive(options, "kafka.request.timeout.ms") or DEFAULT_REQUEST_TIMEOUT_MS,
+            exactly_once=_bool(options, "exactlyOnce", False),
+            transactional_id_prefix=_transactional_id_prefix(options),
+            transaction_timeout_ms=_positive(options, "kafka.transaction.timeout.ms") or DEFAULT_TRANSACTION_TIMEOUT_MS,
         )
         if not for_write:
             opts._check_offset_options()
