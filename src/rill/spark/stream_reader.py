@@ -75,7 +75,7 @@ class RillStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: SourceOptions) -> None:
         # Options a stream cannot take are refused by the first call Spark makes (getDefaultReadLimit or
         # initialOffset), not here: PySpark's runner hides an error raised while it makes the reader.
-        self.opts = opts
+        self.opts = opts.resolve_typed()
         self._available_now: dict[TopicPartition, int] | None = None
         self._last_trigger: float | None = None  # monotonic time of the last batch minOffsetsPerTrigger let run
 
