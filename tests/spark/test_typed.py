@@ -107,6 +107,7 @@ def evolved(broker: Any, reg: RegistryThread) -> dict[str, Any]:
     with KafkaClient(bootstrap, timeout_s=20) as client:
         client.create_topic(topic, 2)
         sr = SchemaRegistryClient({"url": reg.url})
+        assert sr.get_compatibility() == "BACKWARD"  # each new version is checked against the previous one
         counter = AuditCounter(window_ms=MINUTE, host="web-1")
         producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
         keys = AvroSerializer(sr, KEY_SCHEMA)

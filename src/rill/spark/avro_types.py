@@ -188,15 +188,15 @@ class _Converters(_Walker):
                 return self.convert(branches[0], namespace)
             return self._union(branches, namespace)
         if isinstance(schema, str):
-            return _text if schema == "string" else None
+            return None  # fastavro reads plain strings as str
         kind = schema.get("type")
         logical = schema.get("logicalType")
         if isinstance(kind, (list, dict)) or (isinstance(kind, str) and kind not in _COMPLEX and logical is None):
             return self.convert(kind, namespace)
         if logical in ("time-millis", "time-micros") and _logical_type(schema, kind, logical) is not None:
             return _time_ms if logical == "time-millis" else _time_us
-        if kind == "string":
-            return _text
+        if kind == "string" and logical == "uuid":
+            return _text  # fastavro gives uuid.UUID
         if kind in ("record", "error"):
             full = _fullname(schema["name"], namespace)
             if full in self.visiting:

@@ -266,18 +266,22 @@ class ColumnDecoder:
         self.reader = reader
         self.arrow_type = arrow_type
         self.convert = converter(raw)
-        self.by_name = has_record_union(raw)
+        self.parsed = _Parsed.get(reader.schema)
+        # fastavro names the branch of a union that holds records: needed to fill Spark's union struct.
+        self.kwargs: dict[str, Any] = (
+            {"return_record_name": True, "return_record_name_override": True} if has_record_union(raw) else {}
+        )
 
     def decode(self, value: bytes) -> Any:
         from fastavro import schemaless_reader
 
         schema_id, payload = wire.decode(value)
-        writer = _Parsed.get(self.registry.schema(schema_id))
-        kwargs: dict[str, Any] = (
-            {"return_record_name": True, "return_record_name_override": True} if self.by_name else {}
-        )
+        writer_text = self.registry.schema(schema_id)
+        writer = _Parsed.get(writer_text)
+        # Resolution costs half the read: skip it when the record was written with the reader schema.
+        reader = None if schema_id == self.reader.schema_id or writer_text == self.reader.schema else self.parsed
         buffer = io.BytesIO(payload)
-        out = schemaless_reader(buffer, writer, _Parsed.get(self.reader.schema), **kwargs)
+        out = schemaless_reader(buffer, writer, reader, **self.kwargs)
         if buffer.tell() != len(payload):
             raise ValueError(f"{len(payload) - buffer.tell()} bytes left after the record (wrong writer schema?)")
         return self.convert(out) if self.convert is not None else out

@@ -62,7 +62,8 @@ def check_save_mode(overwrite: bool) -> None:
     """Records cannot be taken back from a topic: like Spark's Kafka sink, refuse to overwrite."""
     if overwrite:
         raise OptionError(
-            "save mode overwrite is not supported by rill (records written to a topic stay there); use mode('append')"
+            "save mode overwrite is not supported by rill (records written to a topic stay there); "
+            "use mode('append')"
         )
 
 
