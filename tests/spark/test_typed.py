@@ -210,7 +210,9 @@ def test_batch_and_stream_read_one_typed_table(
     assert len(streamed) == 3 * PER_VERSION
 
 
-def test_records_that_do_not_decode(spark: Any, bootstrap: str, evolved: dict[str, Any], client: KafkaClient) -> None:
+def test_records_that_do_not_decode(
+    spark: Any, bootstrap: str, evolved: dict[str, Any], client: KafkaClient, tmp_path: Path
+) -> None:
     topic = f"mixed-{uuid.uuid4().hex[:8]}"
     client.create_topic(topic, 1)
     sr = SchemaRegistryClient({"url": evolved["registry"]})
@@ -237,6 +239,11 @@ def test_records_that_do_not_decode(spark: Any, bootstrap: str, evolved: dict[st
     assert [(r.offset, r.name) for r in rows] == [(0, "user-1"), (1, None), (2, None), (3, "user-2")]
     assert [r.decodeError is None for r in rows] == [True, False, True, True]
     assert "unknown magic byte" in rows[1].decodeError
+    # The loader fails on such a record before it publishes anything, and releases its lock.
+    out = tmp_path / "out"
+    with pytest.raises(Exception, match=rf"cannot decode the value of {topic}-0 at offset 1"):
+        run_load(spark, bootstrap, [topic], out, schema_registry=evolved["registry"], say=lambda _l: None)
+    assert published_manifests(out) == [] and not (out / "_loader.lock").exists()
     # What cannot be set up is refused before anything is read.
     with pytest.raises(Exception, match="option schemaRegistryUrl is required"):
         spark.read.format("rill").options(

@@ -47,9 +47,7 @@ class RillDataSource(DataSource):
         return reader
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        reader = RillStreamReader(SourceOptions.parse(self.options))
-        _check_schema(reader.opts, schema)
-        return reader
+        return RillStreamReader(SourceOptions.parse(self.options), lambda opts: _check_schema(opts, schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> RillWriter:
         check_save_mode(overwrite)
