@@ -253,6 +253,11 @@ def test_records_that_do_not_decode(
         spark.read.format("rill").options(
             **{**base, "subscribe": f"{topic},{evolved['topic']}"}, valueFormat="avro"
         ).load()
+    binary = (
+        "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int"
+    )
+    with pytest.raises(Exception, match=rf"the query's schema is not the typed schema of {topic}-value version 1"):
+        spark.read.format("rill").schema(binary).options(**base, valueFormat="avro").load().collect()
     with pytest.raises(Exception, match=r"error 40401"):
         spark.read.format("rill").options(**base, keyFormat="avro").load()
 

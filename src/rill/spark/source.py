@@ -64,7 +64,8 @@ def _typed_schema(opts: SourceOptions) -> Any:
 
 def _check_schema(opts: SourceOptions, schema: StructType) -> None:
     """The reader schema fetched for the reader must be the one Spark planned with (a version registered in
-    between would change the columns' types under the query)."""
+    between would change the columns' types under the query; a schema the user gives is refused unless it is
+    exactly the typed one)."""
     if opts.typed is None:
         return
     expected = _typed_schema(opts)
@@ -75,6 +76,7 @@ def _check_schema(opts: SourceOptions, schema: StructType) -> None:
             if c is not None and c.reader is not None
         )
         raise OptionError(
-            f"the typed schema changed while the query was planned (now {subjects}): run the query again, "
-            "or pin valueSchemaVersion / keySchemaVersion"
+            f"the query's schema is not the typed schema of {subjects} (a version was registered while the "
+            "query was planned, or a schema was given with .schema()): run the query again, or pin "
+            "valueSchemaVersion / keySchemaVersion"
         )
