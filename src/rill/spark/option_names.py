@@ -52,6 +52,15 @@ READ = (
     "pushFilters",
     "groupIdPrefix",
     "kafka.group.id",
+    # typed columns through a schema registry (rill.spark.typed)
+    "schemaRegistryUrl",
+    "valueFormat",
+    "keyFormat",
+    "valueSubject",
+    "keySubject",
+    "valueSchemaVersion",
+    "keySchemaVersion",
+    "decodeMode",
 )
 WRITE = (
     *COMMON,

@@ -13,11 +13,12 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rill.client.client import KafkaClient
 from rill.common import TopicPartition
 from rill.spark.option_names import check_option_names
+from rill.spark.typed import TypedError, TypedOptions, parse_typed
 
 EARLIEST = -2
 LATEST = -1
@@ -171,6 +172,9 @@ class SourceOptions:
     exactly_once: bool = False
     transactional_id_prefix: str | None = None
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    # valueFormat / keyFormat=avro: decode through the schema registry (rill.spark.typed); the reader
+    # schemas are filled in on the driver (SourceOptions.resolve_typed) before Spark pickles the reader.
+    typed: TypedOptions | None = None
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, for_write: bool = False) -> SourceOptions:
@@ -210,6 +214,10 @@ class SourceOptions:
                 f"option minOffsetsPerTrigger ({min_offsets}) is higher than maxOffsetsPerTrigger ({max_offsets})"
             )
         group = options.get("kafka.group.id") or options.get("groupidprefix")
+        try:
+            typed = None if for_write else parse_typed(options)
+        except TypedError as e:
+            raise OptionError(str(e)) from None
         opts = cls(
             bootstrap_servers=bootstrap,
             subscribe=_topics(subscribe) if subscribe else None,
@@ -222,8 +230,7 @@ class SourceOptions:
             by_timestamp_strategy=strategy,
             max_offsets_per_trigger=max_offsets,
             min_partitions=_positive(options, "minPartitions"),
-            max_records_per_partition=_positive(options, "maxRecordsPerPartition")
-            or DEFAULT_MAX_RECORDS_PER_PARTITION,
+            max_records_per_partition=_positive(options, "maxRecordsPerPartition") or DEFAULT_MAX_RECORDS_PER_PARTITION,
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
             include_headers=_bool(options, "includeHeaders", False),
             push_filters=_bool(options, "pushFilters", False),
@@ -241,6 +248,7 @@ class SourceOptions:
             exactly_once=_bool(options, "exactlyOnce", False),
             transactional_id_prefix=_transactional_id_prefix(options),
             transaction_timeout_ms=_positive(options, "kafka.transaction.timeout.ms") or DEFAULT_TRANSACTION_TIMEOUT_MS,
+            typed=typed,
         )
         if not for_write:
             opts._check_offset_options()
@@ -296,6 +304,23 @@ class SourceOptions:
             client_id=self.client_id or client_id,
             timeout_s=self.request_timeout_ms / 1000,
         )
+
+    def named_topics(self) -> list[str]:
+        """The topics the options name (none for subscribePattern)."""
+        if self.assign is not None:
+            return list(dict.fromkeys(tp.topic for tp in self.assign))
+        return list(self.subscribe or ())
+
+    def resolve_typed(self) -> SourceOptions:
+        """These options with the typed columns' reader schemas fetched from the registry (driver side)."""
+        if self.typed is None or self.typed.resolved:
+            return self
+        from rill.spark.typed import resolve
+
+        try:
+            return replace(self, typed=resolve(self.typed, self.named_topics()))
+        except TypedError as e:
+            raise OptionError(str(e)) from None
 
     def topic_partitions(self, client: KafkaClient) -> list[TopicPartition]:
         """The partitions this source reads now (subscriptions are re-evaluated on every call)."""
