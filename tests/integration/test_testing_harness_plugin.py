@@ -105,6 +105,6 @@ def test_failed_test_report_has_the_broker_log(tmp_path: Path) -> None:
     assert "1 failed, 1 passed, 1 error" in out, out
     failure = out[out.index("_ test_fails _") : out.index("short test summary")]
     assert "rill broker log" in failure, out
-    assert "Broker 0 serving on 127.0.0.1:" in failure  # a line of the subprocess broker's log
+    assert "Broker 0 serving on PLAINTEXT://127.0.0.1:" in failure  # a line of the subprocess broker's log
     assert out.count("rill broker log") == 1  # the test that passed has none
     assert "'num_partiton' is not a broker config; did you mean 'num_partitions'?" in out

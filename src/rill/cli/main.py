@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "produce": ("rill.cli.produce", "write records to a topic"),
     "consume": ("rill.cli.consume", "read records from a topic"),
     "groups": ("rill.cli.groups", "list, describe, reset and delete consumer groups"),
+    "transactions": ("rill.cli.transactions", "list and describe transactions, find and abort hanging ones"),
     "dump-log": ("rill.cli.dump_log", "print the batches and indexes of log segment files"),
     "pipeline": ("rill.cli.pipeline", "run a data pipeline job"),
     "cluster": ("rill.cli.cluster", "run a local replicated cluster (ZooKeeper and N brokers) in the foreground"),
@@ -33,7 +34,8 @@ DISTRIBUTION = "rill-broker"  # the name pip knows this project by (the package 
 
 
 def _parser() -> argparse.ArgumentParser:
-    lines = [f"  {name:<10} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
+    width = max(len(name) for name in SUBCOMMANDS)
+    lines = [f"  {name:<{width}} {help_}" for name, (_, help_) in SUBCOMMANDS.items()]
     parser = argparse.ArgumentParser(
         prog="rill",
         description="Rill: an event streaming platform that speaks the Kafka protocol.",

@@ -1,6 +1,7 @@
 """``rill pipeline``: the Spark jobs of the data pipeline.
 
-    rill pipeline load  --topics T1,T2 --output PATH [--group G]   load what is new into Parquet
+    rill pipeline load  --topics T1,T2 --output PATH [--group G] [--schema-registry URL]
+                                                                    load what is new into Parquet
     rill pipeline audit --audit-topic _audit --output PATH          compare audited counts with the load
     rill pipeline feed  --source T --target T2 --checkpoint DIR     per-minute counts as a derived feed
 
@@ -50,6 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument("--topics", required=True, help="comma-separated topics")
     load.add_argument("--output", required=True, metavar="PATH", help="output directory")
     load.add_argument("--group", help="also commit the loaded position as this consumer group's offsets")
+    load.add_argument(
+        "--schema-registry",
+        metavar="URL",
+        help="schema registry: topics with a <topic>-value (or -key) Avro subject load as typed columns",
+    )
 
     audit = sub.add_parser(
         "audit", help="compare audited counts with what the loader published (pyarrow, no Spark)"
@@ -77,7 +83,9 @@ def _body(argv: list[str]) -> int:
             raise CliError("--topics names no topic")
         spark = _spark(ns.master, "rill-loader")
         try:
-            run_load(spark, ns.bootstrap_server, topics, ns.output, group_id=ns.group)
+            run_load(
+                spark, ns.bootstrap_server, topics, ns.output, group_id=ns.group, schema_registry=ns.schema_registry
+            )
         finally:
             spark.stop()
         return 0

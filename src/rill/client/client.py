@@ -23,6 +23,10 @@ from rill.protocol import ApiKey
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 READ_UNCOMMITTED = 0
+# OffsetFetch errors after which the coordinator is looked up and asked again.
+_COORDINATOR_RETRIES = frozenset(
+    {ErrorCode.UNSTABLE_OFFSET_COMMIT, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,7 +343,12 @@ class KafkaClient:
         raise AssertionError("unreachable")
 
     def produce(
-        self, batches: Mapping[TopicPartition, bytes], *, acks: int = -1, timeout_ms: int = 30000
+        self,
+        batches: Mapping[TopicPartition, bytes],
+        *,
+        acks: int = -1,
+        timeout_ms: int = 30000,
+        transactional_id: str | None = None,
     ) -> dict[TopicPartition, tuple[ErrorCode, int]]:
         """Send one record batch per partition; returns (error, base offset) per partition (no retries here:
         the producer decides, because only it knows whether a resend is safe)."""
@@ -352,7 +361,7 @@ class KafkaClient:
                 _, body = self.connection(leader).request(
                     ApiKey.PRODUCE,
                     {
-                        "transactional_id": None,
+                        "transactional_id": transactional_id,
                         "acks": acks,
                         "timeout_ms": timeout_ms,
                         "topic_data": [{"name": n, "partition_data": ps} for n, ps in topics.items()],
@@ -417,10 +426,11 @@ class KafkaClient:
 
     # -- group offsets -----------------------------------------------------------------------------------
 
-    def coordinator(self, group_id: str) -> BrokerConnection:
+    def coordinator(self, group_id: str, key_type: int = 0) -> BrokerConnection:
+        """A connection to the coordinator of a group (``key_type`` 0) or of a transactional id (1)."""
         for _ in self._retrying(f"FindCoordinator {group_id}"):
             _, body = self._any_connection().request(
-                ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0}
+                ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": key_type}
             )
             err = ErrorCode(body["error_code"])
             if err == ErrorCode.NONE:
@@ -459,20 +469,28 @@ class KafkaClient:
             if fatal:
                 raise KafkaError(fatal[0], f"OffsetCommit {group_id}: {fatal[0].name}")
 
-    def fetch_committed(self, group_id: str, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Committed offsets of a group (-1 when none)."""
+    def fetch_committed(
+        self, group_id: str, tps: Iterable[TopicPartition], *, require_stable: bool = False
+    ) -> dict[TopicPartition, int]:
+        """Committed offsets of a group (-1 when none). ``require_stable``: offsets pending in an open
+        transaction are asked for again (UNSTABLE_OFFSET_COMMIT) until that transaction ends."""
         topics: dict[str, list[int]] = defaultdict(list)
         for tp in tps:
             topics[tp.topic].append(tp.partition)
-        _, body = self.coordinator(group_id).request(
-            ApiKey.OFFSET_FETCH,
-            {
-                "group_id": group_id,
-                "topics": [{"name": n, "partition_indexes": ps} for n, ps in topics.items()],
-            },
-        )
-        return {
-            TopicPartition(t["name"], p["partition_index"]): int(p["committed_offset"])
-            for t in body["topics"]
-            for p in t["partitions"]
+        request = {
+            "group_id": group_id,
+            "topics": [{"name": n, "partition_indexes": ps} for n, ps in topics.items()],
+            "require_stable": require_stable,
         }
+        for _ in self._retrying(f"OffsetFetch {group_id}"):
+            _, body = self.coordinator(group_id).request(ApiKey.OFFSET_FETCH, request)
+            errors = {ErrorCode(p["error_code"]) for t in body["topics"] for p in t["partitions"]}
+            errors.add(ErrorCode(body.get("error_code", 0)))
+            if errors & _COORDINATOR_RETRIES:
+                continue
+            return {
+                TopicPartition(t["name"], p["partition_index"]): int(p["committed_offset"])
+                for t in body["topics"]
+                for p in t["partitions"]
+            }
+        raise AssertionError("unreachable")

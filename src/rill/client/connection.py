@@ -32,6 +32,15 @@ VERSION_WINDOWS: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_COMMIT: (2, 8),
     ApiKey.OFFSET_FETCH: (1, 7),
     ApiKey.CREATE_TOPICS: (2, 7),
+    # Transactions: the client versions before KIP-890's second part (which bumps the epoch at each EndTxn).
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),
+    ApiKey.DESCRIBE_PRODUCERS: (0, 0),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
 }
 
 

@@ -73,6 +73,8 @@ class SendResult:
 class IdempotentProducer:
     """``send()`` records, then ``flush()``; ``close()`` flushes. Raises ``KafkaError`` on a fatal error."""
 
+    transactional_id: str | None = None  # set by the transactional subclass
+
     def __init__(
         self,
         client: KafkaClient,
@@ -88,13 +90,20 @@ class IdempotentProducer:
         self.compression = compression
         self.batch_size = batch_size
         self.acks = -1 if idempotent else acks
-        self.producer_id, self.producer_epoch = client.init_producer_id() if idempotent else (-1, -1)
+        self.producer_id, self.producer_epoch = self._init_producer_id() if idempotent else (-1, -1)
         self._sequences: dict[TopicPartition, int] = {}
         self._buffers: dict[TopicPartition, _Buffer] = {}
         self._partition_counts: dict[str, int] = {}
         self._round_robin = itertools.count()
         self.records_sent = 0
         self.batches_sent = 0
+
+    def _init_producer_id(self) -> tuple[int, int]:
+        return self.client.init_producer_id()
+
+    def _before_send(self, tps: list[TopicPartition]) -> None:
+        """Runs before buffered batches for ``tps`` are sent (the transactional producer adds them to its
+        transaction)."""
 
     def partition_count(self, topic: str) -> int:
         n = self._partition_counts.get(topic)
@@ -132,6 +141,7 @@ class IdempotentProducer:
         """Send every buffered record; returns when all are acknowledged."""
         if not self._buffers:
             return
+        self._before_send(list(self._buffers))
         pending: dict[TopicPartition, tuple[bytes, int]] = {}
         for tp, buf in self._buffers.items():
             seq = self._sequences.get(tp, 0)
@@ -141,13 +151,16 @@ class IdempotentProducer:
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
                 base_sequence=seq if self.producer_id >= 0 else -1,
+                is_transactional=self.transactional_id is not None,
             )
             pending[tp] = (batch, len(buf.records))
         self._buffers = {}
         deadline = time.monotonic() + self.client.timeout_s
         backoff = 0.05
         while pending:
-            results = self.client.produce({tp: b for tp, (b, _) in pending.items()}, acks=self.acks)
+            results = self.client.produce(
+                {tp: b for tp, (b, _) in pending.items()}, acks=self.acks, transactional_id=self.transactional_id
+            )
             retry: dict[TopicPartition, tuple[bytes, int]] = {}
             for tp, (batch, count) in pending.items():
                 err, _ = results.get(tp, (ErrorCode.NETWORK_EXCEPTION, -1))

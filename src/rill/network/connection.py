@@ -37,13 +37,10 @@ reading resumes once the count is below the bound again.
 
 Writing. ``bytes`` chunks go through the transport; the responses to requests that were read
 together (pipelined) are gathered into one write, flushed when the worker yields or the queue
-is empty, which saves a send (and a client wake-up) per response. A ``FileRegion`` is sent with a raw
-non-blocking ``os.sendfile`` on the socket once the transport's write buffer is empty (so bytes
-never overtake each other); on EAGAIN the worker waits for writability on a duplicate of the
-socket descriptor (the event loop refuses watchers on a descriptor its transport owns). A region
-whose file turns out shorter than its length aborts the connection instead of sending a frame
-that lies about its size. On a TLS connection regions are read and written through the TLS transport
-instead (``tls``).
+is empty, which saves a send (and a client wake-up) per response. A ``FileRegion`` goes out through
+``file_regions`` once the transport's write buffer is empty: ``os.sendfile`` on plain TCP (on EAGAIN the
+worker waits for writability on a duplicate of the socket descriptor: the event loop refuses watchers on a
+descriptor its transport owns), read and written through the transport on TLS.
 
 Security. Each connection carries a ``ChannelSecurity`` in its ``ConnectionInfo``: its listener's security
 protocol and, on TLS, the principal of the client's certificate. Until it has authenticated (SASL listeners),
@@ -66,9 +63,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
 from rill.common import FileRegion
+from rill.network.file_regions import sendfile_region, write_region
 from rill.network.handler import CloseConnection, ConnectionInfo, ResponseChunk
 from rill.network.memory_pool import MemoryPool
-from rill.network.tls import write_region
 from rill.security.channel import ChannelSecurity
 from rill.security.principal import ANONYMOUS, principal_from_certificate
 
@@ -84,7 +81,6 @@ SCRATCH_BYTES = 256 * 1024
 """Size of the scratch read buffer shared by all connections of a server."""
 MAX_QUEUED_FRAMES = 64
 MAX_QUEUED_BYTES = 16 * 1024 * 1024
-SENDFILE_YIELD_BYTES = 16 * 1024 * 1024
 """After this many bytes sent from files in one go, let other connections run."""
 WRITE_HIGH_WATER = 1024 * 1024
 COALESCE_BYTES = 256 * 1024
@@ -577,55 +573,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         await self._drain(full=True)
         if self.closed:
             return False
+        assert self.transport is not None
         if self._tls:
-            assert self.transport is not None
-            if not await write_region(self.transport, region, self._drain_some, lambda: self.closed):
-                self.abort()
-                return False
-            return True
-        position = region.position
-        remaining = region.length
-        since_yield = 0
-        while remaining > 0:
-            try:
-                sent = os.sendfile(self._sock_fd, region.fd, position, remaining)
-            except BlockingIOError:
-                await self._wait_writable()
-                if self.closed:
-                    return False
-                since_yield = 0
-                continue
-            except InterruptedError:
-                continue
-            except ConnectionError as exc:  # the client went away (EPIPE, ECONNRESET): normal, not a fault
-                log.debug("closing connection from %s: sendfile failed: %s", self.info, exc)
-                self.abort()
-                return False
-            except OSError as exc:
-                log.warning("closing connection from %s: sendfile failed: %s", self.info, exc)
-                self.abort()
-                return False
-            if sent == 0:
-                log.error(
-                    "closing connection from %s: file region (fd %d, position %d, length %d) is %d bytes"
-                    " short (file truncated)",
-                    self.info,
-                    region.fd,
-                    region.position,
-                    region.length,
-                    remaining,
-                )
-                self.abort()
-                return False
-            position += sent
-            remaining -= sent
-            since_yield += sent
-            if since_yield >= SENDFILE_YIELD_BYTES and remaining > 0:
-                since_yield = 0
-                await asyncio.sleep(0)
-                if self.closed:
-                    return False
-        return True
+            sent = await write_region(self.transport, region, self._drain_some, lambda: self.closed)
+        else:
+            sent = await sendfile_region(self._sock_fd, region, self._wait_writable, lambda: self.closed, self.info)
+        if not sent and not self.closed:
+            self.abort()
+        return sent and not self.closed
 
     # ----------------------------------------------------------------- writing
 

@@ -44,7 +44,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -77,17 +77,29 @@ class Manifest:
     batch: int
     created_ms: int
     ranges: tuple[LoadedRange, ...]
+    # Typed topics: per topic, per column ("key", "value"), the reader schema the batch was written with
+    # ({"subject", "version", "id"}).
+    schemas: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps(
-            {"batch": self.batch, "created_ms": self.created_ms, "ranges": [asdict(r) for r in self.ranges]},
-            indent=1,
-        )
+        obj: dict[str, Any] = {
+            "batch": self.batch,
+            "created_ms": self.created_ms,
+            "ranges": [asdict(r) for r in self.ranges],
+        }
+        if self.schemas:
+            obj["schemas"] = self.schemas
+        return json.dumps(obj, indent=1)
 
     @classmethod
     def from_json(cls, raw: str) -> Manifest:
         obj = json.loads(raw)
-        return cls(int(obj["batch"]), int(obj["created_ms"]), tuple(LoadedRange(**r) for r in obj["ranges"]))
+        return cls(
+            int(obj["batch"]),
+            int(obj["created_ms"]),
+            tuple(LoadedRange(**r) for r in obj["ranges"]),
+            dict(obj.get("schemas") or {}),
+        )
 
 
 def batch_dir_name(batch: int) -> str:
@@ -188,8 +200,10 @@ def run_load(
     group_id: str | None = None,
     say: Callable[[str], None] = print,
     before_publish: Callable[[Path], None] | None = None,
+    schema_registry: str | None = None,
 ) -> Manifest | None:
-    """One loader run; returns the published manifest, or None when there was nothing new."""
+    """One loader run; returns the published manifest, or None when there was nothing new. With
+    ``schema_registry``, topics with a ``<topic>-value`` (``<topic>-key``) subject load typed columns."""
     from pyspark.sql import functions as F
 
     from rill.client import KafkaClient
@@ -225,21 +239,37 @@ def run_load(
                     client.commit_offsets(group_id, {tp: starts[tp] for tp in tps})
                 return None
             staging = out / STAGING_DIR / batch_dir_name(batch)
-            df = (
-                spark.read.format("rill")
-                .option("kafka.bootstrap.servers", bootstrap_servers)
-                .option("assign", json.dumps({t: [tp.partition for tp in tps if tp.topic == t] for t in topics}))
-                .option("startingOffsets", json.dumps(offsets_to_json(starts)))
-                .option("endingOffsets", json.dumps(offsets_to_json({tp: latest[tp] for tp in tps})))
-                .option("includeHeaders", "true")
-                .load()
-            )
-            with _standard_timestamps(spark):
-                (
-                    df.withColumn("date", utc_date(F.col("timestamp")))
-                    .write.partitionBy("topic", "date")
-                    .parquet(str(staging))
+            typed = _typed_topics(schema_registry, topics) if schema_registry else {}
+            untyped = [t for t in topics if t not in typed]
+            reads: list[tuple[list[str], dict[str, str]]] = [(untyped, {})] if untyped else []
+            reads += [([t], options) for t, (options, _) in typed.items()]
+            for read_topics, options in reads:
+                df = (
+                    spark.read.format("rill")
+                    .option("kafka.bootstrap.servers", bootstrap_servers)
+                    .option(
+                        "assign",
+                        json.dumps({t: [tp.partition for tp in tps if tp.topic == t] for t in read_topics}),
+                    )
+                    .option(
+                        "startingOffsets",
+                        json.dumps(offsets_to_json({tp: starts[tp] for tp in tps if tp.topic in read_topics})),
+                    )
+                    .option(
+                        "endingOffsets",
+                        json.dumps(offsets_to_json({tp: latest[tp] for tp in tps if tp.topic in read_topics})),
+                    )
+                    .option("includeHeaders", "true")
+                    .options(**options)
+                    .load()
                 )
+                with _standard_timestamps(spark):
+                    (
+                        df.withColumn("date", utc_date(F.col("timestamp")))
+                        .write.mode("append")
+                        .partitionBy("topic", "date")
+                        .parquet(str(staging))
+                    )
             counts: dict[TopicPartition, int] = {}
             if staging.exists():
                 staged = (
@@ -247,7 +277,8 @@ def run_load(
                 ).collect()
                 counts = {TopicPartition(str(r["topic"]), int(r["partition"])): int(r["count"]) for r in staged}
             ranges = tuple(LoadedRange(tp.topic, tp.partition, starts[tp], latest[tp], counts.get(tp, 0)) for tp in tps)
-            manifest = Manifest(batch, int(time.time() * 1000), ranges)
+            schemas = {t: used for t, (_, used) in typed.items()}
+            manifest = Manifest(batch, int(time.time() * 1000), ranges, schemas)
             staging.mkdir(parents=True, exist_ok=True)
             if before_publish is not None:
                 before_publish(staging)
@@ -258,6 +289,32 @@ def run_load(
             if group_id:
                 client.commit_offsets(group_id, {tp: latest[tp] for tp in tps})
             return manifest
+
+
+def _typed_topics(registry_url: str, topics: list[str]) -> dict[str, tuple[dict[str, str], dict[str, dict[str, Any]]]]:
+    """The topics with a ``<topic>-value`` or ``<topic>-key`` subject: the source options that read them typed,
+    pinned to the subjects' latest versions now (the registry admits only compatible versions, so each
+    record, whatever version wrote it, resolves to this one), and those versions for the manifest."""
+    from rill.spark.typed import RegistryClient
+
+    registry = RegistryClient(registry_url)
+    subjects = set(registry.subjects())
+    out: dict[str, tuple[dict[str, str], dict[str, dict[str, Any]]]] = {}
+    for topic in topics:
+        options: dict[str, str] = {}
+        used: dict[str, dict[str, Any]] = {}
+        for side in ("key", "value"):
+            subject = f"{topic}-{side}"
+            if subject not in subjects:
+                continue
+            latest = registry.version(subject, None)
+            options[f"{side}Format"] = "avro"
+            options[f"{side}SchemaVersion"] = str(latest.version)
+            used[side] = {"subject": subject, "version": latest.version, "id": latest.schema_id}
+        if options:
+            options["schemaRegistryUrl"] = registry_url
+            out[topic] = (options, used)
+    return out
 
 
 def read_published(output: str | Path, columns: list[str] | None = None) -> Any:

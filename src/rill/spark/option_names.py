@@ -52,6 +52,15 @@ READ = (
     "pushFilters",
     "groupIdPrefix",
     "kafka.group.id",
+    # typed columns through a schema registry (rill.spark.typed)
+    "schemaRegistryUrl",
+    "valueFormat",
+    "keyFormat",
+    "valueSubject",
+    "keySubject",
+    "valueSchemaVersion",
+    "keySchemaVersion",
+    "decodeMode",
 )
 WRITE = (
     *COMMON,
@@ -60,6 +69,9 @@ WRITE = (
     "kafka.compression.type",
     "kafka.acks",
     "checkpointLocation",  # Spark passes a streaming write's checkpoint location with the sink's options
+    "exactlyOnce",
+    "transactionalIdPrefix",
+    "kafka.transaction.timeout.ms",
 )
 STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
 

@@ -9,14 +9,16 @@ task reads the same records again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rill.client.client import KafkaClient
 from rill.common import TopicPartition
 from rill.spark.option_names import check_option_names
+from rill.spark.typed import TypedError, TypedOptions, parse_typed
 
 EARLIEST = -2
 LATEST = -1
@@ -27,6 +29,7 @@ DEFAULT_OFFSET_FETCH_ATTEMPTS = 3
 DEFAULT_OFFSET_FETCH_INTERVAL_MS = 1000
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000  # Spark's default maxTriggerDelay, 15m
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # Kafka's request.timeout.ms
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000  # Kafka's producer transaction.timeout.ms
 
 
 class OptionError(ValueError):
@@ -100,6 +103,20 @@ def _duration_ms(options: Mapping[str, str], name: str, default: int) -> int:
     return int(int(m.group(1)) * _TIME_UNITS_MS.get(m.group(2) or "ms", 1))
 
 
+def _transactional_id_prefix(options: Mapping[str, str]) -> str | None:
+    """``transactionalIdPrefix``, else one derived from the query's checkpoint location (stable across restarts
+    of the query, distinct between queries)."""
+    given = options.get("transactionalidprefix")
+    if given is not None:
+        if not given.strip():
+            raise OptionError("option transactionalIdPrefix must not be empty")
+        return given.strip()
+    checkpoint = options.get("checkpointlocation")
+    if checkpoint:
+        return "rill-spark-" + hashlib.sha256(checkpoint.encode()).hexdigest()[:16]
+    return None
+
+
 def include_headers(raw: Mapping[str, str]) -> bool:
     """The ``includeHeaders`` option alone (it decides the schema before the other options are checked)."""
     return _bool({k.lower(): v for k, v in raw.items()}, "includeHeaders", False)
@@ -151,6 +168,13 @@ class SourceOptions:
     # kafka.client.id (else the group id given by kafka.group.id or groupIdPrefix), kafka.request.timeout.ms
     client_id: str | None = None
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
+    # The writer's exactlyOnce mode (rill.spark.exactly_once): transactional ids start with the prefix.
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    # valueFormat / keyFormat=avro: decode through the schema registry (rill.spark.typed); the reader
+    # schemas are filled in on the driver (SourceOptions.resolve_typed) before Spark pickles the reader.
+    typed: TypedOptions | None = None
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, for_write: bool = False) -> SourceOptions:
@@ -190,6 +214,10 @@ class SourceOptions:
                 f"option minOffsetsPerTrigger ({min_offsets}) is higher than maxOffsetsPerTrigger ({max_offsets})"
             )
         group = options.get("kafka.group.id") or options.get("groupidprefix")
+        try:
+            typed = None if for_write else parse_typed(options)
+        except TypedError as e:
+            raise OptionError(str(e)) from None
         opts = cls(
             bootstrap_servers=bootstrap,
             subscribe=_topics(subscribe) if subscribe else None,
@@ -202,8 +230,7 @@ class SourceOptions:
             by_timestamp_strategy=strategy,
             max_offsets_per_trigger=max_offsets,
             min_partitions=_positive(options, "minPartitions"),
-            max_records_per_partition=_positive(options, "maxRecordsPerPartition")
-            or DEFAULT_MAX_RECORDS_PER_PARTITION,
+            max_records_per_partition=_positive(options, "maxRecordsPerPartition") or DEFAULT_MAX_RECORDS_PER_PARTITION,
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
             include_headers=_bool(options, "includeHeaders", False),
             push_filters=_bool(options, "pushFilters", False),
@@ -218,6 +245,10 @@ class SourceOptions:
             max_trigger_delay_ms=_duration_ms(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
             client_id=options.get("kafka.client.id") or group or None,
             request_timeout_ms=_positive(options, "kafka.request.timeout.ms") or DEFAULT_REQUEST_TIMEOUT_MS,
+            exactly_once=_bool(options, "exactlyOnce", False),
+            transactional_id_prefix=_transactional_id_prefix(options),
+            transaction_timeout_ms=_positive(options, "kafka.transaction.timeout.ms") or DEFAULT_TRANSACTION_TIMEOUT_MS,
+            typed=typed,
         )
         if not for_write:
             opts._check_offset_options()
@@ -273,6 +304,23 @@ class SourceOptions:
             client_id=self.client_id or client_id,
             timeout_s=self.request_timeout_ms / 1000,
         )
+
+    def named_topics(self) -> list[str]:
+        """The topics the options name (none for subscribePattern)."""
+        if self.assign is not None:
+            return list(dict.fromkeys(tp.topic for tp in self.assign))
+        return list(self.subscribe or ())
+
+    def resolve_typed(self) -> SourceOptions:
+        """These options with the typed columns' reader schemas fetched from the registry (driver side)."""
+        if self.typed is None or self.typed.resolved:
+            return self
+        from rill.spark.typed import resolve
+
+        try:
+            return replace(self, typed=resolve(self.typed, self.named_topics()))
+        except TypedError as e:
+            raise OptionError(str(e)) from None
 
     def topic_partitions(self, client: KafkaClient) -> list[TopicPartition]:
         """The partitions this source reads now (subscriptions are re-evaluated on every call)."""

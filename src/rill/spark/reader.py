@@ -73,6 +73,26 @@ def read_range(
     *,
     rows_per_batch: int = 32768,
 ) -> Iterator[pa.RecordBatch]:
+    """Every record of ``rng`` as Arrow batches (``_read_binary``), with keys and values decoded through
+    the schema registry when the options ask for typed columns (``rill.spark.typed``)."""
+    batches = _read_binary(rng, opts, client, rows_per_batch=rows_per_batch)
+    if opts.typed is None:
+        yield from batches
+        return
+    from rill.spark.typed import BatchDecoder, base_spark_schema
+
+    decode = BatchDecoder(opts.typed, base_spark_schema(opts.include_headers))
+    for batch in batches:
+        yield decode(batch)
+
+
+def _read_binary(
+    rng: OffsetRange,
+    opts: SourceOptions,
+    client: KafkaClient | None = None,
+    *,
+    rows_per_batch: int = 32768,
+) -> Iterator[pa.RecordBatch]:
     """Every record of ``rng`` as Arrow batches, in offset order, each offset at most once.
 
     The range was resolved on the driver from offsets the broker had acknowledged, so the read goes on until
@@ -210,7 +230,7 @@ def narrow_ranges(ranges: list[OffsetRange], filters: Sequence[Filter], client: 
 class RillBatchReader(DataSourceReader):
     def __init__(self, opts: SourceOptions) -> None:
         opts.check_batch()
-        self.opts = opts
+        self.opts = opts = opts.resolve_typed()
         with opts.client() as client:
             tps = opts.topic_partitions(client)
             starts = resolve_starting(client, opts, tps, default="earliest")

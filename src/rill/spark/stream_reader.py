@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -38,7 +38,7 @@ from pyspark.sql.streaming.datasource import (
 from rill.client.client import KafkaClient
 from rill.common import TopicPartition
 from rill.spark.offsets import resolve_starting
-from rill.spark.options import OffsetRange, SourceOptions, offsets_from_json, offsets_to_json, split_ranges
+from rill.spark.options import OffsetRange, OptionError, SourceOptions, offsets_from_json, offsets_to_json, split_ranges
 from rill.spark.reader import RangePartition, read_range, report_data_loss
 
 log = logging.getLogger(__name__)
@@ -72,23 +72,36 @@ def rate_limit(
 
 
 class RillStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, opts: SourceOptions) -> None:
+    def __init__(self, opts: SourceOptions, check: Callable[[SourceOptions], None] | None = None) -> None:
         # Options a stream cannot take are refused by the first call Spark makes (getDefaultReadLimit or
-        # initialOffset), not here: PySpark's runner hides an error raised while it makes the reader.
+        # initialOffset), not here: PySpark's runner hides an error raised while it makes the reader. So is
+        # a typed read whose registry lookup (or ``check`` of the schema it gives) failed.
+        self._setup_error: OptionError | None = None
+        try:
+            opts = opts.resolve_typed()
+            if check is not None:
+                check(opts)
+        except OptionError as e:
+            self._setup_error = e
         self.opts = opts
         self._available_now: dict[TopicPartition, int] | None = None
         self._last_trigger: float | None = None  # monotonic time of the last batch minOffsetsPerTrigger let run
 
     # -- offsets (driver) --------------------------------------------------------------------------------
 
-    def initialOffset(self) -> dict[str, dict[str, int]]:
+    def _check(self) -> None:
+        if self._setup_error is not None:
+            raise self._setup_error
         self.opts.check_stream()
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:
+        self._check()
         with self.opts.client() as client:
             tps = self.opts.topic_partitions(client)
             return offsets_to_json(resolve_starting(client, self.opts, tps, default="latest"))
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        self.opts.check_stream()
+        self._check()
         if self.opts.max_offsets_per_trigger:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
         return ReadAllAvailable()
@@ -115,7 +128,7 @@ class RillStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(
         self, start: dict[str, dict[str, int]] | None = None, limit: ReadLimit | None = None
     ) -> dict[str, dict[str, int]]:
-        self.opts.check_stream()
+        self._check()
         begin = offsets_from_json(start) if start else {}
         with self.opts.client() as client:
             latest = self._latest(client, begin)

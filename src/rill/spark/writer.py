@@ -5,7 +5,8 @@ required unless the ``topic`` option is set; the option wins), ``partition`` (op
 default partitioner), ``headers`` (optional ``array<struct<key:string,value:binary>>``). Other types are
 refused before anything is written, as Spark's Kafka sink refuses them; so is the save mode overwrite.
 Each task writes through its own idempotent producer, so resends after lost responses are not duplicated;
-a task retried by Spark writes its rows again (at-least-once, like Spark's Kafka sink).
+a task retried by Spark writes its rows again (at-least-once, like Spark's Kafka sink). A streaming write with
+``exactlyOnce=true`` writes each micro-batch in transactions committed by the driver (``exactly_once``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from rill.client.producer import IdempotentProducer
+from rill.spark.exactly_once import (
+    abort_transactions,
+    check_exactly_once,
+    commit_transactions,
+    rows,
+    write_transaction,
+)
 from rill.spark.options import OptionError, SourceOptions
 
 # The type each column must have, as Spark's Kafka sink checks it (nullability aside).
@@ -67,7 +75,7 @@ def check_save_mode(overwrite: bool) -> None:
         )
 
 
-def _as_bytes(v: Any) -> bytes | None:
+def as_bytes(v: Any) -> bytes | None:
     if v is None or isinstance(v, bytes):
         return v
     if isinstance(v, str):
@@ -81,26 +89,14 @@ def write_batches(opts: SourceOptions, batches: Iterator[pa.RecordBatch]) -> Wri
     """Produce every row of ``batches``; returns what was written once all of it is acknowledged."""
     with opts.client("rill-spark-writer") as client:
         producer = IdempotentProducer(client, compression=opts.compression)
-        for batch in batches:
-            cols = {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
-            n = batch.num_rows
-            values = cols["value"]
-            keys = cols.get("key") or [None] * n
-            topics = [opts.topic] * n if opts.topic is not None else cols["topic"]
-            parts = cols.get("partition") or [None] * n
-            headers = cols.get("headers") or [None] * n
-            for i in range(n):
-                topic = topics[i]
-                if topic is None:
-                    raise OptionError("a row has a null topic and no 'topic' option is set")
-                hs = headers[i]
-                producer.send(
-                    topic,
-                    _as_bytes(values[i]),
-                    _as_bytes(keys[i]),
-                    partition=parts[i],
-                    headers=[(h["key"], _as_bytes(h["value"])) for h in hs] if hs else None,
-                )
+        for topic, value, key, partition, hs in rows(opts, batches):
+            producer.send(
+                topic,
+                as_bytes(value),
+                as_bytes(key),
+                partition=partition,
+                headers=[(h["key"], as_bytes(h["value"])) for h in hs] if hs else None,
+            )
         producer.flush()
         return WriteCommit(producer.records_sent, producer.batches_sent)
 
@@ -108,6 +104,8 @@ def write_batches(opts: SourceOptions, batches: Iterator[pa.RecordBatch]) -> Wri
 class RillWriter(DataSourceArrowWriter):
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         check_schema(schema, opts)
+        if opts.exactly_once:
+            check_exactly_once(opts, streaming=False)
         self.opts = opts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
@@ -123,13 +121,22 @@ class RillWriter(DataSourceArrowWriter):
 class RillStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         check_schema(schema, opts)
+        if opts.exactly_once:
+            check_exactly_once(opts, streaming=True)
         self.opts = opts
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        if self.opts.exactly_once:
+            return write_transaction(self.opts, iterator)
         return write_batches(self.opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to publish: a replayed batch id rewrites its rows (at-least-once)."""
+        """At-least-once: nothing to publish (a replayed batch id rewrites its rows). Exactly-once: commit the
+        tasks' transactions."""
+        if self.opts.exactly_once:
+            commit_transactions(self.opts, messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing staged to clean up."""
+        """At-least-once: nothing staged. Exactly-once: abort the tasks' transactions."""
+        if self.opts.exactly_once:
+            abort_transactions(self.opts, messages, batchId)

@@ -119,6 +119,9 @@ def test_paused_server_is_left_behind_and_catches_up(kazoo_client: Clients) -> N
         # A follower paused: the other two still make a quorum.
         follower = (leader + 1) % 3
         zk.pause(follower)
+        deadline = time.monotonic() + 5  # the stop reaches every thread of its JVM a moment later on a busy machine
+        while zk.mode(follower, timeout=0.5) is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert zk.mode(follower, timeout=0.5) is None
         other = 3 - leader - follower
         client = kazoo_client(zk.connect_string_for(other))
