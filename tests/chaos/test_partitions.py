@@ -15,8 +15,11 @@ import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from rill.testing.chaos import run
 from rill.testing.cluster import cluster
@@ -149,3 +152,67 @@ def test_partitions_lose_no_acknowledged_write() -> None:
     assert report["duplicates"] == 0, report["examples"]
     assert report["reordered"] == 0, report["examples"]
     assert all(f["healed"] for f in report["faults"]), report["faults"]
+
+
+def _read(bootstrap: str, topic: str) -> list[str]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "zombie", "enable.auto.commit": False})
+    try:
+        end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        out: list[tuple[int, str]] = []
+        deadline = time.monotonic() + 30
+        while (not out or out[-1][0] + 1 < end) and time.monotonic() < deadline:
+            for msg in consumer.consume(100, 0.5):
+                if msg.error() is None:
+                    out.append((msg.offset(), msg.value().decode()))
+        return [v for _, v in out]
+    finally:
+        consumer.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_leader_cut_off_from_the_cluster_acknowledges_nothing_and_truncates_on_heal() -> None:
+    """Producers still reach a leader cut off from its followers and from ZooKeeper: it must acknowledge none of
+    their acks=all writes (its followers cannot fetch them, its ISR cannot shrink without ZooKeeper); once the
+    links are up it follows the new leader, dropping what it wrote alone."""
+    topic = "zombie"
+    with cluster(3, network="netns") as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        new = NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})
+        admin.create_topics([new])[topic].result(30)
+        c.wait_for(lambda: sorted(c.isr(topic, 0)) == c.brokers, 30, "a full ISR")
+        old = c.leader(topic, 0)
+        acked: list[str] = []
+        failed: list[str] = []
+
+        def report(err: Any, msg: Any) -> None:
+            (failed if err is not None else acked).append(msg.value().decode())
+
+        def produce(bootstrap: str, values: list[str], timeout_ms: int) -> None:
+            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": timeout_ms,
+                                 "request.timeout.ms": 3000, "retry.backoff.ms": 200})  # fmt: skip
+            for v in values:
+                producer.produce(topic, v.encode(), partition=0, on_delivery=report)
+            producer.flush(timeout_ms / 1000 + 10)
+
+        produce(c.broker(old).bootstrap_servers, [f"before-{i}" for i in range(5)], 10_000)
+        assert acked == [f"before-{i}" for i in range(5)]
+
+        c.isolate_from_cluster(old)
+        # Only the old leader is asked: it still believes it leads, and appends what it is sent.
+        produce(c.broker(old).bootstrap_servers, [f"alone-{i}" for i in range(5)], 10_000)
+        assert not [v for v in acked if v.startswith("alone")], acked
+        assert sorted(failed) == [f"alone-{i}" for i in range(5)]
+        new_leader = c.leader(topic, 0)
+        assert new_leader not in (old, -1)  # its session has expired: another replica leads
+
+        produce(c.bootstrap_servers, [f"after-{i}" for i in range(5)], 30_000)
+        c.heal(old)
+        c.wait_for(lambda: sorted(c.isr(topic, 0)) == c.brokers, 60, "the old leader back in the ISR")
+        expected = [f"before-{i}" for i in range(5)] + [f"after-{i}" for i in range(5)]
+        assert _read(c.bootstrap_servers, topic) == expected
+        for other in (b for b in c.brokers if b != old):  # the old leader leads again: the same records
+            c.stop(other)
+        c.wait_for(lambda: c.leader(topic, 0) == old, 30, "the old leader leading again")
+        assert _read(c.broker(old).bootstrap_servers, topic) == expected

@@ -1,33 +1,38 @@
-"""Real network partitions for test clusters: every broker in a Linux network namespace of its own, joined to a
-hub namespace by veth pairs, links taken down and up again (needs root and ``ip`` from iproute2).
+"""Real network partitions for test clusters: every broker, and ZooKeeper, in a Linux network namespace of its
+own, joined through a hub namespace by veth pairs; partitions take links down and bring them up again (needs root
+and ``ip`` from iproute2).
 
     with NetworkTopology(3) as net:
-        net.address(0)            # "10.A.B.10": broker 0 listens there, inside namespace net.namespace(0)
-        net.isolate(0)            # broker 0 reaches nothing, nothing reaches it
+        net.address(0)              # "10.A.B.10": broker 0 listens there, inside namespace net.namespace(0)
+        net.isolate(0)              # broker 0 reaches nothing, nothing reaches it
         net.heal(0)
-        net.partition(0, 1)       # 0 and 1 no longer reach each other; both still reach the host side
-        net.heal()                # every link up again
+        net.isolate_from_cluster(0)  # cut from the other brokers and ZooKeeper; the clients still reach it
+        net.partition(0, ZOOKEEPER)  # cut from ZooKeeper only (partition(0, 1): from broker 1 only)
+        net.heal()                  # every link up again
 
 The layout, all inside this machine::
 
-    root namespace: ZooKeeper and the test's clients, on 10.A.B.1/24 (one veth, ``rn<id>``, into the hub)
-        |
-    hub namespace: bridge ``br0`` (the host side and every broker's "service" link); one bridge per pair of
-        |           brokers (``p<i>x<j>``), each with one port to either broker
-    broker namespaces: ``eth0`` (address 10.A.B.(10+i)/32, a route to the host address only) and one link
-                       ``b<j>`` per other broker, with a /32 route to that broker's address
+    root namespace (the test and its clients): 10.A.B.1/24 on one veth, ``rn<pid>x<n>``, into the hub
+      |
+    hub namespace: bridge ``br0`` joins the root namespace's veth and every node's ``eth0`` (the "service"
+      |            network: clients to brokers, the test to ZooKeeper); one bridge per pair of nodes joins
+      |            those two only
+    node namespaces (``b0``, ``b1``, ... and ``zk``): ``eth0`` with the node's address (a /32; brokers
+                   10.A.B.(10+id), ZooKeeper 10.A.B.5) and a route to 10.A.B.1 only; one link per other node,
+                   named after it (``b1``, ``zk``), with a /32 route to that node's address
 
-A broker reaches the host side (ZooKeeper, clients) only through ``eth0`` and another broker only through the
-link of their pair, so a partition takes down exactly the links it names. Links are taken down at the hub end:
-the broker's own interface only loses its carrier, its routes stay, and what it sends is dropped without an
-error, as when a cable is pulled or a switch port fails. Nothing is routed outside the machine: the broker
-namespaces have no default route, the hub forwards frames between its own ports only, and the root namespace
-gets one /24 route to the hub, on a 10.x subnet that no route of the machine covers.
+A node reaches the root namespace only through ``eth0`` and another node only through the link of their pair, so
+a partition takes down exactly the links it names. Links are taken down at the hub end: the node's own
+interface only loses its carrier, its routes stay, and what it sends is dropped without an error, as when a cable
+is pulled or a switch port fails. Once a link is up again the first packet may wait a second (ARP asks again each
+second). Nothing is routed outside the machine: the node namespaces have no default route, the hub forwards
+frames between its own ports only, and the root namespace gets one /24 route to the hub, on a 10.x subnet that
+no route or address of the machine overlaps.
 
-Names carry the process id and a counter (``rn<pid>x<n>-hub``, ``rn<pid>x<n>-b0``...) so runs side by side never
-collide. ``close()`` (or leaving the ``with`` block) deletes the host veth and every namespace, which removes
-every link in them; it runs even when the setup failed half way. A process killed outright leaves them behind:
-``ip netns list`` shows them, ``ip netns del NAME`` removes one.
+Names carry the process id and a counter (``rn<pid>x<n>-hub``, ``rn<pid>x<n>-b0``, ``rn<pid>x<n>-zk``) so runs
+side by side never collide. ``close()`` (or leaving the ``with`` block) deletes the root veth and every
+namespace, which removes every link in them; it runs even when the setup failed half way. A process killed
+outright leaves them behind: ``ip netns list`` shows them, ``ip netns del NAME`` removes one.
 """
 
 from __future__ import annotations
