@@ -399,10 +399,15 @@ def run(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rill.testing.chaos", description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=5.0, help="how long to cycle through the faults")
-    parser.add_argument("--faults", default=None,
-                        help="comma-separated fault names (default: every fault the network allows)")
-    parser.add_argument("--network", choices=("loopback", "netns"), default="loopback",
-                        help="netns: brokers in network namespaces (root only), with the partition faults")
+    parser.add_argument(
+        "--faults", default=None, help="comma-separated fault names (default: every fault the network allows)"
+    )
+    parser.add_argument(
+        "--network",
+        choices=("loopback", "netns"),
+        default="loopback",
+        help="netns: brokers in network namespaces (root only), with the partition faults",
+    )
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--rate", type=float, default=50.0, help="values per second per producer")
