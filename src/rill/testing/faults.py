@@ -1,8 +1,8 @@
 """Faults for :mod:`rill.testing.chaos`: functions on a :class:`~rill.testing.cluster.TestCluster` that break
 something (SIGKILL, SIGSTOP, a controlled stop, ZooKeeper servers killed, network links taken down), wait, and
-undo it. Each takes a
-:class:`FaultContext` and returns what it hit; ``FAULTS`` names them all. ``healed`` says whether a topic is whole
-again: every partition led, every broker in its ISR.
+undo it. Each takes a :class:`FaultContext` and returns what it hit; ``FAULTS`` names them all, and
+``NETWORK_FAULTS`` those that need a cluster started with ``network="netns"``. ``healed`` says whether a topic is
+whole again: every partition led, every broker in its ISR.
 """
 
 from __future__ import annotations
