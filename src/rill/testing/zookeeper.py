@@ -113,12 +113,12 @@ def four_letter_word(port: int, word: str = "srvr", timeout: float = 1.0, host: 
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct ports free on ``host`` right now (held together while they are chosen)."""
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free on 127.0.0.1 right now (held together while they are chosen)."""
     with contextlib.ExitStack() as stack:
         socks = [stack.enter_context(socket.socket()) for _ in range(count)]
         for s in socks:
-            s.bind((host, 0))
+            s.bind(("127.0.0.1", 0))
         return [s.getsockname()[1] for s in socks]
 
 
@@ -399,7 +399,7 @@ class ZooKeeperEnsemble:
         if self._command_prefix:  # a network namespace of the ensemble's own: ZooKeeper's usual ports are free
             ports = [p + i for i in range(self.size) for p in (2181, 2888, 3888)]
         else:
-            ports = free_ports(3 * self.size, self.host)
+            ports = free_ports(3 * self.size)
         for server in self._servers:
             server.client_port, server.quorum_port, server.election_port = ports[
                 3 * server.index : 3 * server.index + 3
