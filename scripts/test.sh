@@ -22,6 +22,8 @@ command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 [ -e /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 command -v java >/dev/null 2>&1 || missing+=(default-jdk-headless)
 "$PY" -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
+# ip (iproute2): the network partition tests put brokers in network namespaces (as root).
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 # The C extension (record scanner) and its sanitizer test need a compiler and the Python headers.
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 "$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
@@ -31,9 +33,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq || die "apt-get update"
     apt-get install -y -qq --no-install-recommends kcat zookeeper default-jdk-headless python3-venv gcc \
-        python3-dev >/dev/null || die "apt-get install"
+        python3-dev iproute2 >/dev/null || die "apt-get install"
 else
-    step "system packages present (kcat, zookeeper, java, gcc, Python headers)"
+    step "system packages present (kcat, zookeeper, java, gcc, Python headers, ip)"
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +57,7 @@ class TestBroker:
         subprocess: bool = False,
         data_dir: str | Path | None = None,
         startup_timeout: float = 30.0,
+        command_prefix: Sequence[str] = (),
     ) -> None:
         for name in overrides:
             check_name(name)  # before anything is created
@@ -64,6 +65,7 @@ class TestBroker:
         self.data_dir = Path(data_dir if data_dir is not None else tempfile.mkdtemp(prefix="rill-test-"))
         self.subprocess = subprocess
         self.startup_timeout = startup_timeout
+        self.command_prefix = list(command_prefix)  # subprocess mode: e.g. ``ip netns exec NAME``
         self.overrides = {**TEST_DEFAULTS, **overrides}
         self.overrides.setdefault("listeners", "PLAINTEXT://127.0.0.1:0")
         self.overrides.setdefault("log.dirs", str(self.data_dir / "logs"))
@@ -122,7 +124,8 @@ class TestBroker:
         if self.subprocess:
             from rill.testing._process import ProcessRunner
 
-            runner = ProcessRunner(props, self.data_dir, remove_when_orphaned=self._own_dir)
+            runner = ProcessRunner(props, self.data_dir, remove_when_orphaned=self._own_dir,
+                                   command_prefix=self.command_prefix)  # fmt: skip
         else:
             from rill.testing._thread import ThreadRunner
 

@@ -16,7 +16,7 @@ import subprocess as sp
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rill.testing._common import BrokerStartError, drop_in_forked_children, forget
@@ -25,8 +25,10 @@ READY_PREFIX = "rill broker ready on "
 
 
 class ProcessRunner:
-    def __init__(self, props: Mapping[str, str], data_dir: Path, *, remove_when_orphaned: bool) -> None:
-        self._args = [sys.executable, "-m", "rill", "broker", "--stop-on-stdin-eof"]
+    def __init__(self, props: Mapping[str, str], data_dir: Path, *, remove_when_orphaned: bool,
+                 command_prefix: Sequence[str] = ()) -> None:  # fmt: skip
+        # A prefix (``ip netns exec NAME``) must exec the broker in place: its pid is the broker's.
+        self._args = [*command_prefix, sys.executable, "-m", "rill", "broker", "--stop-on-stdin-eof"]
         if remove_when_orphaned:
             self._args += ["--remove-on-stdin-eof", str(data_dir)]
         for k, v in props.items():

@@ -18,7 +18,8 @@ and :func:`check` compares:
   topic (any partition) and of the worst partition (``partition_unavailable_s``).
 
 Faults are functions on the cluster (``FAULTS``, in :mod:`rill.testing.faults`); each injects, waits, heals.
-``python -m rill.testing.chaos --minutes 30`` cycles through them all and prints the report.
+``python -m rill.testing.chaos --minutes 30`` cycles through them all and prints the report; ``--network netns``
+puts the brokers in network namespaces and adds the partition faults.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rill.testing.cluster import TestCluster, cluster
-from rill.testing.faults import FAULTS, FaultContext, healed
+from rill.testing.faults import FAULTS, NETWORK_FAULTS, FaultContext, healed
 
 CLIENT_LOG = logging.getLogger("rill.testing.chaos.client")  # librdkafka's log lines (disconnects, mostly)
 CLIENT_LOG.addHandler(logging.NullHandler())
@@ -406,24 +407,37 @@ def run(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rill.testing.chaos", description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=5.0, help="how long to cycle through the faults")
-    parser.add_argument("--faults", default=",".join(FAULTS), help="comma-separated fault names")
+    parser.add_argument(
+        "--faults", default=None, help="comma-separated fault names (default: every fault the network allows)"
+    )
+    parser.add_argument(
+        "--network",
+        choices=("loopback", "netns"),
+        default="loopback",
+        help="netns: brokers in network namespaces (root only), with the partition faults",
+    )
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--rate", type=float, default=50.0, help="values per second per producer")
     parser.add_argument("--down", type=float, default=6.0, help="seconds a fault lasts")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
-    names = [n for n in args.faults.split(",") if n]
+    if args.faults is None:
+        names = [n for n in FAULTS if args.network == "netns" or n not in NETWORK_FAULTS]
+    else:
+        names = [n for n in args.faults.split(",") if n]
     unknown = [n for n in names if n not in FAULTS]
     if unknown:
         parser.error(f"unknown faults {unknown}; known: {', '.join(FAULTS)}")
+    if args.network != "netns" and any(n in NETWORK_FAULTS for n in names):
+        parser.error(f"{', '.join(n for n in names if n in NETWORK_FAULTS)} need --network netns")
     zk_nodes = 3 if any(n.startswith("kill_zookeeper") for n in names) else 1
     rng = random.Random(args.seed)
     per_fault = args.down + 20.0  # a rough cost of one fault, with healing and quiet time
     count = max(1, int(args.minutes * 60 / per_fault))
     schedule = [names[i % len(names)] for i in range(count)]
     rng.shuffle(schedule)
-    with cluster(3, zookeeper_nodes=zk_nodes) as c:
+    with cluster(3, zookeeper_nodes=zk_nodes, network=args.network) as c:
         report = run(
             c,
             schedule,

@@ -9,6 +9,12 @@ Prometheus metrics on a port of its own (``.metrics_port(id)``, kept across rest
 ``broker_overrides={id: {...}}`` gives one broker configs of its own (``broker.rack``, say).
 ``zookeeper_nodes=3`` runs a three-server ZooKeeper ensemble (``.zookeeper``, a :class:`ZooKeeperEnsemble`,
 kills, pauses and restarts its servers).
+
+``network="netns"`` (root only) puts each broker in a network namespace of its own
+(:class:`~rill.testing.netns.NetworkTopology`, ``.network``) and ZooKeeper in another: broker ``i`` listens on
+``10.A.B.(10+i):9092``, ZooKeeper on ``10.A.B.5``, the test's clients sit on the host side (``10.A.B.1``), and
+``.isolate(id)``, ``.isolate_from_brokers(id)``, ``.isolate_from_cluster(id)``, ``.partition(a, b)`` and
+``.heal(id)`` take real links down and up again.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rill.testing import TestBroker
+from rill.testing.netns import BROKER_PORT, ZOOKEEPER, NetworkTopology, Node
 from rill.testing.zookeeper import ZooKeeperEnsemble
 
 CLUSTER_DEFAULTS = {
@@ -48,10 +55,23 @@ class TestCluster:
     def __init__(self, brokers: int = 3, overrides: Mapping[str, Any] | None = None, *, tick_ms: int = 500,
                  data_dir: str | Path | None = None, metrics: bool = False,
                  broker_overrides: Mapping[int, Mapping[str, Any]] | None = None,
-                 zookeeper_nodes: int = 1) -> None:  # fmt: skip
+                 zookeeper_nodes: int = 1, network: str = "loopback") -> None:  # fmt: skip
+        if network not in ("loopback", "netns"):
+            raise ValueError(f"network is 'loopback' or 'netns', not {network!r}")
+        self.network = NetworkTopology(brokers) if network == "netns" else None
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir if data_dir is not None else tempfile.mkdtemp(prefix="rill-cluster-"))
-        self.zookeeper = ZooKeeperEnsemble(zookeeper_nodes, tick_ms=tick_ms, data_dir=self.data_dir / "zookeeper")
+        net = self.network
+        try:
+            self.zookeeper = ZooKeeperEnsemble(
+                zookeeper_nodes, tick_ms=tick_ms, data_dir=self.data_dir / "zookeeper",
+                host=net.zookeeper_address if net is not None else "127.0.0.1",
+                command_prefix=net.exec_prefix(ZOOKEEPER) if net is not None else (),
+            )  # fmt: skip
+        except BaseException:
+            if self.network is not None:
+                self.network.close()
+            raise
         self.chroot = "/rill"
         props = {**CLUSTER_DEFAULTS, **{k: str(v) for k, v in (overrides or {}).items()}}
         props.setdefault("offsets.topic.replication.factor", str(min(3, brokers)))
@@ -83,7 +103,11 @@ class TestCluster:
             props.update(self._broker_props.get(i, {}))
             if self._metrics:
                 props["metrics.port"] = str(_free_port())
-            b = TestBroker(props, subprocess=True, data_dir=self.data_dir / f"broker-{i}")
+            prefix: list[str] = []
+            if self.network is not None:
+                props["listeners"] = f"PLAINTEXT://{self.network.address(i)}:{BROKER_PORT}"
+                prefix = self.network.exec_prefix(i)
+            b = TestBroker(props, subprocess=True, data_dir=self.data_dir / f"broker-{i}", command_prefix=prefix)
             self._brokers[i] = b
             b.start()
         return self
@@ -94,9 +118,13 @@ class TestCluster:
                 with contextlib.suppress(Exception):
                     b.kill() if b.running else None
         finally:
-            self.zookeeper.close()
-            if self._own_dir:
-                shutil.rmtree(self.data_dir, ignore_errors=True)
+            try:
+                self.zookeeper.close()
+            finally:
+                if self.network is not None:
+                    self.network.close()
+                if self._own_dir:
+                    shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def __enter__(self) -> TestCluster:
         return self
@@ -180,6 +208,33 @@ class TestCluster:
     def resume(self, broker_id: int) -> None:
         os.kill(self.pid(broker_id), signal.SIGCONT)
 
+    # -- partitions (network="netns") -----------------------------------------------------------------------
+
+    def _net(self) -> NetworkTopology:
+        if self.network is None:
+            raise RuntimeError("network partitions need a cluster started with network='netns'")
+        return self.network
+
+    def isolate(self, broker_id: int) -> None:
+        """Cut every link of the broker: no broker, no ZooKeeper server and no client reaches it."""
+        self._net().isolate(broker_id)
+
+    def isolate_from_brokers(self, broker_id: int) -> None:
+        """Cut the broker's links to the other brokers; ZooKeeper and the clients still reach it."""
+        self._net().isolate_from_brokers(broker_id)
+
+    def isolate_from_cluster(self, broker_id: int) -> None:
+        """Cut the broker's links to the other brokers and to ZooKeeper; only the clients still reach it."""
+        self._net().isolate_from_cluster(broker_id)
+
+    def partition(self, a: Node, b: Node) -> None:
+        """Cut the link between two brokers (or a broker and ZooKeeper: ``ZOOKEEPER``)."""
+        self._net().partition(a, b)
+
+    def heal(self, broker_id: int | None = None) -> None:
+        """Bring the broker's links (default: every link taken down) up again."""
+        self._net().heal(broker_id)
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -190,12 +245,13 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def cluster(brokers: int = 3, overrides: Mapping[str, Any] | None = None, *, metrics: bool = False,
             broker_overrides: Mapping[int, Mapping[str, Any]] | None = None, zookeeper_nodes: int = 1,
-            **configs: Any) -> Iterator[TestCluster]:  # fmt: skip
+            network: str = "loopback", **configs: Any) -> Iterator[TestCluster]:  # fmt: skip
     """Start a cluster (ZooKeeper, ``zookeeper_nodes`` servers, and ``brokers`` brokers); everything is stopped and
     removed on exit."""
     props = dict(overrides or {})
     props.update({k.replace("_", "."): v for k, v in configs.items()})
-    c = TestCluster(brokers, props, metrics=metrics, broker_overrides=broker_overrides, zookeeper_nodes=zookeeper_nodes)
+    c = TestCluster(brokers, props, metrics=metrics, broker_overrides=broker_overrides, zookeeper_nodes=zookeeper_nodes,
+                    network=network)  # fmt: skip
     try:
         c.start()
         yield c

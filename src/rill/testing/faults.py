@@ -1,7 +1,8 @@
 """Faults for :mod:`rill.testing.chaos`: functions on a :class:`~rill.testing.cluster.TestCluster` that break
-something (SIGKILL, SIGSTOP, a controlled stop, ZooKeeper servers killed), wait, and undo it. Each takes a
-:class:`FaultContext` and returns what it hit; ``FAULTS`` names them all. ``healed`` says whether a topic is whole
-again: every partition led, every broker in its ISR.
+something (SIGKILL, SIGSTOP, a controlled stop, ZooKeeper servers killed, network links taken down), wait, and
+undo it. Each takes a :class:`FaultContext` and returns what it hit; ``FAULTS`` names them all, and
+``NETWORK_FAULTS`` those that need a cluster started with ``network="netns"``. ``healed`` says whether a topic is
+whole again: every partition led, every broker in its ISR.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from dataclasses import dataclass
 
 from rill.testing import BrokerStartError
 from rill.testing.cluster import TestCluster
+from rill.testing.netns import ZOOKEEPER
 
 SESSION_TIMEOUT_S = 4.0  # the cluster's zookeeper.session.timeout.ms (CLUSTER_DEFAULTS)
+LAG_TIME_S = 6.0  # the cluster's replica.lag.time.max.ms
 
 
 @dataclass
@@ -173,6 +176,72 @@ def kill_zookeeper(c: TestCluster, ctx: FaultContext) -> str:
     return f"all {zk.size} zookeeper servers"
 
 
+def isolate_leader(c: TestCluster, ctx: FaultContext) -> str:
+    """Cut every link of a partition leader (from its followers, ZooKeeper and the clients) for longer than twice
+    the ZooKeeper session timeout, then bring them up: its session expires, another replica leads, and the old
+    leader must acknowledge no acks=all write it could not commit and, once back, truncate to the new leader's
+    log (needs ``network="netns"``)."""
+    b = _some_leader(c, ctx)
+    c.isolate(b)
+    time.sleep(max(ctx.down_s, 2 * SESSION_TIMEOUT_S + 1))
+    c.heal(b)
+    return f"broker {b}"
+
+
+def isolate_controller(c: TestCluster, ctx: FaultContext) -> str:
+    """Cut every link of the controller past its ZooKeeper session (another broker becomes controller), then
+    bring them up (needs ``network="netns"``)."""
+    b = c.controller()
+    b = b if b >= 0 else ctx.rng.choice(c.brokers)
+    c.isolate(b)
+    time.sleep(max(ctx.down_s, 2 * SESSION_TIMEOUT_S + 1))
+    c.heal(b)
+    return f"broker {b}"
+
+
+def isolate_leader_from_cluster(c: TestCluster, ctx: FaultContext) -> str:
+    """Cut a partition leader's links to the other brokers and to ZooKeeper, not to the clients, past twice the
+    ZooKeeper session timeout: producers still reach the old leader while another replica leads, and it must
+    acknowledge none of their acks=all writes; then bring the links up (needs ``network="netns"``)."""
+    b = _some_leader(c, ctx)
+    c.isolate_from_cluster(b)
+    time.sleep(max(ctx.down_s, 2 * SESSION_TIMEOUT_S + 1))
+    c.heal(b)
+    return f"broker {b}"
+
+
+def partition_leader_from_zookeeper(c: TestCluster, ctx: FaultContext) -> str:
+    """Cut only the link between a partition leader and ZooKeeper past twice the session timeout: its followers
+    and clients still reach it, its session expires and another replica leads (needs ``network="netns"``)."""
+    b = _some_leader(c, ctx)
+    c.partition(b, ZOOKEEPER)
+    time.sleep(max(ctx.down_s, 2 * SESSION_TIMEOUT_S + 1))
+    c.heal(b)
+    return f"broker {b}"
+
+
+def isolate_leader_from_followers(c: TestCluster, ctx: FaultContext) -> str:
+    """Cut a partition leader's links to the other brokers only: it keeps its ZooKeeper session and its clients,
+    its followers fall out of its ISR after ``replica.lag.time.max.ms`` and, below ``min.insync.replicas``, it
+    must refuse acks=all writes; the links come up after the lag time (needs ``network="netns"``)."""
+    b = _some_leader(c, ctx)
+    c.isolate_from_brokers(b)
+    time.sleep(max(ctx.down_s, LAG_TIME_S + 2))
+    c.heal(b)
+    return f"broker {b}"
+
+
+def partition_leader_and_follower(c: TestCluster, ctx: FaultContext) -> str:
+    """Cut the link between a partition leader and one of its followers past ``replica.lag.time.max.ms``: the
+    follower leaves the ISR, the other two go on; then bring it up (needs ``network="netns"``)."""
+    b = _some_leader(c, ctx)
+    other = ctx.rng.choice([x for x in c.brokers if x != b])
+    c.partition(b, other)
+    time.sleep(max(ctx.down_s, LAG_TIME_S + 2))
+    c.heal(b)
+    return f"brokers {b} (leader), {other}"
+
+
 FAULTS: dict[str, Fault] = {
     "kill_leader": kill_leader,
     "kill_controller": kill_controller,
@@ -185,7 +254,17 @@ FAULTS: dict[str, Fault] = {
     "pause_controller": pause_controller,
     "kill_zookeeper_node": kill_zookeeper_node,
     "kill_zookeeper": kill_zookeeper,
+    "isolate_leader": isolate_leader,
+    "isolate_controller": isolate_controller,
+    "isolate_leader_from_cluster": isolate_leader_from_cluster,
+    "partition_leader_from_zookeeper": partition_leader_from_zookeeper,
+    "isolate_leader_from_followers": isolate_leader_from_followers,
+    "partition_leader_and_follower": partition_leader_and_follower,
 }
+# Faults that take network links down: only on a cluster started with network="netns".
+NETWORK_FAULTS = frozenset({"isolate_leader", "isolate_controller", "isolate_leader_from_cluster",
+                            "partition_leader_from_zookeeper", "isolate_leader_from_followers",
+                            "partition_leader_and_follower"})  # fmt: skip
 
 
 def healed(c: TestCluster, topic: str, partitions: int) -> bool:

@@ -11,7 +11,9 @@
 Each server is a plain ``java`` process (``ZooKeeperServerMain`` for one server,
 ``QuorumPeerMain`` with ``server.N`` lines and ``myid`` files for more) listening on free 127.0.0.1
 ports, with its own directory ``server-N`` (``zoo.cfg``, ``zookeeper.log``, ``data/``) under a
-temporary directory, or under ``data_dir`` when one is given. Servers are numbered from 0 in this
+temporary directory, or under ``data_dir`` when one is given. ``host`` and ``command_prefix``
+(``ip netns exec NAME``) run the servers in a network namespace of their own, on that namespace's
+address and ZooKeeper's usual ports (2181, 2888, 3888, plus the server index). Servers are numbered from 0 in this
 API (``kill(0)``); their ZooKeeper ``myid`` is the index plus one. A server counts as ready once the
 ``srvr`` four-letter command shows its ``Mode:`` (standalone, leader or follower): the client port
 opens earlier than that.
@@ -100,9 +102,9 @@ def server_classpath() -> str:
     return f"{ZOOKEEPER_JAR}:{SLF4J_SIMPLE_JAR}"
 
 
-def four_letter_word(port: int, word: str = "srvr", timeout: float = 1.0) -> str:
-    """The reply of the server on 127.0.0.1:``port`` to a four-letter command; ``OSError`` if none."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+def four_letter_word(port: int, word: str = "srvr", timeout: float = 1.0, host: str = "127.0.0.1") -> str:
+    """The reply of the server on ``host``:``port`` to a four-letter command; ``OSError`` if none."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.settimeout(timeout)
         sock.sendall(word.encode("ascii"))
         chunks: list[bytes] = []
@@ -201,6 +203,8 @@ class ZooKeeperEnsemble:
         data_dir: str | Path | None = None,
         startup_timeout: float = 30.0,
         config: Mapping[str, str] | None = None,
+        host: str = "127.0.0.1",
+        command_prefix: Sequence[str] = (),
     ) -> None:
         if size < 1:
             raise ValueError(f"an ensemble has at least one server, not {size}")
@@ -208,6 +212,8 @@ class ZooKeeperEnsemble:
             raise ValueError(f"tick_ms must be positive, not {tick_ms}")
         self.size = size
         self.tick_ms = tick_ms
+        self.host = host
+        self._command_prefix = list(command_prefix)  # ``ip netns exec NAME``: the servers run in that namespace
         self.startup_timeout = startup_timeout
         self._java = find_java()
         self._classpath = server_classpath()
@@ -221,7 +227,7 @@ class ZooKeeperEnsemble:
             "tickTime": str(tick_ms),
             "initLimit": str(init_limit),
             "syncLimit": str(sync_limit),
-            "clientPortAddress": "127.0.0.1",
+            "clientPortAddress": host,
             "admin.enableServer": "false",
             "4lw.commands.whitelist": FOUR_LETTER_WORDS,
             "forceSync": "no",
@@ -231,11 +237,11 @@ class ZooKeeperEnsemble:
 
     @property
     def connect_string(self) -> str:
-        """``127.0.0.1:PORT,...`` of every server, what ZooKeeper clients are given."""
+        """``HOST:PORT,...`` of every server, what ZooKeeper clients are given."""
         return ",".join(self.connect_string_for(i) for i in range(self.size))
 
     def connect_string_for(self, i: int) -> str:
-        return f"127.0.0.1:{self._servers[i].client_port}"
+        return f"{self.host}:{self._servers[i].client_port}"
 
     def client_port(self, i: int) -> int:
         return self._servers[i].client_port
@@ -330,7 +336,7 @@ class ZooKeeperEnsemble:
         if not self._servers[i].running():
             return None
         try:
-            reply = four_letter_word(self._servers[i].client_port, "srvr", timeout)
+            reply = four_letter_word(self._servers[i].client_port, "srvr", timeout, self.host)
         except OSError:
             return None
         found = _MODE.search(reply)
@@ -390,7 +396,10 @@ class ZooKeeperEnsemble:
         return [i]
 
     def _assign_ports(self) -> None:
-        ports = free_ports(3 * self.size)
+        if self._command_prefix:  # a network namespace of the ensemble's own: ZooKeeper's usual ports are free
+            ports = [p + i for i in range(self.size) for p in (2181, 2888, 3888)]
+        else:
+            ports = free_ports(3 * self.size)
         for server in self._servers:
             server.client_port, server.quorum_port, server.election_port = ports[
                 3 * server.index : 3 * server.index + 3
@@ -410,7 +419,7 @@ class ZooKeeperEnsemble:
         if self.size > 1:
             (data / "myid").write_text(f"{server.index + 1}\n")
             for other in self._servers:
-                lines[f"server.{other.index + 1}"] = f"127.0.0.1:{other.quorum_port}:{other.election_port}"
+                lines[f"server.{other.index + 1}"] = f"{self.host}:{other.quorum_port}:{other.election_port}"
         path = server.directory / "zoo.cfg"
         path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
         return path
@@ -418,7 +427,7 @@ class ZooKeeperEnsemble:
     def _launch(self, server: _Server) -> None:
         config = self._write_config(server)
         main = QUORUM_MAIN if self.size > 1 else STANDALONE_MAIN
-        args = [self._java, *JVM_OPTIONS, "-cp", self._classpath, main, str(config)]
+        args = [*self._command_prefix, self._java, *JVM_OPTIONS, "-cp", self._classpath, main, str(config)]
         log: Any = open(server.log_path, "ab")  # noqa: SIM115 - closed once the child has its copy
         try:
             preexec = _die_with_parent()
