@@ -287,7 +287,7 @@ class ReplicaManager:
         except KafkaError as e:
             log.info("ISR %s of %s not made: %s", what, partition.tp, e.message)
         except Exception as e:  # ZooKeeper unreachable, a lost session: the next check tries again
-            log.warning("ISR %s of %s not made: %s", what, partition.tp, e)
+            log.warning("ISR %s of %s not made: %s", what, partition.tp, str(e) or type(e).__name__)
         finally:
             self._isr_changing.discard(partition.tp)
 
