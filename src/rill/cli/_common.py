@@ -16,11 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, NoReturn, TextIO
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -262,6 +266,46 @@ def kafka_tool_form(argv: list[str], actions: Mapping[str, str], name_option: st
         else:
             rest.append(arg)
     return [actions[given[0]], *names, *rest]
+
+
+class StopSignals:
+    """SIGINT and SIGTERM while a command works only set a flag that its loop checks (between polls, between
+    chunks of input); a second signal exits at once, for a close or a flush that does not finish.
+
+    A handler that raised (Python's KeyboardInterrupt, or SIGTERM's default of dying on the spot) would land
+    inside whatever runs: a librdkafka call, a rebalance callback, a close or a flush. A consumer killed that way
+    never leaves its group (it stays a member, Stable, for session.timeout.ms), and a producer loses the records
+    it had queued. Here the ending always runs from plain Python after the loop."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set from the main thread (an embedding caller keeps its own)
+        for sig in self.SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous.clear()
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        if self.signum is not None:
+            os._exit(128 + signum)
+        self.signum = signum
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.signum is None else 128 + self.signum
 
 
 def run_subcommand(parser: argparse.ArgumentParser, argv: list[str]) -> int:

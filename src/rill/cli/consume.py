@@ -29,17 +29,16 @@ import argparse
 import base64
 import json
 import os
-import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from types import FrameType
 from typing import IO, Any
 
 from rill.cli._common import (
     EXIT_USAGE,
     CliError,
+    StopSignals,
     add_connection_options,
     client_config,
     describe_kafka_exception,
@@ -52,7 +51,6 @@ Renderer = Callable[[Any], bytes]
 
 BATCH = 5000  # records taken from the client per call
 POLL_S = 0.2  # longest wait inside the client: how late a stop request is seen
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _ESCAPES = {"n": b"\n", "t": b"\t", "r": b"\r", "\\": b"\\", "0": b"\0"}
 _TOKENS = "sktpoThSK%"
@@ -198,48 +196,10 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _StopRequest:
-    """SIGINT and SIGTERM while consuming only set a flag that the loop checks between polls.
-
-    A handler that raised (Python's KeyboardInterrupt, or SIGTERM's default of dying on the spot) would land
-    inside whatever runs: a librdkafka call, a rebalance callback, the close itself. A consumer killed that way
-    never leaves its group (it stays a member, Stable, for session.timeout.ms), and an exception thrown inside
-    the client's calls can leave the close waiting. Here the close always runs from plain Python after the loop
-    ends; a second signal exits at once, for a close that does not finish."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self._previous: dict[int, Any] = {}
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return  # signal handlers can only be set from the main thread (an embedding caller keeps its own)
-        for sig in STOP_SIGNALS:
-            self._previous[sig] = signal.signal(sig, self._handle)
-
-    def restore(self) -> None:
-        for sig, previous in self._previous.items():
-            signal.signal(sig, previous)
-        self._previous.clear()
-
-    def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        if self.signum is not None:
-            os._exit(128 + signum)
-        self.signum = signum
-
-    @property
-    def requested(self) -> bool:
-        return self.signum is not None
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.signum is None else 128 + self.signum
-
-
 class _Session:
     """The consume loop's state: which partitions are assigned and which have reached their end."""
 
-    def __init__(self, consumer: Any, args: argparse.Namespace, start: int | str | None, stop: _StopRequest) -> None:
+    def __init__(self, consumer: Any, args: argparse.Namespace, start: int | str | None, stop: StopSignals) -> None:
         self.consumer = consumer
         self.stop = stop
         self.args = args
@@ -373,7 +333,7 @@ def _body(argv: list[str]) -> int:
             **extra,
         },
     )
-    stop = _StopRequest()
+    stop = StopSignals()
     stop.install()
     try:
         return _run(args, conf, render, start, stop)
@@ -382,7 +342,7 @@ def _body(argv: list[str]) -> int:
 
 
 def _run(
-    args: argparse.Namespace, conf: dict[str, Any], render: Renderer, start: int | str | None, stop: _StopRequest
+    args: argparse.Namespace, conf: dict[str, Any], render: Renderer, start: int | str | None, stop: StopSignals
 ) -> int:
     from confluent_kafka import Consumer, TopicPartition
 

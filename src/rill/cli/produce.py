@@ -22,18 +22,17 @@ from __future__ import annotations
 import argparse
 import os
 import queue
-import signal
 import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import IO, Any
 
 from rill.cli._common import (
     EXIT_USAGE,
     CliError,
+    StopSignals,
     add_connection_options,
     client_config,
     describe_kafka_exception,
@@ -89,34 +88,7 @@ class BrokerWatch:
         self._stream.flush()
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 READ_CHUNK = 1 << 16
-
-
-class StopSignals:
-    """SIGINT and SIGTERM only set a flag that the produce loop checks between chunks of input; the first one
-    stops the reading, and the flush that follows runs with a second one set to exit at once. (A handler that
-    raised would land wherever the main thread happens to be, a librdkafka call or the flush included.)"""
-
-    def __init__(self) -> None:
-        self._previous: dict[int, Any] = {}
-        self.signum: int | None = None
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return  # only the main thread may set handlers (an embedding caller keeps its own)
-        for sig in STOP_SIGNALS:
-            self._previous[sig] = signal.signal(sig, self._handle)
-
-    def restore(self) -> None:
-        for sig, previous in self._previous.items():
-            signal.signal(sig, previous)
-        self._previous.clear()
-
-    def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        if self.signum is not None:
-            os._exit(128 + signum)
-        self.signum = signum
 
 
 class LineReader:
