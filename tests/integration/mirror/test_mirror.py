@@ -142,6 +142,73 @@ def _source_values(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
     return {p: [r[0] for r in records] for p, records in _read_all(bootstrap, topic).items()}
 
 
+class _Writer:
+    """Writes unique values (``<prefix><n>``) to ``topic`` in a thread until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, prefix: bytes) -> None:
+        self.written = 0
+        self._stop = threading.Event()
+        self._args = (bootstrap, topic, prefix)
+        self._thread = threading.Thread(target=self._run)
+        self._thread.start()
+
+    def _run(self) -> None:
+        bootstrap, topic, prefix = self._args
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 2, "enable.idempotence": True})
+        while not self._stop.is_set():
+            for _ in range(50):
+                producer.produce(topic, prefix + b"%07d" % self.written, key=b"%d" % (self.written % 16))
+                self.written += 1
+            producer.poll(0)
+            time.sleep(0.02)
+        assert producer.flush(30) == 0
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+class _Mirrors:
+    """Two ``rill mirror`` processes of one mirror, each SIGKILLed and started again in turn."""
+
+    def __init__(self, command: list[str], logs_dir: Path) -> None:
+        self._command = command
+        self._dir = logs_dir
+        self.logs: list[Path] = []
+        self.procs = [self._start(), self._start()]
+        self.proc_logs = self.logs[-2:]
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        self.logs.append(self._dir / f"mirror-{len(self.logs)}.log")
+        with open(self.logs[-1], "wb") as log:
+            env = dict(os.environ, PYTHONUNBUFFERED="1")
+            return subprocess.Popen(self._command, env=env, stdout=subprocess.DEVNULL, stderr=log)
+
+    def kill_in_turn(self, rounds: int, every_s: float) -> None:
+        for round_ in range(rounds):
+            time.sleep(every_s)
+            victim = round_ % 2
+            self.procs[victim].kill()
+            self.procs[victim].wait()
+            self.procs[victim] = self._start()
+            self.proc_logs[victim] = self.logs[-1]
+
+    def last_log(self) -> str:
+        return self.logs[-1].read_text()[-3000:]
+
+    def stop(self) -> None:
+        """SIGTERM both; each must exit 0 (after committing what it copied)."""
+        for proc in self.procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=60)
+            finally:
+                proc.kill()
+        for proc, log in zip(self.procs, self.proc_logs, strict=True):
+            assert proc.returncode == 0, log.read_text()[-2000:]
+
+
 @pytest.mark.slow
 def test_mirror_killed_and_restarted_copies_every_record_in_order(
     clusters: tuple[TestBroker, TestBroker], tmp_path: Path
@@ -153,41 +220,12 @@ def test_mirror_killed_and_restarted_copies_every_record_in_order(
     source, target = clusters
     src, dst = source.bootstrap_servers, target.bootstrap_servers
     _create(src, NewTopic("events", 4))
-    written = 0
-    stop_writing = threading.Event()
-
-    def write() -> None:
-        nonlocal written
-        producer = Producer({"bootstrap.servers": src, "linger.ms": 2, "enable.idempotence": True})
-        while not stop_writing.is_set():
-            for _ in range(50):
-                producer.produce("events", b"e%07d" % written, key=b"%d" % (written % 16))
-                written += 1
-            producer.poll(0)
-            time.sleep(0.02)
-        assert producer.flush(30) == 0
-
     command = [sys.executable, "-m", "rill.cli.mirror", "--source", src, "--target", dst, "--topics", "events",
                "--name", "killed", "--refresh-interval", "2", "--status-interval", "0"]  # fmt: skip
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-
-    logs: list[Path] = []
-
-    def start() -> subprocess.Popen[bytes]:
-        logs.append(tmp_path / f"mirror-{len(logs)}.log")
-        with open(logs[-1], "wb") as log:
-            return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
-
-    writer = threading.Thread(target=write)
-    writer.start()
-    mirrors = [start(), start()]
+    writer = _Writer(src, "events", b"e")
+    mirrors = _Mirrors(command, tmp_path)
     try:
-        for round_ in range(4):
-            time.sleep(2.5)
-            victim = round_ % 2
-            mirrors[victim].kill()
-            mirrors[victim].wait()
-            mirrors[victim] = start()
+        mirrors.kill_in_turn(4, 2.5)
         # A group reads part of the data on the source and commits.
         group = Consumer({"bootstrap.servers": src, "group.id": "ledger", "enable.auto.commit": False,
                           "auto.offset.reset": "earliest"})  # fmt: skip
@@ -201,11 +239,10 @@ def test_mirror_killed_and_restarted_copies_every_record_in_order(
         group.close()
         time.sleep(2.0)
     finally:
-        stop_writing.set()
-        writer.join(60)
+        writer.stop()
     try:
         expected = _source_values(src, "events")
-        assert sum(len(v) for v in expected.values()) == written
+        assert sum(len(v) for v in expected.values()) == writer.written
 
         state: dict[str, Any] = {}
 
@@ -222,18 +259,9 @@ def test_mirror_killed_and_restarted_copies_every_record_in_order(
         try:
             _wait(caught_up, 90, "the mirror to catch up and carry the group's offsets")
         except AssertionError as e:
-            raise AssertionError(f"{e}: {state}, source group {committed}; last log: "
-                                 f"{logs[-1].read_text()[-3000:]}") from None  # fmt: skip
+            raise AssertionError(f"{e}: {state}, source group {committed}; last log: {mirrors.last_log()}") from None
     finally:
-        for proc in mirrors:
-            proc.send_signal(signal.SIGTERM)
-        for proc in mirrors:
-            try:
-                proc.wait(timeout=60)
-            finally:
-                proc.kill()
-    for proc, log in zip(mirrors, logs[-2:], strict=False):
-        assert proc.returncode == 0, log.read_text()[-2000:]
+        mirrors.stop()
     copied = _source_values(dst, "events")
     repeats = 0
     for p, values in expected.items():
@@ -247,7 +275,7 @@ def test_mirror_killed_and_restarted_copies_every_record_in_order(
                 seen_values.add(v)
                 first_seen.append(v)
         assert first_seen == values, f"partition {p}: the target's records are not the source's, in order"
-    assert repeats < written // 2
+    assert repeats < writer.written // 2
     # The group on the target resumes without missing anything after its source position.
     resumed = _source_values_from_group(dst, "ledger")
     for p, values in expected.items():
@@ -279,47 +307,18 @@ def test_exactly_once_mirror_killed_and_restarted_holds_every_record_once(
     source, target = clusters
     src, dst = source.bootstrap_servers, target.bootstrap_servers
     _create(src, NewTopic("ledger", 3))
-    written = 0
-    stop_writing = threading.Event()
-
-    def write() -> None:
-        nonlocal written
-        producer = Producer({"bootstrap.servers": src, "linger.ms": 2, "enable.idempotence": True})
-        while not stop_writing.is_set():
-            for _ in range(50):
-                producer.produce("ledger", b"r%07d" % written, key=b"%d" % (written % 16))
-                written += 1
-            producer.poll(0)
-            time.sleep(0.02)
-        assert producer.flush(30) == 0
-
     command = [sys.executable, "-m", "rill.cli.mirror", "--source", src, "--target", dst, "--topics", "ledger",
                "--name", "once", "--exactly-once", "--status-interval", "0"]  # fmt: skip
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    logs: list[Path] = []
-
-    def start() -> subprocess.Popen[bytes]:
-        logs.append(tmp_path / f"mirror-{len(logs)}.log")
-        with open(logs[-1], "wb") as log:
-            return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
-
-    writer = threading.Thread(target=write)
-    writer.start()
-    mirrors = [start(), start()]
+    writer = _Writer(src, "ledger", b"r")
+    mirrors = _Mirrors(command, tmp_path)
     try:
-        for round_ in range(4):
-            time.sleep(3.0)
-            victim = round_ % 2
-            mirrors[victim].kill()
-            mirrors[victim].wait()
-            mirrors[victim] = start()
+        mirrors.kill_in_turn(4, 3.0)
         time.sleep(2.0)
     finally:
-        stop_writing.set()
-        writer.join(60)
+        writer.stop()
     try:
         expected = _source_values(src, "ledger")
-        assert sum(len(v) for v in expected.values()) == written
+        assert sum(len(v) for v in expected.values()) == writer.written
 
         def copied_committed() -> dict[int, list[bytes]]:
             consumer = Consumer({"bootstrap.servers": dst, "group.id": "check", "isolation.level": "read_committed",
@@ -348,16 +347,8 @@ def test_exactly_once_mirror_killed_and_restarted_holds_every_record_once(
         except AssertionError as e:
             counts = {p: len(v) for p, v in state.get("copied", {}).items()}
             raise AssertionError(f"{e}: copied {counts} of {[len(v) for v in expected.values()]}; last log: "
-                                 f"{logs[-1].read_text()[-3000:]}") from None  # fmt: skip
+                                 f"{mirrors.last_log()}") from None  # fmt: skip
     finally:
-        for proc in mirrors:
-            proc.send_signal(signal.SIGTERM)
-        for proc in mirrors:
-            try:
-                proc.wait(timeout=60)
-            finally:
-                proc.kill()
-    for proc, log in zip(mirrors, logs[-2:], strict=False):
-        assert proc.returncode == 0, log.read_text()[-2000:]
+        mirrors.stop()
     for p, values in expected.items():
         assert state["copied"][p] == values, f"partition {p}: not each source record once, in order"
