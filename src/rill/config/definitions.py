@@ -214,79 +214,7 @@ for _args, _opts in [
     (("inter.broker.listener.name", S, None, "Listener brokers use between themselves.", None, MEDIUM), {}),
     (("log.dirs", S, None, "Comma-separated data directories (default: log.dir).", None, HIGH), {}),
     (("log.dir", S, "./rill-data", "Data directory used when log.dirs is not set.", None, HIGH), {}),
-    (("zookeeper.connect", S, None, "ZooKeeper connection string for cluster metadata.", None, HIGH), {}),
-    (("zookeeper.session.timeout.ms", INT, 18000, "ZooKeeper session timeout.", at_least(1), HIGH), {}),
-    (
-        (
-            "leader.imbalance.per.broker.percentage",
-            INT,
-            10,
-            "Share of a broker's preferred partitions led elsewhere that starts a preferred leader election.",
-            _nonneg,
-            HIGH,
-        ),
-        {},
-    ),
-    (
-        (
-            "leader.imbalance.check.interval.seconds",
-            LONG,
-            300,
-            "How often the controller checks the leader imbalance.",
-            at_least(1),
-            HIGH,
-        ),
-        {},
-    ),
-    (("replica.fetch.wait.max.ms", INT, 500, "Longest a follower's fetch waits at the leader.", _nonneg, MEDIUM), {}),
-    (("replica.fetch.backoff.ms", INT, 1000, "Wait after a failed follower fetch.", _nonneg, MEDIUM), {}),
-    (
-        (
-            "zookeeper.connection.timeout.ms",
-            INT,
-            None,
-            "How long a start waits to reach ZooKeeper (default: zookeeper.session.timeout.ms).",
-            None,
-            HIGH,
-        ),
-        {},
-    ),
-    (("broker.rack", S, None, "The rack of this broker (replica placement).", None, MEDIUM), {}),
-    (("controlled.shutdown.enable", B, "true", "Move leadership off a stopping broker first.", None, MEDIUM), {}),
-    (
-        (
-            "controlled.shutdown.max.retries",
-            INT,
-            3,
-            "Tries of a controlled shutdown before the broker stops anyway.",
-            None,
-            MEDIUM,
-        ),
-        {},
-    ),
-    (
-        (
-            "controlled.shutdown.retry.backoff.ms",
-            LONG,
-            5000,
-            "Wait between tries of a controlled shutdown.",
-            None,
-            MEDIUM,
-        ),
-        {},
-    ),
     (("num.partitions", INT, 1, "Partitions of an auto-created topic.", at_least(1), MEDIUM), {}),
-    (
-        (
-            "default.replication.factor",
-            INT,
-            1,
-            "Replication factor of an auto-created topic.",
-            at_least(1),
-            MEDIUM,
-        ),
-        {},
-    ),
     (
         (
             "auto.create.topics.enable",
@@ -299,17 +227,6 @@ for _args, _opts in [
         {},
     ),
     (("delete.topic.enable", B, "true", "Allow DeleteTopics.", None, HIGH), {}),
-    (
-        (
-            "auto.leader.rebalance.enable",
-            B,
-            "true",
-            "Move leadership back to preferred replicas.",
-            None,
-            HIGH,
-        ),
-        {},
-    ),
     (("message.max.bytes", INT, 1048588, "Largest record batch accepted.", _nonneg, HIGH), _dyn),
     (("socket.request.max.bytes", INT, 104857600, "Largest request frame accepted.", at_least(1), HIGH), {}),
     (("socket.send.buffer.bytes", INT, 102400, "SO_SNDBUF (-1: OS default).", at_least(-1), HIGH), {}),
@@ -370,11 +287,6 @@ for _args, _opts in [
         _dyn,
     ),
     (("fetch.max.bytes", INT, 57671680, "Largest Fetch response.", at_least(1024), MEDIUM), {}),
-    (
-        ("replica.fetch.max.bytes", INT, 1048576, "Bytes per partition a follower fetches.", _nonneg, MEDIUM),
-        {},
-    ),
-    (("replica.lag.time.max.ms", LONG, 30000, "A follower this far behind leaves the ISR.", None, HIGH), {}),
     (("metrics.port", INT, 0, "Port of Rill's Prometheus endpoint (0: off).", between(0, 65535), LOW), {}),
     (("log.segment.bytes", INT, 1073741824, "Size of one log segment file.", at_least(14), HIGH), _dyn),
     (("log.roll.ms", LONG, None, "Roll a new segment after this time.", at_least(1), HIGH), _dyn),
@@ -593,198 +505,6 @@ for _args, _opts in [
     (("compression.lz4.level", INT, 9, "LZ4 level.", between(1, 17), MEDIUM), _dyn),
     (("compression.zstd.level", INT, 3, "Zstd level.", between(-131072, 22), MEDIUM), _dyn),
     (("min.insync.replicas", INT, 1, "Replicas that must acknowledge acks=all.", at_least(1), HIGH), _dyn),
-    (("unclean.leader.election.enable", B, "false", "Allow out-of-sync leaders.", None, HIGH), _dyn),
-    (("offsets.topic.num.partitions", INT, 50, "Partitions of __consumer_offsets.", at_least(1), HIGH), {}),
-    (
-        (
-            "offsets.topic.replication.factor",
-            SHORT,
-            1,
-            "Replication factor of __consumer_offsets.",
-            at_least(1),
-            HIGH,
-        ),
-        {},
-    ),
-    (
-        (
-            "offsets.topic.segment.bytes",
-            INT,
-            104857600,
-            "Segment size of __consumer_offsets.",
-            at_least(1),
-            HIGH,
-        ),
-        {},
-    ),
-    (
-        (
-            "offsets.retention.minutes",
-            INT,
-            10080,
-            "Committed offsets of empty groups expire after this.",
-            at_least(1),
-            HIGH,
-        ),
-        {},
-    ),
-    (
-        (
-            "offsets.retention.check.interval.ms",
-            LONG,
-            600000,
-            "How often stale offsets are removed.",
-            at_least(1),
-            HIGH,
-        ),
-        {},
-    ),
-    (
-        (
-            "offsets.commit.timeout.ms",
-            INT,
-            5000,
-            "Wait for an offset commit to be replicated.",
-            at_least(1),
-            HIGH,
-        ),
-        {},
-    ),
-    (("offset.metadata.max.bytes", INT, 4096, "Largest commit metadata string.", None, HIGH), {}),
-    (
-        (
-            "group.initial.rebalance.delay.ms",
-            INT,
-            3000,
-            "Wait for more members before the first rebalance.",
-            None,
-            MEDIUM,
-        ),
-        {},
-    ),
-    (
-        (
-            "group.min.session.timeout.ms",
-            INT,
-            6000,
-            "Smallest session timeout a member may ask for.",
-            None,
-            MEDIUM,
-        ),
-        {},
-    ),
-    (
-        (
-            "group.max.session.timeout.ms",
-            INT,
-            1800000,
-            "Largest session timeout a member may ask for.",
-            None,
-            MEDIUM,
-        ),
-        {},
-    ),
-    (("group.max.size", INT, INT_MAX, "Most members in one group.", at_least(1), MEDIUM), {}),
-    (
-        (
-            "transaction.state.log.num.partitions",
-            INT,
-            50,
-            "Partitions of __transaction_state.",
-            at_least(1),
-            HIGH,
-        ),
-        {},
-    ),
-    (
-        (
-            "transaction.state.log.replication.factor",
-            SHORT,
-            1,
-            "Replication factor of __transaction_state.",
-            at_least(1),
-            HIGH,
-        ),
-        {},
-    ),
-    (
-        (
-            "transaction.state.log.min.isr",
-            INT,
-            1,
-            "min.insync.replicas of __transaction_state.",
-            at_least(1),
-            HIGH,
-        ),
-        {},
-    ),
-    (
-        (
-            "transaction.state.log.segment.bytes",
-            INT,
-            104857600,
-            "Segment size of __transaction_state.",
-            at_least(1),
-            HIGH,
-        ),
-        {},
-    ),
-    (
-        (
-            "transactional.id.expiration.ms",
-            INT,
-            604800000,
-            "Idle transactional ids expire after this.",
-            at_least(1),
-            HIGH,
-        ),
-        {},
-    ),
-    (("transaction.max.timeout.ms", INT, 900000, "Largest transaction timeout.", at_least(1), HIGH), {}),
-    (
-        (
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-            INT,
-            10000,
-            "How often transactions past their timeout are aborted.",
-            at_least(1),
-            LOW,
-        ),
-        {},
-    ),
-    (
-        (
-            "transaction.remove.expired.transaction.cleanup.interval.ms",
-            INT,
-            3600000,
-            "How often expired transactional ids are removed.",
-            at_least(1),
-            LOW,
-        ),
-        {},
-    ),
-    (
-        (
-            "transaction.partition.verification.enable",
-            B,
-            "true",
-            "Check with the coordinator that a partition is in the transaction before a transactional write.",
-            None,
-            LOW,
-        ),
-        _dyn,
-    ),
-    (
-        (
-            "producer.id.expiration.ms",
-            INT,
-            86400000,
-            "Idle producer ids expire after this.",
-            at_least(1),
-            LOW,
-        ),
-        _dyn,
-    ),
 ]:
     _n, _k, _d, _doc, _v, _imp = _args
     BROKER_CONFIGS.define(_n, _k, _d, _doc, _v, _imp, **_opts)
@@ -800,4 +520,6 @@ _BROKER_GROUPS = [
 BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {n: g for g in _BROKER_GROUPS for n in g}
 """Broker config -> the names that set the same thing, in priority order."""
 
+from rill.config import cluster_definitions as _cluster_definitions  # noqa: E402,F401  (replication configs)
+from rill.config import coordinator_definitions as _coordinator_definitions  # noqa: E402,F401  (group, txn)
 from rill.config import security_definitions as _security_definitions  # noqa: E402,F401  (defines the ssl/sasl configs)

@@ -1,0 +1,216 @@
+"""The coordinators' broker configs (Kafka's names and defaults): the group coordinator and `__consumer_offsets`
+(``group.*``, ``offsets.*``), the transaction coordinator and `__transaction_state` (``transaction.*``,
+``transactional.id.expiration.ms``), producer ids. Defined into ``BROKER_CONFIGS`` beside the others."""
+
+from __future__ import annotations
+
+from rill.config.config_def import INT_MAX, ConfigType, Importance, at_least
+from rill.config.definitions import BROKER_CONFIGS
+
+B, S, INT, SHORT, LONG = (
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.INT,
+    ConfigType.SHORT,
+    ConfigType.LONG,
+)
+D, LST, P = ConfigType.DOUBLE, ConfigType.LIST, ConfigType.PASSWORD
+HIGH, MEDIUM, LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
+_nonneg = at_least(0)
+_dyn = {"dynamic": True}
+
+for _args, _opts in [
+    (("offsets.topic.num.partitions", INT, 50, "Partitions of __consumer_offsets.", at_least(1), HIGH), {}),
+    (
+        (
+            "offsets.topic.replication.factor",
+            SHORT,
+            1,
+            "Replication factor of __consumer_offsets.",
+            at_least(1),
+            HIGH,
+        ),
+        {},
+    ),
+    (
+        (
+            "offsets.topic.segment.bytes",
+            INT,
+            104857600,
+            "Segment size of __consumer_offsets.",
+            at_least(1),
+            HIGH,
+        ),
+        {},
+    ),
+    (
+        (
+            "offsets.retention.minutes",
+            INT,
+            10080,
+            "Committed offsets of empty groups expire after this.",
+            at_least(1),
+            HIGH,
+        ),
+        {},
+    ),
+    (
+        (
+            "offsets.retention.check.interval.ms",
+            LONG,
+            600000,
+            "How often stale offsets are removed.",
+            at_least(1),
+            HIGH,
+        ),
+        {},
+    ),
+    (
+        (
+            "offsets.commit.timeout.ms",
+            INT,
+            5000,
+            "Wait for an offset commit to be replicated.",
+            at_least(1),
+            HIGH,
+        ),
+        {},
+    ),
+    (("offset.metadata.max.bytes", INT, 4096, "Largest commit metadata string.", None, HIGH), {}),
+    (
+        (
+            "group.initial.rebalance.delay.ms",
+            INT,
+            3000,
+            "Wait for more members before the first rebalance.",
+            None,
+            MEDIUM,
+        ),
+        {},
+    ),
+    (
+        (
+            "group.min.session.timeout.ms",
+            INT,
+            6000,
+            "Smallest session timeout a member may ask for.",
+            None,
+            MEDIUM,
+        ),
+        {},
+    ),
+    (
+        (
+            "group.max.session.timeout.ms",
+            INT,
+            1800000,
+            "Largest session timeout a member may ask for.",
+            None,
+            MEDIUM,
+        ),
+        {},
+    ),
+    (("group.max.size", INT, INT_MAX, "Most members in one group.", at_least(1), MEDIUM), {}),
+    (
+        (
+            "transaction.state.log.num.partitions",
+            INT,
+            50,
+            "Partitions of __transaction_state.",
+            at_least(1),
+            HIGH,
+        ),
+        {},
+    ),
+    (
+        (
+            "transaction.state.log.replication.factor",
+            SHORT,
+            1,
+            "Replication factor of __transaction_state.",
+            at_least(1),
+            HIGH,
+        ),
+        {},
+    ),
+    (
+        (
+            "transaction.state.log.min.isr",
+            INT,
+            1,
+            "min.insync.replicas of __transaction_state.",
+            at_least(1),
+            HIGH,
+        ),
+        {},
+    ),
+    (
+        (
+            "transaction.state.log.segment.bytes",
+            INT,
+            104857600,
+            "Segment size of __transaction_state.",
+            at_least(1),
+            HIGH,
+        ),
+        {},
+    ),
+    (
+        (
+            "transactional.id.expiration.ms",
+            INT,
+            604800000,
+            "Idle transactional ids expire after this.",
+            at_least(1),
+            HIGH,
+        ),
+        {},
+    ),
+    (("transaction.max.timeout.ms", INT, 900000, "Largest transaction timeout.", at_least(1), HIGH), {}),
+    (
+        (
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            INT,
+            10000,
+            "How often transactions past their timeout are aborted.",
+            at_least(1),
+            LOW,
+        ),
+        {},
+    ),
+    (
+        (
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            INT,
+            3600000,
+            "How often expired transactional ids are removed.",
+            at_least(1),
+            LOW,
+        ),
+        {},
+    ),
+    (
+        (
+            "transaction.partition.verification.enable",
+            B,
+            "true",
+            "Check with the coordinator that a partition is in the transaction before a transactional write.",
+            None,
+            LOW,
+        ),
+        _dyn,
+    ),
+    (
+        (
+            "producer.id.expiration.ms",
+            INT,
+            86400000,
+            "Idle producer ids expire after this.",
+            at_least(1),
+            LOW,
+        ),
+        _dyn,
+    ),
+]:
+    _n, _k, _d, _doc, _v, _imp = _args
+    BROKER_CONFIGS.define(_n, _k, _d, _doc, _v, _imp, **_opts)
