@@ -5,7 +5,9 @@ bounds what it costs the producers.
 
 ``CleanerPool`` holds ``log.cleaner.threads`` processes, started with the ``spawn`` method (never forked
 from the broker, whose threads and event loop a fork would copy in an unknown state) the first time a
-cleaning needs one, and kept until the cleaner stops. The broker gives a process only plain data
+cleaning needs one, and kept until the cleaner stops. They run at nice 10 in the batch scheduling class:
+when the broker and a cleaning both want a core the broker's event loop goes first, and a cleaning waking
+from its throttle does not preempt it. The broker gives a process only plain data
 (``CleanJob``: the directory, each source segment's path with the device and inode of the file the plan
 holds open, its size and its transaction index entries, the log's config, the aborted transactions, now)
 and takes back plain data (``JobResult``: the base offsets of the cleaned segments and of the sources each
@@ -208,6 +210,12 @@ def _init_process(shared: Any, parent: int) -> None:
     """Set up a cleaning process of the broker whose pid is ``parent`` (passed, not asked: the broker may
     already be gone when the process starts)."""
     global _abort, _throttler
+    # background work: the scheduler's batch class (no preempting the broker when a throttled wait ends)
+    # and a lower priority, so the broker's event loop runs first when both want the CPU
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    with contextlib.suppress(OSError):
+        os.nice(10)
     _abort = ProcessAbort(shared, parent)
     _throttler = SharedThrottler(shared, _abort)
     threading.Thread(target=_exit_with, args=(parent,), name="parent-watch", daemon=True).start()
