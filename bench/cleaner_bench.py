@@ -11,12 +11,16 @@ written to a new file of the same directory with ``write`` calls, fsynced, as a 
 the best of 3), and one cleaning (``LogCleaner.clean_now``: the key map, the rewrite and the swap). Prints
 both rates in MB/s of the bytes read (the cleaning reads the dirty section twice, for the key map and for
 the rewrite, and writes what it keeps), the bytes written and the records removed. ``--rounds`` repeats
-the whole (a fresh log each time). ``--quick``: 32 MiB.
+the whole (a fresh log each time). ``--quick``: 32 MiB. ``--process``: a copy of the same log is also
+cleaned the broker's way (``LogCleaner.clean_one``: the plan on an event loop, the key map and rewrite in a
+cleaning process, rill.log.cleaner_process, the swap on the loop); its rate is given both over the
+process's cleaning time and over the whole call (the processes' start included).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import random
 import shutil
@@ -84,6 +88,9 @@ def one_round(base: Path, total: int, args: argparse.Namespace) -> tuple[float, 
         written = fill(log, total, args.keys, args.value_bytes, args.codec)
         segments = log.num_segments
         raw = raw_read_write([seg.log_path for seg in log.segments[:-1]]) / 1e6
+        if args.process:
+            log.flush()
+            shutil.copytree(log.dir, base / "bench-copy-0")
         cleaner = LogCleaner(CleanerConfig())
         offset_map = OffsetMap(slots_for(CleanerConfig().dedupe_buffer_size, 0.9))
         started = time.monotonic()
@@ -99,10 +106,37 @@ def one_round(base: Path, total: int, args: argparse.Namespace) -> tuple[float, 
             f" {raw:.0f} MB/s: the cleaning at {100 * rate / raw:.1f}% of it",
             flush=True,
         )
+        if args.process:
+            clean_in_process(base / "bench-copy-0")
         return rate, raw
     finally:
         log.close()
         shutil.rmtree(base / "bench-0", ignore_errors=True)
+        shutil.rmtree(base / "bench-copy-0", ignore_errors=True)
+
+
+def clean_in_process(copy: Path) -> None:
+    """Clean ``copy`` (a copy of the log made before its cleaning) as the broker does, in a cleaning process."""
+    config = LogConfig(segment_bytes=64 * MIB, cleanup_policy="compact", file_delete_delay_ms=0)
+    log = Log(copy, config)
+    log.high_watermark = log.log_end_offset
+    cleaner = LogCleaner(CleanerConfig())
+    offset_map = OffsetMap(slots_for(CleanerConfig().dedupe_buffer_size, 0.9))
+    try:
+        started = time.monotonic()
+        assert asyncio.run(cleaner.clean_one({log.topic_partition: (log, copy.parent)}, offset_map))
+        seconds = time.monotonic() - started
+        stats = cleaner.stats.worker(0)
+        print(
+            f"  the same in a cleaning process: {stats.bytes_read / stats.clean_secs / 1e6:.1f} MB/s read over its"
+            f" {stats.clean_secs:.2f} s, {stats.bytes_read / seconds / 1e6:.1f} MB/s over the whole call"
+            f" ({seconds:.2f} s, the process's start included), {stats.bytes_written / MIB:.2f} MiB written,"
+            f" {log.num_segments} segments left",
+            flush=True,
+        )
+    finally:
+        cleaner.stop()
+        log.close()
 
 
 def main() -> None:
@@ -114,6 +148,7 @@ def main() -> None:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--codec", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--process", action="store_true")
     args = parser.parse_args()
     total = (32 if args.quick else args.mib) * MIB
     base = Path(tempfile.mkdtemp(prefix="cleaner-bench-", dir=args.dir))

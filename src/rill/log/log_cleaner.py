@@ -6,9 +6,10 @@ A cleaning has three steps:
    offset (the active segment's base, the last stable offset: never into an open transaction, the first
    segment younger than ``min.compaction.lag.ms``), each with its file held open (``SegmentFile``) and its
    size.
-2. ``clean`` (in a worker thread): an ``OffsetMap`` of key digest -> latest offset is built over the dirty
-   section (from the first dirty offset on), as far as the map holds (the rest waits for the next
-   cleaning); then every segment below the map's end is rewritten into as few segments as fit
+2. ``clean`` (for the broker in a cleaning process, rill.log.cleaner_process; else the calling thread):
+   an ``OffsetMap`` of key digest -> latest offset is built over the dirty section (from the first dirty
+   offset on), as far as the map holds (the rest waits for the next cleaning); then every segment below
+   the map's end is rewritten into as few segments as fit
    (``segment.bytes``, the indexes not full, offsets within 2**31 of the base: a segment's kept batches join
    the current cleaned segment when they fit, else start the next one at its base offset), each written as
    ``<base>.log.cleaned`` (with its indexes), fsynced and renamed ``.swap``. A record is kept when no
@@ -25,8 +26,8 @@ A cleaning has three steps:
    but those whose marker went. Records at or after the map's end are copied untouched. Offsets are never
    changed: a batch keeping all its records is copied as it is, one keeping none is dropped, one keeping
    some is rebuilt with the kept records' bytes under the original header (base offset, last offset
-   delta, leader epoch, producer fields, base timestamp) with the same codec. The thread gives the GIL to
-   the event loop's thread every millisecond.
+   delta, leader epoch, producer fields, base timestamp) with the same codec. In a thread of the broker's
+   process it would give the GIL to the event loop's thread every millisecond.
 3. ``Log.replace_segments`` (on the loop): when the planned segments are still in the log unchanged, the
    old ones are renamed ``.deleted`` (deleted after ``file.delete.delay.ms``; a FileRegion being sent
    keeps reading them) and the ``.swap`` files get their final names. A crash leaves ``.cleaned`` files
@@ -50,6 +51,7 @@ from rill.fsutil import fsync_dir, write_atomically
 from rill.log.cleaner_offset_map import OffsetMap, key_digest
 from rill.log.log_config import LogConfig
 from rill.log.log_segment import CLEANED_SUFFIX, INT32_MAX, SWAP_END_SUFFIX, SWAP_SUFFIX, LogSegment, SegmentFile
+from rill.log.transaction_index import AbortedTxn
 from rill.records import compression
 from rill.records.batch import (
     ATTRIBUTES_POS,
@@ -89,19 +91,22 @@ class CleanerAbortedError(Exception):
 
 @dataclass(slots=True)
 class SourceSegment:
-    """A segment as the plan saw it: its file held open and its size then."""
+    """A segment as the plan saw it: its file held open and its size then (``segment`` is None in the
+    cleaning process, which has only the file)."""
 
-    segment: LogSegment
+    segment: LogSegment | None
     file: SegmentFile
     size: int
     base_offset: int
     end_offset: int  # the next segment's base offset
     index_entries: int
+    name: str  # the .log file's name, for errors
+    txns: list[AbortedTxn]  # its .txnindex entries
 
 
 @dataclass(slots=True)
 class CleanPlan:
-    log: Log
+    log: Log | None  # None in the cleaning process
     dir: Path
     config: LogConfig
     first_dirty: int
@@ -178,8 +183,9 @@ def plan_cleaning(log: Log, first_dirty: int, now_ms: int) -> CleanPlan | None:
         if file is None:  # closed: the log is going away
             return None
         sources.append(
-            SourceSegment(seg, file, seg.size, seg.base_offset, segments[i + 1].base_offset, seg.offset_index.entries)
-        )
+            SourceSegment(seg, file, seg.size, seg.base_offset, segments[i + 1].base_offset,
+                          seg.offset_index.entries, seg.log_path.name, list(seg.txn_index.entries))
+        )  # fmt: skip
     if not sources or first_dirty >= end:
         return None
     producer_last = {pid: entry.last_offset for pid, entry in log.producer_state.producers.items()}
@@ -207,11 +213,11 @@ def iter_batches(
         while p + BATCH_HEADER_SIZE <= len(view):
             h = parse_header(view, p)
             if h.magic != MAGIC_V2 or h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
-                raise CorruptRecordError(f"{src.segment.log_path.name}: bad batch at position {pos + p}")
+                raise CorruptRecordError(f"{src.name}: bad batch at position {pos + p}")
             if p + h.size > len(view):
                 break
             if not crc_ok(view, p, h):
-                raise CorruptRecordError(f"{src.segment.log_path.name}: CRC mismatch at position {pos + p}")
+                raise CorruptRecordError(f"{src.name}: CRC mismatch at position {pos + p}")
             yield h, view[p : p + h.size]
             now = time.monotonic()
             if now - last_yield >= _YIELD_EVERY_S:
@@ -222,10 +228,10 @@ def iter_batches(
         if p == 0:  # one batch larger than the chunk
             h = parse_header(view, 0)
             if pos + h.size > size:
-                raise CorruptRecordError(f"{src.segment.log_path.name}: batch at {pos} runs past the end")
+                raise CorruptRecordError(f"{src.name}: batch at {pos} runs past the end")
             big = memoryview(os.pread(fd, h.size, pos))
             if len(big) != h.size or not crc_ok(big, 0, h):
-                raise CorruptRecordError(f"{src.segment.log_path.name}: CRC mismatch at position {pos}")
+                raise CorruptRecordError(f"{src.name}: CRC mismatch at position {pos}")
             yield h, big
             p = h.size
         pos += p
@@ -497,7 +503,7 @@ def _write_cleaned(
                 pending = None
         for pbuf, ph in pending or ():
             write(out, pbuf, ph)
-        for txn in list(src.segment.txn_index.entries):
+        for txn in src.txns:
             if txn.last_offset not in result.removed_markers:
                 out.txn_index.append(txn)
         result.groups[-1].append(src)

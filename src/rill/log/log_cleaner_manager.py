@@ -12,10 +12,11 @@ Each log dir's ``cleaner-offset-checkpoint`` (the offset checkpoint format: vers
 has been cleaned. An entry below the log start offset, or above the log end, counts as the log start.
 
 ``log.cleaner.threads`` cleanings run at once, each on the event loop for its choice and swap and in a
-worker thread for the reading and writing. A cleaning that fails on the log's content (a corrupt batch, a
-batch with more keys than the map holds) marks its log uncleanable until the broker restarts, with the
-reason logged; the others go on. One that fails for the disk (full, failing) is logged and tried again
-after ``log.cleaner.backoff.ms``; its files are removed.
+cleaning process for the reading and writing (rill.log.cleaner_process: its CPU work outside the broker's
+GIL), a worker thread waiting for it; ``clean_now`` cleans in the calling thread. A cleaning that fails
+on the log's content (a corrupt batch, a batch with more keys than the map holds) marks its log uncleanable
+until the broker restarts, with the reason logged; the others go on. One that fails for the disk (full,
+failing) is logged and tried again after ``log.cleaner.backoff.ms``; its files are removed.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 from rill.common import TopicPartition
 from rill.log.checkpoints import read_offset_checkpoint, write_offset_checkpoint
 from rill.log.cleaner_offset_map import OffsetMap, slots_for
+from rill.log.cleaner_process import CleanerPool, SourceChangedError
 from rill.log.log import Log
 from rill.log.log_cleaner import (
     CleanerAbortedError,
@@ -123,8 +125,10 @@ class CleanerStats:
 class LogCleaner:
     """Cleans the compacted logs of a set of logs (``logs()``: tp -> (log, log dir))."""
 
-    def __init__(self, config: CleanerConfig) -> None:
+    def __init__(self, config: CleanerConfig, processes: bool = True) -> None:
         self.config = config
+        # clean_one's map and rewrite in a cleaning process (rill.log.cleaner_process), else in its thread
+        self.processes = processes
         self.first_dirty: dict[TopicPartition, int] = {}
         self.in_progress: dict[TopicPartition, Log] = {}
         self.uncleanable: dict[TopicPartition, str] = {}  # why each log is uncleanable
@@ -134,6 +138,7 @@ class LogCleaner:
         self.stats = CleanerStats()
         self.throttler = Throttler(config.io_max_bytes_per_second)
         self._abort = threading.Event()
+        self._pool = CleanerPool(config.io_max_bytes_per_second)
         self._checkpoint_lock = threading.Lock()
         self._wake: asyncio.Event | None = None
         self._running = 0  # cleanings in worker threads
@@ -240,8 +245,11 @@ class LogCleaner:
                 self._unclaimed.pop(ticket, None)
             except CleanerAbortedError:
                 return False
+            except SourceChangedError as e:  # retention removed a source meanwhile
+                log.info("%s: the log changed while it was cleaned; the cleaning is dropped (%s)", tp, e)
+                return True
             except Exception as e:
-                if any(s.segment.closed for s in plan.sources):  # the log was deleted meanwhile
+                if any(s.segment is not None and s.segment.closed for s in plan.sources):  # the log was deleted
                     log.info("%s: cleaning stopped, the log is gone: %s", tp, e)
                     return True
                 if isinstance(e, OSError):  # a full or failing disk: tried again after the backoff
@@ -264,7 +272,10 @@ class LogCleaner:
                 raise CleanerAbortedError
             self._running += 1
         try:
-            result = clean(plan, offset_map, self.throttler, self._abort)
+            if self.processes:
+                result = self._pool.clean(plan, offset_map.slots, max(1, self.config.threads))
+            else:
+                result = clean(plan, offset_map, self.throttler, self._abort)
             if result is not None:
                 with self._idle:
                     self._unclaimed[ticket] = result
@@ -279,10 +290,12 @@ class LogCleaner:
         touch a log dir after the broker let go of it. Their files are removed, or, when a cleaning had
         finished but was not swapped in, its files are removed too (the log may have changed since: a truncation)."""
         self._abort.set()
+        self._pool.abort()
         with self._idle:
             self._idle.wait_for(lambda: self._running == 0, timeout)
             unclaimed = list(self._unclaimed.values())
             self._unclaimed.clear()
+        self._pool.shutdown()
         for result in unclaimed:  # finished after its coroutine was cancelled: never swapped in
             discard(result.cleaned)
 
@@ -300,12 +313,15 @@ class LogCleaner:
         it does not (the cleaning is dropped)."""
         plan = result.plan
         plog = plan.log
+        assert plog is not None
         tp = plog.topic_partition
         entry = logs.get(tp)
-        old = [s.segment for g in result.groups for s in g]
+        old = [s.segment for g in result.groups for s in g if s.segment is not None]
         unchanged = entry is not None and entry[0] is plog and plog.truncated_to is None
         unchanged = unchanged and all(
-            s.segment.size == s.size and not s.segment.closed for g in result.groups for s in g
+            s.segment is not None and s.segment.size == s.size and not s.segment.closed
+            for g in result.groups
+            for s in g
         )
         if not unchanged or not plog.replace_segments(old, result.cleaned):
             log.info("%s: the log changed while it was cleaned; the cleaning is dropped", tp)
@@ -336,6 +352,7 @@ class LogCleaner:
         self._wake = asyncio.Event()
         self._workers_changed = asyncio.Event()
         self._abort.clear()
+        self._pool.resume()
         self._logs_of, self._dirs_of = logs_of, dirs_of
         tasks: list[asyncio.Task[None]] = []
 
@@ -381,7 +398,8 @@ class LogCleaner:
                 await self._workers_changed.wait()
                 self._workers_changed.clear()
         finally:
-            self._abort.set()  # a cleaning in a worker thread stops at its next batch
+            self._abort.set()  # a cleaning in a worker thread or process stops at its next batch
+            self._pool.abort()
             for t in tasks:
                 t.cancel()
             self._wake = None
@@ -397,6 +415,7 @@ class LogCleaner:
         log.info("log cleaner reconfigured: %s", config)
         self.config = config
         self.throttler.rate = config.io_max_bytes_per_second
+        self._pool.set_rate(config.io_max_bytes_per_second)
         if self._workers_changed is not None:
             self._workers_changed.set()
         self.wake()
