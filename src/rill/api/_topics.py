@@ -57,4 +57,6 @@ class LeaderHints:
             self._leaders.add(p.leader)
 
     def node_endpoints(self) -> list[dict[str, Any]]:
+        if not self._leaders:  # the usual case: no partition moved, nothing to look up
+            return []
         return [b for b in broker_endpoints(self._ctx) if b["node_id"] in self._leaders]
