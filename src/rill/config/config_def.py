@@ -44,6 +44,12 @@ class Importance(Enum):
     LOW = "low"
 
 
+# Short names for the tables of definitions (definitions.py and the modules that define into its tables).
+B, S, INT, SHORT, LONG = ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.SHORT, ConfigType.LONG
+D, LST, P = ConfigType.DOUBLE, ConfigType.LIST, ConfigType.PASSWORD
+HIGH, MEDIUM, LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
+
+
 class ConfigError(ValueError):
     """A broker configuration problem; the message names the key."""
 

@@ -4,18 +4,19 @@
 
 from __future__ import annotations
 
-from rill.config.config_def import INT_MAX, ConfigType, Importance, at_least
+from rill.config.config_def import (
+    HIGH,
+    INT,
+    INT_MAX,
+    LONG,
+    LOW,
+    MEDIUM,
+    SHORT,
+    B,
+    at_least,
+)
 from rill.config.definitions import BROKER_CONFIGS
 
-B, S, INT, SHORT, LONG = (
-    ConfigType.BOOLEAN,
-    ConfigType.STRING,
-    ConfigType.INT,
-    ConfigType.SHORT,
-    ConfigType.LONG,
-)
-D, LST, P = ConfigType.DOUBLE, ConfigType.LIST, ConfigType.PASSWORD
-HIGH, MEDIUM, LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
 _nonneg = at_least(0)
 _dyn = {"dynamic": True}
 

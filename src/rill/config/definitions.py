@@ -9,26 +9,24 @@ replication factors (and ``transaction.state.log.min.isr``) are 1.
 from __future__ import annotations
 
 from rill.config.config_def import (
+    HIGH,
+    INT,
     INT_MAX,
+    LONG,
     LONG_MAX,
+    LOW,
+    LST,
+    MEDIUM,
+    B,
     ConfigDef,
-    ConfigType,
-    Importance,
+    D,
+    S,
     all_of,
     at_least,
     between,
     one_of,
 )
 
-B, S, INT, SHORT, LONG = (
-    ConfigType.BOOLEAN,
-    ConfigType.STRING,
-    ConfigType.INT,
-    ConfigType.SHORT,
-    ConfigType.LONG,
-)
-D, LST, P = ConfigType.DOUBLE, ConfigType.LIST, ConfigType.PASSWORD
-HIGH, MEDIUM, LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("compact", "delete")
