@@ -7,6 +7,7 @@ from typing import Any
 
 from rill.api._endpoints import broker_endpoints
 from rill.api.context import RequestContext
+from rill.common import TopicPartition
 from rill.errors import ErrorCode
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -60,3 +61,21 @@ class LeaderHints:
         if not self._leaders:  # the usual case: no partition moved, nothing to look up
             return []
         return [b for b in broker_endpoints(self._ctx) if b["node_id"] in self._leaders]
+
+
+def partition_errors(topics: list[dict[str, Any]], errors: dict[TopicPartition, ErrorCode]) -> list[dict[str, Any]]:
+    """The response topics of a request naming partitions as ``{"name", "partitions": [{"partition_index"}]}``
+    (OffsetCommit, TxnOffsetCommit, OffsetDelete): each partition with its error from ``errors``."""
+    return [
+        {
+            "name": topic["name"],
+            "partitions": [
+                {
+                    "partition_index": p["partition_index"],
+                    "error_code": errors[TopicPartition(topic["name"], p["partition_index"])],
+                }
+                for p in topic["partitions"]
+            ],
+        }
+        for topic in topics
+    ]

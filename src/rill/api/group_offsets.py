@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from rill.api._authorized import AclOperation, ResourceType, authorize, filter_authorized
+from rill.api._topics import partition_errors
 from rill.api.context import RequestContext
 from rill.api.groups import coordinator_of, writing_coordinator_of
 from rill.api.registry import Body, handler
@@ -65,17 +66,7 @@ async def handle_offset_commit(ctx: RequestContext, request: Body) -> Body:
                     to_commit,
                 )
             )
-    topics = []
-    for topic in request["topics"]:
-        partitions = [
-            {
-                "partition_index": p["partition_index"],
-                "error_code": errors[TopicPartition(topic["name"], p["partition_index"])],
-            }
-            for p in topic["partitions"]
-        ]
-        topics.append({"name": topic["name"], "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": topics}
+    return {"throttle_time_ms": 0, "topics": partition_errors(request["topics"], errors)}
 
 
 # -- OffsetFetch -------------------------------------------------------------------------------------------
@@ -191,20 +182,5 @@ async def handle_offset_delete(ctx: RequestContext, request: Body) -> Body:
     if error != ErrorCode.NO_ERROR:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
     errors.update(results)
-    return {
-        "error_code": ErrorCode.NO_ERROR,
-        "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": topic["name"],
-                "partitions": [
-                    {
-                        "partition_index": p["partition_index"],
-                        "error_code": errors[TopicPartition(topic["name"], p["partition_index"])],
-                    }
-                    for p in topic["partitions"]
-                ],
-            }
-            for topic in request["topics"]
-        ],
-    }
+    topics = partition_errors(request["topics"], errors)
+    return {"error_code": ErrorCode.NO_ERROR, "throttle_time_ms": 0, "topics": topics}

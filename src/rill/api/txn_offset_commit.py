@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from rill.api._authorized import AclOperation, ResourceType, authorize
+from rill.api._topics import partition_errors
 from rill.api.context import RequestContext
 from rill.api.groups import writing_coordinator_of
 from rill.api.registry import Body, handler
@@ -59,19 +60,4 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Body) -> Body:
                     to_commit,
                 )
             )
-    return {
-        "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": topic["name"],
-                "partitions": [
-                    {
-                        "partition_index": p["partition_index"],
-                        "error_code": errors[TopicPartition(topic["name"], p["partition_index"])],
-                    }
-                    for p in topic["partitions"]
-                ],
-            }
-            for topic in request["topics"]
-        ],
-    }
+    return {"throttle_time_ms": 0, "topics": partition_errors(request["topics"], errors)}
