@@ -35,6 +35,7 @@ from rill.coordinator.group.group_metadata import (
     MemberMetadata,
     OffsetAndMetadata,
 )
+from rill.coordinator.internal_topics import maybe_create_internal_topic
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import OFFSETS_TOPIC, MetadataStore
 from rill.protocol import decode_versioned, encode_versioned
@@ -228,23 +229,13 @@ class GroupMetadataManager:
         ``offsets.topic.replication.factor`` replicas. While fewer brokers are alive it is not created (as in
         Kafka: COORDINATOR_NOT_AVAILABLE, which clients retry), so a cluster starting up or with brokers down
         never gets an offsets topic with fewer replicas than configured, one it could never repair."""
-        if self.metadata.topic(OFFSETS_TOPIC) is not None:
-            return
-        rf = self.replication_factor
-        alive = len(self.metadata.brokers())
-        if alive < rf:
-            raise KafkaError(
-                ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                f"Number of alive brokers '{alive}' does not meet the required replication factor '{rf}' for "
-                f"{OFFSETS_TOPIC} (configured via 'offsets.topic.replication.factor')",
-            )
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "producer",
             "segment.bytes": str(self.segment_bytes),
         }
-        await self.metadata.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, configs)
-        log.info("Created %s with %d partitions, replication factor %d", OFFSETS_TOPIC, self.num_partitions, rf)
+        await maybe_create_internal_topic(self.metadata, OFFSETS_TOPIC, self.num_partitions, self.replication_factor,
+                                          configs, "offsets.topic.replication.factor")  # fmt: skip
 
     # -- writes ----------------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from rill.common import TopicPartition
 from rill.coordinator.group.group_metadata_manager import partition_for
+from rill.coordinator.internal_topics import maybe_create_internal_topic
 from rill.coordinator.transaction.transaction_log import (
     CorruptRecord,
     decode_key,
@@ -95,16 +96,6 @@ class TransactionStateManager:
     async def maybe_create_topic(self) -> None:
         """Create ``__transaction_state`` the first time it is needed, as ``__consumer_offsets`` is: not while
         fewer brokers than ``transaction.state.log.replication.factor`` are alive (COORDINATOR_NOT_AVAILABLE)."""
-        if self.metadata.topic(TRANSACTION_STATE_TOPIC) is not None:
-            return
-        rf = self.replication_factor
-        alive = len(self.metadata.brokers())
-        if alive < rf:
-            raise KafkaError(
-                ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                f"Number of alive brokers '{alive}' does not meet the required replication factor '{rf}' for "
-                f"{TRANSACTION_STATE_TOPIC} (configured via 'transaction.state.log.replication.factor')",
-            )
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "uncompressed",
@@ -112,14 +103,9 @@ class TransactionStateManager:
             "segment.bytes": str(self.segment_bytes),
             "unclean.leader.election.enable": "false",
         }
-        try:
-            await self.metadata.create_topic(TRANSACTION_STATE_TOPIC, self.configured_partitions, rf, configs)
-        except KafkaError as e:
-            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-            return
-        log.info("Created %s with %d partitions, replication factor %d", TRANSACTION_STATE_TOPIC,
-                 self.configured_partitions, rf)  # fmt: skip
+        await maybe_create_internal_topic(self.metadata, TRANSACTION_STATE_TOPIC, self.configured_partitions,
+                                          self.replication_factor, configs,
+                                          "transaction.state.log.replication.factor")  # fmt: skip
 
     # -- lookups -------------------------------------------------------------------------------------------
 
