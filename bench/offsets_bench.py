@@ -18,6 +18,7 @@ the start of the broker process to an OffsetFetch that returns the last commits)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import socket
 import struct
@@ -141,6 +142,15 @@ def _segments(log_dir: Path) -> list[Path]:
     return sorted(log_dir.glob("*.log"))
 
 
+def _segment_bytes(log_dir: Path) -> int:
+    """The bytes of the log's segments now; the cleaner may delete one between the listing and its stat."""
+    total = 0
+    for path in _segments(log_dir):
+        with contextlib.suppress(FileNotFoundError):
+            total += path.stat().st_size
+    return total
+
+
 _LOADED = re.compile(r"Loaded (\d+) group\(s\) from (\d+) record\(s\) of __consumer_offsets in ([0-9.]+) ms")
 
 
@@ -195,14 +205,14 @@ def run(
         log(f"{done:,} offset commits ({rounds * groups:,} requests) in {commit_seconds:.1f} s:"
             f" {done / commit_seconds:,.0f} commits/s")  # fmt: skip
         offsets_dir = data_dir / "logs" / "__consumer_offsets-0"
-        written = sum(p.stat().st_size for p in _segments(offsets_dir))
+        written = _segment_bytes(offsets_dir)
         waited = time.monotonic()
         deadline = waited + clean_timeout
         while len(_segments(offsets_dir)) > MAX_SEGMENTS and time.monotonic() < deadline:
             time.sleep(0.2)
         cleaned_after = time.monotonic() - waited
         segments = _segments(offsets_dir)
-        size = sum(p.stat().st_size for p in segments)
+        size = _segment_bytes(offsets_dir)
         assert len(segments) <= MAX_SEGMENTS, f"{len(segments)} segments after {clean_timeout} s"
         log(f"cleaned to {len(segments)} segments, {size:,} bytes, {cleaned_after:.1f} s after the last commit"
             f" ({written:,} bytes of segments at that moment)")  # fmt: skip
