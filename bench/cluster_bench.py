@@ -10,21 +10,32 @@ linger.ms=5) produces for `--seconds` to
 Kafka's own 2014 figures on three machines were 821k (RF=1, acks=1) against 421k (RF=3, acks=all)
 records/s, about 0.5x. Here the three brokers, ZooKeeper and the client share two cores, so every
 follower's fetch and append takes CPU from the leader: the ratio says what replication costs in CPU here,
-not on three machines. After each acks=1 RF=3 run, the time for the followers to catch up (every replica's
-log end reaching the leader's, read from the brokers' replica fetcher lag metric) is the replication lag.
-Prints a table of medians.
+not on three machines.
+
+Replication lag under load, for the two RF=3 cases: while the producer runs, every broker's replica fetcher
+lag (`kafka_server_replicafetchermanager_maxlag`: the largest number of records a followed partition is behind
+the leader's high watermark) is scraped every 100 ms, and its largest value over the run is reported; after
+the producer's flush, the catch-up time is how long until every acknowledged record is below the high watermark
+of its partition (held by the whole ISR: with acks=1 the producer does not wait for that). Prints a table of
+medians.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import contextlib
+
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.harness import RunFailed, check_errors, run_worker
@@ -37,14 +48,56 @@ CASES = (
 )
 
 
-def _caught_up(c: object, topic: str, partitions: int, timeout: float) -> float:
-    """Seconds until every partition's ISR holds all three replicas again (followers caught up)."""
+_MAX_LAG = re.compile(r'^kafka_server_replicafetchermanager_maxlag\{clientid="Replica"\} ([0-9.e+]+)$', re.M)
+
+
+def _max_lag(port: int) -> int:
+    """The broker's replica fetcher max lag (records), from its Prometheus endpoint."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        match = _MAX_LAG.search(resp.read().decode())
+    return int(float(match.group(1))) if match else 0
+
+
+class LagSampler:
+    """Scrapes every broker's replica fetcher max lag every 100 ms in a thread; ``peak`` is the largest seen."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.peak = 0
+        self._ports = ports
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> LagSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            for port in self._ports:
+                with contextlib.suppress(OSError):
+                    self.peak = max(self.peak, _max_lag(port))
+
+
+def _high_watermarks(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cluster-bench", "enable.auto.commit": False})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
+    finally:
+        consumer.close()
+
+
+def _catch_up_seconds(bootstrap: str, topic: str, partitions: int, target: int, timeout: float = 60) -> float:
+    """Seconds until the partitions' high watermarks sum to ``target`` (every acknowledged record replicated
+    to the whole ISR), or NaN after ``timeout``."""
     start = time.monotonic()
-    deadline = start + timeout
-    while time.monotonic() < deadline:
-        if all(len(c.isr(topic, p)) == 3 for p in range(partitions)):  # type: ignore[attr-defined]
+    while time.monotonic() - start < timeout:
+        if sum(_high_watermarks(bootstrap, topic, partitions)) >= target:
             return time.monotonic() - start
-        time.sleep(0.05)
+        time.sleep(0.02)
     return float("nan")
 
 
@@ -56,28 +109,46 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=3)
     args = ap.parse_args()
     rates: dict[str, list[float]] = {name: [] for name, *_ in CASES}
-    with cluster(3, auto_leader_rebalance_enable="false") as c:
+    peaks: dict[str, list[int]] = {name: [] for name, *_ in CASES}
+    catch_up: dict[str, list[float]] = {name: [] for name, *_ in CASES}
+    with cluster(3, metrics=True, auto_leader_rebalance_enable="false") as c:
+        ports = [c.metrics_port(b) for b in c.brokers]
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
         for i, (_, rf, _, configs) in enumerate(CASES):
             topic = f"bench-{i}"
             admin.create_topics([NewTopic(topic, args.partitions, rf, config=configs)])[topic].result(60)
         for _ in range(args.rounds):
-            for i, (name, _, acks, _) in enumerate(CASES):
-                params = {"bootstrap": c.bootstrap_servers, "topic": f"bench-{i}", "size": args.size,
+            for i, (name, rf, acks, _) in enumerate(CASES):
+                topic = f"bench-{i}"
+                params = {"bootstrap": c.bootstrap_servers, "topic": topic, "size": args.size,
                           "seconds": args.seconds, "acks": acks, "partitions": args.partitions}  # fmt: skip
+                before = sum(_high_watermarks(c.bootstrap_servers, topic, args.partitions))
                 try:
-                    result = run_worker("produce", params, args.seconds + 120)
-                    check_errors(result, name)
+                    with LagSampler(ports) as sampler:
+                        result = run_worker("produce", params, args.seconds + 120)
+                        check_errors(result, name)
+                        if rf > 1:
+                            catch_up[name].append(
+                                _catch_up_seconds(
+                                    c.bootstrap_servers, topic, args.partitions, before + int(result["messages"])
+                                )
+                            )
                 except RunFailed as e:
                     print(f"{name}: run failed: {e}", file=sys.stderr)
                     continue
                 rates[name].append(result["messages"] / result["seconds"])
+                if rf > 1:
+                    peaks[name].append(sampler.peak)
     base = statistics.median(rates[CASES[0][0]]) if rates[CASES[0][0]] else float("nan")
     print(f"\n{args.size} B records, {args.partitions} partitions, {args.seconds:g} s runs, {args.rounds} rounds")
-    print(f"{'case':<30} {'records/s (median)':>20} {'vs RF=1 acks=1':>16}   rounds")
+    print(f"{'case':<30} {'records/s (median)':>20} {'vs RF=1 acks=1':>16} {'max lag (records)':>18}"
+          f" {'catch-up (s)':>13}   rounds")  # fmt: skip
     for name, values in rates.items():
         med = statistics.median(values) if values else float("nan")
-        print(f"{name:<30} {med:>20,.0f} {med / base:>15.2f}x   {', '.join(f'{v:,.0f}' for v in values)}")
+        lag = f"{statistics.median(peaks[name]):,.0f}" if peaks[name] else "-"
+        caught = f"{statistics.median(catch_up[name]):.3f}" if catch_up[name] else "-"
+        print(f"{name:<30} {med:>20,.0f} {med / base:>15.2f}x {lag:>18} {caught:>13}"
+              f"   {', '.join(f'{v:,.0f}' for v in values)}")  # fmt: skip
 
 
 if __name__ == "__main__":
