@@ -110,6 +110,12 @@ def test_sasl_plaintext_plain(secure_broker: rill.testing.TestBroker) -> None:
     )
     with KafkaClient(secure_broker.listener_address("SASL_PLAINTEXT"), security=security, timeout_s=20) as client:
         assert _round_trip(client, "rc-plain") == _expected("rc-plain")
+        # a broken connection: the client connects again, and the new connection authenticates
+        (old,) = client._conns.values()
+        old._sock.close()
+        assert client.latest_offsets([TopicPartition("rc-plain", 0)]) == {TopicPartition("rc-plain", 0): 10}
+        (new,) = client._conns.values()
+        assert new is not old and new.authentications == 1
 
 
 def test_sasl_ssl_scram_sha_512(secure_broker: rill.testing.TestBroker, pki: Pki) -> None:
@@ -222,3 +228,33 @@ def test_a_jks_file_given_as_the_trust_store_is_refused(tmp_path: object) -> Non
     security = ClientSecurity.from_properties({"security.protocol": "SSL", "ssl.truststore.location": str(store)})
     with pytest.raises(SecurityConfigError, match="not a PEM file"):
         security.ssl_context()
+
+
+def test_librdkafka_spellings_and_host_name_checking(pki: Pki) -> None:
+    """A --command-config written for confluent-kafka gives the same settings; an empty
+    ssl.endpoint.identification.algorithm turns the host name check off (the certificate is still checked)."""
+    librdkafka = ClientSecurity.from_properties(
+        {
+            "security.protocol": "sasl_ssl",
+            "sasl.mechanisms": "SCRAM-SHA-256",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+            "ssl.ca.location": str(pki.ca),
+            "ssl.endpoint.identification.algorithm": "none",
+        }
+    )
+    java = ClientSecurity.from_properties(
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.jaas.config": _jaas(SCRAM, "alice", "alice-secret"),
+            "ssl.truststore.location": str(pki.ca),
+            "ssl.endpoint.identification.algorithm": "",
+            "bootstrap.servers": "ignored:9092",  # not a security setting: left to the caller
+        }
+    )
+    assert librdkafka == java and "alice-secret" not in repr(java)
+    context = java.ssl_context()
+    assert context.check_hostname is False and context.verify_mode.name == "CERT_REQUIRED"
+    checked = ClientSecurity.from_properties({"security.protocol": "SSL", "ssl.truststore.location": str(pki.ca)})
+    assert checked.ssl_context().check_hostname is True
