@@ -44,12 +44,11 @@ _ALIASES = {
     "ssl.ca.location": "ssl.truststore.location",
     "ssl.certificate.location": "ssl.keystore.location",
 }
-# Settings that need nothing from this client: passwords of PEM stores (a PEM trust store has none, a PEM
-# key store's key password is ssl.key.password) and TLS versions (Python's defaults are TLS 1.2 and 1.3).
+# Settings that need nothing from this client: the password of a PEM trust store (it has none) and TLS
+# versions (Python's defaults are TLS 1.2 and 1.3).
 _IGNORED = frozenset(
     {
         "ssl.truststore.password",
-        "ssl.keystore.password",
         "ssl.protocol",
         "ssl.enabled.protocols",
     }
@@ -66,6 +65,7 @@ _KNOWN = frozenset(
         "ssl.keystore.location",
         "ssl.keystore.type",
         "ssl.key.password",
+        "ssl.keystore.password",  # the encrypted key's password when ssl.key.password is not given
         "ssl.key.location",  # librdkafka: the key file beside ssl.certificate.location
         "ssl.endpoint.identification.algorithm",
     }
@@ -143,7 +143,7 @@ class ClientSecurity:
             truststore=given.get("ssl.truststore.location") or None,
             keystore=given.get("ssl.keystore.location") or None,
             key_file=given.get("ssl.key.location") or None,
-            key_password=given.get("ssl.key.password") or None,
+            key_password=given.get("ssl.key.password") or given.get("ssl.keystore.password") or None,
             check_hostname=algorithm == "https",
         )
 
