@@ -121,7 +121,7 @@ def test_usage_errors(rill_broker, tmp_path) -> None:
     config = tmp_path / "client.properties"
     config.write_text("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n")
     res = rill(bootstrap, "list", "--command-config", str(config), ok=False)
-    assert res.returncode == 1 and "PLAINTEXT only" in res.stderr
+    assert res.returncode == 1 and "sasl.jaas.config must give the username and password for PLAIN" in res.stderr
     res = rill(bootstrap, "abort", "--topic", "t", "--partition", "0", "--producer-id", "5", ok=False)
     assert res.returncode == 2
     assert "--start-offset or all of --producer-id" in res.stderr

@@ -70,9 +70,7 @@ def test_timestamp_options_precedence_and_ending_timestamps(
     # Start: startingTimestamp > startingOffsetsByTimestamp > startingOffsets.
     assert read(startingTimestamp=at(15), startingOffsetsByTimestamp=per_partition(at(5))) == list(range(15, 20))
     assert read(startingTimestamp=at(15), startingOffsets=per_partition(2)) == list(range(15, 20))
-    assert read(startingOffsetsByTimestamp=per_partition(at(5)), startingOffsets=per_partition(8)) == list(
-        range(5, 20)
-    )
+    assert read(startingOffsetsByTimestamp=per_partition(at(5)), startingOffsets=per_partition(8)) == list(range(5, 20))
     # End (exclusive): the first offset whose timestamp is >= the time, else the latest offset.
     assert read(endingTimestamp=at(5)) == list(range(5))
     assert read(endingTimestamp=at(99)) == list(range(20))
@@ -84,9 +82,7 @@ def test_timestamp_options_precedence_and_ending_timestamps(
     assert read(startingTimestamp=at(4), endingTimestamp=at(12)) == list(range(4, 12))
 
 
-def test_a_range_deleted_whole_is_data_loss(
-    spark: Any, bootstrap: str, new_topic: Callable[..., str]
-) -> None:
+def test_a_range_deleted_whole_is_data_loss(spark: Any, bootstrap: str, new_topic: Callable[..., str]) -> None:
     topic = new_topic()
     produce(bootstrap, topic, 100, partitions=1)
     admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
@@ -131,8 +127,11 @@ def test_options_spark_refuses_are_refused(spark: Any, bootstrap: str, new_topic
         ({"startingOffset": "earliest"}, "unknown option startingoffset .*did you mean startingOffsets\\?"),
         ({"failOnDataLose": "false"}, "did you mean failOnDataLoss\\?"),
         ({"kafka.bootstrap.server": "x"}, "kafka.bootstrap.server is not supported.*did you mean kafka.bootstrap"),
-        ({"kafka.security.protocol": "SASL_SSL"}, "SASL_SSL is not supported: the rill client speaks PLAINTEXT only"),
-        ({"kafka.ssl.truststore.location": "/x"}, "truststore.location is not supported: .*PLAINTEXT only"),
+        ({"kafka.security.protocol": "SASL_SSL"}, "kafka.sasl.mechanism is required"),
+        ({"kafka.security.protocol": "TLS"}, "kafka.security.protocol TLS is not one of"),
+        ({"kafka.security.protocol": "SSL", "kafka.ssl.keystore.type": "PKCS12"}, "keystore.type PKCS12 is not"),
+        ({"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "GSSAPI"}, "mechanism GSSAPI is not"),
+        ({"kafka.ssl.truststore.certificates": "x"}, "truststore.certificates is not supported: the rill client"),
         ({"kafka.max.poll.records": "5"}, "Kafka client option kafka.max.poll.records is not supported"),
         ({"kafka.auto.offset.reset": "earliest"}, "auto.offset.reset is not supported: set .*startingOffsets"),
         ({"kafka.value.deserializer": "x"}, "value.deserializer is not supported"),

@@ -137,7 +137,7 @@ def test_write_refuses_what_spark_refuses(spark: Any, bootstrap: str, new_topic:
         ("kafka.linger.ms", "5", "Kafka client option kafka.linger.ms is not supported"),
         ("kafka.acks", "1", "kafka.acks 1 is not supported: the writer is an idempotent producer"),
         ("kafka.value.serializer", "x", "value.serializer is not supported"),
-        ("kafka.security.protocol", "SSL", "SSL is not supported: the rill client speaks PLAINTEXT only"),
+        ("kafka.ssl.keystore.type", "JKS", "kafka.ssl.keystore.type JKS is not supported"),
     ):
         with pytest.raises(Exception, match=message):
             spark.createDataFrame([("v",)], "value string").write.format("rill").option(

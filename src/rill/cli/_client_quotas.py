@@ -8,7 +8,7 @@ through DescribeClientQuotas and AlterClientQuotas (KIP-546).
     rill configs --describe --entity-type users [--entity-name alice] [--entity-type clients]
 
 ``--entity-default`` in place of ``--entity-name`` names the default of that level. The requests go over Rill's
-own client (the confluent-kafka admin client has no client quota calls), PLAINTEXT only.
+own client (the confluent-kafka admin client has no client quota calls), secured by ``--command-config``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import argparse
 import sys
 from typing import Any
 
-from rill.cli._common import EXIT_USAGE, CliError, print_json, read_properties_file
+from rill.cli._common import EXIT_USAGE, CliError, print_json
 
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
 TYPES = {"users": "user", "clients": "client-id"}
@@ -42,17 +42,18 @@ def entities(args: argparse.Namespace) -> list[tuple[str, str | None, bool]]:
 
 
 def _connection(args: argparse.Namespace) -> Any:
+    from rill.cli._client_security import rill_client_security
     from rill.client.connection import BrokerConnection, parse_bootstrap
+    from rill.client.security import AuthenticationError
     from rill.errors import KafkaError
 
-    if args.command_config:
-        protocol = read_properties_file(args.command_config).get("security.protocol", "PLAINTEXT")
-        if protocol.upper() != "PLAINTEXT":
-            raise CliError(f"client quotas are managed over PLAINTEXT only, not security.protocol={protocol}")
+    security = rill_client_security(args.command_config)
     last = ""
     for host, port in parse_bootstrap(args.bootstrap_server):
         try:
-            return BrokerConnection(host, port, client_id="rill-configs", timeout_s=args.timeout)
+            return BrokerConnection(host, port, client_id="rill-configs", timeout_s=args.timeout, security=security)
+        except AuthenticationError as e:
+            raise CliError(e.message) from None
         except (KafkaError, OSError) as e:
             last = str(e)
     raise CliError(f"cannot reach {args.bootstrap_server}: {last}")

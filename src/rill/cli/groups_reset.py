@@ -27,7 +27,6 @@ from rill.cli._common import (
     Table,
     print_json,
     print_table,
-    read_properties_file,
 )
 from rill.cli._group_admin import (
     TP,
@@ -208,14 +207,12 @@ def _write_offsets(admin: Any, group: str, plan: dict[TP, int], timeout_s: float
 
 
 def delete_offsets(args: argparse.Namespace) -> int:
+    from rill.cli._client_security import rill_client_security
     from rill.client import KafkaClient
     from rill.errors import ErrorCode, KafkaError
     from rill.protocol.api import ApiKey
 
-    if args.command_config:
-        protocol = read_properties_file(args.command_config).get("security.protocol", "PLAINTEXT")
-        if protocol.upper() != "PLAINTEXT":
-            raise CliError(f"delete-offsets speaks PLAINTEXT only, not security.protocol={protocol}")
+    security = rill_client_security(args.command_config)
     admin = admin_client(args)
     tps = topic_partitions(admin, args.topic, args.timeout)
     by_topic: dict[str, list[int]] = {}
@@ -226,7 +223,9 @@ def delete_offsets(args: argparse.Namespace) -> int:
         "topics": [{"name": t, "partitions": [{"partition_index": p} for p in ps]} for t, ps in by_topic.items()],
     }
     try:
-        with KafkaClient(args.bootstrap_server, client_id="rill-groups", timeout_s=args.timeout) as client:
+        with KafkaClient(
+            args.bootstrap_server, client_id="rill-groups", timeout_s=args.timeout, security=security
+        ) as client:
             conn = client.coordinator(args.group)
             if ApiKey.OFFSET_DELETE not in conn.api_versions:
                 raise CliError("the broker does not support OffsetDelete (Kafka 2.4 or later does)")

@@ -16,7 +16,7 @@ broker's partitions for longer than ``--max-transaction-timeout`` minutes (defau
 coordinator that includes the partition.
 
 These APIs are not in confluent-kafka's AdminClient: the command speaks the protocol with ``rill.client``, which
-has no TLS and no SASL (a ``--command-config`` asking for another ``security.protocol`` is refused).
+takes the TLS and SASL settings of ``--command-config`` (Kafka's Java client names, PEM stores).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from rill.cli._client_security import rill_client_security
 from rill.cli._common import (
     EXIT_USAGE,
     CliError,
@@ -36,7 +37,6 @@ from rill.cli._common import (
     new_parser,
     print_json,
     print_table,
-    read_properties_file,
     run_main,
     run_subcommand,
 )
@@ -56,12 +56,9 @@ DEFAULT_MAX_TRANSACTION_TIMEOUT_MIN = 15.0  # transaction.max.timeout.ms's defau
 
 
 def _client(args: argparse.Namespace) -> KafkaClient:
-    if args.command_config:
-        protocol = read_properties_file(args.command_config).get("security.protocol", "PLAINTEXT")
-        if protocol.strip().upper() != "PLAINTEXT":
-            raise CliError(f"security.protocol {protocol} is not supported: rill transactions speaks PLAINTEXT only")
+    security = rill_client_security(args.command_config)
     ensure_reachable(args.bootstrap_server, args.timeout)
-    return KafkaClient(args.bootstrap_server, client_id="rill-transactions", timeout_s=args.timeout)
+    return KafkaClient(args.bootstrap_server, client_id="rill-transactions", timeout_s=args.timeout, security=security)
 
 
 def _list(args: argparse.Namespace) -> int:

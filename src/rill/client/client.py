@@ -4,7 +4,9 @@
 Rill's tools and the Spark source need: Metadata, ListOffsets, Fetch, Produce, InitProducerId, CreateTopics,
 FindCoordinator, OffsetCommit and OffsetFetch. Every call groups its partitions by leader and sends one
 request per leader. Retriable failures (leader moved, connection broke) refresh metadata and retry until
-``timeout_s``; other errors come back per partition (``ErrorCode``) or raise ``KafkaError``.
+``timeout_s``; other errors come back per partition (``ErrorCode``) or raise ``KafkaError``. ``security``
+(``rill.client.security.ClientSecurity``) secures every connection with TLS and/or SASL; an authentication
+failure raises ``AuthenticationError`` at once, without retries.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rill.client.connection import BrokerAddress, BrokerConnection, NetworkError, parse_bootstrap
+from rill.client.security import ClientSecurity
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError
 from rill.protocol import ApiKey
@@ -68,11 +71,17 @@ class OffsetAndTimestamp:
 
 class KafkaClient:
     def __init__(
-        self, bootstrap_servers: str, *, client_id: str = "rill-client", timeout_s: float = 30.0
+        self,
+        bootstrap_servers: str,
+        *,
+        client_id: str = "rill-client",
+        timeout_s: float = 30.0,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
         self.timeout_s = timeout_s
+        self.security = security
         self._conns: dict[int, BrokerConnection] = {}
         self._bootstrap_conn: BrokerConnection | None = None
         self._metadata = ClusterMetadata({}, {})
@@ -89,7 +98,7 @@ class KafkaClient:
         for host, port in self.bootstrap:
             try:
                 self._bootstrap_conn = BrokerConnection(
-                    host, port, client_id=self.client_id, timeout_s=self.timeout_s
+                    host, port, client_id=self.client_id, timeout_s=self.timeout_s, security=self.security
                 )
                 return self._bootstrap_conn
             except NetworkError as e:
@@ -106,7 +115,9 @@ class KafkaClient:
             addr = self._metadata.brokers.get(node_id)
             if addr is None:
                 raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"unknown broker {node_id}")
-        conn = BrokerConnection(addr.host, addr.port, client_id=self.client_id, timeout_s=self.timeout_s)
+        conn = BrokerConnection(
+            addr.host, addr.port, client_id=self.client_id, timeout_s=self.timeout_s, security=self.security
+        )
         self._conns[node_id] = conn
         return conn
 
@@ -141,15 +152,11 @@ class KafkaClient:
     def cluster(self) -> ClusterMetadata:
         return self._metadata
 
-    def refresh_metadata(
-        self, topics: Iterable[str] | None, *, allow_auto_create: bool = False
-    ) -> ClusterMetadata:
+    def refresh_metadata(self, topics: Iterable[str] | None, *, allow_auto_create: bool = False) -> ClusterMetadata:
         """Metadata for ``topics`` (all topics when None); merged into the cache and returned."""
         conn = self._any_connection()
         names = None if topics is None else [{"name": t} for t in topics]
-        _, body = conn.request(
-            ApiKey.METADATA, {"topics": names, "allow_auto_topic_creation": allow_auto_create}
-        )
+        _, body = conn.request(ApiKey.METADATA, {"topics": names, "allow_auto_topic_creation": allow_auto_create})
         brokers = {b["node_id"]: BrokerAddress(b["node_id"], b["host"], b["port"]) for b in body["brokers"]}
         fresh: dict[str, TopicMetadata] = {}
         for t in body["topics"]:
@@ -410,9 +417,7 @@ class KafkaClient:
         )
         err = ErrorCode(body["topics"][0]["error_code"])
         if err not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            raise KafkaError(
-                err, f"CreateTopics {name}: {body['topics'][0].get('error_message') or err.name}"
-            )
+            raise KafkaError(err, f"CreateTopics {name}: {body['topics'][0].get('error_message') or err.name}")
         for _ in self._retrying(f"waiting for topic {name}"):
             t = self.refresh_metadata([name]).topics.get(name)
             if (
@@ -429,9 +434,7 @@ class KafkaClient:
     def coordinator(self, group_id: str, key_type: int = 0) -> BrokerConnection:
         """A connection to the coordinator of a group (``key_type`` 0) or of a transactional id (1)."""
         for _ in self._retrying(f"FindCoordinator {group_id}"):
-            _, body = self._any_connection().request(
-                ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": key_type}
-            )
+            _, body = self._any_connection().request(ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": key_type})
             err = ErrorCode(body["error_code"])
             if err == ErrorCode.NONE:
                 node = int(body["node_id"])
@@ -442,9 +445,7 @@ class KafkaClient:
                 raise KafkaError(err, f"FindCoordinator {group_id}: {err.name}")
         raise AssertionError("unreachable")
 
-    def commit_offsets(
-        self, group_id: str, offsets: Mapping[TopicPartition, int], metadata: str = ""
-    ) -> None:
+    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int], metadata: str = "") -> None:
         """Commit offsets for a group without joining it (generation -1, like Kafka's admin tools)."""
         topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for tp, off in offsets.items():
@@ -460,9 +461,7 @@ class KafkaClient:
         }
         for _ in self._retrying(f"OffsetCommit {group_id}"):
             _, body = self.coordinator(group_id).request(ApiKey.OFFSET_COMMIT, request)
-            errors = {ErrorCode(p["error_code"]) for t in body["topics"] for p in t["partitions"]} - {
-                ErrorCode.NONE
-            }
+            errors = {ErrorCode(p["error_code"]) for t in body["topics"] for p in t["partitions"]} - {ErrorCode.NONE}
             if not errors:
                 return
             fatal = [e for e in errors if not e.retriable]

@@ -3,7 +3,9 @@
 Spark hands options over lowercased, so names are compared case-insensitively and messages give them in
 their documented spelling. An unknown name (a typo such as ``startingOffset``) is refused with the nearest
 known name; options of Spark's Kafka source that Rill cannot honour are refused with the reason, as are
-``kafka.*`` client options the Rill client does not implement (it speaks PLAINTEXT only: no TLS, no SASL).
+``kafka.*`` client options the Rill client does not implement. The TLS and SASL options (``kafka.security.protocol``,
+``kafka.sasl.*``, ``kafka.ssl.*``: PEM stores, PLAIN and SCRAM) are Kafka's client settings behind the ``kafka.``
+prefix, read by ``rill.client.security`` (which refuses JKS/PKCS12 stores, GSSAPI and OAUTHBEARER by name).
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ from __future__ import annotations
 import difflib
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from rill.client.security import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +31,14 @@ COMMON = (
     "kafka.client.id",
     "kafka.request.timeout.ms",
     "kafka.security.protocol",
+    "kafka.sasl.mechanism",
+    "kafka.sasl.jaas.config",
+    "kafka.ssl.truststore.location",
+    "kafka.ssl.truststore.type",
+    "kafka.ssl.keystore.location",
+    "kafka.ssl.keystore.type",
+    "kafka.ssl.key.password",
+    "kafka.ssl.endpoint.identification.algorithm",
 )
 READ = (
     *COMMON,
@@ -75,8 +88,9 @@ WRITE = (
 )
 STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
 
-PLAINTEXT = "PLAINTEXT"
-_PLAINTEXT_ONLY = "the rill client speaks PLAINTEXT only (no TLS, no SASL)"
+_SECURITY_LIMITS = (
+    "the rill client takes PEM trust and key stores and the SASL mechanisms PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"
+)
 
 # Kafka client options Spark's Kafka source and sink refuse, with the reason.
 REFUSED = {
@@ -123,7 +137,7 @@ def check_option_names(options: Mapping[str, str], mode: Mode) -> None:
         if key in REFUSED:
             raise OptionError(REFUSED[key])
         if key.startswith(("kafka.ssl.", "kafka.sasl.")):
-            raise OptionError(f"option {raw_key} is not supported: {_PLAINTEXT_ONLY}")
+            raise OptionError(f"option {raw_key} is not supported: {_SECURITY_LIMITS}")
         if key in other:
             raise OptionError(
                 f"option {other[key]} is for {_OTHER[mode]}; the rill source does not take it when {_ING[mode]}"
@@ -139,9 +153,6 @@ def check_option_names(options: Mapping[str, str], mode: Mode) -> None:
         if not hint:
             hint = " (options: " + ", ".join(sorted(own.values(), key=str.lower)) + ")"
         raise OptionError(f"unknown option {raw_key} for the rill source{hint}")
-    protocol = options.get("kafka.security.protocol")
-    if protocol is not None and protocol.strip().upper() != PLAINTEXT:
-        raise OptionError(f"kafka.security.protocol {protocol} is not supported: {_PLAINTEXT_ONLY}")
     if mode == "write":
         acks = options.get("kafka.acks")
         if acks is not None and acks.strip().lower() not in ("all", "-1"):
@@ -155,3 +166,24 @@ def warn_stream_only(options: Mapping[str, str]) -> None:
     for name in STREAM_ONLY:
         if name.lower() in options:
             log.warning("%s option ignored in batch queries", name)
+
+
+def client_security(options: Mapping[str, str]) -> ClientSecurity | None:
+    """The ``kafka.``-prefixed security options (lowercased names) as the client's settings; None when none
+    is given. A setting the client cannot use is refused by its option name."""
+    from rill.client.security import ClientSecurity, SecurityConfigError
+    from rill.spark.options import OptionError
+
+    props = {k[len("kafka.") :]: v for k, v in options.items() if k.startswith(("kafka.ssl.", "kafka.sasl."))}
+    if "kafka.security.protocol" in options:
+        props["security.protocol"] = options["kafka.security.protocol"]
+    if not props:
+        return None
+    try:
+        security = ClientSecurity.from_properties(props)
+        if security.uses_tls:
+            security.ssl_context()
+    except SecurityConfigError as e:
+        text = str(e)
+        raise OptionError(f"kafka.{text}" if text.startswith(("ssl.", "sasl.", "security.")) else text) from None
+    return security

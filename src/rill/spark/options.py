@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from rill.client.client import KafkaClient
+from rill.client.security import ClientSecurity
 from rill.common import TopicPartition
-from rill.spark.option_names import check_option_names
+from rill.spark.option_names import check_option_names, client_security
 from rill.spark.typed import TypedError, TypedOptions, parse_typed
 
 EARLIEST = -2
@@ -175,6 +176,8 @@ class SourceOptions:
     # valueFormat / keyFormat=avro: decode through the schema registry (rill.spark.typed); the reader
     # schemas are filled in on the driver (SourceOptions.resolve_typed) before Spark pickles the reader.
     typed: TypedOptions | None = None
+    # kafka.security.protocol, kafka.sasl.*, kafka.ssl.*: TLS and SASL of every connection (rill.client.security)
+    security: ClientSecurity | None = None
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, for_write: bool = False) -> SourceOptions:
@@ -249,6 +252,7 @@ class SourceOptions:
             transactional_id_prefix=_transactional_id_prefix(options),
             transaction_timeout_ms=_positive(options, "kafka.transaction.timeout.ms") or DEFAULT_TRANSACTION_TIMEOUT_MS,
             typed=typed,
+            security=client_security(options),
         )
         if not for_write:
             opts._check_offset_options()
@@ -303,6 +307,7 @@ class SourceOptions:
             self.bootstrap_servers,
             client_id=self.client_id or client_id,
             timeout_s=self.request_timeout_ms / 1000,
+            security=self.security,
         )
 
     def named_topics(self) -> list[str]:
