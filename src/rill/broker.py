@@ -201,11 +201,13 @@ class Broker:
     def _join_cluster(self) -> None:
         """In a cluster: followers fetch from their leaders, leaders keep their ISR, and a lost ZooKeeper
         session ends this broker's leadership at once."""
+        from rill.replica.read_replica import replica_selector
         from rill.replica.replica_fetcher import ReplicaFetcherManager
 
         rm, store = self.replica_manager, self.metadata
         assert rm is not None and store is not None
-        rm.fetchers = ReplicaFetcherManager(self.node_id, self.config)
+        rm.replica_selector = replica_selector(self.config.get("replica.selector.class"))
+        rm.fetchers = ReplicaFetcherManager(self.node_id, self.config, rm.fetch_purgatory.check_and_complete)
         rm.update_fetchers()
         store.on_session_change = rm.on_session_change  # type: ignore[attr-defined]
         lag_ms = int(self.config.get("replica.lag.time.max.ms"))

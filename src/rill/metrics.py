@@ -15,7 +15,9 @@ Two kinds of metric live here:
 Metric (labels) and the Kafka metric it mirrors:
 
 - ``kafka_server_brokertopicmetrics_bytesin_total`` (topic): BrokerTopicMetrics BytesInPerSec
-- ``kafka_server_brokertopicmetrics_bytesout_total`` (topic): BrokerTopicMetrics BytesOutPerSec
+- ``kafka_server_brokertopicmetrics_bytesout_total`` (topic): BrokerTopicMetrics BytesOutPerSec (to consumers)
+- ``kafka_server_brokertopicmetrics_replicationbytesout_total``: BrokerTopicMetrics ReplicationBytesOutPerSec
+  (to followers)
 - ``kafka_server_brokertopicmetrics_messagesin_total`` (topic): BrokerTopicMetrics MessagesInPerSec
 - ``kafka_network_requestmetrics_requests_total`` (request): RequestMetrics RequestsPerSec
 - ``kafka_network_requestmetrics_errors_total`` (request, error): RequestMetrics ErrorsPerSec, errors only
@@ -198,6 +200,7 @@ class BrokerMetrics:
         self._requests: dict[str, _RequestTally] = {}
         self._by_label: dict[str, _RequestTally] = {}
         self._topics: dict[str, _TopicTally] = {}
+        self._replication_bytes_out = 0
         self._connection_count = 0
         self._partition_source: PartitionSource | None = None
         self._group_source: GroupSource | None = None
@@ -246,7 +249,12 @@ class BrokerMetrics:
         tally.bytes_in += nbytes
         tally.messages_in += messages
 
-    def on_fetch(self, topic: str, nbytes: int) -> None:
+    def on_fetch(self, topic: str, nbytes: int, *, replication: bool = False) -> None:
+        """Bytes of ``topic`` sent to a consumer, or (``replication``) to a follower, counted apart as Kafka
+        does."""
+        if replication:
+            self._replication_bytes_out += nbytes
+            return
         tally = self._topics.get(topic)
         if tally is None:
             tally = self._topics[topic] = _TopicTally()
@@ -503,13 +511,15 @@ class _Collector:
     def _topic_families(self) -> Iterator[Any]:
         prefix = "kafka_server_brokertopicmetrics_"
         bytes_in = CounterMetricFamily(prefix + "bytesin", "Bytes appended by producers.", labels=["topic"])
-        bytes_out = CounterMetricFamily(prefix + "bytesout", "Bytes sent to fetchers.", labels=["topic"])
+        bytes_out = CounterMetricFamily(prefix + "bytesout", "Bytes sent to consumers.", labels=["topic"])
         messages_in = CounterMetricFamily(prefix + "messagesin", "Records appended.", labels=["topic"])
         for topic, tally in list(self._m._topics.items()):
             bytes_in.add_metric([topic], tally.bytes_in)
             bytes_out.add_metric([topic], tally.bytes_out)
             messages_in.add_metric([topic], tally.messages_in)
         yield from (bytes_in, bytes_out, messages_in)
+        yield CounterMetricFamily(prefix + "replicationbytesout", "Bytes sent to followers.",
+                                  value=self._m._replication_bytes_out)  # fmt: skip
 
     def _request_families(self) -> Iterator[Any]:
         prefix = "kafka_network_requestmetrics_"

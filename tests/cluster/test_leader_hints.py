@@ -1,5 +1,6 @@
-"""KIP-951: a Produce or Fetch sent to a broker that does not lead the partition is answered
-NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint, so that a client moves at once."""
+"""KIP-951: a Produce sent to a broker that does not lead the partition, or a Fetch sent to one that holds no
+replica of it, is answered NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint, so that a client moves
+at once. (A consumer's Fetch v11+ to an in-sync follower is served there: KIP-392, test_fetch_from_follower.)"""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ def test_not_leader_answers_name_the_leader() -> None:
         admin.create_topics([NewTopic("hints", 1, 3)])["hints"].result(30)
         leader = c.leader("hints", 0)
         other = next(b for b in c.brokers if b != leader)
+        admin.create_topics([NewTopic("hints-one", 1, replica_assignment=[[leader]])])["hints-one"].result(30)
         w = Wire(c.broker(other).bootstrap_servers)
         try:
             batch = build_batch([Record(0, 0, None, b"v", [])])
@@ -35,9 +37,11 @@ def test_not_leader_answers_name_the_leader() -> None:
             assert resp["node_endpoints"][0]["port"] == int(c.broker(leader).bootstrap_servers.rsplit(":", 1)[1])
 
             fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
-                     "session_id": 0, "session_epoch": -1, "topics": [{"topic": "hints", "partitions": [
+                     "session_id": 0, "session_epoch": -1, "topics": [{"topic": "hints-one", "partitions": [
                          {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
                           "partition_max_bytes": 1 << 20}]}], "forgotten_topics_data": [], "rack_id": ""}  # fmt: skip
+            c.wait_for(lambda: w.call(ApiKey.FETCH, 12, fetch)["responses"][0]["partitions"][0]["current_leader"]
+                       ["leader_id"] >= 0, 30, "the broker's metadata naming the new topic's leader")  # fmt: skip
             resp = w.call(ApiKey.FETCH, 12, fetch)
             (fp,) = resp["responses"][0]["partitions"]
             assert fp["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -15,6 +15,13 @@ A consumer with a ``consumer_byte_rate`` quota asks for no more than its quota a
 ``quota.window.num - 1`` windows), and its response's size is measured against the quota: a response that would
 take it over is not sent; the fetch is answered empty, with the throttle time (Kafka's throttled response), and
 its bytes are not counted. Followers are never held to client quotas.
+
+Fetch from the closest replica (KIP-392): a consumer's fetch of v11+ carries client metadata (its ``rack_id``,
+the consumer's ``client.rack``). A follower in the ISR serves it up to its high watermark; the leader, with
+``replica.selector.class`` set, answers a partition that a replica in the consumer's rack should serve with no
+records and that replica as ``preferred_read_replica``, at once (rill.replica.read_replica). A follower's fetch
+waiting for data is answered as soon as the high watermark moves past the one it was last sent, so followers
+serve what is committed promptly.
 """
 
 from __future__ import annotations
@@ -22,7 +29,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rill.api._authorized import AclOperation, ResourceType, authorize, authorize_cluster
 from rill.api._quotas import QUOTA_BYTES, quota_client_id, quota_user
@@ -32,6 +41,9 @@ from rill.api.registry import Body, handler
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError
 from rill.protocol import ApiKey
+
+if TYPE_CHECKING:
+    from rill.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +55,7 @@ class _Wanted:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int
+    log_start_offset: int
     denied: bool = False  # the caller may not read the topic (or, a follower, act for the cluster)
 
 
@@ -54,11 +67,16 @@ def _report_follower_positions(ctx: RequestContext, replica_id: int, wanted: lis
         for w in topic:
             if w.tp is not None and not w.denied:
                 with contextlib.suppress(KafkaError):
-                    rm.update_follower_fetch_state(w.tp, replica_id, w.fetch_offset)
+                    rm.update_follower_fetch_state(w.tp, replica_id, w.fetch_offset, w.log_start_offset)
 
 
 def _read_all(
-    ctx: RequestContext, wanted: list[list[_Wanted]], max_bytes: int, committed_only: bool, isolation_level: int
+    ctx: RequestContext,
+    wanted: list[list[_Wanted]],
+    max_bytes: int,
+    committed_only: bool,
+    isolation_level: int,
+    client_rack: str | None,
 ) -> tuple[list[list[Body]], int]:
     rm = ctx.services.replica_manager
     used = 0
@@ -82,6 +100,7 @@ def _read_all(
                 min_one_batch=used == 0,
                 committed_only=committed_only,
                 isolation_level=isolation_level,
+                client_rack=client_rack,
             )
             used += read.size
             aborted = None
@@ -95,13 +114,29 @@ def _read_all(
                     "last_stable_offset": read.last_stable_offset,
                     "log_start_offset": read.log_start_offset,
                     "aborted_transactions": aborted,
-                    "preferred_read_replica": -1,
+                    "preferred_read_replica": read.preferred_read_replica,
                     "records": read.regions if read.regions else b"",
                     "_size": read.size,
                 }
             )
         out.append(parts)
     return out, used
+
+
+def _answered(wanted: list[list[_Wanted]], parts: list[list[Body]]) -> Iterator[tuple[TopicPartition, int]]:
+    """The partitions read without an error, each with the high watermark of its response."""
+    for ws, ps in zip(wanted, parts, strict=True):
+        for w, p in zip(ws, ps, strict=True):
+            if w.tp is not None and not p["error_code"]:
+                yield w.tp, p["high_watermark"]
+
+
+def _high_watermark_moved(rm: ReplicaManager, replica_id: int, wanted: list[list[_Wanted]],
+                          parts: list[list[Body]]) -> bool:  # fmt: skip
+    """Whether a follower's fetch should be answered now, without data: a partition's high watermark is above
+    the one last sent to that follower (Kafka answers such a fetch at once, so a follower serving consumers knows
+    what is committed)."""
+    return any(rm.follower_needs_high_watermark(tp, replica_id, hw) for tp, hw in _answered(wanted, parts))
 
 
 def _partition_error(partition: int, code: ErrorCode) -> Body:
@@ -159,6 +194,7 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
                     p["fetch_offset"],
                     p["partition_max_bytes"],
                     p.get("current_leader_epoch", -1),
+                    p.get("log_start_offset", -1),
                     denied,
                 )
                 for p in t["partitions"]
@@ -168,6 +204,8 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
     min_bytes = request["min_bytes"]
     committed_only = replica_id < 0
     isolation_level = request.get("isolation_level", 0) if committed_only else 0
+    # KIP-392: client metadata (v11+) lets a follower serve a consumer, and the leader consult its replica selector
+    client_rack = (request.get("rack_id") or "") if committed_only and ctx.api_version >= 11 else None
     quotas = ctx.services.quotas
     fetch_quota = quotas.fetch if quotas is not None and committed_only and quotas.fetch.enabled else None
     if committed_only:  # a consumer: the broker's fetch.max.bytes caps what it asks for
@@ -182,12 +220,18 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
     watch = [w.tp for ws in wanted for w in ws if w.tp is not None and not w.denied]
     rm = ctx.services.replica_manager
     while True:
-        parts, used = _read_all(ctx, wanted, max_bytes, committed_only, isolation_level)
-        has_error = any(p["error_code"] for ps in parts for p in ps)
+        parts, used = _read_all(ctx, wanted, max_bytes, committed_only, isolation_level, client_rack)
+        # an error, or a partition sent to another replica, answers at once
+        has_error = any(p["error_code"] or p["preferred_read_replica"] >= 0 for ps in parts for p in ps)
         remaining = deadline - time.monotonic()
         if used >= min_bytes or has_error or remaining <= 0 or not watch:
             break
+        if not committed_only and _high_watermark_moved(rm, replica_id, wanted, parts):
+            break
         await rm.wait_for_appends(watch, remaining)
+    if not committed_only:
+        for tp, hw in _answered(wanted, parts):
+            rm.high_watermark_sent(tp, replica_id, hw)
     if fetch_quota is not None:
         size = _response_size(names, parts)
         throttle = fetch_quota.record_and_get_throttle_ms(user, client_id, size)
@@ -204,7 +248,7 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
             size = p.pop("_size")
             if metrics is not None:
                 if size:
-                    metrics.on_fetch(name, size)
+                    metrics.on_fetch(name, size, replication=not committed_only)
                 if p["error_code"]:
                     metrics.on_error("FETCH", p["error_code"])
         responses.append({"topic": name, "topic_id": topic_id, "partitions": ps})

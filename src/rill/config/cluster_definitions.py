@@ -12,8 +12,14 @@ from rill.config.config_def import (
     B,
     S,
     at_least,
+    one_of,
 )
 from rill.config.definitions import BROKER_CONFIGS
+
+# Kafka's ReplicaSelector implementations, the values replica.selector.class takes (rill.replica.read_replica).
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+LEADER_SELECTOR = "org.apache.kafka.common.replica.LeaderSelector"
+REPLICA_SELECTOR_CLASSES = (LEADER_SELECTOR, RACK_AWARE_REPLICA_SELECTOR)
 
 _nonneg = at_least(0)
 _dyn = {"dynamic": True}
@@ -56,7 +62,20 @@ for _args, _opts in [
         ),
         {},
     ),
-    (("broker.rack", S, None, "The rack of this broker (replica placement).", None, MEDIUM), {}),
+    (("broker.rack", S, None, "The rack of this broker (replica placement, fetch from follower).", None, MEDIUM), {}),
+    (
+        (
+            "replica.selector.class",
+            S,
+            None,
+            "Which replica a consumer reads from (KIP-392): unset or org.apache.kafka.common.replica.LeaderSelector, "
+            "the leader; org.apache.kafka.common.replica.RackAwareReplicaSelector, an in-sync replica in the "
+            "consumer's rack (client.rack) when the leader is not in it.",
+            one_of("", *REPLICA_SELECTOR_CLASSES),
+            MEDIUM,
+        ),
+        {},
+    ),
     (("controlled.shutdown.enable", B, "true", "Move leadership off a stopping broker first.", None, MEDIUM), {}),
     (
         (

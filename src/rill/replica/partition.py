@@ -48,12 +48,16 @@ PRODUCER_COMPRESSION = TopicCompression()  # keep what each producer sent
 
 @dataclass(slots=True)
 class ReplicaState:
-    """What the leader knows of one follower: its log end offset as its last fetch reported it, when that was,
-    and the last time it was caught up (had fetched up to the leader's log end offset), as Kafka's Replica."""
+    """What the leader knows of one follower: its log end offset and log start offset as its last fetch reported
+    them, when that was, the last time it was caught up (had fetched up to the leader's log end offset), as
+    Kafka's Replica, and the high watermark last sent to it (a fetch waiting for data ends early when the high
+    watermark has moved past it, so the follower, which may serve consumers, learns it promptly)."""
 
     log_end_offset: int = -1
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    log_start_offset: int = -1
+    last_sent_high_watermark: int = -1
 
 
 class Partition:
@@ -141,7 +145,9 @@ class Partition:
 
     # -- followers (as leader) ---------------------------------------------------------------------------
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+    def update_follower_fetch_state(
+        self, replica_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = -1
+    ) -> bool:
         """A follower fetched from ``fetch_offset``: it has everything below it. Returns True when the high
         watermark moved. Raises NOT_LEADER_OR_FOLLOWER for a broker that is not a replica of this partition."""
         follower = self.followers.get(replica_id)
@@ -150,6 +156,7 @@ class Partition:
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {replica_id} is not a follower of {self.tp} here"
             )
         follower.log_end_offset = fetch_offset
+        follower.log_start_offset = log_start_offset
         follower.last_fetch_ms = now_ms
         if fetch_offset >= self.log.log_end_offset:
             follower.last_caught_up_ms = now_ms

@@ -10,7 +10,8 @@ the follower then cuts at the smaller of the two ends of that epoch (the leader'
 again until the leader knows the epoch it asks about. Then it fetches from its log end offset as replica
 ``node.id`` (the leader counts that offset as this replica's position, which moves the high watermark),
 appends what comes back as follower (offsets and leader epochs as the leader wrote them), and takes the
-leader's high watermark.
+leader's high watermark (``on_progress`` is told of the partition when its records or high watermark moved, which
+wakes the consumers a follower serves, KIP-392).
 A leader that answers NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH is left alone until the metadata names the
 new leader; a fetcher whose leader is unreachable retries after ``replica.fetch.backoff.ms``.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rill.cluster.channel import NetworkClient
@@ -45,8 +46,9 @@ class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader, in one loop."""
 
     def __init__(self, node_id: int, leader: int, client: NetworkClient, *, max_bytes: int, wait_ms: int,
-                 backoff_ms: int) -> None:  # fmt: skip
+                 backoff_ms: int, on_progress: Callable[[TopicPartition], None] | None = None) -> None:  # fmt: skip
         self.node_id = node_id
+        self._on_progress = on_progress
         self.leader = leader
         self._client = client
         self._max_bytes = max_bytes
@@ -182,6 +184,7 @@ class ReplicaFetcher:
             log.debug("Fetch of %s from %d: %s", tp, self.leader, code.name)
             return
         records = p.get("records")
+        before = (plog.log_end_offset, plog.high_watermark)
         if isinstance(records, (bytes, bytearray, memoryview)) and len(records):
             plog.append_as_follower(records)
         hw = int(p["high_watermark"])  # type: ignore[call-overload]
@@ -190,14 +193,18 @@ class ReplicaFetcher:
         if start > plog.log_start_offset:
             plog.maybe_increment_log_start_offset(min(start, plog.high_watermark))
         self.lag[tp] = max(0, hw - plog.log_end_offset)
+        if self._on_progress is not None and (plog.log_end_offset, plog.high_watermark) != before:
+            self._on_progress(tp)
 
 
 class ReplicaFetcherManager:
     """The fetchers of a broker, one per leader it follows partitions of."""
 
-    def __init__(self, node_id: int, config: object) -> None:
+    def __init__(self, node_id: int, config: object,
+                 on_progress: Callable[[TopicPartition], None] | None = None) -> None:  # fmt: skip
         get = config.get  # type: ignore[attr-defined]
         self.node_id = node_id
+        self._on_progress = on_progress
         self._client = NetworkClient(client_config(f"broker-{node_id}-fetcher", config))
         self._max_bytes = int(get("replica.fetch.max.bytes"))
         self._wait_ms = int(get("replica.fetch.wait.max.ms"))
@@ -218,7 +225,7 @@ class ReplicaFetcherManager:
                 if fetcher is None:
                     fetcher = self._fetchers[leader] = ReplicaFetcher(
                         self.node_id, leader, self._client, max_bytes=self._max_bytes, wait_ms=self._wait_ms,
-                        backoff_ms=self._backoff_ms,
+                        backoff_ms=self._backoff_ms, on_progress=self._on_progress,
                     )  # fmt: skip
                 fetcher.add(partition)
         for leader, fetcher in self._fetchers.items():

@@ -10,6 +10,12 @@ marker listeners (the group coordinator materialises or drops pending transactio
 ``txn_verifier``, when set, is asked before a transactional batch opens a transaction on a partition
 (KIP-890); ``read`` with ``isolation_level`` 1 (read_committed) stops at the last stable offset and lists the
 aborted transactions in the data returned.
+
+Fetch from the closest replica (KIP-392, ``rill.replica.read_replica``): with a ``replica_selector``, the leader
+answers a consumer in another replica's rack with that replica as the preferred read replica; a follower in the
+ISR serves a consumer fetch that carries client metadata (Fetch v11+) up to its high watermark, which it learns
+from its fetches (the leader answers a follower's fetch at once when the high watermark moved past the one it
+last sent it).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from rill.metadata.store import MetadataDelta, MetadataStore, PartitionState, To
 from rill.records.batch import BATCH_HEADER_SIZE, parse_header
 from rill.replica.partition import Partition, TopicCompression
 from rill.replica.purgatory import DelayedOperationPurgatory
+from rill.replica.read_replica import ReplicaSelector, preferred_read_replica
 from rill.replica.replica_fetcher import ReplicaFetcherManager
 
 # Kafka's request.timeout.ms default: how long a marker append waits for the high watermark to pass it.
@@ -65,6 +72,7 @@ class PartitionRead:
     regions: list[FileRegion]
     size: int
     aborted_transactions: list[tuple[int, int]] | None = None  # (producer id, first offset), read_committed
+    preferred_read_replica: int = -1  # KIP-392: the replica the consumer should read from instead (no records)
 
 
 class ReplicaManager:
@@ -92,6 +100,8 @@ class ReplicaManager:
         # KIP-890 part 1: asked before a transactional batch opens a transaction on a partition; set by the
         # transaction coordinator; None = no verification.
         self.txn_verifier: TxnVerifier | None = None
+        # KIP-392: consulted for consumers' fetches as leader (replica.selector.class); None = the leader serves.
+        self.replica_selector: ReplicaSelector | None = None
         metadata.add_listener(self.on_metadata_delta)
 
     # -- following the metadata --------------------------------------------------------------------------
@@ -429,15 +439,30 @@ class ReplicaManager:
                 return ErrorCode.REQUEST_TIMED_OUT
             await self.produce_purgatory.wait([tp], remaining)
 
-    def update_follower_fetch_state(self, tp: TopicPartition, replica_id: int, fetch_offset: int) -> None:
-        """A follower's fetch reports its log end offset; a high watermark that moves wakes the produces
-        waiting for it and the consumers reading below it."""
+    def update_follower_fetch_state(
+        self, tp: TopicPartition, replica_id: int, fetch_offset: int, log_start_offset: int = -1
+    ) -> None:
+        """A follower's fetch reports its log end offset (and log start offset); a high watermark that moves
+        wakes the produces waiting for it and the fetches reading below it."""
         partition = self.leader_partition(tp)
-        if partition.update_follower_fetch_state(replica_id, fetch_offset, int(time.time() * 1000)):
+        now_ms = int(time.time() * 1000)
+        if partition.update_follower_fetch_state(replica_id, fetch_offset, now_ms, log_start_offset):
             self.produce_purgatory.check_and_complete(tp)
             self.fetch_purgatory.check_and_complete(tp)
         if replica_id not in partition.state.isr and partition.catching_up_replicas():
             self._expanding = asyncio.ensure_future(self.maybe_expand_isr(tp))
+
+    def follower_needs_high_watermark(self, tp: TopicPartition, replica_id: int, high_watermark: int) -> bool:
+        """Whether ``high_watermark`` is above the one last sent to follower ``replica_id``."""
+        partition = self._partitions.get(tp)
+        follower = partition.followers.get(replica_id) if partition is not None else None
+        return follower is not None and follower.last_sent_high_watermark < high_watermark
+
+    def high_watermark_sent(self, tp: TopicPartition, replica_id: int, high_watermark: int) -> None:
+        partition = self._partitions.get(tp)
+        follower = partition.followers.get(replica_id) if partition is not None else None
+        if follower is not None:
+            follower.last_sent_high_watermark = high_watermark
 
     # -- fetch -------------------------------------------------------------------------------------------
 
@@ -451,14 +476,88 @@ class ReplicaManager:
         min_one_batch: bool = True,
         committed_only: bool = True,
         isolation_level: int = 0,
+        client_rack: str | None = None,
     ) -> PartitionRead:
         """Read one partition for a consumer (up to the high watermark; with ``isolation_level`` 1, up to the
-        last stable offset, with the aborted transactions in range) or a replica (up to the log end)."""
+        last stable offset, with the aborted transactions in range) or a replica (up to the log end).
+
+        ``client_rack`` is a consumer's rack when its fetch carries client metadata (Fetch v11+; "" without a
+        rack), None otherwise. With it, a follower in the ISR serves the read (``_read_as_follower``), and the
+        leader, when a replica selector is set, may answer with a preferred read replica instead of records."""
+        partition = self._partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            return self._read_not_as_leader(
+                tp, partition, fetch_offset, max_bytes, current_leader_epoch, min_one_batch, committed_only,
+                isolation_level, client_rack,
+            )  # fmt: skip
         try:
-            partition = self.leader_partition(tp)
             partition.check_leader_epoch(current_leader_epoch)
         except KafkaError as e:
             return PartitionRead(e.code, -1, -1, -1, [], 0)
+        if client_rack and self.replica_selector is not None:
+            racks = {b.node_id: b.rack for b in self.metadata.brokers()}
+            now_ms = int(time.time() * 1000)
+            preferred = preferred_read_replica(self.replica_selector, partition, client_rack, fetch_offset, racks,
+                                               now_ms)  # fmt: skip
+            if preferred >= 0:  # as Kafka: no records, the consumer reads them from that replica
+                return PartitionRead(ErrorCode.NO_ERROR, partition.high_watermark, partition.last_stable_offset,
+                                     partition.log_start_offset, [], 0, None, preferred)  # fmt: skip
+        return self._read_local(partition, fetch_offset, max_bytes, min_one_batch, committed_only, isolation_level)
+
+    def _read_not_as_leader(
+        self,
+        tp: TopicPartition,
+        partition: Partition | None,
+        fetch_offset: int,
+        max_bytes: int,
+        current_leader_epoch: int,
+        min_one_batch: bool,
+        committed_only: bool,
+        isolation_level: int,
+        client_rack: str | None,
+    ) -> PartitionRead:
+        """A read on a broker that does not lead the partition: a consumer's fetch with client metadata is
+        served by a follower in the ISR; anything else answers NOT_LEADER_OR_FOLLOWER (a consumer's also when this
+        broker holds no replica of a partition the cluster has, as Kafka answers), or UNKNOWN_TOPIC_OR_PARTITION."""
+        if partition is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            topic = self.metadata.topic(tp.topic) if committed_only else None
+            if topic is not None and tp.partition < len(topic.partitions):
+                code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return PartitionRead(code, -1, -1, -1, [], 0)
+        if client_rack is None:
+            return PartitionRead(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, [], 0)
+        try:
+            partition.check_leader_epoch(current_leader_epoch)
+        except KafkaError as e:
+            return PartitionRead(e.code, -1, -1, -1, [], 0)
+        return self._read_as_follower(partition, fetch_offset, max_bytes, min_one_batch, isolation_level)
+
+    def _read_as_follower(
+        self, partition: Partition, fetch_offset: int, max_bytes: int, min_one_batch: bool, isolation_level: int
+    ) -> PartitionRead:
+        """A consumer's read from a follower (KIP-392): only from a follower in the ISR of a partition with a
+        leader, and never beyond its high watermark (read_committed: its last stable offset). An offset above the
+        high watermark that the log holds answers OFFSET_NOT_AVAILABLE (the consumer retries: the high watermark
+        it knows from the leader is ahead of this replica's), one outside the log OFFSET_OUT_OF_RANGE."""
+        state = partition.state
+        if state.leader < 0 or self.node_id not in state.isr:
+            return PartitionRead(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, -1, [], 0)
+        hw = partition.high_watermark
+        if hw < fetch_offset <= partition.log_end_offset:
+            return PartitionRead(ErrorCode.OFFSET_NOT_AVAILABLE, hw, partition.last_stable_offset,
+                                 partition.log_start_offset, [], 0)  # fmt: skip
+        return self._read_local(partition, fetch_offset, max_bytes, min_one_batch, True, isolation_level)
+
+    def _read_local(
+        self,
+        partition: Partition,
+        fetch_offset: int,
+        max_bytes: int,
+        min_one_batch: bool,
+        committed_only: bool,
+        isolation_level: int,
+    ) -> PartitionRead:
         hw = partition.high_watermark
         try:
             if committed_only and isolation_level == READ_COMMITTED:
