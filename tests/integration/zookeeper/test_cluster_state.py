@@ -14,6 +14,7 @@ from confluent_kafka import KafkaError as CKError
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kafka.admin import KafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
+from tests.integration.broker._wire import Wire
 
 from rill.cluster.channel import NetworkClient, NetworkClientConfig
 from rill.errors import ErrorCode
@@ -182,8 +183,9 @@ def test_replication_metrics_follow_a_dead_follower_a_dead_leader_and_the_contro
 
         # The controller dies: another broker takes the role, and counts the election of the new leaders of
         # the partitions the dead one led.
-        _create(admin, NewTopic("moved", 1, replica_assignment=[[controller, *(b for b in c.brokers
-                                                                                 if b != controller)]]))
+        _create(
+            admin, NewTopic("moved", 1, replica_assignment=[[controller, *(b for b in c.brokers if b != controller)]])
+        )
         c.wait_for(lambda: c.leader("moved", 0) == controller and len(c.isr("moved", 0)) == 3)
         c.kill(controller)
         c.wait_for(lambda: c.controller() not in (-1, controller), 30, "a new controller")
@@ -305,6 +307,18 @@ def test_a_partition_created_while_its_only_replica_shuts_down_gets_a_leader_whe
         leaving, other = (b for b in c.brokers if b != controller)
         _create(admin, NewTopic("held", 1, replica_assignment=[[leaving, controller, other]]))
         c.wait_for(lambda: c.leader("held", 0) == leaving and len(c.isr("held", 0)) == 3)
+        # the leaving broker's own image must show it leading: a broker that has not yet learned of a partition
+        # it leads has nothing to move, and its shutdown would not wait for the controller
+        wire = Wire(c.broker(leaving).bootstrap_servers)
+        try:
+
+            def leader_in_its_image() -> int:
+                md = wire.call(ApiKey.METADATA, 5, {"topics": [{"name": "held"}]})
+                return int(md["topics"][0]["partitions"][0]["leader_id"]) if md["topics"][0]["partitions"] else -1
+
+            c.wait_for(lambda: leader_in_its_image() == leaving, 10, "the leaving broker's image of its leadership")
+        finally:
+            wire.close()
         zk = KazooClient(hosts=c.zookeeper.connect_string + c.chroot, timeout=10.0)
         zk.start(10)
         try:
@@ -331,8 +345,6 @@ def test_a_partition_created_while_its_only_replica_shuts_down_gets_a_leader_whe
 def test_a_partition_being_moved_is_under_replicated_only_below_its_target_replication_factor() -> None:
     """While a reassignment moves a partition from [leader, old] to [leader, new], its replicas are the three
     of them; Kafka counts it under-replicated against the target's two (the leaving replica does not count)."""
-    from tests.integration.broker._wire import Wire
-
     with cluster(3, metrics=True, zookeeper_session_timeout_ms=10000, auto_leader_rebalance_enable="false") as c:
         admin = _admin(c)
         controller = c.controller()
