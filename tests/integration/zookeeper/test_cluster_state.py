@@ -41,9 +41,16 @@ def _pick_victim(c: TestCluster, topic: str) -> int:
 
 
 def _kafka_python_partitions(c: TestCluster, topics: list[str]) -> dict[str, dict[str, Any]]:
+    """Each topic's first partition as kafka-python describes it; a broker whose image does not hold a topic
+    created a moment ago answers it without partitions, so this asks again (10 s at most)."""
     admin = KafkaAdminClient(bootstrap_servers=c.bootstrap_servers, request_timeout_ms=10000)
     try:
-        return {t["name"]: t["partitions"][0] for t in admin.describe_topics(topics)}
+        deadline = time.monotonic() + 10
+        while True:
+            described = admin.describe_topics(topics)
+            if all(t["partitions"] for t in described) or time.monotonic() > deadline:
+                return {t["name"]: t["partitions"][0] for t in described}
+            time.sleep(0.1)
     finally:
         admin.close()
 
