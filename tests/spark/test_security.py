@@ -1,6 +1,6 @@
 """The rill data source through a SASL_SSL listener: Spark's Kafka security options (``kafka.security.protocol``,
 ``kafka.sasl.*``, ``kafka.ssl.*``) reach the client of the driver and of every task; ``rill pipeline`` with
-``--command-config`` loads and audits through the same listener."""
+``--command-config`` loads, audits and feeds through the same listener."""
 
 from __future__ import annotations
 
