@@ -8,6 +8,11 @@
 ``load`` and ``feed`` run on Spark's ``--master`` (default ``local[*]``); any master Spark accepts works
 (``spark://...``, ``yarn``). ``audit`` uses no Spark (it reads the published Parquet with pyarrow) and exits
 with 0 when every audited window matches, 3 when some differ and 4 when there was nothing to check.
+
+Each takes ``--command-config FILE``: the client properties of the other tools (Kafka's Java names:
+``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``, PEM ``ssl.truststore.location`` ...). They
+secure every connection of the job: the Spark source and sink (as ``kafka.``-prefixed options), the loader's
+client (offsets, the ``--group`` commit) and the audit's. The file is checked before Spark starts.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from rill.cli._client_security import rill_client_security
 from rill.cli._common import CliError, add_subparsers, new_parser, run_main
 
 EXIT_DIFFERENCES = 3
@@ -43,6 +49,12 @@ def _parser() -> argparse.ArgumentParser:
             metavar="HOST:PORT",
             help="broker(s) to connect to, comma-separated (default 127.0.0.1:9092)",
         )
+        p.add_argument(
+            "--command-config",
+            metavar="FILE",
+            help="client properties (key=value lines, Kafka's names) with the TLS and SASL settings of every "
+            "connection",
+        )
         if spark:
             p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
 
@@ -57,9 +69,7 @@ def _parser() -> argparse.ArgumentParser:
         help="schema registry: topics with a <topic>-value (or -key) Avro subject load as typed columns",
     )
 
-    audit = sub.add_parser(
-        "audit", help="compare audited counts with what the loader published (pyarrow, no Spark)"
-    )
+    audit = sub.add_parser("audit", help="compare audited counts with what the loader published (pyarrow, no Spark)")
     common(audit, spark=False)
     audit.add_argument("--audit-topic", default="_audit", help="topic of the audited counts (default _audit)")
     audit.add_argument("--output", required=True, metavar="PATH", help="the loader's output directory")
@@ -75,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _body(argv: list[str]) -> int:
     ns = _parser().parse_args(argv)
+    security = rill_client_security(ns.command_config)  # a bad file is refused before Spark starts
     if ns.command == "load":
         from rill.spark.loader import run_load
 
@@ -84,7 +95,13 @@ def _body(argv: list[str]) -> int:
         spark = _spark(ns.master, "rill-loader")
         try:
             run_load(
-                spark, ns.bootstrap_server, topics, ns.output, group_id=ns.group, schema_registry=ns.schema_registry
+                spark,
+                ns.bootstrap_server,
+                topics,
+                ns.output,
+                group_id=ns.group,
+                schema_registry=ns.schema_registry,
+                security=security,
             )
         finally:
             spark.stop()
@@ -93,7 +110,7 @@ def _body(argv: list[str]) -> int:
         from rill.client import KafkaClient
         from rill.spark.audit import NothingToAudit, run_audit
 
-        with KafkaClient(ns.bootstrap_server, client_id="rill-audit") as client:
+        with KafkaClient(ns.bootstrap_server, client_id="rill-audit", security=security) as client:
             try:
                 diffs = run_audit(client, ns.audit_topic, ns.output)
             except NothingToAudit as e:
@@ -108,7 +125,13 @@ def _body(argv: list[str]) -> int:
         spark = _spark(ns.master, "rill-feed")
         try:
             query = per_minute_counts(
-                spark, ns.bootstrap_server, ns.source, ns.target, ns.checkpoint, available_now=ns.available_now
+                spark,
+                ns.bootstrap_server,
+                ns.source,
+                ns.target,
+                ns.checkpoint,
+                available_now=ns.available_now,
+                security=security,
             )
             query.awaitTermination()
         finally:

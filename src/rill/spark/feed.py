@@ -8,9 +8,13 @@ Reads ``source`` with the ``rill`` stream source, counts events per key and minu
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rill.spark.option_names import security_options
 from rill.spark.utc import utc_iso_seconds
+
+if TYPE_CHECKING:
+    from rill.client.security import ClientSecurity
 
 
 def per_minute_counts(
@@ -23,15 +27,20 @@ def per_minute_counts(
     watermark: str = "1 minute",
     starting_offsets: str = "earliest",
     available_now: bool = False,
+    security: ClientSecurity | None = None,
 ) -> Any:
-    """Start the feed; returns the ``StreamingQuery``."""
+    """Start the feed; returns the ``StreamingQuery``. ``security`` (TLS, SASL) goes to the source and the
+    sink as ``kafka.``-prefixed options."""
     from pyspark.sql import functions as F
+
+    secured = security_options(security)
 
     events = (
         spark.readStream.format("rill")
         .option("kafka.bootstrap.servers", bootstrap_servers)
         .option("subscribe", source)
         .option("startingOffsets", starting_offsets)
+        .options(**secured)
         .load()
     )
     counts = (
@@ -53,6 +62,7 @@ def per_minute_counts(
         out.writeStream.format("rill")
         .option("kafka.bootstrap.servers", bootstrap_servers)
         .option("topic", target)
+        .options(**secured)
         .option("checkpointLocation", checkpoint)
         .outputMode("append")
     )

@@ -46,12 +46,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rill.common import TopicPartition
 from rill.fsutil import fsync_dir, write_atomically
+from rill.spark.option_names import security_options
 from rill.spark.options import offsets_to_json
 from rill.spark.utc import utc_date
+
+if TYPE_CHECKING:
+    from rill.client.security import ClientSecurity
 
 OFFSETS_FILE = "_offsets.json"
 STAGING_DIR = "_staging"
@@ -201,9 +205,12 @@ def run_load(
     say: Callable[[str], None] = print,
     before_publish: Callable[[Path], None] | None = None,
     schema_registry: str | None = None,
+    security: ClientSecurity | None = None,
 ) -> Manifest | None:
     """One loader run; returns the published manifest, or None when there was nothing new. With
-    ``schema_registry``, topics with a ``<topic>-value`` (``<topic>-key``) subject load typed columns."""
+    ``schema_registry``, topics with a ``<topic>-value`` (``<topic>-key``) subject load typed columns.
+    ``security`` (TLS, SASL) secures every connection: the loader's own client (offsets, the group's commit)
+    and, as ``kafka.``-prefixed options, the Spark source's."""
     from pyspark.sql import functions as F
 
     from rill.client import KafkaClient
@@ -215,7 +222,7 @@ def run_load(
         shutil.rmtree(out / STAGING_DIR, ignore_errors=True)
         previous = published_manifests(out)
         positions = loaded_positions(out)
-        with KafkaClient(bootstrap_servers, client_id="rill-loader") as client:
+        with KafkaClient(bootstrap_servers, client_id="rill-loader", security=security) as client:
             tps = [tp for t in topics for tp in client.partitions_for(t)]
             earliest = client.earliest_offsets(tps)
             latest = client.latest_offsets(tps)
@@ -260,6 +267,7 @@ def run_load(
                         json.dumps(offsets_to_json({tp: latest[tp] for tp in tps if tp.topic in read_topics})),
                     )
                     .option("includeHeaders", "true")
+                    .options(**security_options(security))
                     .options(**options)
                     .load()
                 )

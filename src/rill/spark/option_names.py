@@ -37,6 +37,7 @@ COMMON = (
     "kafka.ssl.truststore.type",
     "kafka.ssl.keystore.location",
     "kafka.ssl.keystore.type",
+    "kafka.ssl.key.location",
     "kafka.ssl.key.password",
     "kafka.ssl.endpoint.identification.algorithm",
 )
@@ -187,3 +188,36 @@ def client_security(options: Mapping[str, str]) -> ClientSecurity | None:
         text = str(e)
         raise OptionError(f"kafka.{text}" if text.startswith(("ssl.", "sasl.", "security.")) else text) from None
     return security
+
+
+def security_options(security: ClientSecurity | None) -> dict[str, str]:
+    """The ``kafka.``-prefixed options that give the source and sink ``security`` (what ``client_security``
+    reads back as the same settings); none for None. The credentials go in a ``sasl.jaas.config``."""
+    from rill.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE
+
+    if security is None:
+        return {}
+    out = {"kafka.security.protocol": security.protocol}
+    if security.uses_sasl and security.mechanism is not None:
+        module = PLAIN_LOGIN_MODULE if security.mechanism == "PLAIN" else SCRAM_LOGIN_MODULE
+        out["kafka.sasl.mechanism"] = security.mechanism
+        out["kafka.sasl.jaas.config"] = (
+            f'{module} required username="{_jaas_quoted(security.username)}" '
+            f'password="{_jaas_quoted(security.password)}";'
+        )
+    if security.uses_tls:
+        for name, value in (
+            ("kafka.ssl.truststore.location", security.truststore),
+            ("kafka.ssl.keystore.location", security.keystore),
+            ("kafka.ssl.key.location", security.key_file),
+            ("kafka.ssl.key.password", security.key_password),
+        ):
+            if value is not None:
+                out[name] = value
+        if not security.check_hostname:
+            out["kafka.ssl.endpoint.identification.algorithm"] = ""
+    return out
+
+
+def _jaas_quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
