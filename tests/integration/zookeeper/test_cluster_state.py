@@ -15,7 +15,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kafka.admin import KafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from rill.cluster.channel import NetworkClient, NetworkClientConfig
+from rill.cluster.channel import NetworkClientConfig
+from rill.cluster.network_client import NetworkClient
 from rill.errors import ErrorCode
 from rill.protocol import ApiKey
 from rill.testing.cluster import TestCluster, cluster
@@ -182,8 +183,9 @@ def test_replication_metrics_follow_a_dead_follower_a_dead_leader_and_the_contro
 
         # The controller dies: another broker takes the role, and counts the election of the new leaders of
         # the partitions the dead one led.
-        _create(admin, NewTopic("moved", 1, replica_assignment=[[controller, *(b for b in c.brokers
-                                                                                 if b != controller)]]))
+        _create(
+            admin, NewTopic("moved", 1, replica_assignment=[[controller, *(b for b in c.brokers if b != controller)]])
+        )
         c.wait_for(lambda: c.leader("moved", 0) == controller and len(c.isr("moved", 0)) == 3)
         c.kill(controller)
         c.wait_for(lambda: c.controller() not in (-1, controller), 30, "a new controller")
