@@ -57,6 +57,7 @@ Metric (labels) and the Kafka metric it mirrors:
 - ``rill_implementation_info`` (module, implementation): Rill's own, 1 for each module that has a compiled
   implementation and a pure-Python twin, labelled with the one in use (``compiled`` or ``python``)
 
+The gauges' values and the functions that read them from a running broker are in ``rill.metrics_sources``.
 The metrics live in their own ``CollectorRegistry`` (never the process-global one), so several brokers in one
 process (tests) do not collide. ``start_http_server`` (in ``rill.metrics_http``) serves them at ``/metrics``.
 """
@@ -65,10 +66,8 @@ from __future__ import annotations
 
 import importlib
 import logging
-import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -80,63 +79,27 @@ from prometheus_client.core import (
 )
 
 from rill.errors import ErrorCode
+from rill.metrics_sources import (
+    CountSource,
+    GroupSource,
+    LabelledValuesSource,
+    PartitionSource,
+    PurgatorySource,
+    QuotaGroupStats,
+    ReplicationStats,
+    ValuesSource,
+    group_offsets,
+    offsets_of_groups,
+    partition_stats,
+    purgatory_sizes,
+    quota_stats,
+    replication_stats,
+)
 
 log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _BUCKET_LABELS = [repr(float(b)) for b in LATENCY_BUCKETS_S] + ["+Inf"]
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionStats:
-    """One partition's log as the scrape sees it."""
-
-    topic: str
-    partition: int
-    size_bytes: int
-    num_segments: int
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
-    last_stable_offset_lag: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class GroupOffset:
-    """A group's committed offset for one partition; lag is computed against the high watermark."""
-
-    group: str
-    topic: str
-    partition: int
-    committed_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicationStats:
-    """The broker's replication and controller state as the scrape sees it."""
-
-    partitions: int
-    leaders: int
-    under_replicated: int
-    under_min_isr: int
-    at_min_isr: int
-    isr_shrinks: int
-    isr_expands: int
-    fetcher_max_lag: int
-    active_controller: int
-    offline_partitions: int
-    leader_elections: int
-    unclean_elections: int
-    election_time_ms: float
-
-
-PartitionSource = Callable[[], Iterable[PartitionStats]]
-GroupSource = Callable[[], Iterable[GroupOffset]]
-PurgatorySource = Callable[[], Mapping[str, int]]
-CountSource = Callable[[], int]
-ValuesSource = Callable[[], Mapping[str, float]]
-LabelledValuesSource = Callable[[], Mapping[str, Mapping[str, float]]]  # name -> label value -> value
-
 
 TWINNED_MODULES = ("rill.records.scan",)
 """Modules with a compiled implementation and a pure-Python twin (used where the package was installed
@@ -145,9 +108,7 @@ without a C compiler); each says in ``ACCELERATED`` which one it runs."""
 
 def implementations() -> dict[str, str]:
     """``compiled`` or ``python`` for each of ``TWINNED_MODULES``: the implementation in use."""
-    return {
-        name: "compiled" if importlib.import_module(name).ACCELERATED else "python" for name in TWINNED_MODULES
-    }
+    return {name: "compiled" if importlib.import_module(name).ACCELERATED else "python" for name in TWINNED_MODULES}
 
 
 def request_label(api_name: str) -> str:
@@ -299,9 +260,9 @@ class BrokerMetrics:
         """Wire the lazy sources from a started ``rill.broker.Broker``: replica manager, server, groups."""
         replica_manager = getattr(broker, "replica_manager", None)
         if replica_manager is not None:
-            self.set_partition_source(lambda: _partition_stats(replica_manager))
-            self.set_purgatory_source(lambda: _purgatory_sizes(replica_manager))
-            self.set_replication_source(lambda: _replication_stats(broker))
+            self.set_partition_source(lambda: partition_stats(replica_manager))
+            self.set_purgatory_source(lambda: purgatory_sizes(replica_manager))
+            self.set_replication_source(lambda: replication_stats(broker))
         server = getattr(broker, "socket_server", None) or getattr(broker, "_server", None)
         if server is not None and hasattr(server, "connection_count"):
             self.set_connection_source(lambda: int(server.connection_count))
@@ -317,108 +278,18 @@ class BrokerMetrics:
             self.set_txn_coordinator_source(txn_coordinator)
         quotas = getattr(services, "quotas", None)
         if quotas is not None:
-            self._quota_source = lambda: _quota_stats(quotas)
+            self._quota_source = lambda: quota_stats(quotas)
         coordinator: Any = getattr(services, "group_coordinator", None)
         offsets = getattr(coordinator, "committed_offsets", None)
         if callable(offsets):
-            self.set_group_source(lambda: _group_offsets(offsets()))
+            self.set_group_source(lambda: group_offsets(offsets()))
         elif isinstance(getattr(coordinator, "groups", None), Mapping):
-            self.set_group_source(lambda: _offsets_of_groups(coordinator.groups))
+            self.set_group_source(lambda: offsets_of_groups(coordinator.groups))
 
     def render(self) -> bytes:
         """The metrics in Prometheus' text format."""
         data: bytes = generate_latest(self.registry)
         return data
-
-
-@dataclass(frozen=True, slots=True)
-class QuotaGroupStats:
-    quota_type: str  # Produce, Fetch, Request
-    user: str
-    client_id: str
-    rate: float
-    throttle_time_ms: float
-
-
-def _quota_stats(quotas: Any) -> list[QuotaGroupStats]:
-    now = time.monotonic_ns() // 1_000_000  # the quota managers' clock
-    return [
-        QuotaGroupStats(m.quota_type, s.user, s.client_id, s.rate.measure(now), s.throttle_time.measure(now))
-        for m in quotas.all()
-        for s in list(m.sensors.values())
-    ]
-
-
-def _partition_stats(replica_manager: Any) -> list[PartitionStats]:
-    stats = []
-    for tp, partition in list(replica_manager.partitions().items()):
-        plog = partition.log
-        stats.append(
-            PartitionStats(
-                tp.topic,
-                tp.partition,
-                int(plog.size_bytes),
-                int(plog.num_segments),
-                int(partition.log_start_offset),
-                int(partition.log_end_offset),
-                int(partition.high_watermark),
-                int(partition.high_watermark - partition.last_stable_offset),
-            )
-        )
-    return stats
-
-
-def _replication_stats(broker: Any) -> ReplicationStats:
-    """ReplicaManager's counts over the partitions this broker leads; the controller's over the cluster."""
-    rm, store, controller = broker.replica_manager, broker.metadata, broker.controller
-    partitions = list(rm.partitions().values())
-    leaders = under = under_min = at_min = 0
-    for p in partitions:
-        if p.is_leader:
-            isr = len(p.state.isr)
-            leaders += 1
-            # Kafka's replication factor: a reassignment's replicas on their way out do not count.
-            under += isr < len(p.state.replicas) - len(p.state.removing_replicas)
-            under_min += isr < p.min_insync_replicas
-            at_min += isr == p.min_insync_replicas
-    active = bool(controller.active) if controller is not None else store.controller_id == broker.node_id
-    offline = 0
-    if active:
-        live = {b.node_id for b in store.brokers()}
-        offline = sum(s.leader not in live for t in list(store.topics().values()) for s in t.partitions)
-    return ReplicationStats(
-        len(partitions), leaders, under, under_min, at_min, int(rm.isr_shrinks), int(rm.isr_expands),
-        int(rm.fetchers.max_lag()) if rm.fetchers is not None else 0, int(active), offline,
-        int(getattr(controller, "elections", 0)), int(getattr(controller, "unclean_elections", 0)),
-        float(getattr(controller, "election_time_ms", 0.0)),
-    )  # fmt: skip
-
-
-def _purgatory_sizes(replica_manager: Any) -> dict[str, int]:
-    # Only fetches wait: a Produce with acks=all completes at append while the ISR is this one replica.
-    purgatory = replica_manager.fetch_purgatory
-    return {str(purgatory.name): int(purgatory.size)}
-
-
-def _group_offsets(raw: Iterable[Any]) -> list[GroupOffset]:
-    """Accept ``GroupOffset``s or ``(group, topic, partition, offset)`` tuples from the coordinator."""
-    result = []
-    for item in raw:
-        if isinstance(item, GroupOffset):
-            result.append(item)
-        else:
-            group, topic, partition, offset = item
-            result.append(GroupOffset(str(group), str(topic), int(partition), int(offset)))
-    return result
-
-
-def _offsets_of_groups(groups: Mapping[str, Any]) -> list[GroupOffset]:
-    """Committed offsets read from a coordinator's ``groups`` (``GroupMetadata.offsets`` by partition)."""
-    result = []
-    for group_id, group in list(groups.items()):
-        for tp, committed in list(getattr(group, "offsets", {}).items()):
-            result.append(GroupOffset(str(group_id), tp.topic, int(tp.partition), int(committed.offset)))
-    return result
 
 
 def _snapshot(source: Callable[[], Iterable[Any]] | None, what: str) -> list[Any]:
@@ -650,4 +521,4 @@ class _Collector:
 # The endpoint lives in its own module; imported here so that ``rill.metrics`` offers it as before.
 from rill.metrics_http import MetricsServer, start_http_server  # noqa: E402
 
-__all__ = ["BrokerMetrics", "GroupOffset", "MetricsServer", "PartitionStats", "ReplicationStats", "start_http_server"]
+__all__ = ["BrokerMetrics", "MetricsServer", "start_http_server"]

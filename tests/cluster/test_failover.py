@@ -218,7 +218,8 @@ def test_not_leader_answer_names_the_new_leader(rill3: TestCluster) -> None:
     the old leader (a client's next refresh can be a second away)."""
     import asyncio
 
-    from rill.cluster.channel import NetworkClient, NetworkClientConfig
+    from rill.cluster.channel import NetworkClientConfig
+    from rill.cluster.network_client import NetworkClient
     from rill.network.event_loop import run
     from rill.protocol import ApiKey
     from rill.records.builder import build_batch

@@ -15,7 +15,8 @@ import uuid
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rill.metrics import BrokerMetrics, GroupOffset, PartitionStats, start_http_server
+from rill.metrics import BrokerMetrics, start_http_server
+from rill.metrics_sources import GroupOffset, PartitionStats
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -197,9 +198,11 @@ def test_broker_counters_move_by_the_amounts_sent() -> None:
         assert value(during, produce_requests, request="Produce") > value(before, produce_requests, request="Produce")
         assert value(during, "kafka_network_requestmetrics_totaltime_seconds_count", request="Produce") >= 1
         # A single broker leads what it hosts, with nothing under-replicated, and is its own controller.
-        assert value(during, "kafka_server_replicamanager_leadercount") == value(
-            during, "kafka_server_replicamanager_partitioncount"
-        ) >= 1
+        assert (
+            value(during, "kafka_server_replicamanager_leadercount")
+            == value(during, "kafka_server_replicamanager_partitioncount")
+            >= 1
+        )
         assert value(during, "kafka_server_replicamanager_underreplicatedpartitions") == 0
         assert value(during, "kafka_controller_kafkacontroller_activecontrollercount") == 1
         assert value(during, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0

@@ -1,9 +1,9 @@
 """All partition logs of a broker across its ``log.dirs``, and their periodic duties (Kafka's LogManager).
 
 Each log dir holds ``<topic>-<partition>`` directories, the three offset checkpoints (format in
-rill.log.checkpoints) and, between a clean shutdown and the next start, the marker file
-``.kafka_cleanshutdown`` that lets the next start skip recovery. A deleted partition's directory
-is renamed ``<topic>-<partition>.<uuid hex>-delete`` and removed in the background; the recovery-point,
+rill.log.checkpoints, kept by rill.log.log_dir_checkpoints) and, between a clean shutdown and the next
+start, the marker file ``.kafka_cleanshutdown`` that lets the next start skip recovery. A deleted partition's
+directory is renamed ``<topic>-<partition>.<uuid hex>-delete`` and removed in the background; the recovery-point,
 log-start-offset and high-watermark checkpoints are written again at once, as Kafka's asyncDelete does, so a
 topic created again under the same name never starts from the old log's offsets (they are also written
 right after the logs are loaded, which drops entries of logs that are gone). A stray log (a partition
@@ -28,11 +28,9 @@ import logging
 import os
 import resource
 import shutil
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +41,11 @@ from rill.log.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
-    read_offset_checkpoint,
-    write_offset_checkpoint,
 )
 from rill.log.log import Log, parse_topic_partition
 from rill.log.log_cleaner_manager import CleanerConfig, LogCleaner
 from rill.log.log_config import LONG_MAX, LogConfig
+from rill.log.log_dir_checkpoints import CHECKPOINT_VALUES, LogDirCheckpoints
 from rill.log.log_segment import LogSegment
 
 log = logging.getLogger(__name__)
@@ -57,34 +54,6 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
 STRAY_DIR_SUFFIX = "-stray"
-
-
-_CHECKPOINT_VALUES: dict[str, Callable[[Log], int]] = {
-    RECOVERY_POINT_CHECKPOINT: lambda x: x.recovery_point,
-    LOG_START_OFFSET_CHECKPOINT: lambda x: x.log_start_offset,
-    REPLICATION_OFFSET_CHECKPOINT: lambda x: x.high_watermark,
-}
-
-
-@dataclass(eq=False, slots=True)
-class StartOffsetMove:
-    """New log start offsets (DeleteRecords) on their way to ``log-start-offset-checkpoint``: every
-    snapshot of that checkpoint taken meanwhile carries them. Once ``decided`` they go on only into
-    the log dirs ``written`` with them (the caller moves those offsets; the others stay refused)."""
-
-    offsets: dict[TopicPartition, int]
-    written: set[Path] = field(default_factory=set)
-    decided: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class CheckpointSnapshot:
-    """One checkpoint's entries per log dir, as read on the loop, numbered in the order they were read."""
-
-    name: str
-    seq: int
-    offsets: dict[Path, dict[TopicPartition, int]]
-    moves: tuple[StartOffsetMove, ...] = ()
 
 
 class LogDirInUseError(RuntimeError):
@@ -106,7 +75,7 @@ def _broker_int(broker_config: Any, name: str, default: int) -> int:
     return default if value is None else int(value)
 
 
-class LogManager:
+class LogManager(LogDirCheckpoints):
     def __init__(
         self,
         log_dirs: list[Path],
@@ -144,10 +113,7 @@ class LogManager:
         self._segments_to_delete: list[LogSegment] = []
         self._wake: asyncio.Event | None = None
         self._flush_requested: set[TopicPartition] = set()
-        self._checkpoint_lock = threading.Lock()
-        self._start_offset_moves: list[StartOffsetMove] = []  # DeleteRecords offsets being made durable
-        self._checkpoint_seq = 0
-        self._written_seq: dict[tuple[str, Path], int] = {}
+        self._init_checkpoints()
         self.cleaner = LogCleaner(CleanerConfig.from_broker(broker_config))
 
     # ---- startup ------------------------------------------------------------------------------
@@ -240,13 +206,6 @@ class LogManager:
         # A log dir with no logs (a first start) has nothing to recover: no shutdown to speak of.
         how = "clean shutdown" if clean else "unclean shutdown" if loaded else "no logs yet"
         log.info("Loaded %d logs from %s in %.3f s (%s)", loaded, log_dir, time.monotonic() - started, how)
-
-    def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
-        try:
-            return read_offset_checkpoint(path)
-        except ValueError as e:
-            log.warning("Ignoring malformed checkpoint %s: %s", path, e)
-            return {}
 
     def _register(self, tp: TopicPartition, plog: Log, log_dir: Path) -> None:
         self._logs[tp] = plog
@@ -377,7 +336,7 @@ class LogManager:
             done += chunk_done
             dirs.update(chunk_dirs)
         if dirs:
-            for snap in [self._snapshot(name, dirs) for name in _CHECKPOINT_VALUES]:
+            for snap in [self._snapshot(name, dirs) for name in CHECKPOINT_VALUES]:
                 await asyncio.to_thread(self._write_snapshot, snap)
         return done
 
@@ -414,54 +373,6 @@ class LogManager:
             self._maybe_wake()
         return done, sorted(dirs)
 
-    # ---- checkpoints --------------------------------------------------------------------------
-    #
-    # A checkpoint's values are taken on the loop (``_snapshot``) and written in any thread; snapshots are
-    # numbered as they are taken, and a write never replaces the file with an older snapshot than the one
-    # it holds: a periodic write whose values were read before a deletion does not bring the deleted
-    # log's entry back after the deletion's own write. One lock keeps writers of a file apart (they share
-    # its temp file).
-
-    def _snapshot(self, name: str, dirs: Iterable[Path] | None = None) -> CheckpointSnapshot:
-        value = _CHECKPOINT_VALUES[name]
-        wanted = None if dirs is None else set(dirs)
-        out: dict[Path, dict[TopicPartition, int]] = {
-            d: {} for d in self.log_dirs if d not in self.offline_dirs and (wanted is None or d in wanted)
-        }
-        for tp, plog in self._logs.items():
-            d = self._log_dir_of[tp]
-            if d in out:
-                out[d][tp] = value(plog)
-        self._checkpoint_seq += 1
-        moves = tuple(self._start_offset_moves) if name == LOG_START_OFFSET_CHECKPOINT else ()
-        return CheckpointSnapshot(name, self._checkpoint_seq, out, moves)
-
-    def _write_snapshot(self, snap: CheckpointSnapshot, move: StartOffsetMove | None = None) -> None:
-        """Write ``snap``'s files (a file that cannot be written is logged). Given ``move``, decides it
-        under the same lock: no other write comes between."""
-        with self._checkpoint_lock:
-            for d, entries in snap.offsets.items():
-                key = (snap.name, d)
-                if self._written_seq.get(key, 0) > snap.seq:
-                    continue  # a newer snapshot of this file is on disk already
-                moves = [m for m in snap.moves if not m.decided or d in m.written]
-                moves = [m for m in moves if m.offsets.keys() & entries.keys()]
-                if moves:
-                    entries = dict(entries)
-                    for m in moves:
-                        for tp in m.offsets.keys() & entries.keys():
-                            entries[tp] = max(entries[tp], m.offsets[tp])
-                try:
-                    write_offset_checkpoint(d / snap.name, entries)
-                except OSError as e:
-                    log.error("Cannot write %s in %s: %s", snap.name, d, e)
-                    continue
-                self._written_seq[key] = snap.seq
-                for m in moves:
-                    m.written.add(d)
-            if move is not None:
-                move.decided = True
-
     def _set_aside_dir(self, path: Path, suffix: str, rename: Callable[[Path], None] | None = None) -> None:
         """Rename a partition directory ``<name>.<uuid hex><suffix>`` (with ``rename``, a log's own, when it
         is open); a ``-delete`` one is removed in the background. A failed rename is logged."""
@@ -476,44 +387,6 @@ class LogManager:
             return
         if suffix == DELETE_DIR_SUFFIX:
             self._dirs_to_delete.append(target)
-
-    def _write_all_checkpoints(self, dirs: Iterable[Path]) -> None:
-        """The three offset checkpoints of ``dirs`` (online ones), from the logs they hold now (blocking)."""
-        wanted = list(dirs)
-        for name in _CHECKPOINT_VALUES:
-            self._write_snapshot(self._snapshot(name, wanted))
-
-    async def write_checkpoints(self, *names: str) -> None:
-        """Write these checkpoints of every log dir in a worker thread, with the values they have now."""
-        for snap in [self._snapshot(name) for name in names]:
-            await asyncio.to_thread(self._write_snapshot, snap)
-
-    async def write_log_start_offsets(self, moved: Mapping[TopicPartition, int]) -> set[TopicPartition]:
-        """DeleteRecords' durable step, taken before any log start offset moves: the
-        log-start-offset checkpoint of each log dir holding a partition of ``moved``, written (in a
-        worker thread, fsynced) with those offsets and every other entry as it is. Returns the
-        partitions whose checkpoint could not be written (or whose log dir is offline): those must
-        not move. The caller moves the others before it next awaits; until then every snapshot of
-        that checkpoint carries them, so none writes the old offsets over the new ones."""
-        move = StartOffsetMove(dict(moved))
-        self._start_offset_moves.append(move)
-        try:
-            dirs = {self._log_dir_of[tp] for tp in moved if tp in self._log_dir_of}
-            snap = self._snapshot(LOG_START_OFFSET_CHECKPOINT, dirs)
-            await asyncio.to_thread(self._write_snapshot, snap, move)
-        finally:
-            move.decided = True
-            self._start_offset_moves.remove(move)
-        return {tp for tp in moved if self._log_dir_of.get(tp) not in move.written}
-
-    def checkpoint_recovery_points(self) -> None:
-        self._write_snapshot(self._snapshot(RECOVERY_POINT_CHECKPOINT))
-
-    def checkpoint_log_start_offsets(self) -> None:
-        self._write_snapshot(self._snapshot(LOG_START_OFFSET_CHECKPOINT))
-
-    def checkpoint_high_watermarks(self) -> None:
-        self._write_snapshot(self._snapshot(REPLICATION_OFFSET_CHECKPOINT))
 
     # ---- background duties --------------------------------------------------------------------
 

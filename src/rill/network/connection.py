@@ -35,12 +35,8 @@ one connection in the middle of a frame, which reads on until its frame is compl
 the turn on when it stalls), so bytes held by frames still arriving can never stall every connection;
 reading resumes once the count is below the bound again.
 
-Writing. ``bytes`` chunks go through the transport; the responses to requests that were read
-together (pipelined) are gathered into one write, flushed when the worker yields or the queue
-is empty, which saves a send (and a client wake-up) per response. A ``FileRegion`` goes out through
-``file_regions`` once the transport's write buffer is empty: ``os.sendfile`` on plain TCP (on EAGAIN the
-worker waits for writability on a duplicate of the socket descriptor: the event loop refuses watchers on a
-descriptor its transport owns), read and written through the transport on TLS.
+Writing. Responses go out through ``NetworkSend`` (rill.network.network_send, a base class): pipelined ones
+gathered into one write, file regions by ``os.sendfile`` on plain TCP or through the transport on TLS.
 
 Security. Each connection carries a ``ChannelSecurity`` in its ``ConnectionInfo``: its listener's security
 protocol and, on TLS, the principal of the client's certificate. Until it has authenticated (SASL listeners),
@@ -57,15 +53,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import os
 import struct
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
-from rill.common import FileRegion
-from rill.network.file_regions import sendfile_region, write_region
-from rill.network.handler import CloseConnection, ConnectionInfo, ResponseChunk
+from rill.network.handler import CloseConnection, ConnectionInfo
 from rill.network.memory_pool import MemoryPool
+from rill.network.network_send import WRITE_HIGH_WATER, NetworkSend
 from rill.security.channel import ChannelSecurity
 from rill.security.principal import ANONYMOUS, principal_from_certificate
 
@@ -82,7 +75,6 @@ SCRATCH_BYTES = 256 * 1024
 MAX_QUEUED_FRAMES = 64
 MAX_QUEUED_BYTES = 16 * 1024 * 1024
 """After this many bytes sent from files in one go, let other connections run."""
-WRITE_HIGH_WATER = 1024 * 1024
 COALESCE_BYTES = 256 * 1024
 """Responses to pipelined requests are gathered into one write up to this size."""
 
@@ -99,7 +91,7 @@ class ReadBuffer:
         self.view = memoryview(self.data)
 
 
-class KafkaConnection(asyncio.BufferedProtocol):
+class KafkaConnection(NetworkSend, asyncio.BufferedProtocol):
     """A size-prefixed frame connection that hands requests to the server's handler in order."""
 
     def __init__(
@@ -537,109 +529,3 @@ class KafkaConnection(asyncio.BufferedProtocol):
         muted = self._muted
         if muted is not None and not muted.done():
             muted.set_result(None)
-
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        out = self._out
-        if not out:
-            return
-        self._out = []
-        self._out_bytes = 0
-        transport = self.transport
-        if transport is None or self.closed:
-            return
-        if len(out) == 1:
-            transport.write(out[0])
-        else:
-            transport.writelines(out)
-
-    async def _send(self, chunks: Sequence[ResponseChunk]) -> bool:
-        """Write one response; False if the connection was closed meanwhile or had to be aborted."""
-        out = self._out
-        for chunk in chunks:
-            if isinstance(chunk, FileRegion):
-                self._flush()
-                if not await self._send_region(chunk):
-                    return False
-                out = self._out
-            else:
-                out.append(chunk)
-                self._out_bytes += len(chunk)
-        return not self.closed
-
-    async def _send_region(self, region: FileRegion) -> bool:
-        if region.length <= 0:
-            return True
-        await self._drain(full=True)
-        if self.closed:
-            return False
-        assert self.transport is not None
-        if self._tls:
-            sent = await write_region(self.transport, region, self._drain_some, lambda: self.closed)
-        else:
-            sent = await sendfile_region(self._sock_fd, region, self._wait_writable, lambda: self.closed, self.info)
-        if not sent and not self.closed:
-            self.abort()
-        return sent and not self.closed
-
-    # ----------------------------------------------------------------- writing
-
-    def pause_writing(self) -> None:
-        self._write_paused = True
-        self._pause_reading()
-
-    def resume_writing(self) -> None:
-        self._write_paused = False
-        waiter = self._drain_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-        self._maybe_resume_reading()
-
-    async def _drain_some(self) -> None:
-        await self._drain(full=False)
-
-    async def _drain(self, *, full: bool) -> None:
-        """Wait until the write buffer is below its low mark (``full``: completely empty)."""
-        transport = self.transport
-        if transport is None or self.closed:
-            return
-        if full:
-            if transport.get_write_buffer_size() == 0:
-                return
-            transport.set_write_buffer_limits(high=0, low=0)
-        try:
-            while self._write_paused and not self.closed:
-                self._drain_waiter = self._loop.create_future()
-                await self._drain_waiter
-        finally:
-            self._drain_waiter = None
-            if full and not self.closed:
-                transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
-
-    async def _wait_writable(self) -> None:
-        if self._watch_fd < 0:
-            self._watch_fd = os.dup(self._sock_fd)
-        fut = self._writable = self._loop.create_future()
-        self._loop.add_writer(self._watch_fd, self._on_writable)
-        try:
-            await fut
-        finally:
-            self._writable = None
-            if self._watch_fd >= 0:
-                self._loop.remove_writer(self._watch_fd)
-
-    def _on_writable(self) -> None:
-        fut = self._writable
-        if fut is not None and not fut.done():
-            fut.set_result(None)
-
-    def _wake_writers(self) -> None:
-        for fut in (self._drain_waiter, self._writable):
-            if fut is not None and not fut.done():
-                fut.set_result(None)
-
-    def _release_watch_fd(self) -> None:
-        if self._watch_fd >= 0:
-            fd, self._watch_fd = self._watch_fd, -1
-            self._loop.remove_writer(fd)
-            os.close(fd)

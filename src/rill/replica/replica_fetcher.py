@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from rill.cluster.channel import NetworkClient
+from rill.cluster.network_client import NetworkClient
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import BrokerInfo

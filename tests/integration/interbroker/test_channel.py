@@ -15,12 +15,12 @@ import rill.testing
 from rill.cluster.channel import (
     BrokerConnection,
     DisconnectException,
-    NetworkClient,
     NetworkClientConfig,
     NetworkException,
     TimeoutException,
     UnsupportedVersionException,
 )
+from rill.cluster.network_client import NetworkClient
 from rill.errors import ErrorCode
 from rill.network.event_loop import run
 from rill.protocol import MESSAGES, ApiKey, decode_request_header, encode_response
@@ -30,8 +30,13 @@ from rill.testing import TestBroker
 
 NODE = 0
 # Declared for the codec only (brokers coordinate through ZooKeeper), so no broker advertises them.
-CLUSTER_APIS = {ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
-                ApiKey.ALTER_PARTITION}
+CLUSTER_APIS = {
+    ApiKey.LEADER_AND_ISR,
+    ApiKey.STOP_REPLICA,
+    ApiKey.UPDATE_METADATA,
+    ApiKey.CONTROLLED_SHUTDOWN,
+    ApiKey.ALTER_PARTITION,
+}
 
 
 def _address(b: TestBroker) -> tuple[str, int]:
@@ -56,15 +61,25 @@ async def _call(client: NetworkClient, api_key: int, body: dict[str, Any], **kw:
 
 
 async def _create_topic(client: NetworkClient, name: str, partitions: int = 1) -> None:
-    body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
-                        "assignments": [], "configs": []}], "timeout_ms": 10000}
+    body = {
+        "topics": [
+            {"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}
+        ],
+        "timeout_ms": 10000,
+    }
     result = (await _call(client, ApiKey.CREATE_TOPICS, body))["topics"][0]
     assert (result["name"], result["error_code"]) == (name, 0)
 
 
 def _fetch_body(topic: str, offset: int, max_wait_ms: int = 0) -> dict[str, Any]:
-    return {"max_wait_ms": max_wait_ms, "min_bytes": 1, "topics": [{"topic": topic, "partitions": [
-        {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}], "forgotten_topics_data": []}
+    return {
+        "max_wait_ms": max_wait_ms,
+        "min_bytes": 1,
+        "topics": [
+            {"topic": topic, "partitions": [{"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}
+        ],
+        "forgotten_topics_data": [],
+    }
 
 
 @pytest.fixture
@@ -102,15 +117,22 @@ def test_api_versions_decide_each_api_version(broker: TestBroker) -> None:
 def test_metadata_create_topics_produce_and_fetch(broker: TestBroker) -> None:
     async def main(client: NetworkClient) -> None:
         await _create_topic(client, "replicated")
-        meta = await _call(client, ApiKey.METADATA, {"topics": [{"name": "replicated"}],
-                                                     "allow_auto_topic_creation": False}, max_version=12)
+        meta = await _call(
+            client,
+            ApiKey.METADATA,
+            {"topics": [{"name": "replicated"}], "allow_auto_topic_creation": False},
+            max_version=12,
+        )
         assert meta["brokers"][0]["port"] == broker.port
         assert [(t["name"], len(t["partitions"])) for t in meta["topics"]] == [("replicated", 1)]
 
         values = [f"v{i}".encode() for i in range(5)]
         batch = build_batch([Record(0, 1_700_000_000_000 + i, None, v) for i, v in enumerate(values)])
-        produce = {"acks": -1, "timeout_ms": 5000, "topic_data": [
-            {"name": "replicated", "partition_data": [{"index": 0, "records": batch}]}]}
+        produce = {
+            "acks": -1,
+            "timeout_ms": 5000,
+            "topic_data": [{"name": "replicated", "partition_data": [{"index": 0, "records": batch}]}],
+        }
         response = await client.request(NODE, ApiKey.PRODUCE, produce, max_version=12)
         assert response is not None and response.api_version == 12
         part = response.body["responses"][0]["partition_responses"][0]
@@ -138,10 +160,15 @@ def test_many_pipelined_requests_match_their_responses(broker: TestBroker) -> No
         n = 400
 
         async def one(i: int) -> None:
-            body = await _call(client, ApiKey.METADATA, {"topics": [{"name": f"missing-{i}"}],
-                                                         "allow_auto_topic_creation": False}, max_version=12)
+            body = await _call(
+                client,
+                ApiKey.METADATA,
+                {"topics": [{"name": f"missing-{i}"}], "allow_auto_topic_creation": False},
+                max_version=12,
+            )
             assert [(t["name"], t["error_code"]) for t in body["topics"]] == [
-                (f"missing-{i}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+                (f"missing-{i}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            ]
 
         tasks = [asyncio.ensure_future(one(i)) for i in range(n)]
         await asyncio.sleep(0)  # every task has written its request; no response was read yet
@@ -157,8 +184,9 @@ def test_a_timed_out_request_fails_and_its_connection_closes(broker: TestBroker)
         await _create_topic(client, "quiet")
         first = await client.ready(NODE)
         started = time.monotonic()
-        parked = asyncio.ensure_future(client.request(NODE, ApiKey.FETCH, _fetch_body("quiet", 0, 10_000),
-                                                      max_version=12, timeout_ms=300))
+        parked = asyncio.ensure_future(
+            client.request(NODE, ApiKey.FETCH, _fetch_body("quiet", 0, 10_000), max_version=12, timeout_ms=300)
+        )
         behind = asyncio.ensure_future(_call(client, ApiKey.METADATA, {"topics": None}))
         with pytest.raises(TimeoutException, match=r"FETCH v12 .* no response within 300 ms") as timed_out:
             await parked
@@ -178,11 +206,16 @@ def test_a_timed_out_request_fails_and_its_connection_closes(broker: TestBroker)
 
 def test_a_killed_broker_fails_requests_in_flight_and_the_client_reconnects_after_restart() -> None:
     with rill.testing.broker(subprocess=True) as b:
+
         async def main(client: NetworkClient) -> None:
             await _create_topic(client, "doomed")
             conn = await client.ready(NODE)
-            waiting = [asyncio.ensure_future(client.request(NODE, ApiKey.FETCH, _fetch_body("doomed", 0, 20_000),
-                                                            max_version=12)) for _ in range(3)]
+            waiting = [
+                asyncio.ensure_future(
+                    client.request(NODE, ApiKey.FETCH, _fetch_body("doomed", 0, 20_000), max_version=12)
+                )
+                for _ in range(3)
+            ]
             while conn.in_flight_count < 3:
                 await asyncio.sleep(0.01)
             started = time.monotonic()
@@ -214,8 +247,9 @@ def test_reconnect_backoff_doubles_per_failure_up_to_the_max() -> None:
     port = _closed_port()
 
     async def main() -> None:
-        client = NetworkClient(NetworkClientConfig(reconnect_backoff_ms=100, reconnect_backoff_max_ms=400),
-                               {NODE: ("127.0.0.1", port)})
+        client = NetworkClient(
+            NetworkClientConfig(reconnect_backoff_ms=100, reconnect_backoff_max_ms=400), {NODE: ("127.0.0.1", port)}
+        )
         try:
             waits = []
             for _ in range(6):
@@ -238,8 +272,9 @@ def test_closing_the_client_ends_a_request_waiting_out_the_reconnect_backoff() -
     port = _closed_port()
 
     async def main() -> None:
-        async with NetworkClient(NetworkClientConfig(reconnect_backoff_ms=5000, reconnect_backoff_max_ms=5000),
-                                 {NODE: ("127.0.0.1", port)}) as client:
+        async with NetworkClient(
+            NetworkClientConfig(reconnect_backoff_ms=5000, reconnect_backoff_max_ms=5000), {NODE: ("127.0.0.1", port)}
+        ) as client:
             with pytest.raises(NetworkException, match="cannot connect"):
                 await client.request(NODE, ApiKey.METADATA, {"topics": None})
             waiting = asyncio.ensure_future(client.request(NODE, ApiKey.METADATA, {"topics": None}))
@@ -257,8 +292,10 @@ def test_a_broker_that_knows_an_older_api_versions_is_asked_again_at_its_version
     asked: list[int] = []
 
     async def older_broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        table = [{"api_key": ApiKey.API_VERSIONS, "min_version": 0, "max_version": 2},
-                 {"api_key": ApiKey.METADATA, "min_version": 0, "max_version": 8}]
+        table = [
+            {"api_key": ApiKey.API_VERSIONS, "min_version": 0, "max_version": 2},
+            {"api_key": ApiKey.METADATA, "min_version": 0, "max_version": 8},
+        ]
         while True:
             try:
                 size = int.from_bytes(await reader.readexactly(4), "big")
@@ -269,12 +306,17 @@ def test_a_broker_that_knows_an_older_api_versions_is_asked_again_at_its_version
             asked.append(header.api_version)
             if header.api_version > 2:
                 body = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": table}
-                writer.write(b"".join(bytes(c) for c in encode_response(ApiKey.API_VERSIONS, 0,
-                                                                         header.correlation_id, body)))
+                writer.write(
+                    b"".join(bytes(c) for c in encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id, body))
+                )
             else:
                 body = {"error_code": 0, "api_keys": table, "throttle_time_ms": 0}
-                writer.write(b"".join(bytes(c) for c in encode_response(ApiKey.API_VERSIONS, header.api_version,
-                                                                         header.correlation_id, body)))
+                writer.write(
+                    b"".join(
+                        bytes(c)
+                        for c in encode_response(ApiKey.API_VERSIONS, header.api_version, header.correlation_id, body)
+                    )
+                )
         writer.close()
 
     async def main() -> None:
@@ -298,6 +340,7 @@ def test_connection_setup_times_out_when_the_broker_never_answers() -> None:
     silent.bind(("127.0.0.1", 0))
     silent.listen(8)  # the kernel accepts the connection; nobody answers ApiVersions
     try:
+
         async def main() -> None:
             conn = BrokerConnection(*silent.getsockname(), NetworkClientConfig(socket_connection_setup_timeout_ms=300))
             started = time.monotonic()
@@ -315,8 +358,9 @@ def test_close_fails_requests_in_flight_and_refuses_new_ones(broker: TestBroker)
     async def main() -> None:
         client = NetworkClient(NetworkClientConfig(), {NODE: _address(broker)})
         await _create_topic(client, "closing")
-        parked = asyncio.ensure_future(client.request(NODE, ApiKey.FETCH, _fetch_body("closing", 0, 10_000),
-                                                      max_version=12))
+        parked = asyncio.ensure_future(
+            client.request(NODE, ApiKey.FETCH, _fetch_body("closing", 0, 10_000), max_version=12)
+        )
         await asyncio.sleep(0.05)
         await client.close()
         with pytest.raises(DisconnectException, match="closed by the client"):

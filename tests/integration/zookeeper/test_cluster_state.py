@@ -16,7 +16,8 @@ from kafka.admin import KafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 from tests.integration.broker._wire import Wire
 
-from rill.cluster.channel import NetworkClient, NetworkClientConfig
+from rill.cluster.channel import NetworkClientConfig
+from rill.cluster.network_client import NetworkClient
 from rill.errors import ErrorCode
 from rill.protocol import ApiKey
 from rill.testing.cluster import TestCluster, cluster

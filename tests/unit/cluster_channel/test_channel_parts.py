@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from rill.cluster.channel import ExponentialBackoff, NetworkClientConfig
+from rill.cluster.channel import NetworkClientConfig
+from rill.cluster.network_client import ExponentialBackoff
 
 
 def test_backoff_doubles_per_attempt_with_jitter_and_is_capped() -> None:
@@ -27,8 +28,12 @@ def test_backoff_without_room_to_grow_is_the_initial_value() -> None:
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("reconnect_backoff_ms", -1), ("request_timeout_ms", 0), ("max_in_flight_requests_per_connection", 0),
-     ("socket_connection_setup_timeout_ms", 0)],
+    [
+        ("reconnect_backoff_ms", -1),
+        ("request_timeout_ms", 0),
+        ("max_in_flight_requests_per_connection", 0),
+        ("socket_connection_setup_timeout_ms", 0),
+    ],
 )
 def test_config_refuses_values_out_of_range_by_kafka_name(name: str, value: int) -> None:
     with pytest.raises(ValueError, match=name.replace("_", ".")):
@@ -37,7 +42,7 @@ def test_config_refuses_values_out_of_range_by_kafka_name(name: str, value: int)
 
 def test_the_client_imports_neither_handlers_nor_the_broker() -> None:
     code = (
-        "import sys, rill.cluster.channel\n"
+        "import sys, rill.cluster.channel, rill.cluster.network_client\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[:2] in (['rill', 'api'], ['rill', 'broker']))\n"
         "assert not bad, bad\n"
     )

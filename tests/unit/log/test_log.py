@@ -46,12 +46,11 @@ def test_layout_and_offsets(log_dir: Path) -> None:
     log.close()
 
 
-
 class FsyncSpy:
     """Counts ``os.fsync`` calls and names what ``Log`` syncs by path; both still reach the disk."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from rill.log import log as log_module
+        from rill.log import local_log as log_module  # Log's durability (flush_segments, _sync_names)
 
         self.names: list[str] = []
         self.calls = 0
@@ -260,9 +259,7 @@ def test_roll_by_size_index_and_time(tmp_path: Path) -> None:
     assert os.path.getsize(first.offset_index.path) == first.offset_index.entries * 8
     log.close()
 
-    log = open_log(
-        tmp_path / "b-0", small_config(segment_bytes=10**9, index_interval_bytes=0, segment_index_bytes=40)
-    )
+    log = open_log(tmp_path / "b-0", small_config(segment_bytes=10**9, index_interval_bytes=0, segment_index_bytes=40))
     for i in range(12):
         log.append(make_batch(1, tag=i), leader_epoch=0, now_ms=BASE_TS)
     assert log.num_segments >= 2  # 5 offset-index entries fill 40 bytes
@@ -312,9 +309,7 @@ def test_fetch_offset_by_timestamp(log_dir: Path) -> None:
     assert log.fetch_offset_by_timestamp(BASE_TS + 3931) is None
     assert log.max_timestamp_and_offset() == (BASE_TS + 3930, 159)
     log.close()
-    log = open_log(
-        log_dir, small_config(segment_bytes=800, index_interval_bytes=100), had_clean_shutdown=True
-    )
+    log = open_log(log_dir, small_config(segment_bytes=800, index_interval_bytes=100), had_clean_shutdown=True)
     assert log.fetch_offset_by_timestamp(BASE_TS + 1215) == (50, BASE_TS + 1220)
     assert log.max_timestamp_and_offset() == (BASE_TS + 3930, 159)
     log.close()
@@ -375,9 +370,7 @@ def test_retention_by_time_bytes_and_start_offset(tmp_path: Path) -> None:
     with pytest.raises(KafkaError):
         log.read(16, 100)
     log.close()
-    log = open_log(
-        tmp_path / "d-0", small_config(segment_bytes=500), log_start_offset=17, had_clean_shutdown=True
-    )
+    log = open_log(tmp_path / "d-0", small_config(segment_bytes=500), log_start_offset=17, had_clean_shutdown=True)
     assert log.log_start_offset == 17
     log.close()
 

@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from rill.cluster.channel import NetworkClient
+from rill.cluster.network_client import NetworkClient
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import MetadataStore
