@@ -2,12 +2,14 @@
 (the next start deletes ``.cleaned`` files and completes ``.swap`` ones) and holds the compaction invariants.
 
 Each run appends a round of updates (and tombstones) of a compacted topic with small segments, then kills the
-broker while the cleaner, slowed by ``log.cleaner.io.max.bytes.per.second`` so that a cleaning lasts about
-half a second, works on the log: two runs in three at a random moment of the next 0.6 s (building the key
-map, rewriting, renaming, swapping), the third once the log is clean (idle, or just as the next cleaning
-starts), which also keeps the dirty part from growing over the runs. What the kill left on disk (no cleaning
-files, half-written ``.cleaned`` segments, complete ``.swap`` ones) is recorded; then the broker starts with the
-cleaner off and the test checks, against every record it was acknowledged with its offset:
+broker while the cleaner, slowed by ``log.cleaner.io.max.bytes.per.second`` so that a cleaning lasts about half
+a second, works on the log: one run in three at a random moment of the next 0.6 s (building the key map,
+rewriting, renaming, swapping), one within 0.1 s of the moment the rewrite's first file appears (so that kills
+land in rewrites however late a loaded machine starts the cleaning), the third once the log is clean (idle, or
+just as the next cleaning starts), which also keeps the dirty part from growing over the runs. What the kill
+left on disk (no cleaning files, half-written ``.cleaned`` segments, complete ``.swap`` ones) is recorded; then
+the broker starts with the cleaner off and the test checks, against every record it was acknowledged with its
+offset:
 
 - the segments on disk cover disjoint offset ranges in order, each starting at or after its file's base
   offset, and no ``.cleaned`` or ``.swap`` file is left (none lost, none doubled);
@@ -74,6 +76,16 @@ def _segment_ranges(log_dir: Path) -> list[tuple[int, int, int]]:
         if first >= 0:
             out.append((int(path.name.split(".")[0]), first, last))
     return out
+
+
+def _wait_for_rewrite(log_dir: Path, timeout: float) -> None:
+    """Until a cleaning writes its ``.cleaned`` segments (or ``timeout`` passes: the kill then lands where it may)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(FileNotFoundError):
+            if any(p.name.endswith((".cleaned", ".swap")) for p in log_dir.iterdir()):
+                return
+        time.sleep(0.005)
 
 
 def _wait_for_clean(log_dir: Path, timeout: float) -> None:
@@ -160,8 +172,11 @@ def test_sigkill_at_random_points_of_cleanings_leaves_a_log_that_recovers_whole(
             if run % 3 == 0:  # once all is cleaned: the log idle, or a kill just as a new cleaning starts
                 _wait_for_clean(log_dir, 20.0)
                 time.sleep(rng.uniform(0.0, 0.05))
-            else:  # a random moment of the cleaning: building the key map, writing, renaming, swapping
+            elif run % 3 == 1:  # a random moment of the cleaning: building the key map, writing, renaming, swapping
                 time.sleep(rng.uniform(0.0, 0.6))
+            else:  # once the rewrite has begun, however late a loaded machine starts the cleaning
+                _wait_for_rewrite(log_dir, 10.0)
+                time.sleep(rng.uniform(0.0, 0.1))
             b.kill()
             names = [p.name for p in log_dir.iterdir()]
             state = "+".join(s for s in ("cleaned", "swap") if any(x.endswith(f".{s}") for x in names)) or "none"
