@@ -16,7 +16,7 @@ from rill.records.builder import build_batch
 from rill.records.record import Record
 from rill.testing.cluster import TestCluster
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow, pytest.mark.timing, pytest.mark.timeout(120)]
 
 CLIENT = "wire-test"
 

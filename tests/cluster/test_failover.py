@@ -15,7 +15,7 @@ from tests.cluster._helpers import create_topic, read_all
 
 from rill.testing.cluster import TestCluster
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 PARTITIONS = 3
 SESSION_TIMEOUT_S = 4.0  # rill.testing.cluster's zookeeper.session.timeout.ms

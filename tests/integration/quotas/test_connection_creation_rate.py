@@ -11,7 +11,7 @@ from tests.integration.broker._wire import Wire
 
 from rill.protocol import ApiKey
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.timing, pytest.mark.timeout(90)]
 
 
 def _connect_and_ask(bootstrap: str) -> float:

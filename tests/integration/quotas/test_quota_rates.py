@@ -17,7 +17,7 @@ from tests.integration.quotas._quota_clients import MB, TimedConsumer, TimedProd
 
 from rill.testing import broker
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.slow, pytest.mark.timing, pytest.mark.timeout(180)]
 
 QUOTA = 5 * MB
 SETTLE_S = 13.0  # the first burst has left the quota's span
