@@ -75,13 +75,13 @@ step "mypy (src)"
 "$REPO/.venv/bin/mypy" || failed+=(mypy)
 # Most tests wait (for servers, elections, session timeouts, Spark) far more than they compute: a whole run
 # keeps two cores about a third busy. Without arguments the tests run as two pytest processes side by side,
-# each over half of the suite by duration (the second takes the cluster, chaos, ZooKeeper, mirror, quota and
-# CLI tests, the first everything else, so a new test directory always runs), each with its own temporary
-# directory; their reports follow each other. Then the tests that hold a measured time or rate to a bound
-# (marked `timing`) run alone.
+# each over half of the suite by duration (the second takes the cluster, chaos, ZooKeeper, mirror, quota, CLI
+# and security tests, the first everything else, so a new test directory always runs), each with its own
+# temporary directory; their reports follow each other. Then the tests that hold a measured time or rate to a
+# bound (marked `timing`) run alone.
 PYTEST=("$REPO/.venv/bin/pytest" -q -rfE --durations=15 -p no:cacheprovider)
 LANE2=(tests/chaos tests/cluster tests/integration/zookeeper tests/integration/mirror tests/integration/quotas
-       tests/integration/cli)
+       tests/integration/cli tests/integration/security)
 pytest_failed() {  # $1: pytest's exit code, $2: what ran
     if [ "$1" -eq 5 ]; then
         failed+=("$2 (no tests collected)")
