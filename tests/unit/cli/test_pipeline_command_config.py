@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from tests.integration.security._pki import make_pki
+from tests.unit.cli.test_cli_errors import one_line_error
 
 from rill.client.security import ClientSecurity
 from rill.spark.option_names import check_option_names, client_security, security_options
@@ -26,15 +27,6 @@ def _pipeline(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _refused(proc: subprocess.CompletedProcess[str], code: int) -> str:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("error: "), lines[0]
-    return lines[0]
-
-
 def test_bad_command_config_is_refused_in_one_line(tmp_path: Path) -> None:
     out = tmp_path / "warehouse"
     # port 1: nothing listens there; the file is refused before any connection (and before Spark starts)
@@ -43,33 +35,33 @@ def test_bad_command_config_is_refused_in_one_line(tmp_path: Path) -> None:
     feed = ["feed", "--bootstrap-server", "127.0.0.1:1", "--source", "a", "--target", "b", "--checkpoint", "c"]
 
     missing = tmp_path / "missing.properties"
-    line = _refused(_pipeline(*load, "--command-config", str(missing)), 1)
+    line = one_line_error(_pipeline(*load, "--command-config", str(missing)), 1)
     assert line == f"error: cannot read {missing}: No such file or directory"
     assert not out.exists()  # the loader did not start
 
     gssapi = tmp_path / "gssapi.properties"
     gssapi.write_text("security.protocol=SASL_SSL\nsasl.mechanism=GSSAPI\n")
     for command in (load, audit, feed):
-        line = _refused(_pipeline(*command, "--command-config", str(gssapi)), 1)
+        line = one_line_error(_pipeline(*command, "--command-config", str(gssapi)), 1)
         assert line.startswith(f"error: {gssapi}: sasl.mechanism GSSAPI is not supported"), line
 
     jks = tmp_path / "jks.properties"
     jks.write_text("security.protocol=SSL\nssl.truststore.type=JKS\nssl.truststore.location=/x.jks\n")
-    line = _refused(_pipeline(*audit, "--command-config", str(jks)), 1)
+    line = one_line_error(_pipeline(*audit, "--command-config", str(jks)), 1)
     assert "ssl.truststore.type JKS is not supported" in line
 
     no_store = tmp_path / "no-store.properties"
     no_store.write_text(f"security.protocol=SSL\nssl.truststore.location={tmp_path / 'ca.pem'}\n")
-    line = _refused(_pipeline(*load, "--command-config", str(no_store)), 1)
+    line = one_line_error(_pipeline(*load, "--command-config", str(no_store)), 1)
     assert line.startswith(f"error: {no_store}: cannot set up TLS"), line
 
     unknown = tmp_path / "unknown.properties"
     unknown.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.login.class=x.Y\n")
-    line = _refused(_pipeline(*feed, "--command-config", str(unknown)), 1)
+    line = one_line_error(_pipeline(*feed, "--command-config", str(unknown)), 1)
     assert line == f"error: {unknown}: sasl.login.class is not supported by rill's client"
 
     # the option itself needs its FILE: a usage error
-    assert "--command-config" in _refused(_pipeline(*load, "--command-config"), 2)
+    assert "--command-config" in one_line_error(_pipeline(*load, "--command-config"), 2)
 
 
 def test_security_options_give_the_source_the_same_settings(tmp_path: Path) -> None:
