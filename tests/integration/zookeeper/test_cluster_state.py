@@ -222,7 +222,9 @@ def test_a_topics_unclean_leader_election_config_lets_an_out_of_sync_replica_lea
 
         c.kill(second)
         c.wait_for(lambda: c.isr("lossy", 0) == [first], 30, "the dead follower out of the ISR")
-        producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "log_level": 0})
+        # idempotent: a retry (the leader's answer lost to a busy machine) must not write the records twice
+        producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "enable.idempotence": True,
+                             "log_level": 0})  # fmt: skip
         for i in range(5):
             producer.produce("lossy", f"acked-{i}".encode(), partition=0)
         assert producer.flush(30) == 0
