@@ -59,9 +59,11 @@ def test_a_thousand_topics_are_created_fast_and_no_client_waits(tmp_path: Path) 
         assert codes == [0] * TOPICS
         print(f"created {TOPICS} topics in {elapsed:.2f} s, deleted them in {deleted:.2f} s; "
               f"{len(waits)} probes, longest wait {max(waits) * 1000:.1f} ms")  # fmt: skip
-        # About 2 s and 30 ms on a quiet machine; the bounds leave room for a busier one and fail the old code
-        # (30 s, and clients frozen for seconds).
-        assert elapsed < 10.0
-        assert max(waits) < 0.5
+        # About 2 s and 30 ms on a quiet machine. The creation time also follows the file system: ext4 without a
+        # journal spends about 1 ms of kernel time per file created soon after many deletes (three runs back to
+        # back took 3.3, 6.2 and 8.6 s), so its bound is half the old code's 30 s; the event loop's stalls do
+        # not move with it (the old code froze clients for seconds).
+        assert elapsed < 15.0
+        assert max(waits) < 0.1
         admin.close()
         probe.close()
