@@ -28,8 +28,11 @@ import rill.testing
 def broker_pids():
     pids = []
     for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/children") as f:
-            pids += f.read().split()
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids += f.read().split()
+        except FileNotFoundError:  # a thread that ended meanwhile
+            pass
     return [p for p in pids if b"rill\0broker" in open(f"/proc/{p}/cmdline", "rb").read()]
 
 brokers = []
@@ -59,8 +62,11 @@ def test_hangs():
     with rill.testing.broker(subprocess=True) as b:
         pids = []
         for task in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{task}/children") as f:
-                pids += f.read().split()
+            try:
+                with open(f"/proc/self/task/{task}/children") as f:
+                    pids += f.read().split()
+            except FileNotFoundError:  # a thread that ended meanwhile
+                pass
         (pid,) = [p for p in pids if b"rill\0broker" in open(f"/proc/{p}/cmdline", "rb").read()]
         print("BROKER", pid, b.port, b.data_dir, flush=True)
         time.sleep(60)
