@@ -231,6 +231,7 @@ class Broker:
         if not connect:
             return EmbeddedMetadataStore(data_dir, self.node_id, advertised, cluster_id)
         from rill.controller.controller import KafkaController
+        from rill.metadata.zk_client import ZkClientSecurity
         from rill.metadata.zookeeper import ZkMetadataStore
 
         session_ms = int(config.get("zookeeper.session.timeout.ms"))
@@ -241,6 +242,7 @@ class Broker:
             session_timeout_ms=session_ms,
             connection_timeout_ms=int(config.get("zookeeper.connection.timeout.ms") or session_ms),
             cluster_id=cluster_id,
+            security=ZkClientSecurity.from_config(config.get),
         )
         await store.start()
         self.controller = KafkaController(

@@ -177,7 +177,7 @@ async def serve(
             )
         elif isinstance(e, OSError):
             print(f"rill broker: cannot start: {describe_os_error(e)}", file=sys.stderr)
-        elif isinstance(e, LogDirInUseError | KafkaError):
+        elif isinstance(e, LogDirInUseError | KafkaError | ConfigError):
             print(f"rill broker: cannot start: {e}", file=sys.stderr)
         elif isinstance(e, Exception):  # unforeseen: what the start was doing, and where
             where = f" in {config.log_dirs[0]}" if broker.step == "loading the metadata" else ""

@@ -90,5 +90,33 @@ SECURITY_CONFIGS: list[tuple[str, ConfigType, object, str, object, Importance]] 
      None, LOW),
 ]  # fmt: skip
 
-for _name, _kind, _default, _doc, _validator, _imp in SECURITY_CONFIGS:
+# The broker's own connection to ZooKeeper (rill.metadata.zk_client): TLS and the ACLs of the znodes it makes.
+# SASL to ZooKeeper comes from the JAAS file of the JVM system properties in KAFKA_OPTS, as for Kafka.
+ZOOKEEPER_SECURITY_CONFIGS: list[tuple[str, ConfigType, object, str, object, Importance]] = [
+    ("zookeeper.set.acl", B, False, "Make the znodes the broker creates writable by its own ZooKeeper identity "
+     "only (and SCRAM credentials readable by it only); needs SASL or a TLS client certificate.", None, HIGH),
+    ("zookeeper.ssl.client.enable", B, False, "Connect to ZooKeeper over TLS.", None, HIGH),
+    ("zookeeper.clientCnxnSocket", S, None, "The ZooKeeper client's socket class (accepted; Rill's client "
+     "speaks TLS itself).", None, MEDIUM),
+    ("zookeeper.ssl.keystore.location", S, None, "PEM file with the client certificate chain and key towards "
+     "ZooKeeper.", None, MEDIUM),
+    ("zookeeper.ssl.keystore.password", P, None, "Password of the ZooKeeper client key.", None, MEDIUM),
+    ("zookeeper.ssl.keystore.type", S, None, "Key store format towards ZooKeeper (Rill reads PEM).",
+     one_of("", *STORE_TYPES), MEDIUM),
+    ("zookeeper.ssl.truststore.location", S, None, "PEM CA certificates trusted for ZooKeeper.", None, MEDIUM),
+    ("zookeeper.ssl.truststore.password", P, None, "Password of the ZooKeeper trust store.", None, MEDIUM),
+    ("zookeeper.ssl.truststore.type", S, None, "Trust store format towards ZooKeeper (Rill reads PEM).",
+     one_of("", *STORE_TYPES), MEDIUM),
+    ("zookeeper.ssl.protocol", S, "TLSv1.2", "TLS version towards ZooKeeper when "
+     "zookeeper.ssl.enabled.protocols is not set.", one_of("TLSv1.2", "TLSv1.3", "TLSv1.1", "TLSv1"), LOW),
+    ("zookeeper.ssl.enabled.protocols", LST, None, "TLS versions accepted towards ZooKeeper.", None, LOW),
+    ("zookeeper.ssl.cipher.suites", LST, None, "TLS 1.2 cipher suites towards ZooKeeper.", None, LOW),
+    ("zookeeper.ssl.endpoint.identification.algorithm", S, "HTTPS", "Host name check of ZooKeeper's "
+     "certificate (empty: none).", None, LOW),
+    ("zookeeper.ssl.crl.enable", B, False, "Certificate revocation lists (not supported: true is refused).",
+     None, LOW),
+    ("zookeeper.ssl.ocsp.enable", B, False, "OCSP (not supported: true is refused).", None, LOW),
+]  # fmt: skip
+
+for _name, _kind, _default, _doc, _validator, _imp in SECURITY_CONFIGS + ZOOKEEPER_SECURITY_CONFIGS:
     BROKER_CONFIGS.define(_name, _kind, _default, _doc, _validator, _imp)  # type: ignore[arg-type]

@@ -27,8 +27,8 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.client import KazooState
+from kazoo.exceptions import AuthFailedError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from rill.config import ensure_cluster_id
@@ -46,6 +46,7 @@ from rill.metadata.store import (
 from rill.metadata.user_credentials import CredentialChanges
 from rill.metadata.zk_acls import ZkAcls
 from rill.metadata.zk_changes import ZkChanges
+from rill.metadata.zk_client import ZkClientSecurity, make_zk_client
 from rill.metadata.zk_quotas import ZkClientQuotas
 from rill.metadata.zk_users import ZkUserCredentials
 from rill.security.acl import AccessControlEntry, AclCache, ResourcePattern
@@ -72,6 +73,7 @@ class ZkMetadataStore(ZkChanges):
         connection_timeout_ms: int = 18000,
         cluster_id: str | None = None,
         wait_timeout_s: float = 30.0,
+        security: ZkClientSecurity | None = None,
     ) -> None:
         self._connect = connect
         self._node_id = node_id
@@ -80,7 +82,8 @@ class ZkMetadataStore(ZkChanges):
         self._connection_timeout_s = connection_timeout_ms / 1000.0
         self._session_timeout_s = session_timeout_ms / 1000.0
         self._wait_timeout_s = wait_timeout_s
-        self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0)
+        self._security = security
+        self.zk = make_zk_client(connect, session_timeout_ms / 1000.0, security)
         self._listeners: list[MetadataListener] = []
         self._topics: dict[str, TopicState] = {}
         self._by_id: dict[uuid.UUID, TopicState] = {}
@@ -121,6 +124,13 @@ class ZkMetadataStore(ZkChanges):
                 f"cannot reach ZooKeeper at {self._connect} within {self._connection_timeout_s:g} s "
                 "(zookeeper.connection.timeout.ms)"
             ) from None
+        except AuthFailedError:
+            await asyncio.to_thread(self.zk.stop)
+            user = self._security.sasl_username if self._security is not None else None
+            raise ZooKeeperUnreachable(
+                f"ZooKeeper at {self._connect} refused the broker's SASL authentication as {user!r} (the JAAS "
+                "Client section that java.security.auth.login.config names, in KAFKA_OPTS)"
+            ) from None
         self.zk.add_listener(self._on_state)
         await asyncio.to_thread(self._prepare)
         await self._register()
@@ -136,7 +146,7 @@ class ZkMetadataStore(ZkChanges):
         hosts, slash, chroot = self._connect.partition("/")
         if not slash or not chroot.strip("/"):
             return
-        client = KazooClient(hosts=hosts, timeout=self.zk._session_timeout / 1000.0)
+        client = make_zk_client(hosts, self._session_timeout_s, self._security)
         try:
             client.start(self._connection_timeout_s)
             client.ensure_path("/" + chroot.strip("/"))

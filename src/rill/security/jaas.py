@@ -88,3 +88,23 @@ def jaas_problem(text: str) -> str | None:
     except ValueError as e:
         return str(e)
     return None
+
+
+_COMMENTS = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/', re.DOTALL)
+_SECTION = re.compile(r'\s*([A-Za-z_][\w.-]*)\s*\{((?:[^{}"]|"(?:[^"\\]|\\.)*")*)\}\s*;', re.DOTALL)
+
+
+def jaas_file_section(text: str, name: str) -> list[LoginModule] | None:
+    """The login modules of section ``name`` of a JAAS file (``Name { module flag options; ... };``, with
+    ``//`` and ``/* */`` comments), or None when the file has no such section; ValueError says what is wrong."""
+    text = _COMMENTS.sub(lambda m: m.group(0) if m.group(0).startswith('"') else " ", text)
+    pos = 0
+    found: list[LoginModule] | None = None
+    while text[pos:].strip():
+        m = _SECTION.match(text, pos)
+        if m is None:
+            raise ValueError(f"a JAAS file is a list of sections 'Name {{ ... }};' (unexpected text at {pos})")
+        if m.group(1) == name:
+            found = parse_jaas_config(m.group(2))
+        pos = m.end()
+    return found

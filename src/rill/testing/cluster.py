@@ -8,7 +8,8 @@ the controller are read from ZooKeeper, the source of truth. With ``metrics=True
 Prometheus metrics on a port of its own (``.metrics_port(id)``, kept across restarts);
 ``broker_overrides={id: {...}}`` gives one broker configs of its own (``broker.rack``, say).
 ``zookeeper_nodes=3`` runs a three-server ZooKeeper ensemble (``.zookeeper``, a :class:`ZooKeeperEnsemble`,
-kills, pauses and restarts its servers).
+kills, pauses and restarts its servers); ``zookeeper_options`` go to it (``jvm_options``, ``config``,
+``secure_client_port``); brokers with ``zookeeper.ssl.client.enable=true`` are given its TLS ports.
 
 ``network="netns"`` (root only) puts each broker in a network namespace of its own
 (:class:`~rill.testing.netns.NetworkTopology`, ``.network``) and ZooKeeper in another: broker ``i`` listens on
@@ -55,7 +56,8 @@ class TestCluster:
     def __init__(self, brokers: int = 3, overrides: Mapping[str, Any] | None = None, *, tick_ms: int = 500,
                  data_dir: str | Path | None = None, metrics: bool = False,
                  broker_overrides: Mapping[int, Mapping[str, Any]] | None = None,
-                 zookeeper_nodes: int = 1, network: str = "loopback") -> None:  # fmt: skip
+                 zookeeper_nodes: int = 1, network: str = "loopback",
+                 zookeeper_options: Mapping[str, Any] | None = None) -> None:  # fmt: skip
         if network not in ("loopback", "netns"):
             raise ValueError(f"network is 'loopback' or 'netns', not {network!r}")
         self.network = NetworkTopology(brokers) if network == "netns" else None
@@ -67,6 +69,7 @@ class TestCluster:
                 zookeeper_nodes, tick_ms=tick_ms, data_dir=self.data_dir / "zookeeper",
                 host=net.zookeeper_address if net is not None else "127.0.0.1",
                 command_prefix=net.exec_prefix(ZOOKEEPER) if net is not None else (),
+                **(zookeeper_options or {}),
             )  # fmt: skip
         except BaseException:
             if self.network is not None:
@@ -98,8 +101,7 @@ class TestCluster:
             return self
         self.zookeeper.start()
         for i in range(self.size):
-            props = {**self._props, "node.id": str(i),
-                     "zookeeper.connect": self.zookeeper.connect_string + self.chroot}  # fmt: skip
+            props = {**self._props, "node.id": str(i), "zookeeper.connect": self._zookeeper_connect()}
             props.update(self._broker_props.get(i, {}))
             if self._metrics:
                 props["metrics.port"] = str(_free_port())
@@ -111,6 +113,11 @@ class TestCluster:
             self._brokers[i] = b
             b.start()
         return self
+
+    def _zookeeper_connect(self) -> str:
+        """What the brokers are given: the servers' TLS ports when the brokers speak TLS to ZooKeeper."""
+        tls = self._props.get("zookeeper.ssl.client.enable", "false").lower() == "true"
+        return (self.zookeeper.secure_connect_string if tls else self.zookeeper.connect_string) + self.chroot
 
     def close(self) -> None:
         try:

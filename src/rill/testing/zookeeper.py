@@ -18,6 +18,10 @@ API (``kill(0)``); their ZooKeeper ``myid`` is the index plus one. A server coun
 ``srvr`` four-letter command shows its ``Mode:`` (standalone, leader or follower): the client port
 opens earlier than that.
 
+``jvm_options`` adds ``-D`` options to the servers' command line (a JAAS file for SASL authentication, say);
+``secure_client_port=True`` gives each server a TLS port too (Netty, ``secure_connect_string``), the ``ssl.*``
+lines of its key and trust stores coming in ``config``; the plain port stays for the four-letter probes.
+
 ``tick_ms`` is ZooKeeper's ``tickTime``: sessions last between 2 and 20 ticks, so a small tick
 allows short session timeouts for fast expiry tests. ``init_limit`` and ``sync_limit`` count ticks.
 
@@ -61,6 +65,7 @@ ZOOKEEPER_JAR = JAVA_DIR / "zookeeper.jar"  # its manifest's Class-Path lists ne
 SLF4J_SIMPLE_JAR = JAVA_DIR / "slf4j-simple.jar"
 STANDALONE_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 QUORUM_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+NETTY_SERVER_JARS = ("netty-codec.jar", "netty-resolver.jar", "netty-transport-native-unix-common.jar")
 FOUR_LETTER_WORDS = "ruok,srvr,mntr,stat,conf"
 JVM_OPTIONS = (
     "-Xmx256m",
@@ -180,6 +185,7 @@ class _Server:
     quorum_port: int
     election_port: int
     directory: Path
+    secure_port: int = 0
     proc: sp.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -205,6 +211,8 @@ class ZooKeeperEnsemble:
         config: Mapping[str, str] | None = None,
         host: str = "127.0.0.1",
         command_prefix: Sequence[str] = (),
+        jvm_options: Sequence[str] = (),
+        secure_client_port: bool = False,
     ) -> None:
         if size < 1:
             raise ValueError(f"an ensemble has at least one server, not {size}")
@@ -214,6 +222,8 @@ class ZooKeeperEnsemble:
         self.tick_ms = tick_ms
         self.host = host
         self._command_prefix = list(command_prefix)  # ``ip netns exec NAME``: the servers run in that namespace
+        self._jvm_options = list(jvm_options)  # -D options: a JAAS file for SASL, say
+        self._secure = secure_client_port
         self.startup_timeout = startup_timeout
         self._java = find_java()
         self._classpath = server_classpath()
@@ -239,6 +249,14 @@ class ZooKeeperEnsemble:
     def connect_string(self) -> str:
         """``HOST:PORT,...`` of every server, what ZooKeeper clients are given."""
         return ",".join(self.connect_string_for(i) for i in range(self.size))
+
+    @property
+    def secure_connect_string(self) -> str:
+        """``HOST:PORT,...`` of every server's TLS port (``secure_client_port=True``; the ``ssl.*`` lines of the
+        servers' key and trust stores come in ``config``)."""
+        if not self._secure:
+            raise ZooKeeperError("the servers have no TLS port: start them with secure_client_port=True")
+        return ",".join(f"{self.host}:{s.secure_port}" for s in self._servers)
 
     def connect_string_for(self, i: int) -> str:
         return f"{self.host}:{self._servers[i].client_port}"
@@ -399,11 +417,12 @@ class ZooKeeperEnsemble:
         if self._command_prefix:  # a network namespace of the ensemble's own: ZooKeeper's usual ports are free
             ports = [p + i for i in range(self.size) for p in (2181, 2888, 3888)]
         else:
-            ports = free_ports(3 * self.size)
+            ports = free_ports(4 * self.size)
         for server in self._servers:
             server.client_port, server.quorum_port, server.election_port = ports[
                 3 * server.index : 3 * server.index + 3
             ]
+            server.secure_port = ports[3 * self.size + server.index] if len(ports) > 3 * self.size else 0
 
     def _signal(self, i: int, sig: signal.Signals) -> None:
         server = self._servers[i]
@@ -416,6 +435,9 @@ class ZooKeeperEnsemble:
         data = server.directory / "data"
         data.mkdir(parents=True, exist_ok=True)
         lines = {**self._config, "dataDir": str(data), "clientPort": str(server.client_port)}
+        if self._secure:  # the plain port stays: the four-letter probes use it
+            lines["secureClientPort"] = str(server.secure_port)
+            lines["serverCnxnFactory"] = "org.apache.zookeeper.server.NettyServerCnxnFactory"
         if self.size > 1:
             (data / "myid").write_text(f"{server.index + 1}\n")
             for other in self._servers:
@@ -427,7 +449,11 @@ class ZooKeeperEnsemble:
     def _launch(self, server: _Server) -> None:
         config = self._write_config(server)
         main = QUORUM_MAIN if self.size > 1 else STANDALONE_MAIN
-        args = [*self._command_prefix, self._java, *JVM_OPTIONS, "-cp", self._classpath, main, str(config)]
+        classpath = self._classpath
+        if self._secure:  # Debian's manifest leaves out the netty jars that the Netty server factory needs too
+            classpath += "".join(f":{JAVA_DIR / jar}" for jar in NETTY_SERVER_JARS if (JAVA_DIR / jar).is_file())
+        args = [*self._command_prefix, self._java, *JVM_OPTIONS, *self._jvm_options, "-cp", classpath, main,
+                str(config)]  # fmt: skip
         log: Any = open(server.log_path, "ab")  # noqa: SIM115 - closed once the child has its copy
         try:
             preexec = _die_with_parent()
