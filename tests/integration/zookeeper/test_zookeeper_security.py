@@ -55,7 +55,7 @@ def _kazoo(hosts: str, user: str | None = None, password: str | None = None) -> 
 
 def _produce_and_read(c: TestCluster, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
-    for f in admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=30).values():
+    for f in admin.create_topics([NewTopic(topic, 1, c.size)], operation_timeout=30).values():
         f.result(60)
     p = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all"})
     p.produce(topic, b"secured")
@@ -103,7 +103,7 @@ def sasl_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Te
     server_jaas.write_text(SERVER_JAAS)
     client_jaas = _client_jaas(tmp_path / "client-jaas.conf", "rill", "rill-secret")
     monkeypatch.setenv("KAFKA_OPTS", f"-Djava.security.auth.login.config={client_jaas}")
-    c = TestCluster(1, {"zookeeper.set.acl": "true", "offsets.topic.replication.factor": "1"},
+    c = TestCluster(2, {"zookeeper.set.acl": "true"},
                     zookeeper_options={"jvm_options": [f"-Djava.security.auth.login.config={server_jaas}"],
                                        "config": SASL_SERVER})  # fmt: skip
     try:
@@ -133,7 +133,11 @@ def test_sasl_and_set_acl_lock_the_znodes_to_the_broker(sasl_cluster: TestCluste
     finally:
         owner.stop()
         owner.close()
-    c.restart(0)  # a restart authenticates again and finds its znodes
+    leader = c.leader("orders", 0)
+    c.kill(leader)  # the controller (maybe the other broker) re-elects: it may write the znodes both made
+    c.wait_for(lambda: c.leader("orders", 0) not in (-1, leader), 30, "a new leader")
+    c.start(leader)  # a restart authenticates again and finds its znodes
+    c.wait_for(lambda: len(c.isr("orders", 0)) == 2, 30, "the restarted broker back in the ISR")
     _produce_and_read(c, "orders-after-restart")
 
 
