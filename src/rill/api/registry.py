@@ -35,6 +35,7 @@ REGISTRY: dict[int, ApiHandler] = {}
 HANDLER_MODULES = (
     "rill.api.api_versions",
     "rill.api.metadata",
+    "rill.api.describe_topic_partitions",
     "rill.api.produce",
     "rill.api.fetch",
     "rill.api.list_offsets",

@@ -245,6 +245,8 @@ for _args, _opts in [
         _dyn,
     ),
     (("queued.max.requests", INT, 500, "Requests read ahead before reading pauses.", at_least(1), HIGH), {}),
+    (("max.request.partition.size.limit", INT, 2000, "Most partitions one DescribeTopicPartitions answer holds.",
+      at_least(1), LOW), {}),
     (("quota.window.num", INT, 11, "Windows a client quota's rate is measured over.", at_least(1), LOW), {}),
     (("quota.window.size.seconds", INT, 1, "Length of each client quota window.", at_least(1), LOW), {}),
     (

@@ -190,6 +190,11 @@ def _cases() -> dict[int, list[tuple[int, dict[str, Any], Check]]]:
         ApiKey.LIST_PARTITION_REASSIGNMENTS: [(0, {"timeout_ms": 5000, "topics": None},
                                                lambda r: r["error_code"] == CAF)],
         ApiKey.DESCRIBE_LOG_DIRS: [(3, {"topics": None}, lambda r: r["error_code"] == CAF and r["results"] == [])],
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS: [
+            (0, {"topics": [{"name": t}], "response_partition_limit": 10, "cursor": None},
+             lambda r: [(x["error_code"], x["partitions"]) for x in r["topics"]] == [(TAF, [])]),
+            (0, {"topics": [], "response_partition_limit": 10, "cursor": None}, lambda r: r["topics"] == []),
+        ],
         ApiKey.DESCRIBE_CLUSTER: [(0, {"include_cluster_authorized_operations": True},
                                    lambda r: r["cluster_authorized_operations"] == 0)],
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [(0, {"users": None}, lambda r: r["error_code"] == CAF)],

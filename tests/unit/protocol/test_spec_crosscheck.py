@@ -111,8 +111,10 @@ def _view_rill(fields: tuple[Field, ...], v: int, spec_fields: list[dict[str, An
         if v not in f.versions:
             continue
         sf = by_name.get(f.name, {})
-        # a default is compared for scalars and for arrays (a spec's "null" default), never for structs
-        default = default_source(f) if "default" in sf and (f.is_array or not f.is_struct) else None
+        # a default is compared for scalars, arrays and nullable structs (a spec's "null" default), never for the
+        # values of other structs
+        compared = f.is_array or not f.is_struct or sf.get("default", "") in (None, "null")
+        default = default_source(f) if "default" in sf and compared else None
         if default == "_ZU":
             default = None
         out.append(

@@ -1,4 +1,4 @@
-"""Metadata (3) and DescribeCluster (60)."""
+"""Metadata (3), DescribeCluster (60) and DescribeTopicPartitions (75)."""
 
 from __future__ import annotations
 
@@ -70,7 +70,46 @@ DESCRIBE_CLUSTER_RESPONSE = message("DescribeClusterResponse", 60, "0-2", "0+", 
     field("ClusterAuthorizedOperations", "int32", "0+", default=-2147483648),
 ])
 
+DESCRIBE_TOPIC_PARTITIONS_REQUEST = message("DescribeTopicPartitionsRequest", 75, "0", "0+", [
+    field("Topics", "[]TopicRequest", "0+", fields=[
+        field("Name", "string", "0+"),
+    ]),
+    field("ResponsePartitionLimit", "int32", "0+", default=2000),
+    field("Cursor", "Cursor", "0+", nullable="0+", default=None, fields=[
+        field("TopicName", "string", "0+"),
+        field("PartitionIndex", "int32", "0+"),
+    ]),
+])
+
+
+DESCRIBE_TOPIC_PARTITIONS_RESPONSE = message("DescribeTopicPartitionsResponse", 75, "0", "0+", [
+    field("ThrottleTimeMs", "int32", "0+"),
+    field("Topics", "[]DescribeTopicPartitionsResponseTopic", "0+", fields=[
+        field("ErrorCode", "int16", "0+"),
+        field("Name", "string", "0+", nullable="0+"),
+        field("TopicId", "uuid", "0+"),
+        field("IsInternal", "bool", "0+", default=False),
+        field("Partitions", "[]DescribeTopicPartitionsResponsePartition", "0+", fields=[
+            field("ErrorCode", "int16", "0+"),
+            field("PartitionIndex", "int32", "0+"),
+            field("LeaderId", "int32", "0+"),
+            field("LeaderEpoch", "int32", "0+", default=-1),
+            field("ReplicaNodes", "[]int32", "0+"),
+            field("IsrNodes", "[]int32", "0+"),
+            field("EligibleLeaderReplicas", "[]int32", "0+", nullable="0+", default=None),
+            field("LastKnownElr", "[]int32", "0+", nullable="0+", default=None),
+            field("OfflineReplicas", "[]int32", "0+"),
+        ]),
+        field("TopicAuthorizedOperations", "int32", "0+", default=-2147483648),
+    ]),
+    field("NextCursor", "Cursor", "0+", nullable="0+", default=None, fields=[
+        field("TopicName", "string", "0+"),
+        field("PartitionIndex", "int32", "0+"),
+    ]),
+])
+
 APIS = [
     (METADATA_REQUEST, METADATA_RESPONSE),
     (DESCRIBE_CLUSTER_REQUEST, DESCRIBE_CLUSTER_RESPONSE),
+    (DESCRIBE_TOPIC_PARTITIONS_REQUEST, DESCRIBE_TOPIC_PARTITIONS_RESPONSE),
 ]
