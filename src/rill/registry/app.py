@@ -18,7 +18,18 @@ from typing import Any
 
 from rill.registry import errors as E
 from rill.registry.errors import RegistryError
-from rill.registry.schemas import SCHEMA_TYPES, check_level, incompatibilities, parse_avro, schema_from_request
+from rill.registry.schemas import (
+    PROTOBUF,
+    SCHEMA_TYPES,
+    Reference,
+    SchemaText,
+    check_level,
+    incompatibilities,
+    parse_canonical,
+    prepare,
+    render,
+    schema_from_request,
+)
 from rill.registry.store import (
     MODES,
     Record,
@@ -195,23 +206,23 @@ class RegistryApp:
         for subject in self.state.subject_names(deleted=deleted):
             if subject.startswith(prefix):
                 versions = self.state.versions(subject, deleted=deleted)
-                out.extend(v.to_json() for v in (versions[-1:] if latest_only else versions))
+                out.extend(v.to_json(query.get("format")) for v in (versions[-1:] if latest_only else versions))
         return 200, out
 
     async def schema_types(self, **_: Any) -> Reply:
         return 200, list(SCHEMA_TYPES)
 
-    async def schema_by_id(self, sid: str, **_: Any) -> Reply:
+    async def schema_by_id(self, sid: str, query: Query, **_: Any) -> Reply:
         schema = self.state.schemas[await self._schema_id(sid)]
-        out: dict[str, Any] = {"schema": schema.text}
+        out: dict[str, Any] = {"schema": render(schema, query.get("format"))}
         if schema.schema_type != "AVRO":
             out["schemaType"] = schema.schema_type
         if schema.references:
             out["references"] = [r.to_json() for r in schema.references]
         return 200, out
 
-    async def raw_schema_by_id(self, sid: str, **_: Any) -> Reply:
-        return 200, json.loads(self.state.schemas[await self._schema_id(sid)].text)
+    async def raw_schema_by_id(self, sid: str, query: Query, **_: Any) -> Reply:
+        return 200, _raw(self.state.schemas[await self._schema_id(sid)], query)
 
     def _holders(self, schema_id: int, deleted: bool) -> list[Version]:
         found = [
@@ -243,54 +254,70 @@ class RegistryApp:
         return 200, [v.version for v in self._live_versions(subject, _flag(query, "deleted"))]
 
     async def get_version(self, subject: str, version: str, query: Query, **_: Any) -> Reply:
-        return 200, self._version(subject, version, deleted=_flag(query, "deleted")).to_json()
+        return 200, self._version(subject, version, deleted=_flag(query, "deleted")).to_json(query.get("format"))
 
     async def raw_version(self, subject: str, version: str, query: Query, **_: Any) -> Reply:
-        return 200, json.loads(self._version(subject, version, deleted=_flag(query, "deleted")).schema.text)
+        return 200, _raw(self._version(subject, version, deleted=_flag(query, "deleted")).schema, query)
 
     async def referenced_by(self, subject: str, version: str, **_: Any) -> Reply:
         v = self._version(subject, version)
         return 200, self.state.referenced_by(v.subject, v.version)
 
-    def _parsed(self, body: Any) -> tuple[Any, Any]:
-        """The request's schema and its parsed form (its references resolved)."""
+    def _referenced(self, references: tuple[Reference, ...]) -> list[tuple[str, SchemaText]]:
+        """Every schema ``references`` reach (their own references too), dependencies first, each once, as
+        (reference name, schema); 42201 when one is missing or deleted."""
+        out: list[tuple[str, SchemaText]] = []
+        seen: set[tuple[str, int]] = set()
+
+        def visit(refs: tuple[Reference, ...], depth: int) -> None:
+            if depth > 32:
+                raise E.invalid_schema("references nest more than 32 deep")
+            for ref in refs:
+                if (ref.subject, ref.version) in seen:
+                    continue
+                seen.add((ref.subject, ref.version))
+                found = self.state.subjects.get(ref.subject, {}).get(ref.version)
+                if found is None or found.deleted:
+                    raise E.invalid_schema(f"reference {ref.name!r} to {ref.subject} version {ref.version} not found")
+                visit(found.schema.references, depth + 1)
+                out.append((ref.name, found.schema))
+
+        visit(references, 0)
+        return out
+
+    async def _prepared(self, body: Any) -> tuple[SchemaText, Any]:
+        """The request's schema in canonical form, and parsed (its references resolved)."""
         schema = schema_from_request(body)
-        referenced = []
-        for ref in schema.references:
-            found = self.state.subjects.get(ref.subject, {}).get(ref.version)
-            if found is None or found.deleted:
-                raise E.invalid_schema(f"reference {ref.name!r} to {ref.subject} version {ref.version} not found")
-            referenced.append(found.schema)
-        return schema, parse_avro(schema, referenced)
+        return await prepare(schema, self._referenced(schema.references))
 
     def _previous(self, versions: list[Version]) -> list[tuple[int, Any]]:
         out = []
         for v in versions:
-            refs = [
-                self.state.subjects[r.subject][r.version].schema
-                for r in v.schema.references
-                if r.version in self.state.subjects.get(r.subject, {})
-            ]
-            out.append((v.version, parse_avro(v.schema, refs)))
+            try:
+                out.append((v.version, parse_canonical(v.schema, self._referenced(v.schema.references))))
+            except RegistryError as e:  # a stored schema that no longer parses: skipped, as nothing can read it
+                log.warning("Schema %s version %d cannot be parsed again: %s", v.subject, v.version, e.message)
         return out
 
     async def lookup(self, subject: str, query: Query, body: bytes, **_: Any) -> Reply:
         deleted = _flag(query, "deleted")
         versions = self._live_versions(subject, deleted)
-        schema, _parsed = self._parsed(_body(body))
+        schema, _parsed = await self._prepared(_body(body))
         for v in reversed(versions):
             if v.schema.identity == schema.identity:
-                return 200, v.to_json()
+                return 200, v.to_json(query.get("format"))
         raise E.schema_not_found()
 
     async def register(self, subject: str, body: bytes, **_: Any) -> Reply:
         request = _body(body)
+        await self.topic.catch_up()
+        schema, parsed = await self._prepared(request)  # before the write lock: a Protobuf text compiles
 
-        def prepare() -> tuple[list[Record], Any]:
+        def build() -> tuple[list[Record], Any]:
             mode = self.state.mode(subject)
             if mode in ("READONLY", "READONLY_OVERRIDE"):
                 raise RegistryError(E.OPERATION_NOT_PERMITTED, f"Subject {subject} is in read-only mode")
-            schema, parsed = self._parsed(request)
+            self._referenced(schema.references)  # still there once caught up
             wanted_id = request.get("id") if isinstance(request, dict) else None
             wanted_version = request.get("version") if isinstance(request, dict) else None
             if (wanted_id is not None or wanted_version is not None) and mode != "IMPORT":
@@ -301,7 +328,8 @@ class RegistryApp:
                 if v.schema.identity == schema.identity and wanted_id in (None, v.schema_id):
                     return [], {"id": v.schema_id, "version": v.version}
             if mode != "IMPORT":
-                problems = incompatibilities(parsed, self._previous(live), self.state.compatibility(subject))
+                problems = incompatibilities(parsed, self._previous(live), self.state.compatibility(subject),
+                                             schema.schema_type)  # fmt: skip
                 if problems:
                     raise RegistryError(
                         E.INCOMPATIBLE_SCHEMA,
@@ -328,7 +356,7 @@ class RegistryApp:
             record = schema_record(Version(subject, version, schema_id, schema, False))
             return [record], {"id": schema_id, "version": version}
 
-        reply = await self._write(prepare)
+        reply = await self._write(build)
         return 200, {"id": reply["id"]}
 
     async def delete_subject(self, subject: str, query: Query, **_: Any) -> Reply:
@@ -473,7 +501,7 @@ class RegistryApp:
     async def check_compatibility(
         self, subject: str, query: Query, body: bytes, version: str | None = None, **_: Any
     ) -> Reply:
-        _schema, parsed = self._parsed(_body(body))
+        schema, parsed = await self._prepared(_body(body))
         level = self.state.compatibility(subject)
         if version is None:
             live = self.state.versions(subject)
@@ -482,11 +510,18 @@ class RegistryApp:
             target = self._version(subject, version)
             previous = self._previous([target])
             level = level.removesuffix("_TRANSITIVE")
-        problems = incompatibilities(parsed, previous, level)
+        problems = incompatibilities(parsed, previous, level, schema.schema_type)
         out: dict[str, Any] = {"is_compatible": not problems}
         if _flag(query, "verbose"):
             out["messages"] = problems
         return 200, out
+
+
+def _raw(schema: SchemaText, query: Query) -> Any:
+    """The schema itself, as ``/schema`` answers it: Avro and JSON schemas as JSON, Protobuf as text."""
+    if schema.schema_type == PROTOBUF:
+        return render(schema, query.get("format"))
+    return json.loads(schema.text)
 
 
 def _deleted(v: Version) -> Version:

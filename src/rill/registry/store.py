@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from rill.registry.schemas import AVRO, DEFAULT_COMPATIBILITY, Reference, SchemaText
+from rill.registry.schemas import AVRO, DEFAULT_COMPATIBILITY, Reference, SchemaText, render
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +36,12 @@ class Version:
     schema: SchemaText
     deleted: bool
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, fmt: str | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
             "subject": self.subject,
             "version": self.version,
             "id": self.schema_id,
-            "schema": self.schema.text,
+            "schema": render(self.schema, fmt),
         }
         if self.schema.schema_type != AVRO:
             out["schemaType"] = self.schema.schema_type

@@ -45,7 +45,7 @@ def test_error_codes(http: Any) -> None:
     assert status == 200 and body["subject"] == "ok-value" and body["version"] == 1
     assert http("GET", "/subjects/ok-value/versions/1/schema") == (200, json.loads(RECORD))
     assert http("GET", f"/schemas/ids/{body['id']}/subjects") == (200, ["ok-value"])
-    assert http("GET", "/schemas/types") == (200, ["AVRO"])
+    assert http("GET", "/schemas/types") == (200, ["AVRO", "JSON", "PROTOBUF"])
     assert http("GET", "/schemas?subjectPrefix=ok-") == (200, [body])
     assert http("GET", "/contexts") == (200, ["."])
     status, subjects = http("GET", "/subjects")
