@@ -17,6 +17,7 @@ from typing import Any
 from rill.config.broker_config import BrokerConfig, scaled
 from rill.config.config_def import ConfigSource, ConfigType
 from rill.config.definitions import BROKER_CONFIGS, BROKER_SYNONYMS, TOPIC_CONFIGS, TOPIC_SYNONYMS
+from rill.config.kafka_definitions import PER_BROKER_ONLY
 from rill.errors import ErrorCode, KafkaError
 
 
@@ -37,8 +38,11 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:
     return parsed
 
 
-def validate_broker_dynamic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:
-    """Check dynamic broker configs (AlterConfigs on a broker); KafkaError(INVALID_CONFIG) on a bad one."""
+def validate_broker_dynamic_configs(
+    configs: Mapping[str, str | None], *, cluster_default: bool = False
+) -> dict[str, Any]:
+    """Check dynamic broker configs (AlterConfigs on a broker, or on the cluster-wide default resource when
+    ``cluster_default``); KafkaError(INVALID_CONFIG) on a bad one."""
     parsed: dict[str, Any] = {}
     for name, raw in configs.items():
         key = BROKER_CONFIGS.keys.get(name)
@@ -46,6 +50,9 @@ def validate_broker_dynamic_configs(configs: Mapping[str, str | None]) -> dict[s
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {name}")
         if not key.dynamic:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"Cannot update these configs dynamically: [{name}]")
+        if cluster_default and name in PER_BROKER_ONLY:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, "Cannot update these configs at default cluster level, "
+                                                       f"broker id must be specified: [{name}]")  # fmt: skip
         if raw is None:
             continue
         try:
