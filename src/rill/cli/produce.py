@@ -378,8 +378,12 @@ def _produce(args: argparse.Namespace, extra_props: dict[str, str], stop: StopSi
             producer = Producer(conf)
         except Exception as e:
             raise CliError(f"invalid producer config: {describe_kafka_exception(e)}") from None
-        if not stop.requested:
-            _check_topic(producer, args.topic, args.partition, args.timeout)
+        try:
+            if not stop.requested:
+                _check_topic(producer, args.topic, args.partition, args.timeout)
+        except CliError:
+            if not stop.requested:  # a signal meanwhile ends the command as a signal does
+                raise
         show_progress = not args.no_progress and sys.stderr.isatty() and (size is None or size >= PROGRESS_MIN_BYTES)
         progress = Progress(sys.stderr, size) if show_progress else None
         started = time.monotonic()
