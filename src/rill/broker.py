@@ -24,6 +24,7 @@ from rill.api.init_producer_id import ProducerIdManager
 from rill.config import BrokerConfig, topic_config_defaults
 from rill.config.broker_config import effective_broker_value, per_ip_overrides
 from rill.config.definitions import NOT_YET_USED
+from rill.config.kafka_definitions import KAFKA_ONLY
 from rill.fsutil import raise_open_files_limit
 from rill.log.log_cleaner_manager import CleanerConfig
 from rill.log.log_config import LogConfig
@@ -95,10 +96,11 @@ class Broker:
 
     async def _start(self) -> None:
         config = self.config
-        unused = sorted(name for name in config.originals if name in NOT_YET_USED)
+        unused = sorted(name for name in config.originals if name in NOT_YET_USED or name in KAFKA_ONLY)
         if unused:
             log.warning(
-                "Set but not used by this version of Rill (the feature is not built yet; docs/OPERATIONS.md): %s",
+                "Set but not used by this version of Rill (its feature is not built, or is Kafka's own; "
+                "docs/OPERATIONS.md): %s",
                 ", ".join(unused),
             )
         before, after = raise_open_files_limit()

@@ -200,8 +200,13 @@ def test_describe_topic_configs_sources_and_synonyms() -> None:
         ("log.segment.bytes", ConfigSource.DEFAULT_CONFIG),
     ]
     ret = entries["retention.ms"]
-    assert (ret.value, ret.source) == ("300000", ConfigSource.STATIC_BROKER_CONFIG)
-    assert [(s.name, s.value, s.source) for s in ret.synonyms] == [
+    # As Kafka: the broker synonyms before the own broker name (log.retention.ms) are dropped, so none is
+    # listed and the source is the default; the value is still the one in effect.
+    assert (ret.value, ret.source, ret.synonyms) == ("300000", ConfigSource.DEFAULT_CONFIG, ())
+    ms = {e.name: e for e in describe_topic_configs(b.with_overrides({"log.retention.ms": "7"}), {})}["retention.ms"]
+    assert (ms.value, ms.source) == ("7", ConfigSource.STATIC_BROKER_CONFIG)
+    assert [(s.name, s.value, s.source) for s in ms.synonyms] == [
+        ("log.retention.ms", "7", ConfigSource.STATIC_BROKER_CONFIG),
         ("log.retention.minutes", "5", ConfigSource.STATIC_BROKER_CONFIG),
         ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
     ]

@@ -148,7 +148,7 @@ async def _apply(ctx: RequestContext, rtype: int, name: str, new: Mapping[str, s
             log.info("Topic %s configs set to %s by %s", name, dict(new), ctx.client)
     elif rtype == BROKER:
         _check_broker_name(ctx, name)
-        validate_broker_dynamic_configs(dict(new))
+        validate_broker_dynamic_configs(dict(new), cluster_default=name == "")
         store = services.metadata
         if name == "":  # the cluster-wide defaults, below each broker's own
             _check_connection_limits(ctx, {**new, **store.broker_configs()})

@@ -1,7 +1,7 @@
 """DescribeProducers (61): the active producers of partitions this broker leads (``kafka-transactions.sh
 describe-producers``): each one's id, epoch, last sequence and timestamp, coordinator epoch, and the first offset
-of its ongoing transaction (-1 when none). A partition this broker does not lead answers
-NOT_LEADER_OR_FOLLOWER, one it does not host UNKNOWN_TOPIC_OR_PARTITION."""
+of its ongoing transaction (-1 when none). A partition this broker does not lead, or of which it holds no replica,
+answers NOT_LEADER_OR_FOLLOWER; one the cluster does not have UNKNOWN_TOPIC_OR_PARTITION."""
 
 from __future__ import annotations
 

@@ -50,8 +50,10 @@ async def handle_list_offsets(ctx: RequestContext, request: Body) -> Body:
                 elif ts == LATEST_TIERED_TIMESTAMP:
                     out.update(offset=-1, leader_epoch=-1)
                 elif ts == MAX_TIMESTAMP:
+                    # as a lookup by time, only a record a consumer of this isolation level may read
                     max_ts, offset = plog.max_timestamp_and_offset()
-                    if offset >= 0:
+                    limit = partition.last_stable_offset if read_committed else partition.high_watermark
+                    if 0 <= offset < limit:
                         out.update(offset=offset, timestamp=max_ts, leader_epoch=epoch)
                 elif ts < 0:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {ts}")

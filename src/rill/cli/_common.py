@@ -202,11 +202,12 @@ def parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
     return addresses
 
 
-def ensure_reachable(bootstrap: str, timeout_s: float) -> None:
-    """Fail with one line unless at least one bootstrap address accepts a TCP connection in time."""
+def ensure_reachable(bootstrap: str, timeout_s: float, stop: StopSignals | None = None) -> None:
+    """Fail with one line unless at least one bootstrap address accepts a TCP connection in time (returns early
+    once ``stop`` has a signal)."""
     deadline = time.monotonic() + timeout_s
     addresses = parse_bootstrap(bootstrap)
-    while True:
+    while stop is None or not stop.requested:
         for host, port in addresses:
             remaining = deadline - time.monotonic()
             try:

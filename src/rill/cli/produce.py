@@ -14,7 +14,8 @@ lines), and the records wait for it until ``message.timeout.ms``.
 
 Ctrl-C (SIGINT) or SIGTERM stops reading the input; the records already handed to the producer are still
 delivered (as Kafka's console producer closes its producer on the way out), the total is printed and the
-command exits with 128 + the signal's number. A second signal exits at once.
+command exits with 128 + the signal's number. A signal while the command starts (before it reads) ends it the
+same way, with none sent. A second signal exits at once.
 """
 
 from __future__ import annotations
@@ -341,9 +342,19 @@ def _body(argv: list[str]) -> int:
     if args.partition is not None and args.partition < 0:
         raise CliError(f"invalid --partition {args.partition}", EXIT_USAGE)
     extra_props = dict(parse_key_value(p, "producer property") for p in args.producer_property or ())
-    stream, size = _open_input(args)
+    stop = StopSignals()  # from the start: a signal while starting ends the command as one while it reads
+    stop.install()
     try:
-        ensure_reachable(args.bootstrap_server, args.timeout)
+        return _produce(args, extra_props, stop)
+    finally:
+        stop.restore()
+
+
+def _produce(args: argparse.Namespace, extra_props: dict[str, str], stop: StopSignals) -> int:
+    stream, size = _open_input(args)
+    remaining = sent = 0
+    try:
+        ensure_reachable(args.bootstrap_server, args.timeout, stop)
         from confluent_kafka import Producer
 
         tally = DeliveryTally()
@@ -367,15 +378,18 @@ def _body(argv: list[str]) -> int:
             producer = Producer(conf)
         except Exception as e:
             raise CliError(f"invalid producer config: {describe_kafka_exception(e)}") from None
-        _check_topic(producer, args.topic, args.partition, args.timeout)
+        try:
+            if not stop.requested:
+                _check_topic(producer, args.topic, args.partition, args.timeout)
+        except CliError:
+            if not stop.requested:  # a signal meanwhile ends the command as a signal does
+                raise
         show_progress = not args.no_progress and sys.stderr.isatty() and (size is None or size >= PROGRESS_MIN_BYTES)
         progress = Progress(sys.stderr, size) if show_progress else None
         started = time.monotonic()
         error: CliError | None = None
-        poller = Poller(producer)
-        stop = StopSignals()
-        stop.install()
-        try:
+        if not stop.requested:
+            poller = Poller(producer)
             try:
                 sent = _produce_all(args, producer, poller, stream, progress, stop)
             except CliError as e:
@@ -384,8 +398,6 @@ def _body(argv: list[str]) -> int:
             finally:
                 poller.stop()
             remaining = producer.flush(max(args.timeout * 4, 10.0))
-        finally:
-            stop.restore()
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()

@@ -522,4 +522,5 @@ BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {n: g for g in _BROKER_GROUPS for 
 
 from rill.config import cluster_definitions as _cluster_definitions  # noqa: E402,F401  (replication configs)
 from rill.config import coordinator_definitions as _coordinator_definitions  # noqa: E402,F401  (group, txn)
+from rill.config import kafka_definitions as _kafka_definitions  # noqa: E402,F401  (Kafka's names Rill does not use; last)
 from rill.config import security_definitions as _security_definitions  # noqa: E402,F401  (defines the ssl/sasl configs)

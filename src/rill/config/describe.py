@@ -2,7 +2,10 @@
 
 Synonym order follows Kafka: a topic override first, then for each source in turn (dynamic
 broker, dynamic cluster default, static ``server.properties``, built-in default) the broker
-synonyms in priority order (``log.retention.ms``, ``.minutes``, ``.hours``).
+synonyms in priority order (``log.retention.ms``, ``.minutes``, ``.hours``). As Kafka's ConfigHelper does,
+the broker synonyms listed before the first one named as the config's own broker name are dropped
+(``retention.ms`` on a broker that sets only ``log.retention.hours`` lists none, and its source is then
+DEFAULT_CONFIG), while the value is still the one in effect.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 from rill.config.broker_config import BrokerConfig, scaled
 from rill.config.config_def import ConfigSource, ConfigType
 from rill.config.definitions import BROKER_CONFIGS, BROKER_SYNONYMS, TOPIC_CONFIGS, TOPIC_SYNONYMS
+from rill.config.kafka_definitions import PER_BROKER_ONLY
 from rill.errors import ErrorCode, KafkaError
 
 
@@ -34,8 +38,11 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:
     return parsed
 
 
-def validate_broker_dynamic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:
-    """Check dynamic broker configs (AlterConfigs on a broker); KafkaError(INVALID_CONFIG) on a bad one."""
+def validate_broker_dynamic_configs(
+    configs: Mapping[str, str | None], *, cluster_default: bool = False
+) -> dict[str, Any]:
+    """Check dynamic broker configs (AlterConfigs on a broker, or on the cluster-wide default resource when
+    ``cluster_default``); KafkaError(INVALID_CONFIG) on a bad one."""
     parsed: dict[str, Any] = {}
     for name, raw in configs.items():
         key = BROKER_CONFIGS.keys.get(name)
@@ -43,6 +50,9 @@ def validate_broker_dynamic_configs(configs: Mapping[str, str | None]) -> dict[s
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {name}")
         if not key.dynamic:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"Cannot update these configs dynamically: [{name}]")
+        if cluster_default and name in PER_BROKER_ONLY:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, "Cannot update these configs at default cluster level, "
+                                                       f"broker id must be specified: [{name}]")  # fmt: skip
         if raw is None:
             continue
         try:
@@ -102,6 +112,14 @@ def _broker_synonyms(
     return out
 
 
+def _from_own_name(synonyms: list[ConfigSynonym], own: str) -> list[ConfigSynonym]:
+    """Kafka's rule: the synonyms from the first one named ``own`` on (none when no synonym is)."""
+    for i, s in enumerate(synonyms):
+        if s.name == own:
+            return synonyms[i:]
+    return []
+
+
 def describe_topic_configs(
     broker: BrokerConfig,
     overrides: Mapping[str, str],
@@ -114,14 +132,15 @@ def describe_topic_configs(
     for name, key in sorted(TOPIC_CONFIGS.keys.items()):
         sensitive = key.type is ConfigType.PASSWORD
         synonym_names = [n for n, _ in TOPIC_SYNONYMS.get(name, ())]
-        synonyms = _broker_synonyms(broker, dyn, dyn_default, synonym_names, sensitive)
+        in_effect = _broker_synonyms(broker, dyn, dyn_default, synonym_names, sensitive)
+        synonyms = _from_own_name(in_effect, synonym_names[0]) if synonym_names else []
         if name in overrides:
             value: str | None = str(overrides[name])
             override = ConfigSynonym(name, None if sensitive else value, ConfigSource.DYNAMIC_TOPIC_CONFIG)
             synonyms.insert(0, override)
-        elif synonyms:
-            factor = dict(TOPIC_SYNONYMS[name])[synonyms[0].name]
-            raw = synonyms[0].value
+        elif in_effect:
+            factor = dict(TOPIC_SYNONYMS[name])[in_effect[0].name]
+            raw = in_effect[0].value
             value = scaled(key, key.parse(raw), factor) if raw is not None else None
         else:
             value = key.to_string(key.default)
@@ -150,9 +169,7 @@ def describe_broker_configs(
             continue
         sensitive = key.type is ConfigType.PASSWORD
         group = BROKER_SYNONYMS.get(name, (name,))
-        synonyms = _broker_synonyms(broker, dyn, dyn_default, group, sensitive)
-        while synonyms and synonyms[0].name != name:
-            synonyms.pop(0)
+        synonyms = _from_own_name(_broker_synonyms(broker, dyn, dyn_default, group, sensitive), name)
         if synonyms:
             value, source = synonyms[0].value, synonyms[0].source
         else:

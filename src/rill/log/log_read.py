@@ -89,5 +89,5 @@ class LogReadSide:
         return find_offset_by_timestamp(self._segments, timestamp, self._log_start_offset, self._tp)
 
     def max_timestamp_and_offset(self) -> tuple[int, int]:
-        """``(max timestamp, its offset)`` over the log, ``(-1, -1)`` when empty."""
-        return max_timestamp_and_offset(self._segments, self._log_start_offset)
+        """``(max timestamp, offset of the first record holding it)`` over the log, ``(-1, -1)`` when empty."""
+        return max_timestamp_and_offset(self._segments, self._log_start_offset, self._tp)

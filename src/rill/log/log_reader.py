@@ -14,7 +14,7 @@ from rill.common import FileRegion, TopicPartition
 from rill.errors import KafkaError
 from rill.log.log_segment import LogSegment
 from rill.log.transaction_index import AbortedTxn
-from rill.records.batch import TIMESTAMP_LOG_APPEND_TIME
+from rill.records.batch import TIMESTAMP_LOG_APPEND_TIME, BatchHeader
 from rill.records.record import decode_batch_records
 
 log = logging.getLogger(__name__)
@@ -106,10 +106,44 @@ def find_offset_by_timestamp(
     return None
 
 
-def max_timestamp_and_offset(segments: Sequence[LogSegment], log_start_offset: int) -> tuple[int, int]:
-    """``(max timestamp, its offset)`` over the segments, ``(-1, -1)`` when there is none."""
-    best = (-1, -1)
+def max_timestamp_and_offset(
+    segments: Sequence[LogSegment], log_start_offset: int, tp: TopicPartition
+) -> tuple[int, int]:
+    """``(max timestamp, offset)`` of the first record holding the largest timestamp at or after the log
+    start, ``(-1, -1)`` when there is none (Kafka's MAX_TIMESTAMP): the first segment whose max timestamp is
+    the largest, in it the first batch reaching that timestamp, in that batch the first record carrying it."""
+    best: LogSegment | None = None
     for seg in segments:
-        if seg.max_timestamp > best[0] and seg.offset_of_max_timestamp >= log_start_offset:
-            best = (seg.max_timestamp, seg.offset_of_max_timestamp)
-    return best
+        if seg.offset_of_max_timestamp >= log_start_offset and (best is None or seg.max_timestamp > best.max_timestamp):
+            best = seg
+    if best is None or best.max_timestamp < 0:
+        return -1, -1
+    max_ts, shallow = best.max_timestamp, best.offset_of_max_timestamp
+    _, pos = best.offset_index.lookup(shallow)  # the batches before the one it names hold smaller timestamps
+    while pos < best.size:
+        header = best.read_header(pos)
+        if header is None:
+            break
+        if header.max_timestamp == max_ts and header.last_offset >= log_start_offset:
+            found = _first_record_at(best, pos, header, max_ts, log_start_offset, tp)
+            if found is not None:
+                return max_ts, found
+        pos += header.size
+    return max_ts, shallow  # only batches without records carry it (a cleaned log): the segment's own figure
+
+
+def _first_record_at(
+    seg: LogSegment, pos: int, header: BatchHeader, timestamp: int, log_start_offset: int, tp: TopicPartition
+) -> int | None:
+    """Offset of the batch's first record at or after the log start carrying ``timestamp``."""
+    if header.timestamp_type == TIMESTAMP_LOG_APPEND_TIME:  # every record carries the batch's time
+        return max(header.base_offset, log_start_offset) if header.records_count else None
+    try:
+        records = decode_batch_records(seg.read_bytes(pos, header.size), verify_crc=False)
+    except KafkaError as e:
+        log.warning("%s: cannot decode batch at %d for a max-timestamp lookup: %s", tp, header.base_offset, e)
+        return max(header.last_offset, log_start_offset)
+    for record in records:
+        if record.timestamp == timestamp and record.offset >= log_start_offset:
+            return record.offset
+    return None

@@ -234,7 +234,7 @@ class LogSegment:
         if end != self.size:
             return False
         last = self.time_index.last_entry()
-        if last is not None and last[0] > max_ts:
+        if last is not None and last[0] >= max_ts:  # on a tie the entry's batch came first
             max_ts, max_ts_off = last
         if not self.time_index.sanity_ok(next_offset):
             return False
@@ -427,7 +427,7 @@ class LogSegment:
         _, index_pos = self.offset_index.lookup_by_position(pos)
         _, next_offset, max_ts, max_ts_off = self._scan(index_pos)
         last = self.time_index.last_entry()
-        if last is not None and last[0] > max_ts:
+        if last is not None and last[0] >= max_ts:  # on a tie the entry's batch came first
             max_ts, max_ts_off = last
         self.next_offset = next_offset if pos else self.base_offset
         self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_ts_off

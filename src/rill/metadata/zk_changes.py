@@ -3,7 +3,8 @@
 Each change is checked against this broker's image first (a refused change writes nothing), written to
 ZooKeeper (conditionally on a znode's version where two writers could race), and awaited until the image
 shows it (``_wait_until``): a new topic once the controller has elected its partitions' leaders, a deletion once
-the controller has removed it, a config once its watch brought it back.
+the controller has removed it, a config once its watch brought it back, a reassignment once the image holds the
+topic's assignment at the version written (or a later one).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class ZkChanges:
     _broker_configs: dict[str, str]
     _default_broker_configs: dict[str, str]
     _applied: asyncio.Condition
+    _assignment_versions: dict[str, int]
     brokers: Callable[[], list[BrokerInfo]]
     _wait_until: Callable[[Callable[[], bool], str], Awaitable[None]]
 
@@ -244,7 +246,8 @@ class ZkChanges:
             else:
                 by_topic.setdefault(topic, {})[p] = target
 
-        def write(topic: str, wanted: dict[int, Sequence[int] | None]) -> dict[int, KafkaError | None]:
+        def write(topic: str, wanted: dict[int, Sequence[int] | None]) -> tuple[dict[int, KafkaError | None], int]:
+            """The partitions' errors, and the version of the assignment written (-1 when nothing was)."""
             while True:
                 data, stat = self.zk.get(zl.topic_path(topic))
                 a = zl.decode_assignment(data)
@@ -265,17 +268,24 @@ class ZkChanges:
                         adding[p] = tuple(r for r in new if r not in original)
                         removing[p] = tuple(r for r in original if r not in new)
                     errors[p] = None
+                if all(e is not None for e in errors.values()):
+                    return errors, -1
                 try:
-                    self.zk.set(zl.topic_path(topic), zl.encode_assignment(
+                    written = self.zk.set(zl.topic_path(topic), zl.encode_assignment(
                         zl.Assignment(a.topic_id, parts, adding, removing)), version=stat.version)  # fmt: skip
-                    return errors
+                    return errors, int(written.version)
                 except BadVersionError:
                     continue
 
         for topic, wanted in by_topic.items():
-            for p, error in (await asyncio.to_thread(write, topic, wanted)).items():
-                out[(topic, p)] = error
+            errors, version = await asyncio.to_thread(write, topic, wanted)
+            out.update({(topic, p): error for p, error in errors.items()})
+            if version >= 0:  # answered once this broker's image shows the assignment written, or a later one
+                await self._wait_until(self._shows_assignment(topic, version), f"the reassignment of {topic}")
         return out
+
+    def _shows_assignment(self, topic: str, version: int) -> Callable[[], bool]:
+        return lambda: topic not in self._topics or self._assignment_versions.get(topic, -1) >= version
 
     async def alter_partition(self, topic: str, state: PartitionState, isr: Sequence[int]) -> PartitionState:
         """As leader, change a partition's ISR, conditionally on the partition epoch this broker knows

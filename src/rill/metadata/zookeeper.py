@@ -87,6 +87,7 @@ class ZkMetadataStore(ZkChanges):
         self._listeners: list[MetadataListener] = []
         self._topics: dict[str, TopicState] = {}
         self._by_id: dict[uuid.UUID, TopicState] = {}
+        self._assignment_versions: dict[str, int] = {}  # each topic's assignment znode version the image shows
         self._brokers: dict[int, BrokerInfo] = {}
         self._controller_id = -1
         self._broker_configs: dict[str, str] = {}
@@ -372,7 +373,8 @@ class ZkMetadataStore(ZkChanges):
             return {}
 
     async def _refresh_topics(self, names: list[str]) -> None:
-        read = await asyncio.to_thread(lambda: {n: self._read_topic(n) for n in names})
+        versioned = await asyncio.to_thread(lambda: {n: self._read_topic(n) for n in names})
+        read = {n: v[0] if v is not None else None for n, v in versioned.items()}
         changed = [t for n, t in read.items() if t is not None and self._topics.get(n) != t]
         deleted = [self._topics[n] for n, t in read.items() if t is None and n in self._topics]
         # A topic deleted and made again under its name: the old one goes first.
@@ -380,10 +382,24 @@ class ZkMetadataStore(ZkChanges):
                     and self._topics[t.name].topic_id != t.topic_id]  # fmt: skip
         if changed or deleted:
             await self._apply(changed, deleted)
+        await self._note_assignment_versions(versioned)
 
-    def _read_topic(self, name: str) -> TopicState | None:
+    async def _note_assignment_versions(self, versioned: Mapping[str, tuple[TopicState, int] | None]) -> None:
+        """Record the assignment versions the image now shows and wake the changes waiting for one (a write that
+        left the topic's state as it was changes no state, but moves its version)."""
+        for name, v in versioned.items():
+            if v is None:
+                self._assignment_versions.pop(name, None)
+            else:
+                self._assignment_versions[name] = v[1]
+        async with self._applied:
+            self._applied.notify_all()
+
+    def _read_topic(self, name: str) -> tuple[TopicState, int] | None:
+        """The topic as ZooKeeper holds it, and the version of its assignment znode; None when it is gone."""
         try:
-            assignment = zl.decode_assignment(self.zk.get(zl.topic_path(name))[0])
+            data, assignment_stat = self.zk.get(zl.topic_path(name))
+            assignment = zl.decode_assignment(data)
         except NoNodeError:
             return None
         parts: list[PartitionState] = []
@@ -396,7 +412,7 @@ class ZkMetadataStore(ZkChanges):
             except NoNodeError:  # the controller has not elected its leader yet
                 parts.append(PartitionState(p, -1, -1, replicas, (), -1))
         configs = valid_stored_configs(name, self._read_configs(zl.topic_config_path(name)))
-        return TopicState(name, assignment.topic_id, tuple(parts), configs)
+        return TopicState(name, assignment.topic_id, tuple(parts), configs), assignment_stat.version
 
     async def _apply(
         self, changed: list[TopicState], deleted: list[TopicState], *, broker_configs: bool = False
@@ -450,8 +466,9 @@ class ZkMetadataStore(ZkChanges):
             log.error("could not register again in ZooKeeper: %s", e)
         # The broker stopped leading when the session ended: every topic is told again, changed or not.
         names = list(self._topics)
-        read = await asyncio.to_thread(lambda: {n: self._read_topic(n) for n in names})
-        await self._apply([t for t in read.values() if t is not None], [])
+        versioned = await asyncio.to_thread(lambda: {n: self._read_topic(n) for n in names})
+        await self._apply([v[0] for v in versioned.values() if v is not None], [])
+        await self._note_assignment_versions(versioned)
         self._dirty_cluster = True
         self._wake.set()
 

@@ -340,10 +340,19 @@ class ReplicaManager:
         return self._partitions
 
     def get_partition(self, tp: TopicPartition) -> Partition:
+        """The partition's replica here. Without one: NOT_LEADER_OR_FOLLOWER when the cluster has the partition
+        (as Kafka answers, so that the client refreshes its metadata and finds the leader), else
+        UNKNOWN_TOPIC_OR_PARTITION."""
         partition = self._partitions.get(tp)
         if partition is None:
+            if self.has_partition_in_metadata(tp):
+                raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"This server holds no replica of {tp}.")
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"This server does not host {tp}.")
         return partition
+
+    def has_partition_in_metadata(self, tp: TopicPartition) -> bool:
+        topic = self.metadata.topic(tp.topic)
+        return topic is not None and 0 <= tp.partition < len(topic.partitions)
 
     def leader_partition(self, tp: TopicPartition) -> Partition:
         partition = self.get_partition(tp)
@@ -521,8 +530,7 @@ class ReplicaManager:
         broker holds no replica of a partition the cluster has, as Kafka answers), or UNKNOWN_TOPIC_OR_PARTITION."""
         if partition is None:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            topic = self.metadata.topic(tp.topic) if committed_only else None
-            if topic is not None and tp.partition < len(topic.partitions):
+            if committed_only and self.has_partition_in_metadata(tp):
                 code = ErrorCode.NOT_LEADER_OR_FOLLOWER
             return PartitionRead(code, -1, -1, -1, [], 0)
         if client_rack is None:

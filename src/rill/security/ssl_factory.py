@@ -6,6 +6,12 @@ encrypted with ``ssl.key.password`` or ``ssl.keystore.password`` when it is) or 
 certificates) or ``ssl.truststore.certificates``. ``ssl.client.auth``: required, requested (a certificate is
 checked when given), none. ``ssl.enabled.protocols`` bounds the TLS versions; ``ssl.cipher.suites`` (OpenSSL
 names) narrows the TLS 1.2 ciphers.
+
+OpenSSL's default security level (2) refuses a certificate signed with SHA-1 (CA_MD_TOO_WEAK) or holding an RSA
+key below 2048 bits (EE_KEY_TOO_SMALL), which Kafka's Java broker takes from a private CA. Rill does not lower
+the level on its own: the start stops with a line naming the cause and the setting that allows it,
+``ssl.cipher.suites`` with OpenSSL's ``@SECLEVEL`` (``DEFAULT:@SECLEVEL=0`` for SHA-1, ``DEFAULT:@SECLEVEL=1``
+for 1024-bit keys), for the listener (``listener.name.<l>.ssl.cipher.suites``) or the broker.
 """
 
 from __future__ import annotations
@@ -45,6 +51,30 @@ def _pem_file(path: str, kind: str, store_type: str) -> str:
     return path
 
 
+_WEAK = {
+    "CA_MD_TOO_WEAK": ("its certificate is signed with a digest (SHA-1, MD5) that OpenSSL's security level {level} "
+                       "refuses; Kafka's Java broker takes a SHA-1 signature. Sign the certificate with SHA-256, or "
+                       "allow it with ssl.cipher.suites=DEFAULT:@SECLEVEL=0 (OpenSSL's security level 0: SHA-1 "
+                       "signatures and small keys are then taken)"),
+    "EE_KEY_TOO_SMALL": ("its key is smaller than OpenSSL's security level {level} takes (2048 bits for RSA at level "
+                         "2); Kafka's Java broker takes 1024 bits. Use a larger key, or allow it with "
+                         "ssl.cipher.suites=DEFAULT:@SECLEVEL=1"),
+    "CA_KEY_TOO_SMALL": ("the key of a CA in its chain is smaller than OpenSSL's security level {level} takes; "
+                         "Kafka's Java broker takes 1024 bits. Use a larger key, or allow it with "
+                         "ssl.cipher.suites=DEFAULT:@SECLEVEL=1"),
+}  # fmt: skip
+
+
+def _key_store_error(what: str, ctx: ssl.SSLContext, e: ssl.SSLError | OSError) -> ConfigError:
+    """The ConfigError of a key store that does not load: for a certificate OpenSSL's security level refuses, the
+    cause in words and the setting that allows it."""
+    reason = getattr(e, "reason", None)
+    hint = _WEAK.get(reason) if isinstance(reason, str) else None
+    if hint is None:
+        return ConfigError(f"cannot load {what}: {e}")
+    return ConfigError(f"cannot load {what}: {hint.format(level=ctx.security_level)} ({reason})")
+
+
 def _load_key_store(ctx: ssl.SSLContext, get: ConfigGetter) -> bool:
     location = get("ssl.keystore.location")
     password = _secret(get("ssl.key.password")) or _secret(get("ssl.keystore.password"))
@@ -53,7 +83,7 @@ def _load_key_store(ctx: ssl.SSLContext, get: ConfigGetter) -> bool:
         try:
             ctx.load_cert_chain(path, password=password)
         except (ssl.SSLError, OSError) as e:
-            raise ConfigError(f"cannot load the key store {path}: {e}") from None
+            raise _key_store_error(f"the key store {path}", ctx, e) from None
         return True
     chain, key = _secret(get("ssl.keystore.certificate.chain")), _secret(get("ssl.keystore.key"))
     if chain and key:
@@ -68,7 +98,7 @@ def _load_key_store(ctx: ssl.SSLContext, get: ConfigGetter) -> bool:
             try:
                 ctx.load_cert_chain(cert_path, key_path, password=password)
             except ssl.SSLError as e:
-                raise ConfigError(f"cannot load ssl.keystore.certificate.chain / ssl.keystore.key: {e}") from None
+                raise _key_store_error("ssl.keystore.certificate.chain / ssl.keystore.key", ctx, e) from None
         return True
     if chain or key:
         raise ConfigError("ssl.keystore.certificate.chain and ssl.keystore.key are set together")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -44,3 +45,35 @@ def test_a_signalled_producer_delivers_what_it_read(cli_broker: CliBroker, sig: 
     assert took < 10.0, f"exited {took:.2f} s after the signal"
     got = run_cli("consume", topic, "--from-beginning", "--max-messages", str(RECORDS), "--timeout", "20", *bs)
     assert got.stdout.decode().split() == [f"v{n}" for n in range(RECORDS)], got.stderr
+
+
+def test_a_signal_while_the_producer_starts_ends_it_cleanly() -> None:
+    """A SIGTERM that comes while the command is still starting (here: waiting for a broker that accepts
+    connections and never answers) ends it as one coming later does: nothing was handed to the producer yet,
+    so it says that none was sent and exits with 128 + 15, instead of dying by the signal."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rill", "produce", "never", "--timeout", "5",
+             "--bootstrap-server", f"127.0.0.1:{port}"],
+            stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )  # fmt: skip
+        accepted = []
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(b"a\nb\n")
+            proc.stdin.flush()
+            silent.settimeout(30)
+            while len(accepted) < 2:  # the reachability check, then librdkafka's connection for the metadata
+                accepted.append(silent.accept()[0])
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+            proc.wait()
+            for conn in accepted:
+                conn.close()
+    assert proc.returncode == 128 + signal.SIGTERM, (proc.returncode, err)
+    assert err.decode().strip().endswith("Interrupted: 0 records sent to never"), err

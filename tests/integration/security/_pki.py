@@ -28,11 +28,11 @@ def _ca(d: Path, name: str) -> None:
              "-days", "2", "-subj", f"/CN={name}", cwd=d)  # fmt: skip
 
 
-def _signed(d: Path, name: str, subject: str, ext: str | None) -> None:
+def _signed(d: Path, name: str, subject: str, ext: str | None, digest: str = "sha256") -> None:
     _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
              "-subj", subject, cwd=d)  # fmt: skip
     args = ["x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", f"{name}.pem", "-days", "2"]  # fmt: skip
+            "-out", f"{name}.pem", "-days", "2", f"-{digest}"]  # fmt: skip
     if ext:
         (d / f"{name}.ext").write_text(ext)
         args += ["-extfile", f"{name}.ext"]
@@ -47,3 +47,13 @@ def make_pki(d: Path) -> Pki:
     (d / "server-store.pem").write_text((d / "server.pem").read_text() + (d / "server.key").read_text())
     return Pki(d / "ca.pem", d / "server-store.pem", d / "server.pem", d / "server.key", d / "client.pem",
                d / "client.key", d / "other-ca.pem")  # fmt: skip
+
+
+def sha1_server_store(pki: Pki) -> Path:
+    """A broker key store (chain and key in one PEM file) whose certificate the same CA signed with SHA-1."""
+    d = pki.ca.parent
+    store = d / "server-sha1-store.pem"
+    if not store.exists():
+        _signed(d, "server-sha1", "/CN=localhost", "subjectAltName=IP:127.0.0.1,DNS:localhost\n", digest="sha1")
+        store.write_text((d / "server-sha1.pem").read_text() + (d / "server-sha1.key").read_text())
+    return store

@@ -12,6 +12,7 @@ import time
 import confluent_kafka
 import pytest
 from tests.integration.security._clients import librdkafka_conf, round_trip
+from tests.integration.security._pki import sha1_server_store
 from tests.integration.security.conftest import Pki, tls_configs
 
 import rill.testing
@@ -105,6 +106,27 @@ def test_a_key_store_that_is_not_pem_stops_the_start(pki: Pki, tmp_path) -> None
     configs = {"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": str(jks)}
     with pytest.raises(Exception, match="not PEM"), rill.testing.broker(configs):
         pass
+
+
+def test_a_sha1_signed_certificate_is_refused_with_the_setting_that_allows_it(pki: Pki) -> None:
+    """Kafka's Java broker takes a certificate its own CA signed with SHA-1; OpenSSL's default security level
+    refuses it (CA_MD_TOO_WEAK). The start stops with one line that says so and names the setting that allows
+    it; with that setting the broker starts and clients that allow SHA-1 too connect."""
+    store = str(sha1_server_store(pki))
+    configs = {"listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
+               "ssl.keystore.location": store}  # fmt: skip
+    refusal = r"SHA-1.*ssl\.cipher\.suites=DEFAULT:@SECLEVEL=0"
+    with pytest.raises(Exception, match=refusal) as refused, rill.testing.broker(configs):
+        pass
+    assert "CA_MD_TOO_WEAK" in str(refused.value)
+    with rill.testing.broker({**configs, "ssl.cipher.suites": "DEFAULT:@SECLEVEL=0"}) as b:
+        ctx = _client_context(pki, cert=False)
+        ctx.set_ciphers("DEFAULT:@SECLEVEL=0")
+        sock, body = _api_versions(b.listener_address("SSL"), ctx)
+        assert body["error_code"] == 0
+        sock.close()
+        conf = librdkafka_conf(b.listener_address("SSL"), "SSL", ca=str(pki.ca))
+        assert len(round_trip({**conf, "ssl.cipher.suites": "DEFAULT:@SECLEVEL=0"}, "sha1-tls", n=5)) == 5
 
 
 def test_large_fetches_over_tls(pki: Pki) -> None:
