@@ -315,8 +315,9 @@ def _typed_topics(registry_url: str, topics: list[str]) -> dict[str, tuple[dict[
             subject = f"{topic}-{side}"
             if subject not in subjects:
                 continue
-            latest = registry.version(subject, None)
-            options[f"{side}Format"] = "avro"
+            fmt = registry.format_of(subject)
+            latest = registry.version(subject, None, fmt)
+            options[f"{side}Format"] = fmt
             options[f"{side}SchemaVersion"] = str(latest.version)
             used[side] = {"subject": subject, "version": latest.version, "id": latest.schema_id}
         if options:

@@ -1,7 +1,11 @@
 """Typed keys and values: records in Confluent's wire format decoded through a schema registry.
 
 With ``valueFormat=avro`` (``keyFormat=avro``) and ``schemaRegistryUrl``, the ``value`` (``key``) column is
-the Avro data decoded into Spark types (``rill.spark.avro_types``) instead of bytes. The column's type is the
+the Avro data decoded into Spark types (``rill.spark.avro_types``) instead of bytes; ``json`` and ``protobuf``
+decode JSON Schema and Protobuf records the same way (``rill.spark.json_types``, ``rill.spark.protobuf_types``:
+the reader schema gives the column's type; a JSON document is read as it is, a Protobuf message with the
+reader's message of the name the record's writer schema and message indexes give, so fields added or removed
+since read as Protobuf reads them). The column's type is the
 *reader schema*: the subject's latest version (or ``valueSchemaVersion``) when the query is planned. Each
 record names its *writer schema* by id (magic byte 0, 4-byte id, Avro binary); executors fetch each id once
 per process over HTTP (blocking) and resolve the record to the reader schema with Avro's resolution rules
@@ -34,7 +38,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from rill.registry import wire
 from rill.spark.avro_types import AvroTypeError, converter, has_record_union, spark_type
 
-FORMATS = ("binary", "avro")
+FORMATS = ("binary", "avro", "json", "protobuf")
+SCHEMA_TYPES = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
 MODES = ("FAILFAST", "PERMISSIVE")
 ERROR_COLUMN = "decodeError"
 HTTP_TIMEOUT_S = 30.0
@@ -57,14 +62,16 @@ class RegisteredSchema:
     subject: str
     version: int
     schema_id: int
-    schema: str  # the Avro schema as registered (JSON text)
+    schema: str  # as registered: Avro or JSON Schema text, a Protobuf schema's base64 descriptor
+    schema_type: str = "AVRO"
+    references: tuple[tuple[str, str, int], ...] = ()  # (name, subject, version)
 
 
 class RegistryClient:
     """The few calls of Confluent's REST API a reader needs. Schemas by id never change, so they are cached
     for the life of the process (shared by the tasks an executor runs)."""
 
-    _by_id: dict[tuple[str, int], str] = {}  # one cache per process, on purpose
+    _by_id: dict[tuple[str, int], RegisteredSchema] = {}  # one cache per process, on purpose
     _lock = threading.Lock()
 
     def __init__(self, url: str, timeout_s: float = HTTP_TIMEOUT_S) -> None:
@@ -89,30 +96,66 @@ class RegistryClient:
     def subjects(self) -> list[str]:
         return [str(s) for s in self._get("/subjects")]
 
-    def version(self, subject: str, version: int | None) -> RegisteredSchema:
-        which = "latest" if version is None else str(version)
-        body = self._get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{which}")
-        _check_avro(body, f"subject {subject} version {body.get('version')}")
-        return RegisteredSchema(subject, int(body["version"]), int(body["id"]), str(body["schema"]))
+    def format_of(self, subject: str) -> str:
+        """``avro``, ``json`` or ``protobuf``: the type of the subject's latest version."""
+        body = self._get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/latest")
+        kind = str(body.get("schemaType") or "AVRO")
+        for fmt, name in SCHEMA_TYPES.items():
+            if name == kind:
+                return fmt
+        raise TypedError(f"subject {subject} holds a {kind} schema, which cannot be decoded")
 
-    def schema(self, schema_id: int) -> str:
+    def version(self, subject: str, version: int | None, fmt: str = "avro") -> RegisteredSchema:
+        which = "latest" if version is None else str(version)
+        serialized = "?format=serialized" if fmt == "protobuf" else ""
+        body = self._get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{which}{serialized}")
+        _check_kind(body, f"subject {subject} version {body.get('version')}", fmt)
+        return RegisteredSchema(subject, int(body["version"]), int(body["id"]), str(body["schema"]),
+                                SCHEMA_TYPES[fmt], _references(body))  # fmt: skip
+
+    def schema(self, schema_id: int, fmt: str = "avro") -> RegisteredSchema:
         key = (self.url, schema_id)
         found = self._by_id.get(key)
         if found is None:
-            body = self._get(f"/schemas/ids/{schema_id}")
-            _check_avro(body, f"schema id {schema_id}")
-            found = str(body["schema"])
+            serialized = "?format=serialized" if fmt == "protobuf" else ""
+            body = self._get(f"/schemas/ids/{schema_id}{serialized}")
+            _check_kind(body, f"schema id {schema_id}", fmt)
+            found = RegisteredSchema("", -1, schema_id, str(body["schema"]), SCHEMA_TYPES[fmt], _references(body))
             with self._lock:
                 self._by_id[key] = found
         return found
 
+    def referenced(self, schema: RegisteredSchema) -> list[tuple[str, str]]:
+        """Every schema ``schema`` references, directly or not, dependencies first: (reference name, text)."""
+        out: list[tuple[str, str]] = []
+        seen: set[tuple[str, int]] = set()
+        fmt = "protobuf" if schema.schema_type == "PROTOBUF" else "json"
 
-def _check_avro(body: Mapping[str, Any], what: str) -> None:
+        def visit(refs: tuple[tuple[str, str, int], ...], depth: int) -> None:
+            if depth > 32:
+                raise TypedError("schema references nest more than 32 deep")
+            for name, subject, version in refs:
+                if (subject, version) in seen:
+                    continue
+                seen.add((subject, version))
+                found = self.version(subject, version, fmt)
+                visit(found.references, depth + 1)
+                out.append((name, found.schema))
+
+        visit(schema.references, 0)
+        return out
+
+
+def _references(body: Mapping[str, Any]) -> tuple[tuple[str, str, int], ...]:
+    return tuple((str(r["name"]), str(r["subject"]), int(r["version"])) for r in body.get("references") or [])
+
+
+def _check_kind(body: Mapping[str, Any], what: str, fmt: str) -> None:
     kind = body.get("schemaType") or "AVRO"
-    if kind != "AVRO":
-        raise TypedError(f"{what} is a {kind} schema: only Avro schemas can be decoded")
-    if body.get("references"):
-        raise TypedError(f"{what} uses schema references, which the rill source does not resolve")
+    if kind != SCHEMA_TYPES[fmt]:
+        raise TypedError(f"{what} is a {kind} schema, not {SCHEMA_TYPES[fmt]} as {fmt} decoding needs")
+    if kind == "AVRO" and body.get("references"):
+        raise TypedError(f"{what} uses schema references, which the rill source does not resolve for Avro")
 
 
 # -- options --------------------------------------------------------------------------------------------------
@@ -125,6 +168,7 @@ class TypedColumn:
     subject: str | None
     version: int | None  # None: the latest version
     reader: RegisteredSchema | None = None
+    fmt: str = "avro"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +186,7 @@ class TypedOptions:
 def _format(options: Mapping[str, str], name: str) -> str:
     fmt = options.get(name.lower(), "binary").strip().lower()
     if fmt not in FORMATS:
-        raise TypedError(f"option {name} must be binary or avro, got {fmt!r}")
+        raise TypedError(f"option {name} must be one of {', '.join(FORMATS)}, got {fmt!r}")
     return fmt
 
 
@@ -174,17 +218,18 @@ def parse_typed(options: Mapping[str, str]) -> TypedOptions | None:
             if n.lower() in options
         ]
         if dependent:
-            raise TypedError(f"option {dependent[0]} needs valueFormat=avro or keyFormat=avro")
+            raise TypedError(f"option {dependent[0]} needs valueFormat or keyFormat avro, json or protobuf")
         return None
     if not url:
-        raise TypedError("option schemaRegistryUrl is required with valueFormat=avro or keyFormat=avro")
+        raise TypedError("option schemaRegistryUrl is required with valueFormat or keyFormat avro, json or protobuf")
     if not url.startswith(("http://", "https://")):
         raise TypedError(f"option schemaRegistryUrl must be an http:// or https:// URL, got {url!r}")
 
     def column(fmt: str, side: str) -> TypedColumn | None:
         if fmt == "binary":
             return None
-        return TypedColumn(options.get(f"{side}subject") or None, _version(options, f"{side}SchemaVersion"))
+        return TypedColumn(options.get(f"{side}subject") or None, _version(options, f"{side}SchemaVersion"), None,
+                           fmt)  # fmt: skip
 
     return TypedOptions(url, column(key_fmt, "key"), column(value_fmt, "value"), mode == "PERMISSIVE")
 
@@ -201,15 +246,13 @@ def resolve(typed: TypedOptions, topics: list[str]) -> TypedOptions:
             if len(topics) != 1:
                 raise TypedError(
                     f"option {side}Subject is required when the source reads more than one topic or a pattern "
-                    f"({side}Format=avro takes the subject <topic>-{side} only for a single topic)"
+                    f"({side}Format takes the subject <topic>-{side} only for a single topic)"
                 )
             subject = f"{topics[0]}-{side}"
-        reader = RegistryClient(typed.registry_url).version(subject, col.version)
-        try:
-            spark_type(json.loads(reader.schema))
-        except AvroTypeError as e:
-            raise TypedError(f"subject {subject} version {reader.version}: {e}") from None
-        return TypedColumn(subject, col.version, reader)
+        registry = RegistryClient(typed.registry_url)
+        reader = registry.version(subject, col.version, col.fmt)
+        column_type(registry, reader)  # refuses a schema that has no Spark type now, on the driver
+        return TypedColumn(subject, col.version, reader, col.fmt)
 
     return replace(typed, key=one(typed.key, "key"), value=one(typed.value, "value"))
 
@@ -231,7 +274,7 @@ def spark_schema(base: Any, typed: TypedOptions) -> Any:
         col = typed.key if f.name == "key" else typed.value if f.name == "value" else None
         if col is not None:
             assert col.reader is not None
-            f = T.StructField(f.name, spark_type(json.loads(col.reader.schema))[0], True)
+            f = T.StructField(f.name, column_type(RegistryClient(typed.registry_url), col.reader), True)
         fields.append(f)
     if typed.permissive:
         fields.append(T.StructField(ERROR_COLUMN, T.StringType(), True))
@@ -257,34 +300,33 @@ class _Parsed:
         return found
 
 
-class ColumnDecoder:
+def column_type(registry: RegistryClient, reader: RegisteredSchema) -> Any:
+    """The Spark type of a column read with ``reader``; TypedError when it has none."""
+    where = f"subject {reader.subject} version {reader.version}"
+    try:
+        if reader.schema_type == "JSON":
+            from rill.spark.json_types import JsonSchemaWalker
+
+            refs = {name: json.loads(text) for name, text in registry.referenced(reader)}
+            return JsonSchemaWalker(json.loads(reader.schema), refs).spark_type()
+        if reader.schema_type == "PROTOBUF":
+            from rill.spark import protobuf_types as pt
+
+            file = pt.load([*registry.referenced(reader), ("schema.proto", reader.schema)])
+            return pt.spark_type(pt.message_by_indexes(file, [0]))
+        return spark_type(json.loads(reader.schema))[0]
+    except (AvroTypeError, ValueError) as e:
+        raise TypedError(f"{where}: {e}") from None
+
+
+class _Decoder:
     """Decodes one column (key or value) of Arrow batches from wire-format bytes into the reader's type."""
 
-    def __init__(self, registry: RegistryClient, reader: RegisteredSchema, arrow_type: pa.DataType) -> None:
-        raw = json.loads(reader.schema)
-        self.registry = registry
-        self.reader = reader
-        self.arrow_type = arrow_type
-        self.convert = converter(raw)
-        self.parsed = _Parsed.get(reader.schema)
-        # fastavro names the branch of a union that holds records: needed to fill Spark's union struct.
-        self.kwargs: dict[str, Any] = (
-            {"return_record_name": True, "return_record_name_override": True} if has_record_union(raw) else {}
-        )
+    reader: RegisteredSchema
+    arrow_type: pa.DataType
 
     def decode(self, value: bytes) -> Any:
-        from fastavro import schemaless_reader
-
-        schema_id, payload = wire.decode(value)
-        writer_text = self.registry.schema(schema_id)
-        writer = _Parsed.get(writer_text)
-        # Resolution costs half the read: skip it when the record was written with the reader schema.
-        reader = None if schema_id == self.reader.schema_id or writer_text == self.reader.schema else self.parsed
-        buffer = io.BytesIO(payload)
-        out = schemaless_reader(buffer, writer, reader, **self.kwargs)
-        if buffer.tell() != len(payload):
-            raise ValueError(f"{len(payload) - buffer.tell()} bytes left after the record (wrong writer schema?)")
-        return self.convert(out) if self.convert is not None else out
+        raise NotImplementedError
 
     def column(
         self, values: pa.Array, errors: list[str | None] | None, where: tuple[str, int, pa.Array], side: str
@@ -309,6 +351,98 @@ class ColumnDecoder:
         return pa.array(out, type=self.arrow_type)
 
 
+class ColumnDecoder(_Decoder):
+    """Avro: each record resolved from its writer schema to the reader schema (fastavro)."""
+
+    def __init__(self, registry: RegistryClient, reader: RegisteredSchema, arrow_type: pa.DataType) -> None:
+        raw = json.loads(reader.schema)
+        self.registry = registry
+        self.reader = reader
+        self.arrow_type = arrow_type
+        self.convert = converter(raw)
+        self.parsed = _Parsed.get(reader.schema)
+        # fastavro names the branch of a union that holds records: needed to fill Spark's union struct.
+        self.kwargs: dict[str, Any] = (
+            {"return_record_name": True, "return_record_name_override": True} if has_record_union(raw) else {}
+        )
+
+    def decode(self, value: bytes) -> Any:
+        from fastavro import schemaless_reader
+
+        schema_id, payload = wire.decode(value)
+        writer_text = self.registry.schema(schema_id).schema
+        writer = _Parsed.get(writer_text)
+        # Resolution costs half the read: skip it when the record was written with the reader schema.
+        reader = None if schema_id == self.reader.schema_id or writer_text == self.reader.schema else self.parsed
+        buffer = io.BytesIO(payload)
+        out = schemaless_reader(buffer, writer, reader, **self.kwargs)
+        if buffer.tell() != len(payload):
+            raise ValueError(f"{len(payload) - buffer.tell()} bytes left after the record (wrong writer schema?)")
+        return self.convert(out) if self.convert is not None else out
+
+
+class JsonColumnDecoder(_Decoder):
+    """JSON Schema: the document as it is, shaped to the reader schema's type."""
+
+    def __init__(self, reader: RegisteredSchema, spark: Any, arrow_type: pa.DataType) -> None:
+        from rill.spark.json_types import converter as json_converter
+
+        self.reader = reader
+        self.arrow_type = arrow_type
+        self.convert = json_converter(spark)
+
+    def decode(self, value: bytes) -> Any:
+        _schema_id, payload = wire.decode(value)
+        return self.convert(json.loads(payload))
+
+
+class ProtobufColumnDecoder(_Decoder):
+    """Protobuf: parsed with the reader schema's message of the name the writer schema's indexes give."""
+
+    def __init__(self, registry: RegistryClient, reader: RegisteredSchema, arrow_type: pa.DataType) -> None:
+        from rill.spark import protobuf_types as pt
+
+        self.pt = pt
+        self.registry = registry
+        self.reader = reader
+        self.arrow_type = arrow_type
+        self.file = pt.load([*registry.referenced(reader), ("schema.proto", reader.schema)])
+        self.writers: dict[tuple[int, tuple[int, ...]], Any] = {}
+
+    def _message_class(self, schema_id: int, indexes: list[int]) -> Any:
+        key = (schema_id, tuple(indexes))
+        found = self.writers.get(key)
+        if found is None:
+            pt = self.pt
+            writer = self.registry.schema(schema_id, "protobuf")
+            writer_file = pt.load([*self.registry.referenced(writer), ("writer.proto", writer.schema)])
+            name = pt.message_by_indexes(writer_file, indexes).full_name
+            try:
+                desc = self.file.pool.FindMessageTypeByName(name)
+            except KeyError:
+                raise ValueError(f"the reader schema has no message {name}") from None
+            found = self.writers[key] = pt.message_class(desc)
+        return found
+
+    def decode(self, value: bytes) -> Any:
+        schema_id, payload = wire.decode(value)
+        indexes, start = self.pt.read_indexes(payload)
+        message = self._message_class(schema_id, indexes)()
+        try:
+            message.ParseFromString(payload[start:])
+        except Exception as e:  # protobuf's DecodeError
+            raise ValueError(f"not a Protobuf message: {e}") from None
+        return self.pt.to_value(message)
+
+
+def decoder_for(registry: RegistryClient, reader: RegisteredSchema, arrow_type: pa.DataType) -> _Decoder:
+    if reader.schema_type == "JSON":
+        return JsonColumnDecoder(reader, column_type(registry, reader), arrow_type)
+    if reader.schema_type == "PROTOBUF":
+        return ProtobufColumnDecoder(registry, reader, arrow_type)
+    return ColumnDecoder(registry, reader, arrow_type)
+
+
 class BatchDecoder:
     """Turns the source's binary batches into typed ones (``schema``: the Arrow form of ``spark_schema``)."""
 
@@ -318,10 +452,10 @@ class BatchDecoder:
         self.schema = to_arrow_schema(spark_schema(base, typed), timezone="UTC")
         self.permissive = typed.permissive
         registry = RegistryClient(typed.registry_url)
-        self.decoders: dict[str, ColumnDecoder] = {}
+        self.decoders: dict[str, _Decoder] = {}
         for side, col in (("key", typed.key), ("value", typed.value)):
             if col is not None and col.reader is not None:
-                self.decoders[side] = ColumnDecoder(registry, col.reader, self.schema.field(side).type)
+                self.decoders[side] = decoder_for(registry, col.reader, self.schema.field(side).type)
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         n = batch.num_rows
