@@ -96,3 +96,21 @@ def test_two_brokers_changing_one_users_credentials_at_once_lose_neither_change(
             await b1.close()
 
     asyncio.run(main())
+
+
+def test_a_deletion_of_several_topics_that_fails_deletes_none(connect: str, admin: KazooClient) -> None:
+    async def main() -> None:
+        b0 = await start_broker(connect, 0)
+        try:
+            for name in ("a", "b"):
+                await b0.store.create_topic(name, 1, 1, {}, {0: [0]})
+            b0.client.inject(Fault("create", "/admin/delete_topics/b", Action.FAIL))
+            with pytest.raises(ConnectionLoss):
+                await b0.store.delete_topics(["a", "b"])
+            assert admin.get_children("/admin/delete_topics") == [] and b0.store.topic("a") is not None
+            await b0.store.delete_topics(["a", "b"])
+            assert b0.store.topic("a") is None and b0.store.topic("b") is None
+        finally:
+            await b0.close()
+
+    asyncio.run(main())
