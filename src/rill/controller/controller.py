@@ -1,8 +1,11 @@
 """The controller: one broker of the cluster, elected through ZooKeeper, that elects partition leaders.
 
-Every broker campaigns: the one that creates the ephemeral ``/controller`` znode is the controller, and it
-raises ``/controller_epoch``; every write it makes afterwards is a ZooKeeper transaction that checks that znode's
-version, so a controller that lost its session (a paused "zombie") cannot write over its successor.
+Every broker campaigns: the one that creates the ephemeral ``/controller`` znode is the controller. It creates
+it and raises ``/controller_epoch`` in one ZooKeeper transaction (Kafka's multi-op), so that no broker ever holds
+``/controller`` without having raised the epoch; a ``/controller`` owned by this broker's session (a transaction
+applied but answered with a lost connection) is held. Every write it makes afterwards is a transaction that checks
+the epoch znode's version, so a controller that lost its session (a paused "zombie") cannot write over its
+successor.
 
 The controller watches the live brokers, the topics' assignments and the deletions asked for, and makes the
 partition states agree with them (``reconcile``, idempotent, run after every change it watches):
@@ -17,7 +20,11 @@ partition states agree with them (``reconcile``, idempotent, run after every cha
   records only the old ISR had are lost;
 - replicas that are not live leave the ISR (the leader stays);
 - a partition with no leader gets one as soon as a member of its ISR is live again;
-- a topic marked for deletion is removed (assignment, partition states, configs, the mark).
+- a topic marked for deletion is removed (assignment, partition states, configs, the mark);
+- a broker registered again since the last pass (a new broker epoch, the zxid that created its registration, as
+  KIP-380 has it: a restart or a new session faster than the controller saw it gone) is handled as failed for one
+  pass, then as back: the partitions it led get a new leader epoch, it leaves the ISRs, and rejoins them as it
+  catches up.
 
 Elections asked for (ElectLeaders writes ``/admin/preferred_replica_election``) are carried out: a preferred
 election makes the first replica of the assignment leader when it is live and in the ISR; an unclean one gives
@@ -37,72 +44,17 @@ import contextlib
 import json
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from rill.controller.election import Election, elect
 from rill.metadata import zk_layout as zl
 
 log = logging.getLogger(__name__)
 
 RESIGN_TIMEOUT_S = 2.0
-
-
-@dataclass(frozen=True, slots=True)
-class Election:
-    """One partition state the controller writes: (topic, partition, new state, expected znode version or -1
-    for a new znode), and why."""
-
-    topic: str
-    partition: int
-    state: zl.LeaderAndIsr
-    expected_version: int
-    why: str
-    elected: bool = False  # a new leader for an existing partition (counted as an election)
-    unclean: bool = False  # ... taken from outside the ISR
-
-
-def elect(
-    replicas: tuple[int, ...],
-    current: zl.LeaderAndIsr | None,
-    live: set[int],
-    controller_epoch: int,
-    unclean: bool,
-) -> tuple[zl.LeaderAndIsr, str] | None:
-    """The partition state the controller writes given the live brokers, or None when nothing changes."""
-    if current is None or (current.leader == -1 and not current.isr):
-        # Never led (an empty ISR holds nothing committed): its live replicas start it; with none live it
-        # waits for one, as Kafka's NewPartition does (a state with an empty ISR could never get a leader).
-        alive = [r for r in replicas if r in live]
-        if not alive:
-            return None
-        epoch = 0 if current is None else current.leader_epoch + 1
-        return zl.LeaderAndIsr(alive[0], epoch, tuple(alive), controller_epoch), "new partition"
-    isr_live = [r for r in current.isr if r in live]
-    if current.leader in live:
-        if len(isr_live) == len(current.isr):
-            return None
-        new = zl.LeaderAndIsr(current.leader, current.leader_epoch, tuple(isr_live), controller_epoch)
-        return new, f"replicas {sorted(set(current.isr) - set(isr_live))} are not live"
-    candidates = [r for r in replicas if r in live and r in current.isr]
-    if candidates:
-        leader = candidates[0]
-        isr = tuple(r for r in current.isr if r in live)
-        return zl.LeaderAndIsr(leader, current.leader_epoch + 1, isr, controller_epoch), (
-            f"leader {current.leader} is not live"
-        )
-    if unclean:
-        alive = [r for r in replicas if r in live]
-        if alive:
-            return zl.LeaderAndIsr(alive[0], current.leader_epoch + 1, (alive[0],), controller_epoch), (
-                "unclean election: no ISR member is live"
-            )
-    if current.leader == -1:
-        return None
-    # Offline: no live ISR member. The ISR is kept, so that only one of them can lead again.
-    return zl.LeaderAndIsr(-1, current.leader_epoch + 1, current.isr, controller_epoch), "no ISR member is live"
 
 
 class KafkaController:
@@ -136,6 +88,7 @@ class KafkaController:
         self.unclean_elections = 0  # of which unclean ones
         self.election_time_ms = 0.0  # summed over the elections: from the start of the pass to its write
         self._watched: set[str] = set()  # znodes with a data watch (added on kazoo's threads)
+        self._broker_epochs: dict[int, int] = {}  # each live broker's epoch as of the last pass fully written
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -227,38 +180,69 @@ class KafkaController:
                 self._wake.set()
 
     def _step(self) -> None:
+        if self.active and not self._holds_controller():
+            log.info("Broker %d is no longer the controller", self.node_id)
+            self.active = False
         if not self.active:
             self._campaign()
-        else:
-            try:
-                holder = zl.decode_controller(self.zk.get(zl.CONTROLLER)[0])
-            except NoNodeError:
-                holder = -1
-            if holder != self.node_id:
-                log.info("Broker %d is no longer the controller (now %d)", self.node_id, holder)
-                self.active = False
-                self._campaign()
         if self.active:
             self.reconcile()
 
-    def _campaign(self) -> None:
+    def _session(self) -> int:
+        client_id = self.zk.client_id
+        return int(client_id[0]) if client_id is not None else 0
+
+    def _holds_controller(self) -> bool:
+        """Whether ``/controller`` is this session's (its owner, not the broker id it names: a previous session of
+        this broker is not this one)."""
         try:
-            self.zk.create(zl.CONTROLLER, zl.encode_controller(self.node_id), ephemeral=True)
-        except NodeExistsError:
-            return
+            _, stat = self.zk.get(zl.CONTROLLER)
+        except NoNodeError:
+            return False
+        return bool(stat.ephemeralOwner == self._session())
+
+    def _campaign(self) -> None:
+        """Become the controller if no one is: create the ephemeral ``/controller`` and raise ``/controller_epoch``
+        in one transaction (the epoch's write checks the version read, as Kafka's
+        registerControllerAndIncrementControllerEpoch), so that no broker holds ``/controller`` without having
+        raised the epoch. A ``/controller`` this session owns is held: a transaction applied but answered with a lost
+        connection. The epoch raised by someone else between the read and the write: read again."""
         while True:
             try:
                 data, stat = self.zk.get(zl.CONTROLLER_EPOCH)
-                epoch = int(data.decode()) + 1
-                stat = self.zk.set(zl.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
             except NoNodeError:
-                try:
-                    self.zk.create(zl.CONTROLLER_EPOCH, b"1")
-                except NodeExistsError:
-                    continue
-                epoch, stat = 1, self.zk.exists(zl.CONTROLLER_EPOCH)
-            break
-        self.epoch, self._epoch_version, self.active = epoch, stat.version, True
+                with contextlib.suppress(NodeExistsError):
+                    self.zk.create(zl.CONTROLLER_EPOCH, b"0")
+                continue
+            epoch = int(data.decode()) + 1
+            tx = self.zk.transaction()
+            tx.create(zl.CONTROLLER, zl.encode_controller(self.node_id), ephemeral=True)
+            tx.set_data(zl.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
+            created, bumped = tx.commit()
+            if not isinstance(created, Exception) and not isinstance(bumped, Exception):
+                self._became_controller(epoch, bumped.version)
+                return
+            if isinstance(created, NodeExistsError):
+                break
+            if not isinstance(bumped, BadVersionError):
+                raise created if isinstance(created, Exception) else bumped
+        held = self._held_epoch()
+        if held is not None:
+            self._became_controller(*held)
+
+    def _held_epoch(self) -> tuple[int, int] | None:
+        """When ``/controller`` is this session's, the controller epoch and its version (raised in the same
+        transaction that made it, and by no one since: only the holder of ``/controller`` raises it)."""
+        if not self._holds_controller():
+            return None
+        data, stat = self.zk.get(zl.CONTROLLER_EPOCH)
+        log.info("Broker %d holds /controller from a transaction answered with a lost connection", self.node_id)
+        return int(data.decode()), stat.version
+
+    def _became_controller(self, epoch: int, epoch_version: int) -> None:
+        if epoch != self.epoch:  # a new term: the broker epochs are taken as they are (as Kafka's new controller)
+            self._broker_epochs = {}
+        self.epoch, self._epoch_version, self.active = epoch, epoch_version, True
         log.info("Broker %d is the controller (controller epoch %d)", self.node_id, epoch)
 
     # -- reconciliation (worker thread) --------------------------------------------------------------------
@@ -266,23 +250,34 @@ class KafkaController:
     def live_brokers(self) -> set[int]:
         return self._registered()[0]
 
-    def _registered(self) -> tuple[set[int], set[int]]:
-        """The live brokers, and those of them in a controlled shutdown (not live for leadership)."""
+    def _registered(self) -> tuple[set[int], set[int], dict[int, int]]:
+        """The live brokers, those of them in a controlled shutdown (not live for leadership), and each one's broker
+        epoch: the zxid that created its registration, new with each registration (KIP-380)."""
         live: set[int] = set()
         stopping: set[int] = set()
+        epochs: dict[int, int] = {}
         for child in self.zk.get_children(zl.BROKER_IDS):
             try:
-                data, _ = self.zk.get(f"{zl.BROKER_IDS}/{child}")
+                data, stat = self.zk.get(f"{zl.BROKER_IDS}/{child}")
             except NoNodeError:
                 continue
             (stopping if json.loads(data).get("shutting_down") else live).add(int(child))
-        return live, stopping
+            epochs[int(child)] = stat.czxid
+        return live, stopping, epochs
 
     def reconcile(self) -> None:
+        """One pass. A broker registered again since the last pass (a new broker epoch: a restart or a new session,
+        whether or not this controller saw it gone) counts as not live for this pass, as after a failure: the
+        partitions it led get a new leader (or go offline at a new leader epoch), it leaves the ISRs; the next pass
+        sees it back (Kafka's bounced brokers)."""
         started = time.monotonic()
         for topic in self.zk.get_children(zl.DELETE_TOPICS):
             self._delete_topic(topic)
-        live, stopping = self._registered()
+        live, stopping, epochs = self._registered()
+        bounced = {b for b, e in epochs.items() if self._broker_epochs.get(b, e) != e}
+        if bounced:
+            log.info("Brokers %s registered again (new broker epochs): handled as failed, then back", sorted(bounced))
+            live, stopping = live - bounced, stopping - bounced
         writes: list[Election] = []
         unclean_by_topic: dict[str, bool] = {}
         for topic in self.zk.get_children(zl.TOPICS):
@@ -301,7 +296,7 @@ class KafkaController:
                 if current is not None and not any(r in live for r in current.isr):  # only then does it matter
                     if topic not in unclean_by_topic:
                         unclean_by_topic[topic] = self._unclean_for(topic)
-                    unclean = unclean_by_topic[topic]
+                    unclean = unclean_by_topic[topic] and not bounced & set(current.isr)  # a bounce loses nothing
                 alive = live
                 if current is not None and current.leader in stopping and not any(
                     r in live for r in current.isr if r != current.leader
@@ -316,8 +311,10 @@ class KafkaController:
         self._complete_reassignments(live)
         requested = self.zk.exists(zl.LEADER_ELECTION)
         writes += self._requested_elections(live, {(w.topic, w.partition) for w in writes})
-        if writes:
-            self._write(writes, started)
+        if not writes or self._write(writes, started):
+            self._broker_epochs = epochs
+            if bounced:
+                self._poke()  # the next pass sees them live again
         if requested is not None:  # done: a request written since (another version) stays for the next pass
             with contextlib.suppress(NoNodeError, BadVersionError):
                 self.zk.delete(zl.LEADER_ELECTION, version=requested.version)
@@ -436,9 +433,10 @@ class KafkaController:
                 return value.strip().lower() == "true"
         return self.unclean
 
-    def _write(self, writes: list[Election], started: float) -> None:
+    def _write(self, writes: list[Election], started: float) -> bool:
         """Write partition states in transactions that check the controller epoch (fenced when stale) and each
-        state's version; a write that lost a race is retried by the next reconciliation."""
+        state's version; a write that lost a race is retried by the next reconciliation. True when all were made."""
+        made = True
         for start in range(0, len(writes), 100):
             tx = self.zk.transaction()
             tx.check(zl.CONTROLLER_EPOCH, self._epoch_version)
@@ -459,8 +457,9 @@ class KafkaController:
                 log.info("controller write not made (%s); trying again", type(errors[0]).__name__)
                 if not self._still_controller():
                     self.active = False
-                    return
+                    return False
                 self._poke()
+                made = False
                 continue
             took_ms = (time.monotonic() - started) * 1000
             for w in chunk:
@@ -470,6 +469,7 @@ class KafkaController:
                     self.election_time_ms += took_ms
                 log.info("Partition %s-%d: leader %d, leader epoch %d, ISR %s (%s)", w.topic, w.partition,
                          w.state.leader, w.state.leader_epoch, list(w.state.isr), w.why)  # fmt: skip
+        return made
 
     def _still_controller(self) -> bool:
         try:

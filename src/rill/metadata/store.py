@@ -205,6 +205,12 @@ class PartitionState:
     removing_replicas: tuple[int, ...] = ()
 
 
+def is_older(state: PartitionState, than: PartitionState) -> bool:
+    """Whether ``state`` is older than ``than``: a lower leader epoch, or the same and a lower partition epoch (the
+    version of the partition's state in the cluster's metadata). A state never goes back to an older one."""
+    return (state.leader_epoch, state.partition_epoch) < (than.leader_epoch, than.partition_epoch)
+
+
 @dataclass(frozen=True, slots=True)
 class TopicState:
     name: str

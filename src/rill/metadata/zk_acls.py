@@ -23,9 +23,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError, NotEmptyError
+from kazoo.exceptions import NoNodeError
 
 from rill.errors import ErrorCode, KafkaError
+from rill.metadata.zk_tx import committed
 from rill.security.acl import (
     STORED_TYPES,
     AccessControlEntry,
@@ -110,18 +111,22 @@ class ZkAcls:
         wanted = {p: frozenset(entries) for p, entries in changes.items()}
 
         def write() -> None:
-            for pattern, entries in wanted.items():
-                path = resource_path(pattern)
-                if entries:
-                    data = encode_acls(entries)
-                    try:
-                        self._zk.set(path, data)
-                    except NoNodeError:
-                        self._zk.create(path, data, makepath=True)
-                else:
-                    with contextlib.suppress(NoNodeError, NotEmptyError):
-                        self._zk.delete(path)
-                self._announce(pattern)
+            # Every pattern's entries and the change notices in one transaction, each write conditional on what was
+            # read (read again when another broker was first): the change is made whole or not at all.
+            while True:
+                tx = self._zk.transaction()
+                for pattern, entries in wanted.items():
+                    path = resource_path(pattern)
+                    stat = self._zk.exists(path)
+                    if entries and stat is None:
+                        tx.create(path, encode_acls(entries))
+                    elif entries:
+                        tx.set_data(path, encode_acls(entries), version=stat.version)
+                    elif stat is not None:
+                        tx.delete(path, version=stat.version)
+                    self._announce(tx, pattern)
+                if committed(tx.commit()):
+                    break
             self._purge_old_notices()
 
         await asyncio.to_thread(write)
@@ -131,14 +136,14 @@ class ZkAcls:
                 raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "the ACLs were written, but are not yet in effect")
             await asyncio.sleep(0.02)
 
-    def _announce(self, pattern: ResourcePattern) -> None:
+    def _announce(self, tx: Any, pattern: ResourcePattern) -> None:
         if pattern.pattern_type == PatternType.LITERAL:
             parent, notice = LITERAL_CHANGES, f"{type_name(pattern.resource_type)}:{pattern.name}".encode()
         else:
             parent = EXTENDED_CHANGES
             notice = json.dumps({"version": 1, "resourceType": type_name(pattern.resource_type),
                                  "name": pattern.name, "patternType": pattern.pattern_type.name}).encode()  # fmt: skip
-        self._zk.create(f"{parent}/{CHANGE_PREFIX}", notice, sequence=True, makepath=True)
+        tx.create(f"{parent}/{CHANGE_PREFIX}", notice, sequence=True)
 
     def _purge_old_notices(self) -> None:
         """Delete change notices older than Kafka's 15 minutes (every broker has followed them by then)."""

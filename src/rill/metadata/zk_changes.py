@@ -10,7 +10,6 @@ topic's assignment at the version written (or a later one).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
@@ -29,6 +28,7 @@ from rill.metadata.store import (
     check_new_topic,
     check_replication_factor,
 )
+from rill.metadata.zk_tx import committed
 
 
 class ZkChanges:
@@ -104,9 +104,14 @@ class ZkChanges:
             topics.append(topic)
 
         def write() -> None:
-            for t in topics:
-                with contextlib.suppress(NodeExistsError):
-                    self.zk.create(f"{zl.DELETE_TOPICS}/{t.name}")
+            # Every mark in one transaction: a request that fails deletes nothing.
+            while True:
+                tx = self.zk.transaction()
+                for t in topics:
+                    if self.zk.exists(f"{zl.DELETE_TOPICS}/{t.name}") is None:
+                        tx.create(f"{zl.DELETE_TOPICS}/{t.name}")
+                if not tx.operations or committed(tx.commit()):
+                    return
 
         await asyncio.to_thread(write)
         ids = {t.topic_id for t in topics}

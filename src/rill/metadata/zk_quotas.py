@@ -18,11 +18,12 @@ import logging
 import time
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import NoNodeError
 
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata import zk_layout as zl
 from rill.metadata.client_quotas import QUOTA_KEYS, ClientQuotas, QuotaChanges, QuotaEntity, format_value
+from rill.metadata.zk_tx import committed
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +143,13 @@ class ZkClientQuotas:
     # -- writing -----------------------------------------------------------------------------------------------
 
     def _write(self, changes: QuotaChanges) -> None:
-        for entity, ops in changes.items():
-            path = f"{CONFIG}/{entity.path}"
-            while True:
+        """Every entity's new quotas and their change notices in one transaction, each write conditional on the
+        version read (read again when another writer was first): a change is made whole or not at all, and never
+        without the notices the brokers follow."""
+        while True:
+            tx = self._zk.transaction()
+            for entity, ops in changes.items():
+                path = f"{CONFIG}/{entity.path}"
                 try:
                     data, stat = self._zk.get(path)
                     configs, version = (zl.decode_configs(data) if data else {}), stat.version
@@ -156,16 +161,15 @@ class ZkClientQuotas:
                     else:
                         configs[key] = format_value(key, value)
                 encoded = zl.encode_configs(configs)
-                try:
-                    if version < 0:
-                        self._zk.create(path, encoded, makepath=True)
-                    else:
-                        self._zk.set(path, encoded, version=version)
-                    break
-                except (BadVersionError, NodeExistsError):
-                    continue  # another writer was first: read again
-            notice = json.dumps({"version": 2, "entity_path": entity.path}).encode()
-            self._zk.create(f"{CONFIG_CHANGES}/{NOTICE_PREFIX}", notice, sequence=True, makepath=True)
+                if version < 0:
+                    self._zk.ensure_path(path.rsplit("/", 1)[0])
+                    tx.create(path, encoded)
+                else:
+                    tx.set_data(path, encoded, version=version)
+                notice = json.dumps({"version": 2, "entity_path": entity.path}).encode()
+                tx.create(f"{CONFIG_CHANGES}/{NOTICE_PREFIX}", notice, sequence=True)
+            if committed(tx.commit()):
+                return
 
     async def alter(self, changes: QuotaChanges, timeout_s: float = 30.0) -> None:
         await asyncio.to_thread(self._write, changes)

@@ -22,6 +22,7 @@ from kazoo.exceptions import NoNodeError
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata import zk_layout as zl
 from rill.metadata.user_credentials import CredentialChanges, UserCredentials
+from rill.metadata.zk_tx import committed
 from rill.security.scram import SCRAM_MECHANISMS, ScramCredential
 
 USERS = "/config/users"
@@ -66,24 +67,30 @@ class ZkUserCredentials:
 
     async def alter(self, changes: CredentialChanges, timeout_s: float = 30.0) -> None:
         def write() -> None:
-            for user, mechanisms in changes.items():
-                path = user_path(user)
-                try:
-                    configs = zl.decode_configs(self._zk.get(path)[0])
-                except NoNodeError:
-                    configs = {}
-                for mechanism, cred in mechanisms.items():
-                    if cred is None:
-                        configs.pop(mechanism, None)
+            # Every user's credentials and their change notices in one transaction, each write conditional on the
+            # version read (read again when another broker changed the user meanwhile: nothing is lost).
+            while True:
+                tx = self._zk.transaction()
+                for user, mechanisms in changes.items():
+                    path = user_path(user)
+                    try:
+                        data, stat = self._zk.get(path)
+                        configs, version = zl.decode_configs(data), stat.version
+                    except NoNodeError:
+                        configs, version = {}, -1
+                    for mechanism, cred in mechanisms.items():
+                        if cred is None:
+                            configs.pop(mechanism, None)
+                        else:
+                            configs[mechanism] = cred.to_string()
+                    if version < 0:
+                        tx.create(path, zl.encode_configs(configs))
                     else:
-                        configs[mechanism] = cred.to_string()
-                data = zl.encode_configs(configs)
-                try:
-                    self._zk.set(path, data)
-                except NoNodeError:
-                    self._zk.create(path, data, makepath=True)
-                notice = json.dumps({"version": 2, "entity_path": f"users/{user}"}).encode()
-                self._zk.create(f"{CONFIG_CHANGES}/config_change_", notice, sequence=True, makepath=True)
+                        tx.set_data(path, zl.encode_configs(configs), version=version)
+                    notice = json.dumps({"version": 2, "entity_path": f"users/{user}"}).encode()
+                    tx.create(f"{CONFIG_CHANGES}/config_change_", notice, sequence=True)
+                if committed(tx.commit()):
+                    break
             self._purge_old_notices()
 
         await asyncio.to_thread(write)

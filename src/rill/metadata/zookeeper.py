@@ -15,7 +15,16 @@ once the controller has removed it. A partition's state is only ever changed con
 (the partition epoch), so two writers (the controller, a leader changing its ISR) cannot both win.
 
 When the ZooKeeper session is lost, the broker stops acting as leader at once (the controller will have moved
-leadership: its ephemeral znode is gone); once a new session is established it registers again and reloads.
+leadership: its ephemeral znode is gone). kazoo's connection states reach the event loop in the order kazoo saw
+them, and every decision is taken there: whenever the client is connected with a session other than the one that
+owns this broker's registration (a new session, whether or not the loss was seen first), the broker registers again
+(idempotent: a registration its session already owns is kept; retried until made) and every topic is read and told
+again.
+
+The image never goes back: one task reads and applies (watch marks, the full re-read after a new session), and a
+partition state read that is older than the image's (by leader epoch, then partition epoch) is not taken. A listener
+that fails to follow a delta is told again (the current state of the topics it missed) until it follows it; the
+others are told as usual.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kazoo.client import KazooState
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import AuthFailedError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -35,18 +44,18 @@ from rill.config import ensure_cluster_id
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata import zk_layout as zl
 from rill.metadata.client_quotas import ClientQuotas, QuotaChanges
+from rill.metadata.delta_listeners import DeltaListeners
 from rill.metadata.store import (
     BrokerInfo,
     MetadataDelta,
     MetadataListener,
-    PartitionState,
     TopicState,
-    valid_stored_configs,
 )
 from rill.metadata.user_credentials import CredentialChanges
 from rill.metadata.zk_acls import ZkAcls
 from rill.metadata.zk_changes import ZkChanges
 from rill.metadata.zk_client import ZkClientSecurity, make_zk_client
+from rill.metadata.zk_image import not_older, read_cluster, read_topic_versioned
 from rill.metadata.zk_quotas import ZkClientQuotas
 from rill.metadata.zk_users import ZkUserCredentials
 from rill.security.acl import AccessControlEntry, AclCache, ResourcePattern
@@ -54,6 +63,9 @@ from rill.security.scram import ScramCredential
 
 log = logging.getLogger(__name__)
 
+ClientFactory = Callable[[str, float], KazooClient]
+RETRY_BACKOFF_S = 0.5
+RETRY_BACKOFF_MAX_S = 5.0
 
 
 class ZooKeeperUnreachable(Exception):
@@ -74,6 +86,7 @@ class ZkMetadataStore(ZkChanges):
         cluster_id: str | None = None,
         wait_timeout_s: float = 30.0,
         security: ZkClientSecurity | None = None,
+        client_factory: ClientFactory | None = None,
     ) -> None:
         self._connect = connect
         self._node_id = node_id
@@ -83,8 +96,8 @@ class ZkMetadataStore(ZkChanges):
         self._session_timeout_s = session_timeout_ms / 1000.0
         self._wait_timeout_s = wait_timeout_s
         self._security = security
-        self.zk = make_zk_client(connect, session_timeout_ms / 1000.0, security)
-        self._listeners: list[MetadataListener] = []
+        self.zk = (client_factory or self._secured_client)(connect, session_timeout_ms / 1000.0)
+        self._listeners = DeltaListeners(lambda: self._topics, lambda: self._offset)
         self._topics: dict[str, TopicState] = {}
         self._by_id: dict[uuid.UUID, TopicState] = {}
         self._assignment_versions: dict[str, int] = {}  # each topic's assignment znode version the image shows
@@ -106,7 +119,10 @@ class ZkMetadataStore(ZkChanges):
         self._watched_topics: set[str] = set()
         self._watched_states: set[str] = set()  # partition state znodes with a data watch (kazoo threads add)
         self._session_lost = False
-        self._reregistering: asyncio.Future[None] | None = None
+        self._registered_session = 0  # the session that owns this broker's registration
+        self._registrar: asyncio.Task[None] | None = None
+        self._tell_all = False  # the next pass reads and tells every topic (after a new session)
+        self._closed = False
         self.on_session_change: Callable[[bool], None] | None = None
 
     # -- start and stop ------------------------------------------------------------------------------------
@@ -142,6 +158,9 @@ class ZkMetadataStore(ZkChanges):
         await self._refresh_cluster()
         self._follower = asyncio.create_task(self._follow(), name="zk-metadata")
 
+    def _secured_client(self, hosts: str, timeout_s: float) -> KazooClient:
+        return make_zk_client(hosts, timeout_s, self._security)
+
     def _make_chroot(self) -> None:
         """Make the chroot of ``zookeeper.connect`` (``hosts/chroot``) when missing, as Kafka does."""
         hosts, slash, chroot = self._connect.partition("/")
@@ -170,22 +189,27 @@ class ZkMetadataStore(ZkChanges):
             )
 
     async def _register(self) -> None:
-        """Register this broker (an ephemeral znode). A registration of another session at the same address is
-        this broker's own from before a crash: its session ends within the session timeout, and the start waits
-        for it. One at another address is another live broker with this id: refused."""
+        """Register this broker (an ephemeral znode) and note the session that owns it. A registration this session
+        already owns is kept (a create applied but answered with a lost connection, say). One of another session at
+        the same address is this broker's own from before a crash: its session ends within the session timeout,
+        and this waits for it. One at another address is another live broker with this id: refused."""
         path = zl.broker_path(self._node_id)
         deadline = asyncio.get_running_loop().time() + self._session_timeout_s * 1.5
         waited = False
         while True:
             try:
-                await asyncio.to_thread(self.zk.create, path, zl.encode_broker(self._broker), ephemeral=True)
+                _, stat = await asyncio.to_thread(self.zk.create, path, zl.encode_broker(self._broker),
+                                                  ephemeral=True, include_data=True)  # fmt: skip
+                self._registered_session = stat.ephemeralOwner
                 return
             except NodeExistsError:
                 try:
                     data, stat = await asyncio.to_thread(self.zk.get, path)
                 except NoNodeError:
                     continue
-                if stat.ephemeralOwner == self.zk.client_id[0]:
+                client_id = self.zk.client_id
+                if client_id is not None and stat.ephemeralOwner == client_id[0]:
+                    self._registered_session = stat.ephemeralOwner
                     return
                 other = zl.decode_broker(self._node_id, data)
                 if (other.host, other.port) != (self._broker.host, self._broker.port) or (
@@ -202,12 +226,16 @@ class ZkMetadataStore(ZkChanges):
                 await asyncio.sleep(0.2)
 
     async def close(self) -> None:
+        self._closed = True
         await self.quotas.close()
-        follower, self._follower = self._follower, None
-        if follower is not None:
-            follower.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await follower
+        tasks = [self._follower, self._registrar]
+        self._follower = self._registrar = None
+        for task in tasks:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        await self._listeners.close()
         await asyncio.to_thread(self._stop_client)
 
     def _stop_client(self) -> None:
@@ -245,10 +273,13 @@ class ZkMetadataStore(ZkChanges):
             return False
 
     def close_now(self) -> None:
+        self._closed = True
         self.quotas.close_now()
-        if self._follower is not None:
-            self._follower.cancel()
-            self._follower = None
+        for task in (self._follower, self._registrar):
+            if task is not None:
+                task.cancel()
+        self._follower = self._registrar = None
+        self._listeners.close_now()
         self._stop_client()
 
     # -- following ZooKeeper ------------------------------------------------------------------------------
@@ -312,25 +343,34 @@ class ZkMetadataStore(ZkChanges):
             self.zk.ChildrenWatch(zl.partitions_path(topic), on_partitions)
 
     async def _follow(self) -> None:
-        """Apply what the watches marked, in order, until cancelled."""
+        """Apply what the watches marked, and the full re-read after a new session, in order, until cancelled: the
+        only task that reads and applies, so that a read never overtakes a newer one. What a failed pass had to do
+        stays marked for the next."""
         while True:
             await self._wake.wait()
             self._wake.clear()
+            topics: set[str] = set()
+            tell_all = False
             try:
                 if self._dirty_cluster:
                     self._dirty_cluster = False
                     await self._refresh_cluster()
-                if self._dirty_topics:
-                    topics, self._dirty_topics = self._dirty_topics, set()
+                tell_all, self._tell_all = self._tell_all, False
+                topics, self._dirty_topics = self._dirty_topics, set()
+                if tell_all:
+                    await self._refresh_topics(sorted(topics | set(self._topics)), tell_all=True)
+                elif topics:
                     await self._refresh_topics(sorted(topics))
             except Exception:
                 log.exception("following the cluster metadata in ZooKeeper failed; retrying")
                 self._dirty_cluster = True
-                await asyncio.sleep(0.5)
+                self._tell_all |= tell_all
+                self._dirty_topics |= topics
+                await asyncio.sleep(RETRY_BACKOFF_S)
                 self._wake.set()
 
     async def _refresh_cluster(self) -> None:
-        brokers, controller, own, default, topics = await asyncio.to_thread(self._read_cluster)
+        brokers, controller, own, default, topics = await asyncio.to_thread(read_cluster, self.zk, self._node_id)
         configs_changed = own != self._broker_configs or default != self._default_broker_configs
         self._brokers, self._controller_id = brokers, controller
         self._broker_configs, self._default_broker_configs = own, default
@@ -350,32 +390,11 @@ class ZkMetadataStore(ZkChanges):
         async with self._applied:
             self._applied.notify_all()
 
-    def _read_cluster(self) -> tuple[dict[int, BrokerInfo], int, dict[str, str], dict[str, str], set[str]]:
-        brokers: dict[int, BrokerInfo] = {}
-        for child in self.zk.get_children(zl.BROKER_IDS):
-            try:
-                data, _ = self.zk.get(f"{zl.BROKER_IDS}/{child}")
-            except NoNodeError:
-                continue
-            brokers[int(child)] = zl.decode_broker(int(child), data)
-        try:
-            controller = zl.decode_controller(self.zk.get(zl.CONTROLLER)[0])
-        except NoNodeError:
-            controller = -1
-        own = self._read_configs(zl.broker_config_path(self._node_id))
-        default = self._read_configs(zl.broker_config_path(None))
-        return brokers, controller, own, default, set(self.zk.get_children(zl.TOPICS))
-
-    def _read_configs(self, path: str) -> dict[str, str]:
-        try:
-            return zl.decode_configs(self.zk.get(path)[0])
-        except NoNodeError:
-            return {}
-
-    async def _refresh_topics(self, names: list[str]) -> None:
-        versioned = await asyncio.to_thread(lambda: {n: self._read_topic(n) for n in names})
-        read = {n: v[0] if v is not None else None for n, v in versioned.items()}
-        changed = [t for n, t in read.items() if t is not None and self._topics.get(n) != t]
+    async def _refresh_topics(self, names: list[str], *, tell_all: bool = False) -> None:
+        """Read ``names`` and apply what changed (with ``tell_all``, tell every topic read, changed or not)."""
+        versioned = await asyncio.to_thread(lambda: {n: read_topic_versioned(self.zk, n) for n in names})
+        read = {n: None if v is None else not_older(self._topics.get(n), v[0]) for n, v in versioned.items()}
+        changed = [t for n, t in read.items() if t is not None and (tell_all or self._topics.get(n) != t)]
         deleted = [self._topics[n] for n, t in read.items() if t is None and n in self._topics]
         # A topic deleted and made again under its name: the old one goes first.
         deleted += [self._topics[t.name] for t in changed if t.name in self._topics
@@ -395,25 +414,6 @@ class ZkMetadataStore(ZkChanges):
         async with self._applied:
             self._applied.notify_all()
 
-    def _read_topic(self, name: str) -> tuple[TopicState, int] | None:
-        """The topic as ZooKeeper holds it, and the version of its assignment znode; None when it is gone."""
-        try:
-            data, assignment_stat = self.zk.get(zl.topic_path(name))
-            assignment = zl.decode_assignment(data)
-        except NoNodeError:
-            return None
-        parts: list[PartitionState] = []
-        for p, replicas in sorted(assignment.partitions.items()):
-            try:
-                data, stat = self.zk.get(zl.state_path(name, p))
-                s = zl.decode_state(data, stat.version)
-                parts.append(PartitionState(p, s.leader, s.leader_epoch, replicas, s.isr, s.partition_epoch,
-                                            assignment.adding.get(p, ()), assignment.removing.get(p, ())))  # fmt: skip
-            except NoNodeError:  # the controller has not elected its leader yet
-                parts.append(PartitionState(p, -1, -1, replicas, (), -1))
-        configs = valid_stored_configs(name, self._read_configs(zl.topic_config_path(name)))
-        return TopicState(name, assignment.topic_id, tuple(parts), configs), assignment_stat.version
-
     async def _apply(
         self, changed: list[TopicState], deleted: list[TopicState], *, broker_configs: bool = False
     ) -> None:
@@ -426,11 +426,7 @@ class ZkMetadataStore(ZkChanges):
             self._by_id[t.topic_id] = t
         self._offset += 1
         delta = MetadataDelta(self._offset, tuple(changed), tuple(deleted), broker_configs)
-        for listener in list(self._listeners):
-            try:
-                await listener(delta)
-            except Exception:
-                log.exception("a broker component could not follow metadata change %d", self._offset)
+        await self._listeners.tell(delta)
         async with self._applied:
             self._applied.notify_all()
 
@@ -444,33 +440,55 @@ class ZkMetadataStore(ZkChanges):
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{what} was written, but not yet in effect") from None
 
     def _on_state(self, state: str) -> None:
-        """kazoo's connection states: a lost session ends this broker's leadership at once."""
+        """kazoo's connection states (on kazoo's thread): handed to the loop in the order they came, where
+        ``_session_event`` decides; nothing is tested here, where the loop may not have caught up yet."""
+        self._from_kazoo(lambda: self._session_event(state))
+
+    def _session_event(self, state: str) -> None:
+        """LOST: this broker stops acting as leader at once. CONNECTED: when the session is not the one that owns
+        this broker's registration, it registers again (``_keep_registered``)."""
         if state == KazooState.LOST:
-            log.error("ZooKeeper session lost: this broker stops acting as leader until it registers again")
-            self._from_kazoo(lambda: self._session_changed(False))
-        elif state == KazooState.CONNECTED and self._session_lost:
-            self._from_kazoo(lambda: self._session_changed(True))
+            self._lose_session()
+        elif state == KazooState.CONNECTED and not self._closed and (
+            self._registrar is None or self._registrar.done()
+        ):
+            self._registrar = asyncio.create_task(self._keep_registered(), name="zk-registration")
 
-    def _session_changed(self, alive: bool) -> None:
-        self._session_lost = not alive
+    def _lose_session(self) -> None:
+        if self._session_lost:
+            return
+        log.error("ZooKeeper session lost: this broker stops acting as leader until it registers again")
+        self._session_lost = True
         if self.on_session_change is not None:
-            self.on_session_change(alive)
-        if alive:
-            self._reregistering = asyncio.ensure_future(self._reregister())
+            self.on_session_change(False)
 
-    async def _reregister(self) -> None:
-        try:
-            await self._register()
-            log.info("Registered again in ZooKeeper with a new session")
-        except Exception as e:
-            log.error("could not register again in ZooKeeper: %s", e)
-        # The broker stopped leading when the session ended: every topic is told again, changed or not.
-        names = list(self._topics)
-        versioned = await asyncio.to_thread(lambda: {n: self._read_topic(n) for n in names})
-        await self._apply([v[0] for v in versioned.values() if v is not None], [])
-        await self._note_assignment_versions(versioned)
-        self._dirty_cluster = True
-        self._wake.set()
+    async def _keep_registered(self) -> None:
+        """Until the current session owns this broker's registration: register (a session that is not the
+        registered one is a new one: the old one, and its registration, are gone), then read and tell every topic
+        again. A failed registration is tried again, backing off; a session that changes meanwhile is registered
+        in turn. Ends when the client is not connected (the next CONNECTED starts it again)."""
+        delay = RETRY_BACKOFF_S
+        while not self._closed:
+            client_id = self.zk.client_id
+            if client_id is None or client_id[0] == self._registered_session:
+                return
+            self._lose_session()
+            try:
+                await self._register()
+            except Exception as e:
+                log.error("could not register again in ZooKeeper (%s); trying again in %.1f s", e, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_BACKOFF_MAX_S)
+                continue
+            log.info("Registered again in ZooKeeper with a new session (0x%x)", self._registered_session)
+            self._session_lost = False
+            if self.on_session_change is not None:
+                self.on_session_change(True)
+            # The broker stopped leading when the session ended: every topic is read and told again, in order
+            # with the watches' changes.
+            self._tell_all = True
+            self._dirty_cluster = True
+            self._wake.set()
 
     @property
     def session_alive(self) -> bool:
@@ -532,4 +550,4 @@ class ZkMetadataStore(ZkChanges):
         await self.quotas.alter(changes, self._wait_timeout_s)
 
     def add_listener(self, listener: MetadataListener) -> None:
-        self._listeners.append(listener)
+        self._listeners.add(listener)

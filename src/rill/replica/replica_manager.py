@@ -34,7 +34,7 @@ from rill.errors import ErrorCode, KafkaError
 from rill.log.log import LogAppendInfo
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
-from rill.metadata.store import MetadataDelta, MetadataStore, PartitionState, TopicState
+from rill.metadata.store import MetadataDelta, MetadataStore, PartitionState, TopicState, is_older
 from rill.records.batch import BATCH_HEADER_SIZE, parse_header
 from rill.replica.partition import Partition, TopicCompression
 from rill.replica.purgatory import DelayedOperationPurgatory
@@ -149,27 +149,38 @@ class ReplicaManager:
     async def on_metadata_delta(self, delta: MetadataDelta) -> None:
         """Follow one change of the metadata: deleted topics' partitions go, changed topics' partitions are
         made or updated (``LOG_CREATION_CHUNK`` logs at a time, the loop serving others between chunks), and a
-        change of the dynamic broker configs reaches every partition's configs."""
+        change of the dynamic broker configs reaches every partition's configs. A topic that cannot be followed
+        (a log that cannot be made) does not stop the others: the first error is raised at the end, and the store
+        tells this change again."""
+        failed: Exception | None = None
+        names = {topic.name for topic in delta.deleted}  # while their logs are not deleted, not hosted again
         if delta.deleted:
-            names = {topic.name for topic in delta.deleted}
             gone = [tp for tp in self._partitions if tp.topic in names]
             self._forget_partitions(gone)
-            await self.log_manager.delete_logs_async(gone)
-        changed = list(delta.changed)
-        if delta.broker_configs:
-            changed = list(self.metadata.topics().values())
-        for topic in changed:
-            # A reassignment that moved this broker's replica away: the replica goes (Kafka's StopReplica).
-            dropped = [tp for s in topic.partitions if self.node_id not in s.replicas
-                       and (tp := TopicPartition(topic.name, s.partition)) in self._partitions]  # fmt: skip
-            if dropped:
-                self._forget_partitions(dropped)
-                await self.log_manager.delete_logs_async(dropped)
-            states = [s for s in topic.partitions if self.node_id in s.replicas]
-            for start in range(0, max(len(states), 1), LOG_CREATION_CHUNK):
-                await self._host_async([topic], states[start : start + LOG_CREATION_CHUNK])
+            try:
+                await self.log_manager.delete_logs_async(gone)
+                names = set()
+            except Exception as e:
+                failed = e
+        changed = list(self.metadata.topics().values()) if delta.broker_configs else list(delta.changed)
+        for topic in (t for t in changed if t.name not in names):
+            try:
+                # A reassignment that moved this broker's replica away: the replica goes (Kafka's StopReplica).
+                dropped = [tp for s in topic.partitions if self.node_id not in s.replicas
+                           and (tp := TopicPartition(topic.name, s.partition)) in self._partitions]  # fmt: skip
+                if dropped:
+                    self._forget_partitions(dropped)
+                    await self.log_manager.delete_logs_async(dropped)
+                states = [s for s in topic.partitions if self.node_id in s.replicas]
+                for start in range(0, max(len(states), 1), LOG_CREATION_CHUNK):
+                    await self._host_async([topic], states[start : start + LOG_CREATION_CHUNK])
+            except Exception as e:
+                log.error("Broker %d could not follow topic %s: %s", self.node_id, topic.name, e)
+                failed = failed or e
         if changed or delta.deleted:
             self.update_fetchers()
+        if failed is not None:
+            raise failed
 
     def _host(self, topics: Iterable[TopicState], only: list[PartitionState] | None = None) -> None:
         """Make or update the local partitions of ``topics`` (of ``only`` those states, when given). The
@@ -210,7 +221,8 @@ class ReplicaManager:
                     new.append((tp, state, topic.topic_id, config, compression, min_isr))
                 else:
                     was_leader, epoch = partition.is_leader, partition.leader_epoch
-                    partition.update_state(state)
+                    if not is_older(state, partition.state):  # a delta behind what it knows is not taken
+                        partition.update_state(state)
                     partition.update_config(config, compression, min_isr)
                     if partition.is_leader and (not was_leader or state.leader_epoch != epoch):
                         self._become_leader(partition)
@@ -289,7 +301,8 @@ class ReplicaManager:
                 self.isr_shrinks += 1
             else:
                 self.isr_expands += 1
-            if partition.state.leader_epoch == state.leader_epoch:
+            # Taken unless a delta brought a newer state meanwhile (a controller's change after this write).
+            if partition.state.leader_epoch == state.leader_epoch and not is_older(state, partition.state):
                 partition.update_state(state)
                 partition.maybe_increment_high_watermark()
                 self.produce_purgatory.check_and_complete(partition.tp)

@@ -8,7 +8,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rill.controller.controller import elect
+from rill.controller.election import elect
 from rill.metadata import zk_layout as zl
 from rill.metadata.placement import assign_replicas, rack_alternated
 from rill.metadata.store import BrokerInfo

@@ -1,0 +1,91 @@
+"""Reading a broker's image of the cluster from ZooKeeper (blocking calls: run them in a worker thread), and
+keeping that image from going back.
+
+A partition state read is older than another when its leader epoch is lower, or the same with a lower partition
+epoch (the state znode's version): ``not_older`` keeps the newer of the two, so that a read that raced a newer
+one (it was answered before a change the image already shows) never undoes it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from rill.metadata import zk_layout as zl
+from rill.metadata.store import BrokerInfo, PartitionState, TopicState, is_older, valid_stored_configs
+
+log = logging.getLogger(__name__)
+
+ClusterRead = tuple[dict[int, BrokerInfo], int, dict[str, str], dict[str, str], set[str]]
+
+
+def read_cluster(zk: KazooClient, node_id: int) -> ClusterRead:
+    """The live brokers, the controller's id (-1: none), this broker's and the cluster-wide dynamic configs, and
+    the topic names."""
+    brokers: dict[int, BrokerInfo] = {}
+    for child in zk.get_children(zl.BROKER_IDS):
+        try:
+            data, _ = zk.get(f"{zl.BROKER_IDS}/{child}")
+        except NoNodeError:
+            continue
+        brokers[int(child)] = zl.decode_broker(int(child), data)
+    try:
+        controller = zl.decode_controller(zk.get(zl.CONTROLLER)[0])
+    except NoNodeError:
+        controller = -1
+    own = read_configs(zk, zl.broker_config_path(node_id))
+    default = read_configs(zk, zl.broker_config_path(None))
+    return brokers, controller, own, default, set(zk.get_children(zl.TOPICS))
+
+
+def read_configs(zk: KazooClient, path: str) -> dict[str, str]:
+    try:
+        return zl.decode_configs(zk.get(path)[0])
+    except NoNodeError:
+        return {}
+
+
+def read_topic(zk: KazooClient, name: str) -> TopicState | None:
+    """A topic's assignment, partition states and configs; None when it is gone."""
+    versioned = read_topic_versioned(zk, name)
+    return None if versioned is None else versioned[0]
+
+
+def read_topic_versioned(zk: KazooClient, name: str) -> tuple[TopicState, int] | None:
+    """The topic (as ``read_topic``) and the version of its assignment znode, which a reassignment's write
+    waits for in the image; None when it is gone."""
+    try:
+        data, assignment_stat = zk.get(zl.topic_path(name))
+        assignment = zl.decode_assignment(data)
+    except NoNodeError:
+        return None
+    parts: list[PartitionState] = []
+    for p, replicas in sorted(assignment.partitions.items()):
+        try:
+            data, stat = zk.get(zl.state_path(name, p))
+            s = zl.decode_state(data, stat.version)
+            parts.append(PartitionState(p, s.leader, s.leader_epoch, replicas, s.isr, s.partition_epoch,
+                                        assignment.adding.get(p, ()), assignment.removing.get(p, ())))  # fmt: skip
+        except NoNodeError:  # the controller has not elected its leader yet
+            parts.append(PartitionState(p, -1, -1, replicas, (), -1))
+    configs = valid_stored_configs(name, read_configs(zk, zl.topic_config_path(name)))
+    return TopicState(name, assignment.topic_id, tuple(parts), configs), assignment_stat.version
+
+
+def not_older(current: TopicState | None, read: TopicState) -> TopicState:
+    """``read``, with each partition state older than the image's (``current``) replaced by the image's."""
+    if current is None or current.topic_id != read.topic_id:
+        return read
+    kept = {p.partition: p for p in current.partitions}
+    parts = []
+    for p in read.partitions:
+        old = kept.get(p.partition)
+        if old is not None and is_older(p, old):
+            log.info("Partition %s-%d: kept leader epoch %d, partition epoch %d over an older read (%d, %d)",
+                     read.name, p.partition, old.leader_epoch, old.partition_epoch, p.leader_epoch,
+                     p.partition_epoch)  # fmt: skip
+            p = old
+        parts.append(p)
+    return TopicState(read.name, read.topic_id, tuple(parts), read.configs)
