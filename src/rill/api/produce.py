@@ -7,12 +7,20 @@ Transactional batches need the request's ``transactional_id`` (without it: TRANS
 as Kafka answers when the id is not authorized) and a producer id. A transactional batch that would open a
 transaction on a partition (its producer has none ongoing there) is first put to the replica manager's
 ``txn_verifier`` (KIP-890), when one is set: any answer other than NO_ERROR is the partition's error, and nothing
-is appended."""
+is appended.
+
+As in Kafka, Produce v3+ carries exactly one record batch per partition: more is refused with INVALID_RECORD
+before anything else looks at the records, so every check here (the transactional id's WRITE ACL, the
+producer id, KIP-890 verification) sees the whole of what would be written. The coordinators' internal topics
+(``__consumer_offsets``, ``__transaction_state``) are written by their coordinators only, through the replica
+manager: a Produce to one is refused with INVALID_TOPIC_EXCEPTION (Kafka lets a client whose client id is
+``__admin_client`` through; Rill lets none, since a client id proves nothing)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 
 from rill.api._authorized import AclOperation, ResourceType, authorize
 from rill.api._topics import LeaderHints, resolve_topic_name
@@ -20,17 +28,28 @@ from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError, RecordValidationError
+from rill.metadata.store import INTERNAL_TOPICS
 from rill.network.handler import CloseConnection
 from rill.protocol import ApiKey
-from rill.records.batch import ATTRIBUTES_POS, BATCH_HEADER_SIZE, TRANSACTIONAL_MASK, iter_batches
+from rill.records.batch import (
+    ATTRIBUTES_POS,
+    BATCH_HEADER_SIZE,
+    LENGTH_POS,
+    LOG_OVERHEAD,
+    TRANSACTIONAL_MASK,
+    parse_header,
+)
 from rill.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+
+_INT32 = struct.Struct(">i")
 
 
 @handler(ApiKey.PRODUCE, 3, 13)
 async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
     acks = request["acks"]
+    version = ctx.api_version
     replica_manager = ctx.services.replica_manager
     metrics = ctx.services.metrics
     transactional_id: str | None = request.get("transactional_id")
@@ -56,6 +75,8 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
             try:
                 if acks not in (0, 1, -1):
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
+                if records is not None:
+                    _check_one_batch(records, version)
                 if records is not None and _is_transactional(records) and not txn_allowed:
                     raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                 if not writable:
@@ -69,6 +90,8 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
                     raise KafkaError(code)
                 if records is None or len(records) == 0:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request without records")
+                if name in INTERNAL_TOPICS:
+                    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")
                 tp = TopicPartition(name, index)
                 if _is_transactional(records):
                     await _verify_transactional(replica_manager, transactional_id, tp, records)
@@ -135,6 +158,22 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
     return {"responses": responses, "throttle_time_ms": 0, "node_endpoints": hints.node_endpoints()}
 
 
+def _check_one_batch(records: memoryview, version: int) -> None:
+    """INVALID_RECORD when ``records`` holds more bytes than its first batch: Produce v3+ carries exactly one
+    batch per partition (Kafka's ``ProduceRequest.validateRecords``). A first batch too short to be one, or
+    longer than the records, is left to the log's checks (CORRUPT_MESSAGE)."""
+    size = len(records)
+    if size < BATCH_HEADER_SIZE:
+        return
+    end = LOG_OVERHEAD + _INT32.unpack_from(records, LENGTH_POS)[0]
+    if BATCH_HEADER_SIZE <= end < size:
+        raise KafkaError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {version} are only allowed to contain exactly one record batch"
+            f" per partition ({size - end} bytes follow the first batch of {end})",
+        )
+
+
 def _is_transactional(records: memoryview) -> bool:
     return len(records) >= BATCH_HEADER_SIZE and bool(records[ATTRIBUTES_POS + 1] & TRANSACTIONAL_MASK)
 
@@ -148,11 +187,8 @@ async def _verify_transactional(
         raise KafkaError(
             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records without a transactional id"
         )
-    for _, header in iter_batches(records):
-        if header.is_transactional != _is_transactional(records) or header.producer_id < 0:
-            raise KafkaError(
-                ErrorCode.INVALID_RECORD, "a transactional produce mixes batches, or a batch has no producer id"
-            )
+    if parse_header(records).producer_id < 0:  # the one batch (``_check_one_batch``)
+        raise KafkaError(ErrorCode.INVALID_RECORD, "a transactional batch without a producer id")
     verify = replica_manager.needs_txn_verification(tp, records)
     verifier = replica_manager.txn_verifier
     if verify is not None and verifier is not None:
