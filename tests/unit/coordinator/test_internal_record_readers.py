@@ -33,7 +33,7 @@ from rill.records.record import Record
 from rill.registry.schemas import SchemaText
 from rill.registry.store import RegistryState, Version, schema_record
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TS = 1_700_000_000_000
 
 
