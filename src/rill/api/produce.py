@@ -9,9 +9,10 @@ transaction on a partition (its producer has none ongoing there) is first put to
 ``txn_verifier`` (KIP-890), when one is set: any answer other than NO_ERROR is the partition's error, and nothing
 is appended.
 
-As in Kafka, Produce v3+ carries exactly one record batch per partition: more is refused with INVALID_RECORD
-before anything else looks at the records, so every check here (the transactional id's WRITE ACL, the
-producer id, KIP-890 verification) sees the whole of what would be written. The coordinators' internal topics
+As in Kafka, Produce v3+ carries exactly one record batch per partition, of magic 2 (and not zstd before v7): a
+partition's records that hold more are refused with INVALID_RECORD before anything else looks at them, so every
+check here (the transactional id's WRITE ACL, the producer id, KIP-890 verification) sees the whole of what would
+be written. The coordinators' internal topics
 (``__consumer_offsets``, ``__transaction_state``) are written by their coordinators only, through the replica
 manager: a Produce to one is refused with INVALID_TOPIC_EXCEPTION (Kafka lets a client whose client id is
 ``__admin_client`` through; Rill lets none, since a client id proves nothing)."""
@@ -34,11 +35,15 @@ from rill.protocol import ApiKey
 from rill.records.batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
     LENGTH_POS,
     LOG_OVERHEAD,
+    MAGIC_POS,
+    MAGIC_V2,
     TRANSACTIONAL_MASK,
     parse_header,
 )
+from rill.records.compression import ZSTD
 from rill.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -76,7 +81,7 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
                 if acks not in (0, 1, -1):
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
                 if records is not None:
-                    _check_one_batch(records, version)
+                    _check_records(records, version)
                 if records is not None and _is_transactional(records) and not txn_allowed:
                     raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                 if not writable:
@@ -158,13 +163,25 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
     return {"responses": responses, "throttle_time_ms": 0, "node_endpoints": hints.node_endpoints()}
 
 
-def _check_one_batch(records: memoryview, version: int) -> None:
-    """INVALID_RECORD when ``records`` holds more bytes than its first batch: Produce v3+ carries exactly one
-    batch per partition (Kafka's ``ProduceRequest.validateRecords``). A first batch too short to be one, or
-    longer than the records, is left to the log's checks (CORRUPT_MESSAGE)."""
+def _check_records(records: memoryview, version: int) -> None:
+    """What Produce v3+ requires of a partition's records (Kafka's ``ProduceRequest.validateRecords``): a batch of
+    magic 2 (INVALID_RECORD), not zstd before v7 (UNSUPPORTED_COMPRESSION_TYPE), and exactly one batch: bytes
+    after the first one are refused (INVALID_RECORD). Records too short for a batch header, or a first batch
+    longer than the records, are left to the log's checks (CORRUPT_MESSAGE)."""
     size = len(records)
     if size < BATCH_HEADER_SIZE:
         return
+    if records[MAGIC_POS] != MAGIC_V2:
+        raise KafkaError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {version} are only allowed to contain record batches with magic"
+            f" version {MAGIC_V2}, not {records[MAGIC_POS]}",
+        )
+    if version < 7 and records[ATTRIBUTES_POS + 1] & COMPRESSION_MASK == ZSTD:
+        raise KafkaError(
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            f"Produce requests with version {version} are not allowed to use ZStandard compression",
+        )
     end = LOG_OVERHEAD + _INT32.unpack_from(records, LENGTH_POS)[0]
     if BATCH_HEADER_SIZE <= end < size:
         raise KafkaError(
@@ -187,7 +204,7 @@ async def _verify_transactional(
         raise KafkaError(
             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records without a transactional id"
         )
-    if parse_header(records).producer_id < 0:  # the one batch (``_check_one_batch``)
+    if parse_header(records).producer_id < 0:  # the one batch (``_check_records``)
         raise KafkaError(ErrorCode.INVALID_RECORD, "a transactional batch without a producer id")
     verify = replica_manager.needs_txn_verification(tp, records)
     verifier = replica_manager.txn_verifier

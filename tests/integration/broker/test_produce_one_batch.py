@@ -1,7 +1,9 @@
 """Produce v3+ carries exactly one record batch per partition, as in Kafka: a partition whose records hold more
 is refused with INVALID_RECORD and nothing of it is written, so no second batch slips past the checks made on
 the first (a transactional batch behind a plain one opened a transaction no coordinator knew, without the
-transactional id's WRITE ACL or KIP-890 verification, and held the last stable offset for good)."""
+transactional id's WRITE ACL or KIP-890 verification, and held the last stable offset for good). The rest of
+Kafka's check of a partition's records: magic 2 (INVALID_RECORD), no zstd before v7
+(UNSUPPORTED_COMPRESSION_TYPE)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from tests.integration.broker._wire import Wire
 from rill.errors import ErrorCode
 from rill.protocol import ApiKey
 from rill.records.builder import build_batch
+from rill.records.compression import ZSTD
 from rill.records.record import Record
 
 pytestmark = pytest.mark.timeout(120)
@@ -133,3 +136,19 @@ def test_bytes_after_the_batch_are_refused(wire: Wire) -> None:
     assert _produce(wire, "trailing", {0: one[:-1]})[0]["error_code"] == ErrorCode.CORRUPT_MESSAGE
     assert _produce(wire, "trailing", {0: one})[0]["error_code"] == 0
     assert _offsets(wire, "trailing", 0, 0) == 1
+
+
+def test_a_batch_of_another_magic_and_zstd_before_v7_are_refused(wire: Wire) -> None:
+    _create(wire, "magic", 1)
+    old = bytearray(_batch([b"x"]))
+    old[16] = 1  # magic 1 (the CRC covers no byte before the attributes)
+    resp = _produce(wire, "magic", {0: bytes(old)})
+    assert resp[0]["error_code"] == ErrorCode.INVALID_RECORD and "magic version 2" in resp[0]["error_message"]
+    zstd = build_batch([Record(0, TS, None, b"z" * 100)], compression=ZSTD)
+    for version in (3, 6):
+        assert _produce(wire, "magic", {0: zstd}, version=version)[0]["error_code"] == (
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+        )
+    assert _offsets(wire, "magic", 0, 0) == 0
+    assert _produce(wire, "magic", {0: zstd}, version=7)[0]["error_code"] == 0
+    assert _offsets(wire, "magic", 0, 0) == 1
