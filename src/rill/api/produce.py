@@ -12,10 +12,10 @@ is appended.
 As in Kafka, Produce v3+ carries exactly one record batch per partition, of magic 2 (and not zstd before v7): a
 partition's records that hold more are refused with INVALID_RECORD before anything else looks at them, so every
 check here (the transactional id's WRITE ACL, the producer id, KIP-890 verification) sees the whole of what would
-be written. The coordinators' internal topics
-(``__consumer_offsets``, ``__transaction_state``) are written by their coordinators only, through the replica
-manager: a Produce to one is refused with INVALID_TOPIC_EXCEPTION (Kafka lets a client whose client id is
-``__admin_client`` through; Rill lets none, since a client id proves nothing)."""
+be written. The coordinators' internal topics (``__consumer_offsets``, ``__transaction_state``) are written by
+their coordinators only, through the replica manager: a Produce to one is refused with INVALID_TOPIC_EXCEPTION
+(Kafka lets a client whose client id is ``__admin_client`` through; Rill lets none, since a client id proves
+nothing)."""
 
 from __future__ import annotations
 
