@@ -7,12 +7,21 @@ Transactional batches need the request's ``transactional_id`` (without it: TRANS
 as Kafka answers when the id is not authorized) and a producer id. A transactional batch that would open a
 transaction on a partition (its producer has none ongoing there) is first put to the replica manager's
 ``txn_verifier`` (KIP-890), when one is set: any answer other than NO_ERROR is the partition's error, and nothing
-is appended."""
+is appended.
+
+As in Kafka, Produce v3+ carries exactly one record batch per partition, of magic 2 (and not zstd before v7): a
+partition's records that hold more are refused with INVALID_RECORD before anything else looks at them, so every
+check here (the transactional id's WRITE ACL, the producer id, KIP-890 verification) sees the whole of what would
+be written. The coordinators' internal topics (``__consumer_offsets``, ``__transaction_state``) are written by
+their coordinators only, through the replica manager: a Produce to one is refused with INVALID_TOPIC_EXCEPTION
+(Kafka lets a client whose client id is ``__admin_client`` through; Rill lets none, since a client id proves
+nothing)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 
 from rill.api._authorized import AclOperation, ResourceType, authorize
 from rill.api._topics import LeaderHints, resolve_topic_name
@@ -20,17 +29,32 @@ from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError, RecordValidationError
+from rill.metadata.store import INTERNAL_TOPICS
 from rill.network.handler import CloseConnection
 from rill.protocol import ApiKey
-from rill.records.batch import ATTRIBUTES_POS, BATCH_HEADER_SIZE, TRANSACTIONAL_MASK, iter_batches
+from rill.records.batch import (
+    ATTRIBUTES_POS,
+    BATCH_HEADER_SIZE,
+    COMPRESSION_MASK,
+    LENGTH_POS,
+    LOG_OVERHEAD,
+    MAGIC_POS,
+    MAGIC_V2,
+    TRANSACTIONAL_MASK,
+    parse_header,
+)
+from rill.records.compression import ZSTD
 from rill.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+
+_INT32 = struct.Struct(">i")
 
 
 @handler(ApiKey.PRODUCE, 3, 13)
 async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
     acks = request["acks"]
+    version = ctx.api_version
     replica_manager = ctx.services.replica_manager
     metrics = ctx.services.metrics
     transactional_id: str | None = request.get("transactional_id")
@@ -56,6 +80,8 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
             try:
                 if acks not in (0, 1, -1):
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
+                if records is not None:
+                    _check_records(records, version)
                 if records is not None and _is_transactional(records) and not txn_allowed:
                     raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                 if not writable:
@@ -69,6 +95,8 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
                     raise KafkaError(code)
                 if records is None or len(records) == 0:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request without records")
+                if name in INTERNAL_TOPICS:
+                    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")
                 tp = TopicPartition(name, index)
                 if _is_transactional(records):
                     await _verify_transactional(replica_manager, transactional_id, tp, records)
@@ -135,6 +163,34 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
     return {"responses": responses, "throttle_time_ms": 0, "node_endpoints": hints.node_endpoints()}
 
 
+def _check_records(records: memoryview, version: int) -> None:
+    """What Produce v3+ requires of a partition's records (Kafka's ``ProduceRequest.validateRecords``): a batch of
+    magic 2 (INVALID_RECORD), not zstd before v7 (UNSUPPORTED_COMPRESSION_TYPE), and exactly one batch: bytes
+    after the first one are refused (INVALID_RECORD). Records too short for a batch header, or a first batch
+    longer than the records, are left to the log's checks (CORRUPT_MESSAGE)."""
+    size = len(records)
+    if size < BATCH_HEADER_SIZE:
+        return
+    if records[MAGIC_POS] != MAGIC_V2:
+        raise KafkaError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {version} are only allowed to contain record batches with magic"
+            f" version {MAGIC_V2}, not {records[MAGIC_POS]}",
+        )
+    if version < 7 and records[ATTRIBUTES_POS + 1] & COMPRESSION_MASK == ZSTD:
+        raise KafkaError(
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            f"Produce requests with version {version} are not allowed to use ZStandard compression",
+        )
+    end = LOG_OVERHEAD + _INT32.unpack_from(records, LENGTH_POS)[0]
+    if BATCH_HEADER_SIZE <= end < size:
+        raise KafkaError(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {version} are only allowed to contain exactly one record batch"
+            f" per partition ({size - end} bytes follow the first batch of {end})",
+        )
+
+
 def _is_transactional(records: memoryview) -> bool:
     return len(records) >= BATCH_HEADER_SIZE and bool(records[ATTRIBUTES_POS + 1] & TRANSACTIONAL_MASK)
 
@@ -148,11 +204,8 @@ async def _verify_transactional(
         raise KafkaError(
             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records without a transactional id"
         )
-    for _, header in iter_batches(records):
-        if header.is_transactional != _is_transactional(records) or header.producer_id < 0:
-            raise KafkaError(
-                ErrorCode.INVALID_RECORD, "a transactional produce mixes batches, or a batch has no producer id"
-            )
+    if parse_header(records).producer_id < 0:  # the one batch (``_check_records``)
+        raise KafkaError(ErrorCode.INVALID_RECORD, "a transactional batch without a producer id")
     verify = replica_manager.needs_txn_verification(tp, records)
     verifier = replica_manager.txn_verifier
     if verify is not None and verifier is not None:

@@ -1,7 +1,8 @@
 """Creating a coordinator's internal topic (``__consumer_offsets``, ``__transaction_state``) the first time it is
 needed, as Kafka does: not while fewer brokers than its replication factor are alive (COORDINATOR_NOT_AVAILABLE,
 which clients retry), so a cluster starting up or with brokers down never gets an internal topic with fewer
-replicas than configured, one it could never repair; a topic another broker created meanwhile is taken as is."""
+replicas than configured, one it could never repair; a topic another broker created meanwhile is taken as is.
+And the records of an internal topic a coordinator cannot read while loading it (``UnreadableRecords``)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,25 @@ async def maybe_create_internal_topic(
             raise
         return
     log.info("Created %s with %d partitions, replication factor %d", name, partitions, replication_factor)
+
+
+class UnreadableRecords:
+    """The records of an internal topic's partition that its coordinator cannot read while loading it (bytes it
+    did not write: a newer layout, a damaged file): each is skipped, never fatal. The first few are logged one
+    by one, the rest counted in one line at the end (``done``)."""
+
+    LOGGED = 10
+
+    def __init__(self, where: object) -> None:
+        self.where = where
+        self.count = 0
+
+    def skip(self, offset: int, why: BaseException | str) -> None:
+        self.count += 1
+        if self.count <= self.LOGGED:
+            reason = why if isinstance(why, str) else f"{type(why).__name__}: {why}"
+            log.warning("%s: skipped the record at offset %d, which cannot be read: %s", self.where, offset, reason)
+
+    def done(self) -> None:
+        if self.count > self.LOGGED:
+            log.warning("%s: skipped %d records in all that cannot be read", self.where, self.count)

@@ -21,14 +21,32 @@ def _last_epoch(epochs: list[tuple[int, int]]) -> int:
     return epochs[-1][0] if epochs else UNDEFINED_EPOCH
 
 
+def _assigned(epochs: list[tuple[int, int]], epoch: int, start_offset: int) -> list[tuple[int, int]]:
+    """``epochs`` once ``epoch`` starts at ``start_offset`` (``epochs`` itself when that changes nothing)."""
+    if epoch < 0:
+        return epochs
+    if epochs and epochs[-1][0] == epoch and epochs[-1][1] <= start_offset:
+        return epochs
+    kept = [(e, o) for e, o in epochs if e < epoch and o < start_offset]
+    return [*kept, (epoch, start_offset)]
+
+
 class LeaderEpochFileCache:
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
-            self._epochs = read_epoch_checkpoint(path)
+            stored = read_epoch_checkpoint(path)
         except (OSError, ValueError) as e:
             log.warning("Ignoring unreadable %s: %s", path, e)
-            self._epochs = []
+            stored = []
+        # As Kafka loads the file: each entry assigned in turn, so a negative one, or one that does not follow
+        # the entries before it (epochs and start offsets both increase), is dropped.
+        self._epochs: list[tuple[int, int]] = []
+        for epoch, offset in stored:
+            if offset >= 0:
+                self._epochs = _assigned(self._epochs, epoch, offset)
+        if self._epochs != stored:
+            log.warning("%s: entries %s do not increase; kept %s", path, stored, self._epochs)
         # the last epoch or UNDEFINED_EPOCH; an attribute, as every append reads it (_flush updates it)
         self.latest_epoch = _last_epoch(self._epochs)
         # checkpoint writes so far: they are not fsynced here; the log's next flush makes them durable
@@ -40,13 +58,10 @@ class LeaderEpochFileCache:
 
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset``; stale or conflicting entries are dropped."""
-        if epoch < 0:
-            return
-        if self._epochs and self._epochs[-1][0] == epoch and self._epochs[-1][1] <= start_offset:
-            return
-        kept = [(e, o) for e, o in self._epochs if e < epoch and o < start_offset]
-        self._epochs = [*kept, (epoch, start_offset)]
-        self._flush()
+        epochs = _assigned(self._epochs, epoch, start_offset)
+        if epochs is not self._epochs:
+            self._epochs = epochs
+            self._flush()
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """Kafka's OffsetForLeaderEpoch answer: ``(epoch, end offset)`` for ``requested_epoch``.

@@ -16,7 +16,8 @@ journal line and an fsync in a worker thread), then applied to the state here, a
 listeners. Changes are made one at a time. When a listener cannot follow a change it was told of (a new
 partition's log cannot be made: no space, no file descriptors), the change is taken back by a second change,
 and the listener's error raised. A stored value that no longer validates (a config this version refuses) is
-logged and set aside at load; it never stops a start.
+logged and set aside at load; it never stops a start, nor does a change of the journal that cannot be applied
+(logged and skipped). A snapshot that cannot be read does: it is the whole state, and the error names it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from rill.fsutil import write_atomically
 from rill.metadata.client_quotas import ClientQuotas, QuotaChanges
 from rill.metadata.client_quotas import changes_from_json as quota_changes_from_json
 from rill.metadata.client_quotas import changes_to_json as quota_changes_to_json
-from rill.metadata.journal import MetadataJournal
+from rill.metadata.journal import JOURNAL_FILE, SNAPSHOT_FILE, MetadataJournal
 from rill.metadata.store import (
     BrokerInfo,
     MetadataDelta,
@@ -104,10 +105,19 @@ class EmbeddedMetadataStore:
         self._cluster_id = self._load_meta_properties(cluster_id)
         self._journal = MetadataJournal(data_dir)
         snapshot, changes = self._journal.load()
-        if snapshot is not None:
-            self._load_snapshot(snapshot)
+        try:
+            if snapshot is not None:
+                self._load_snapshot(snapshot)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            self._journal.close_now()
+            path = data_dir / SNAPSHOT_FILE
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{path} is corrupt: {type(e).__name__}: {e}") from None
         for change in changes:
-            self._replay(change)
+            try:
+                self._replay(change)
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:  # a change no broker wrote
+                log.error("%s: skipped change %s, which cannot be applied: %s: %s", data_dir / JOURNAL_FILE,
+                          change.get("offset"), type(e).__name__, e)  # fmt: skip
 
     # -- persistence -------------------------------------------------------------------------------
 

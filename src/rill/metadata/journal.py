@@ -8,7 +8,8 @@ Files, in the store's directory:
   consecutive offsets, appended and fsynced before the change is answered. On load the changes after the
   snapshot's offset are replayed; changes at or below it (written before the snapshot that holds them) are
   skipped. A line torn by a crash (only the last can be: each is fsynced before the next is written) was never
-  answered, and is dropped.
+  answered, and is dropped. A snapshot that cannot be read stops the start with KAFKA_STORAGE_ERROR naming the
+  file (it holds the whole state); a line of the journal that cannot be read is logged and skipped.
 
 A change costs one line and one fsync, in proportion to what changed, not to the size of the state; the
 fsync runs in a worker thread. Once the journal holds more lines than the snapshot has entries (and at least
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from rill.errors import ErrorCode, KafkaError
 from rill.fsutil import fsync_dir, write_atomically
 
 log = logging.getLogger(__name__)
@@ -52,16 +54,22 @@ class MetadataJournal:
         appending, cut back to its last whole line."""
         snapshot_path = self._dir / SNAPSHOT_FILE
         snapshot: dict[str, Any] | None = None
+        base = 0
         if snapshot_path.exists():
-            snapshot = json.loads(snapshot_path.read_text(encoding="utf-8"))
-        base = int(snapshot.get("offset", 0)) if snapshot is not None else 0
+            try:  # the whole state: a snapshot that cannot be read stops the start, naming the file
+                snapshot = json.loads(snapshot_path.read_text(encoding="utf-8"))
+                if not isinstance(snapshot, dict):
+                    raise ValueError(f"a JSON {type(snapshot).__name__}, not an object")
+                base = _offset(snapshot.get("offset", 0))
+            except (ValueError, RecursionError) as e:  # UnicodeDecodeError included
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{snapshot_path} is corrupt: {e}") from None
         changes: list[dict[str, Any]] = []
         good_end = 0
         if self._path.exists():
             data = self._path.read_bytes()
             for end, record in _lines(data, self._path):
                 good_end = end
-                if record is not None and int(record["offset"]) > base:
+                if record is not None and record["offset"] > base:
                     changes.append(record)
             if good_end < len(data):
                 log.warning(
@@ -124,7 +132,7 @@ class MetadataJournal:
         kept_lines = [
             line
             for line, record in _raw_lines(self._path.read_bytes())
-            if record is not None and int(record["offset"]) > base
+            if isinstance(record, dict) and isinstance(record.get("offset"), int) and record["offset"] > base
         ]
         kept = b"".join(kept_lines)
         tmp = self._path.with_name(JOURNAL_FILE + ".tmp")
@@ -151,6 +159,12 @@ class MetadataJournal:
             self._fd = -1
 
 
+def _offset(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"offset {value!r} is not a number of changes")
+    return value
+
+
 def _raw_lines(data: bytes) -> Iterator[tuple[bytes, dict[str, Any] | None]]:
     start = 0
     while True:
@@ -160,7 +174,7 @@ def _raw_lines(data: bytes) -> Iterator[tuple[bytes, dict[str, Any] | None]]:
         line = data[start : end + 1]
         try:
             record: dict[str, Any] | None = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             record = None
         yield line, record
         start = end + 1
@@ -172,7 +186,7 @@ def _lines(data: bytes, path: Path) -> Iterator[tuple[int, dict[str, Any] | None
     end = 0
     for line, record in _raw_lines(data):
         end += len(line)
-        if record is None or not isinstance(record, dict) or "offset" not in record:
+        if not isinstance(record, dict) or not isinstance(record.get("offset"), int):
             log.error("%s: skipped a change that does not parse: %r", path, line[:200])
             yield end, None
             continue

@@ -21,10 +21,14 @@ translate positions copied before it. Record layout: key ``<topic>:<partition>``
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
 SYNCS_TOPIC_FORMAT = "mirror.{name}.offset-syncs"
+_DECIMAL = re.compile(r"[0-9]{1,19}")
+_MAX_PARTITION = 2**31 - 1
+_MAX_OFFSET = 2**63 - 1
 
 
 def syncs_topic(name: str) -> str:
@@ -36,15 +40,22 @@ def encode_sync(topic: str, partition: int, source: int, target: int) -> tuple[b
 
 
 def decode_sync(key: bytes | None, value: bytes | None) -> tuple[str, int, int, int] | None:
-    """(topic, partition, source offset, target offset), or None for a record that is not a sync."""
+    """(topic, partition, source offset, target offset), or None for a record that is not a sync: the topic is
+    a normal one any client with WRITE on it may produce to, so its records may be anything (a negative offset,
+    which would reach a group's committed offsets as a logical one, included)."""
     if key is None or value is None:
         return None
     try:
-        topic, _, partition = key.decode().rpartition(":")
-        source, target = value.decode().split()
-        return topic, int(partition), int(source), int(target)
-    except ValueError:
+        topic, colon, partition = key.decode().rpartition(":")
+        source, target = value.decode("ascii").split(" ")
+    except ValueError:  # UnicodeDecodeError included
         return None
+    if not (colon and topic and all(_DECIMAL.fullmatch(n) for n in (partition, source, target))):
+        return None
+    numbers = int(partition), int(source), int(target)
+    if numbers[0] > _MAX_PARTITION or max(numbers[1:]) > _MAX_OFFSET:
+        return None
+    return topic, *numbers
 
 
 @dataclass(slots=True)

@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from rill.registry.schemas import AVRO, DEFAULT_COMPATIBILITY, Reference, SchemaText, render
+from rill.registry.schemas import AVRO, COMPATIBILITY_LEVELS, DEFAULT_COMPATIBILITY, Reference, SchemaText, render
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,8 @@ class RegistryState:
     # -- applying records ----------------------------------------------------------------------------
 
     def apply(self, offset: int, key: bytes | None, value: bytes | None) -> None:
+        """Apply the record at ``offset``. One that cannot be read (not JSON, fields of the wrong type or range:
+        any bytes a client produced to the topic) is logged and skipped, and changes nothing."""
         self.next_offset = max(self.next_offset, offset + 1)
         try:
             k = json.loads(key) if key else None
@@ -105,24 +107,32 @@ class RegistryState:
                 return
             keytype = k.get("keytype")
             v = json.loads(value) if value is not None else None
+            if v is not None and not isinstance(v, dict):
+                raise ValueError(f"the value is a JSON {type(v).__name__}, not an object")
             if keytype == "SCHEMA":
-                self._apply_schema(str(k["subject"]), int(k["version"]), v)
+                subject, version = _string(k["subject"]), _integer(k["version"], 1)
+                self._apply_schema(subject, version, None if v is None else _version(subject, version, v))
             elif keytype == "CONFIG":
-                self._apply_setting(self.configs, k.get("subject"), v, "compatibilityLevel")
+                self._apply_setting(self.configs, k.get("subject"), v, "compatibilityLevel", COMPATIBILITY_LEVELS)
             elif keytype == "MODE":
-                self._apply_setting(self.modes, k.get("subject"), v, "mode")
-        except (ValueError, TypeError, KeyError) as e:
-            log.warning("Skipping unreadable _schemas record at offset %d: %s", offset, e)
+                self._apply_setting(self.modes, k.get("subject"), v, "mode", MODES)
+        except (ValueError, TypeError, KeyError, RecursionError) as e:  # RecursionError: JSON nested too deep
+            log.warning("Skipping unreadable _schemas record at offset %d: %s: %s", offset, type(e).__name__, e)
 
     @staticmethod
-    def _apply_setting(table: dict[str | None, str], subject: Any, v: Any, field: str) -> None:
-        name = None if subject is None else str(subject)
+    def _apply_setting(
+        table: dict[str | None, str], subject: Any, v: dict[str, Any] | None, field: str, allowed: tuple[str, ...]
+    ) -> None:
+        name = None if subject is None else _string(subject)
         if v is None:
             table.pop(name, None)
-        else:
-            table[name] = str(v[field])
+            return
+        setting = _string(v[field])
+        if setting not in allowed:
+            raise ValueError(f"{field} {setting!r} is none of {', '.join(allowed)}")
+        table[name] = setting
 
-    def _apply_schema(self, subject: str, version: int, v: Any) -> None:
+    def _apply_schema(self, subject: str, version: int, new: Version | None) -> None:
         versions = self.subjects.setdefault(subject, {})
         old = versions.pop(version, None)
         if old is not None:
@@ -133,18 +143,15 @@ class RegistryState:
                 gone = self.schemas.pop(old.schema_id, None)
                 if gone is not None:
                     self.ids.pop(gone.identity, None)
-        if v is None:
+        if new is None:
             if not versions:
                 del self.subjects[subject]
             return
-        refs = tuple(Reference(str(r["name"]), str(r["subject"]), int(r["version"])) for r in v.get("references") or [])
-        schema = SchemaText(str(v.get("schemaType") or AVRO), str(v["schema"]), refs)
-        schema_id = int(v["id"])
-        versions[version] = Version(subject, version, schema_id, schema, bool(v.get("deleted", False)))
-        self.schemas[schema_id] = schema
-        self.ids.setdefault(schema.identity, schema_id)
-        self.users.setdefault(schema_id, set()).add((subject, version))
-        self.max_id = max(self.max_id, schema_id)
+        versions[version] = new
+        self.schemas[new.schema_id] = new.schema
+        self.ids.setdefault(new.schema.identity, new.schema_id)
+        self.users.setdefault(new.schema_id, set()).add((subject, version))
+        self.max_id = max(self.max_id, new.schema_id)
 
     # -- queries -------------------------------------------------------------------------------------
 
@@ -177,3 +184,32 @@ class RegistryState:
                 if not v.deleted and any(r.subject == subject and r.version == version for r in v.schema.references):
                     out.add(v.schema_id)
         return sorted(out)
+
+
+# -- reading values of the topic, which may hold anything -------------------------------------------------
+
+_MAX_INT = 2**31 - 1  # ids and versions are Java ints in Confluent's registry
+
+
+def _string(x: Any) -> str:
+    if not isinstance(x, str):
+        raise TypeError(f"{x!r} is not a string")
+    return x
+
+
+def _integer(x: Any, low: int) -> int:
+    if not isinstance(x, int) or isinstance(x, bool) or not low <= x <= _MAX_INT:
+        raise ValueError(f"{x!r} is not an integer from {low} to {_MAX_INT}")
+    return x
+
+
+def _version(subject: str, version: int, v: dict[str, Any]) -> Version:
+    refs = v.get("references") or []
+    if not isinstance(refs, list) or not all(isinstance(r, dict) for r in refs):
+        raise TypeError("references are not a list of objects")
+    references = tuple(Reference(_string(r["name"]), _string(r["subject"]), _integer(r["version"], 1)) for r in refs)
+    schema = SchemaText(_string(v.get("schemaType") or AVRO), _string(v["schema"]), references)
+    deleted = v.get("deleted", False)
+    if not isinstance(deleted, bool):
+        raise TypeError(f"deleted {deleted!r} is not a boolean")
+    return Version(subject, version, _integer(v["id"], 0), schema, deleted)

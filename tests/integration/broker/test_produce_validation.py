@@ -101,8 +101,10 @@ def test_a_compressed_batch_that_does_not_decompress_is_refused(rill_broker, cod
     w = Wire(rill_broker.bootstrap_servers)
     try:
         _create(w, topic)
+        # Produce takes zstd from v7 on (before: UNSUPPORTED_COMPRESSION_TYPE, whatever the records)
+        versions = (7, 9) if codec_name == "zstd" else (3, 9)
         for body in bodies:
-            for version in (3, 9):
+            for version in versions:
                 resp = _produce(w, topic, _flagged(codec, body, 5), version)
                 assert resp["error_code"] == ErrorCode.CORRUPT_MESSAGE, (body[:16], resp)
         assert _produce(w, topic, _flagged(codec, good, 5))["error_code"] == 0

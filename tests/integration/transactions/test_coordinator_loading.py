@@ -6,11 +6,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Producer
+from tests.integration._internal_log import append_as_coordinator
 from tests.integration.broker._wire import Wire
 from tests.integration.transactions._txn import describe, find_txn_coordinator
 
 import rill.testing
+from rill.common import TopicPartition
 from rill.coordinator.group.group_metadata_manager import partition_for
 from rill.coordinator.transaction.transaction_log import encode_key, encode_value
 from rill.coordinator.transaction.transaction_metadata import TransactionState, TxnTransitMetadata
@@ -26,20 +27,15 @@ def test_a_loading_partition_answers_load_in_progress() -> None:
         w = Wire(b.bootstrap_servers)
         find_txn_coordinator(w, "tx-load")
         w.close()
-        p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 20, "compression.type": "lz4"})
         partition = partition_for("tx-load", 3)
         key = encode_key("tx-load")
         now = int(time.time() * 1000)
-        for epoch in range(RECORDS):
-            value = encode_value(TxnTransitMetadata(77, -1, epoch % 30000, -1, 60000, TransactionState.EMPTY,
-                                                    frozenset(), -1, now))  # fmt: skip
-            while True:
-                try:
-                    p.produce("__transaction_state", value, key, partition=partition)
-                    break
-                except BufferError:
-                    p.poll(0.05)
-        assert p.flush(60) == 0
+        values = [
+            encode_value(TxnTransitMetadata(77, -1, epoch % 30000, -1, 60000, TransactionState.EMPTY, frozenset(), -1,
+                                            now))
+            for epoch in range(RECORDS)
+        ]  # fmt: skip
+        append_as_coordinator(b, TopicPartition("__transaction_state", partition), [(key, v) for v in values])
         b.restart()
         w = Wire(b.bootstrap_servers, timeout=30)
         try:

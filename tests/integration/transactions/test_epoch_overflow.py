@@ -1,17 +1,18 @@
 """Epoch exhaustion: an id whose epoch reached 32766 gets a new producer id at epoch 0 (Kafka's rotation), for
 a new instance and, with KIP-360, for the same producer naming its exhausted epoch (a retry of that call gets
 the same answer). The exhausted state is written to ``__transaction_state`` as a record a coordinator would
-have written, then loaded by the restarted broker."""
+have written (through the replica manager: clients may not produce there), then loaded by the restarted broker."""
 
 from __future__ import annotations
 
 import time
 
-from confluent_kafka import Producer
+from tests.integration._internal_log import append_as_coordinator
 from tests.integration.broker._wire import Wire
 from tests.integration.transactions._txn import describe, find_txn_coordinator, init_pid
 
 import rill.testing
+from rill.common import TopicPartition
 from rill.coordinator.group.group_metadata_manager import partition_for
 from rill.coordinator.transaction.transaction_log import encode_key, encode_value
 from rill.coordinator.transaction.transaction_metadata import TransactionState, TxnTransitMetadata
@@ -32,10 +33,9 @@ def test_an_exhausted_epoch_rotates_the_producer_id() -> None:
         w = Wire(b.bootstrap_servers)
         find_txn_coordinator(w, "tx-ov-a")
         w.close()
-        p = Producer({"bootstrap.servers": b.bootstrap_servers})
         for txn_id in ("tx-ov-a", "tx-ov-b"):
-            p.produce("__transaction_state", _exhausted(txn_id), encode_key(txn_id), partition=partition_for(txn_id, 3))
-        assert p.flush(10) == 0
+            tp = TopicPartition("__transaction_state", partition_for(txn_id, 3))
+            append_as_coordinator(b, tp, [(encode_key(txn_id), _exhausted(txn_id))])
         b.restart()  # the coordinator loads the ids from the log
 
         w = Wire(b.bootstrap_servers, timeout=30)

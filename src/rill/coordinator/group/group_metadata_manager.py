@@ -35,7 +35,7 @@ from rill.coordinator.group.group_metadata import (
     MemberMetadata,
     OffsetAndMetadata,
 )
-from rill.coordinator.internal_topics import maybe_create_internal_topic
+from rill.coordinator.internal_topics import UnreadableRecords, maybe_create_internal_topic
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import OFFSETS_TOPIC, MetadataStore
 from rill.protocol import decode_versioned, encode_versioned
@@ -172,10 +172,18 @@ def decode_group_value(group_id: str, value: bytes) -> GroupMetadata:
     group.generation_id = v["generation"]
     group.protocol_name = v["protocol"]
     protocol = v["protocol"] or ""
+    instance_ids: set[str] = set()
     for m in v["members"]:
+        if m["member_id"] in group.members:  # not written by a coordinator: the first one stands
+            continue
+        instance_id = m.get("group_instance_id")
+        if instance_id in instance_ids:
+            continue
+        if instance_id is not None:
+            instance_ids.add(instance_id)
         member = MemberMetadata(
             member_id=m["member_id"],
-            group_instance_id=m.get("group_instance_id"),
+            group_instance_id=instance_id,
             client_id=m["client_id"],
             client_host=m["client_host"],
             rebalance_timeout_ms=m.get("rebalance_timeout", -1),
@@ -363,46 +371,65 @@ class GroupMetadataManager:
         return groups
 
     def _load_partition(self, plog: object, groups: dict[str, GroupMetadata]) -> int:
+        """Replay one partition's log into ``groups``. A record that cannot be read is logged and skipped, a
+        batch that cannot be read likewise; a log that cannot be read further ends the replay there. None of
+        them stops the load: the bytes of the topic may be any."""
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        metadata: dict[str, bytes | None] = {}
-        # TxnOffsetCommit records stay pending per producer until its marker: commit applies them, abort drops them
+        metadata: dict[str, tuple[int, bytes | None]] = {}  # group -> (offset, latest GroupMetadataValue)
+        # TxnOffsetCommit records stay pending per producer until their marker: commit applies them, abort drops them
         pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
+        tp: TopicPartition = plog.topic_partition  # type: ignore[attr-defined]
         offset: int = plog.log_start_offset  # type: ignore[attr-defined]
         end: int = plog.log_end_offset  # type: ignore[attr-defined]
+        unreadable = UnreadableRecords(tp)
         count = 0
         while offset < end:
             data = plog.read_bytes(offset, _LOAD_CHUNK_BYTES)  # type: ignore[attr-defined]
             progressed = False
-            for batch in iter_batch_views(data):
-                (base_offset,) = struct.unpack_from(">q", batch, 0)
-                (last_delta,) = struct.unpack_from(">i", batch, 23)
-                (attributes,) = struct.unpack_from(">h", batch, 21)
-                offset = base_offset + last_delta + 1
-                progressed = True
-                (producer_id,) = struct.unpack_from(">q", batch, 43)
-                if attributes & 0x20:  # control batch: a transaction's marker
-                    txn = pending.pop(producer_id, None)
-                    if txn is not None and _is_commit_marker(batch):
-                        for group_id, committed in txn.items():
-                            offsets.setdefault(group_id, {}).update(committed)
-                    continue
-                if attributes & 0x10:  # transactional: TxnOffsetCommit
-                    for record in decode_batch_records(batch):
+            try:
+                for batch in iter_batch_views(data):
+                    (base_offset,) = struct.unpack_from(">q", batch, 0)
+                    (last_delta,) = struct.unpack_from(">i", batch, 23)
+                    (attributes,) = struct.unpack_from(">h", batch, 21)
+                    offset = base_offset + last_delta + 1
+                    progressed = True
+                    (producer_id,) = struct.unpack_from(">q", batch, 43)
+                    try:
+                        records = decode_batch_records(batch)
+                    except KafkaError as e:
+                        unreadable.skip(base_offset, f"its batch does not decode: {e.message}")
+                        continue
+                    if attributes & 0x20:  # control batch: a transaction's marker
+                        txn = pending.pop(producer_id, None)
+                        if txn is not None and _is_commit_marker(records):
+                            for group_id, committed in txn.items():
+                                offsets.setdefault(group_id, {}).update(committed)
+                        continue
+                    for record in records:
                         count += 1
-                        key = decode_key(record.key) if record.key is not None else None
-                        if isinstance(key, OffsetKey) and record.value is not None:
-                            by_group = pending.setdefault(producer_id, {}).setdefault(key.group_id, {})
-                            by_group[key.tp] = decode_offset_value(record.value)
-                    continue
-                for record in decode_batch_records(batch):
-                    count += 1
-                    self._replay(record, offsets, metadata)
+                        try:
+                            if attributes & 0x10:  # transactional: TxnOffsetCommit
+                                key = decode_key(record.key) if record.key is not None else None
+                                if isinstance(key, OffsetKey) and record.value is not None:
+                                    by_group = pending.setdefault(producer_id, {}).setdefault(key.group_id, {})
+                                    by_group[key.tp] = decode_offset_value(record.value)
+                            else:
+                                self._replay(record, offsets, metadata)
+                        except Exception as e:
+                            unreadable.skip(record.offset, e)
+            except KafkaError as e:  # framing: where the next batch starts is not known
+                log.error("%s: loading stopped at offset %d, the log cannot be read further: %s", tp, offset,
+                          e.message)  # fmt: skip
+                break
             if not progressed:
                 break
-        for group_id, value in metadata.items():
+        for group_id, (at, value) in metadata.items():
             if value is None:
                 continue
-            groups[group_id] = decode_group_value(group_id, value)
+            try:
+                groups[group_id] = decode_group_value(group_id, value)
+            except Exception as e:
+                unreadable.skip(at, e)
         for group_id, group_offsets in offsets.items():
             if not group_offsets:
                 continue
@@ -416,13 +443,14 @@ class GroupMetadataManager:
                 if group is None:
                     group = groups[group_id] = GroupMetadata(group_id)
                 group.pending_txn_offsets.setdefault(producer_id, {}).update(txn_group_offsets)
+        unreadable.done()
         return count
 
     @staticmethod
     def _replay(
         record: Record,
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
-        metadata: dict[str, bytes | None],
+        metadata: dict[str, tuple[int, bytes | None]],
     ) -> None:
         if record.key is None:
             return
@@ -435,15 +463,15 @@ class GroupMetadataManager:
                 group_offsets[key.tp] = decode_offset_value(record.value)
         elif isinstance(key, GroupKey):
             if record.value is None:
-                metadata[key.group_id] = None
+                metadata[key.group_id] = (record.offset, None)
                 offsets.pop(key.group_id, None)
             else:
-                metadata[key.group_id] = record.value
+                metadata[key.group_id] = (record.offset, record.value)
 
 
-def _is_commit_marker(batch: memoryview) -> bool:
-    """Whether a control batch is a commit marker (its record's key: int16 version, int16 type, 1 = commit)."""
-    for record in decode_batch_records(batch):
+def _is_commit_marker(records: list[Record]) -> bool:
+    """Whether a control batch's records are a commit marker (the key: int16 version, int16 type, 1 = commit)."""
+    for record in records:
         if record.key is not None and len(record.key) >= 4:
             return bool(struct.unpack_from(">h", record.key, 2)[0] == 1)
     return False

@@ -10,7 +10,9 @@
                1 nextProducerId, 2 clientTransactionVersion)
 
 Strings are int16 length + UTF-8 (compact: unsigned varint length + 1), arrays int32 count (-1 null). Values
-are written as v0; both versions are read. A null value (tombstone) removes an expired transactional id.
+are written as v0; both versions are read. A null value (tombstone) removes an expired transactional id. A key
+or value that does not parse, or holds values no coordinator writes (a negative producer id or partition, a
+timeout of 0), raises ``CorruptRecord``.
 """
 
 from __future__ import annotations
@@ -163,6 +165,11 @@ def decode_value(value: bytes | memoryview) -> TxnTransitMetadata:
         tags = r.tags()
     except (struct.error, UnicodeDecodeError, ValueError) as e:
         raise CorruptRecord(str(e)) from e
+    # Values no coordinator writes; the state they would load could send markers for producer id -1, say.
+    if producer_id < 0 or epoch < NO_PRODUCER_EPOCH or timeout <= 0:
+        raise CorruptRecord(f"producer id {producer_id}, epoch {epoch}, timeout {timeout} ms")
+    if any(not tp.topic or tp.partition < 0 for tp in partitions):
+        raise CorruptRecord(f"partitions {sorted(partitions, key=lambda tp: (tp.topic, tp.partition))}")
     previous = _I64.unpack(tags[0])[0] if len(tags.get(0, b"")) == 8 else -1
     return TxnTransitMetadata(
         producer_id=producer_id,

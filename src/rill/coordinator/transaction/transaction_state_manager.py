@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 
 from rill.common import TopicPartition
 from rill.coordinator.group.group_metadata_manager import partition_for
-from rill.coordinator.internal_topics import maybe_create_internal_topic
+from rill.coordinator.internal_topics import UnreadableRecords, maybe_create_internal_topic
 from rill.coordinator.transaction.transaction_log import (
-    CorruptRecord,
     decode_key,
     decode_value,
     encode_key,
@@ -36,6 +35,7 @@ from rill.coordinator.transaction.transaction_metadata import (
     TxnTransitMetadata,
 )
 from rill.errors import ErrorCode, KafkaError
+from rill.log.log import Log
 from rill.metadata.store import TRANSACTION_STATE_TOPIC, MetadataStore
 from rill.records.builder import build_batch
 from rill.records.record import Record, decode_batch_records, iter_batch_views
@@ -221,14 +221,29 @@ class TransactionStateManager:
         partition = self.replica_manager.partitions().get(tp)
         if partition is None:
             return 0
-        plog = partition.log
-        offset = plog.log_start_offset
-        end = plog.log_end_offset
-        latest: dict[str, TxnTransitMetadata | None] = {}
-        count = 0
-        while offset < end:
-            data = plog.read_bytes(offset, _LOAD_CHUNK_BYTES)
-            progressed = False
+        return await replay_log(tp, partition.log, loaded)
+
+    def shutdown(self) -> None:
+        self.active = False
+        for task in self.loading.values():
+            task.cancel()
+        self.loading.clear()
+        self.partitions.clear()
+
+
+async def replay_log(tp: TopicPartition, plog: Log, loaded: TxnPartition) -> int:
+    """Replay the log of ``tp`` into ``loaded``; returns the records read. A record or batch that cannot be
+    read is logged and skipped; a log that cannot be read further ends the replay there: the bytes of the
+    topic may be any."""
+    offset = plog.log_start_offset
+    end = plog.log_end_offset
+    latest: dict[str, tuple[int, TxnTransitMetadata | None]] = {}
+    unreadable = UnreadableRecords(tp)
+    count = 0
+    while offset < end:
+        data = plog.read_bytes(offset, _LOAD_CHUNK_BYTES)
+        progressed = False
+        try:
             for batch in iter_batch_views(data):
                 (base_offset,) = struct.unpack_from(">q", batch, 0)
                 (last_delta,) = struct.unpack_from(">i", batch, 23)
@@ -237,7 +252,12 @@ class TransactionStateManager:
                 progressed = True
                 if attributes & 0x20:  # control batch
                     continue
-                for record in decode_batch_records(batch):
+                try:
+                    records = decode_batch_records(batch)
+                except KafkaError as e:
+                    unreadable.skip(base_offset, f"its batch does not decode: {e.message}")
+                    continue
+                for record in records:
                     if record.key is None:
                         continue
                     count += 1
@@ -245,24 +265,25 @@ class TransactionStateManager:
                         txn_id = decode_key(record.key)
                         if txn_id is None:
                             continue
-                        latest[txn_id] = None if record.value is None else decode_value(record.value)
-                    except CorruptRecord as e:
-                        log.warning("%s: skipped a record that does not parse at offset %d: %s", tp,
-                                    base_offset, e)  # fmt: skip
-            if not progressed:
-                break
-            await asyncio.sleep(0)  # other requests are served between chunks
-        for txn_id, transit in latest.items():
-            if transit is not None and transit.state != TransactionState.DEAD:
+                        value = None if record.value is None else decode_value(record.value)
+                        latest[txn_id] = (record.offset, value)
+                    except Exception as e:
+                        unreadable.skip(record.offset, e)
+        except KafkaError as e:  # framing: where the next batch starts is not known
+            log.error("%s: loading stopped at offset %d, the log cannot be read further: %s", tp, offset,
+                      e.message)  # fmt: skip
+            break
+        if not progressed:
+            break
+        await asyncio.sleep(0)  # other requests are served between chunks
+    for txn_id, (at, transit) in latest.items():
+        if transit is not None and transit.state != TransactionState.DEAD:
+            try:
                 loaded.ids[txn_id] = TransactionMetadata.from_transit(txn_id, transit)
-        return count
-
-    def shutdown(self) -> None:
-        self.active = False
-        for task in self.loading.values():
-            task.cancel()
-        self.loading.clear()
-        self.partitions.clear()
+            except Exception as e:
+                unreadable.skip(at, e)
+    unreadable.done()
+    return count
 
 
 def _coordinator_error(code: ErrorCode) -> ErrorCode:
