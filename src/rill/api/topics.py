@@ -10,7 +10,7 @@ from rill.api._topics import ZERO_UUID
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import repeated
-from rill.config import describe_topic_configs, validate_topic_configs
+from rill.config import BrokerConfig, describe_topic_configs, validate_topic_configs
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import (
     INTERNAL_TOPICS,
@@ -28,6 +28,9 @@ def _error(body: Body, e: KafkaError) -> Body:
     body["error_code"] = e.code
     body["error_message"] = e.message
     return body
+
+
+_TOPIC_AUTHORIZATION_FAILED = KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
 
 
 def _duplicate(body: Body, what: str = "name") -> Body:
@@ -57,6 +60,14 @@ def _check_partition_budget(ctx: RequestContext, added: int) -> None:
     problem = ctx.services.replica_manager.capacity_problem(added)
     if problem is not None:
         raise KafkaError(ErrorCode.POLICY_VIOLATION, problem)
+
+
+def _config_entries(config: BrokerConfig, configs: dict[str, str]) -> list[Body]:
+    return [
+        {"name": e.name, "value": e.value, "read_only": e.read_only, "config_source": e.source,
+         "is_sensitive": e.is_sensitive}
+        for e in describe_topic_configs(config, configs)
+    ]  # fmt: skip
 
 
 @handler(ApiKey.CREATE_TOPICS, 0, 7)
@@ -141,22 +152,12 @@ async def handle_create_topics(ctx: RequestContext, request: Body) -> Body:
                     configs,
                     ctx.client,
                 )
-            entries = describe_topic_configs(config, configs)
-            out.update(
-                topic_id=topic_id,
-                num_partitions=n,
-                replication_factor=rf,
-                configs=[
-                    {
-                        "name": e.name,
-                        "value": e.value,
-                        "read_only": e.read_only,
-                        "config_source": e.source,
-                        "is_sensitive": e.is_sensitive,
-                    }
-                    for e in entries
-                ],
-            )
+            out["topic_id"] = topic_id
+            if authorize(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name, log_denied=False):
+                out.update(num_partitions=n, replication_factor=rf, configs=_config_entries(config, configs))
+            else:  # KIP-525: partitions, replication and configs only to a caller who may describe the configs
+                out.update(num_partitions=-1, replication_factor=-1, configs=[],
+                           topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)  # fmt: skip
         except KafkaError as e:
             _error(out, e)
         results.append(out)
@@ -229,27 +230,34 @@ async def _delete(ctx: RequestContext, checked: list[tuple[Body, str]]) -> None:
 
 @handler(ApiKey.CREATE_PARTITIONS, 0, 3)
 async def handle_create_partitions(ctx: RequestContext, request: Body) -> Body:
+    """Duplicates are refused, then each topic is checked for ALTER before anything looks it up (a refused
+    caller learns neither whether it exists nor its partition count), then the partition budget of the topics
+    that passed."""
     store = ctx.services.metadata
     results: list[Body] = []
-    added = 0
+    duplicates = repeated([t["name"] for t in request["topics"]])
+    for name in duplicates:
+        results.append(_duplicate({"name": name}))
+    allowed: list[Body] = []
     for t in request["topics"]:
+        if t["name"] in duplicates:
+            continue
+        if authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, t["name"]):
+            allowed.append(t)
+        else:
+            results.append(_error({"name": t["name"]}, _TOPIC_AUTHORIZATION_FAILED))
+    added = 0
+    for t in allowed:
         topic = store.topic(t["name"])
         added += max(0, t["count"] - len(topic.partitions)) if topic is not None else 0
     try:
         _check_partition_budget(ctx, added)
-    except KafkaError as e:  # the whole request is refused, every topic with the same error
-        return {"throttle_time_ms": 0, "results": [_error({"name": t["name"]}, e) for t in request["topics"]]}
-    duplicates = repeated([t["name"] for t in request["topics"]])
-    for name in duplicates:
-        results.append(_duplicate({"name": name}))
-    for t in request["topics"]:
+    except KafkaError as e:  # the whole request is refused, every topic it may alter with the same error
+        return {"throttle_time_ms": 0, "results": results + [_error({"name": t["name"]}, e) for t in allowed]}
+    for t in allowed:
         name = t["name"]
-        if name in duplicates:
-            continue
         out: Body = {"name": name, "error_code": 0, "error_message": None}
         try:
-            if not authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, name):
-                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             topic = store.topic(name)
             if topic is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
@@ -267,4 +275,6 @@ async def handle_create_partitions(ctx: RequestContext, request: Body) -> Body:
         except KafkaError as e:
             _error(out, e)
         results.append(out)
+    order = {name: i for i, name in enumerate(dict.fromkeys(t["name"] for t in request["topics"]))}
+    results.sort(key=lambda r: order[r["name"]])
     return {"throttle_time_ms": 0, "results": results}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from rill.api._authorized import AclOperation, ResourceType, authorize, authorize_cluster
+from rill.api._authorized import AclOperation, ResourceType, authorize, authorize_cluster, filter_authorized
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import TopicPartition
@@ -166,6 +166,9 @@ async def handle_describe_transactions(ctx: RequestContext, request: Body) -> Bo
             by_topic: dict[str, list[int]] = {}
             for tp in sorted(md.partitions, key=lambda t: (t.topic, t.partition)):
                 by_topic.setdefault(tp.topic, []).append(tp.partition)
+            # only the topics the caller may describe, as Kafka does
+            visible = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, by_topic)
+            by_topic = {t: ps for t, ps in by_topic.items() if t in visible}
             entry.update(
                 transaction_state=md.state.display,
                 transaction_timeout_ms=md.txn_timeout_ms,
@@ -189,9 +192,10 @@ async def handle_list_transactions(ctx: RequestContext, request: Body) -> Body:
         list(request.get("producer_id_filters") or []),
         request.get("duration_filter", -1) if ctx.api_version >= 1 else -1,
     )
-    if not authorize_cluster(ctx, AclOperation.DESCRIBE, log_denied=False):  # only the ids the caller may describe
-        txn_type = ResourceType.TRANSACTIONAL_ID
-        found = [md for md in found if authorize(ctx, AclOperation.DESCRIBE, txn_type, md.transactional_id, False)]
+    # only the ids the caller may describe (Describe on the cluster does not stand for it, as in Kafka)
+    visible = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                (md.transactional_id for md in found))  # fmt: skip
+    found = [md for md in found if md.transactional_id in visible]
     return {
         "throttle_time_ms": 0,
         "error_code": code,

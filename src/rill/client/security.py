@@ -16,7 +16,7 @@ or PKCS12 stores, GSSAPI, OAUTHBEARER, ...) raises ``SecurityConfigError`` namin
 
 On a connection, TLS wraps the socket (Python's ``ssl``) before the first request; SASL runs after
 ApiVersions: SaslHandshake v1 names the mechanism, SaslAuthenticate frames carry the exchange (PLAIN in one
-message, SCRAM-SHA-256/512 in two through ``scramp``). A refusal raises ``AuthenticationError``, which is
+message, SCRAM-SHA-256/512 in two, ``rill.security.scram_messages``). A refusal raises ``AuthenticationError``, which is
 not retriable, with the mechanism, the user and the broker's message.
 """
 
@@ -28,11 +28,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import scramp
-
 from rill.errors import ErrorCode, KafkaError
 from rill.protocol import ApiKey
 from rill.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas_config
+from rill.security.scram_messages import ScramClient, ScramError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -252,12 +251,11 @@ def authenticate(security: ClientSecurity, send: Send, where: str) -> int:
     if mechanism == "PLAIN":
         final = step(f"\0{security.username}\0{security.password}".encode())
     else:
-        client = scramp.ScramClient([mechanism], security.username, security.password)
-        first = step(client.get_client_first().encode())
+        client = ScramClient(mechanism, security.username, security.password)
+        first = step(client.first().encode())
         try:
-            client.set_server_first(bytes(first["auth_bytes"]).decode())
-            final = step(client.get_client_final().encode())
-            client.set_server_final(bytes(final["auth_bytes"]).decode())
-        except scramp.ScramException as e:  # a malformed challenge, or the broker did not prove the credential
+            final = step(client.final(bytes(first["auth_bytes"]).decode()).encode())
+            client.verify(bytes(final["auth_bytes"]).decode())
+        except (ScramError, ValueError) as e:  # a malformed challenge, or the broker did not prove the credential
             raise AuthenticationError(ErrorCode.SASL_AUTHENTICATION_FAILED, f"{who}: {e}") from None
     return int(final.get("session_lifetime_ms") or 0)

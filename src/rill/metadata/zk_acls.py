@@ -34,6 +34,7 @@ from rill.security.acl import (
     PatternType,
     ResourcePattern,
     ResourceType,
+    entries_from_json,
     type_name,
 )
 
@@ -60,8 +61,15 @@ def encode_acls(entries: Iterable[AccessControlEntry]) -> bytes:
     return json.dumps({"version": 1, "acls": acls}, separators=(",", ":")).encode()
 
 
-def decode_acls(data: bytes) -> list[AccessControlEntry]:
-    return [AccessControlEntry.from_json(e) for e in json.loads(data).get("acls", [])]
+def decode_acls(data: bytes, where: str = "") -> list[AccessControlEntry]:
+    """A resource znode's entries, read fail-closed (``entries_from_json``): a payload that is not Kafka's JSON
+    denies every operation on the resource, rather than leaving it without ACLs."""
+    try:
+        payload = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        payload = None
+    raw = payload.get("acls", []) if isinstance(payload, dict) else None
+    return entries_from_json(raw, where or "a resource")
 
 
 class ZkAcls:
@@ -94,11 +102,7 @@ class ZkAcls:
 
     def _data_watcher(self, pattern: ResourcePattern) -> Callable[..., bool]:
         def on_data(data: bytes | None, *_: Any) -> bool:
-            try:
-                entries = decode_acls(data) if data else []
-            except (ValueError, KeyError, TypeError, StopIteration) as e:
-                log.warning("ACLs of %s set aside: unreadable %s (%s)", pattern, resource_path(pattern), e)
-                entries = []
+            entries = decode_acls(data, f"{pattern} ({resource_path(pattern)})") if data else []
             self._on_loop(lambda: self.cache.set_resource(pattern, entries))
             if data is None:
                 self._watched.discard(pattern)

@@ -11,12 +11,17 @@ Which quota applies (the first level that holds this manager's quota key, Kafka'
 The level decides the group (the metric tags) as well: a quota at ``/config/users/<user>`` is shared by every
 client id of that user (tags ``user=<user>, client-id=""``), one at ``/config/clients/<client-id>`` by every user
 of that client id. A manager with no quota of its type anywhere records nothing. Quota changes take effect at the
-next request: the store's quotas carry a version, and a new one has every group's limit worked out again.
+next request: the store's quotas carry a version, and a new one has every group's limit worked out again (a
+group whose limit changed starts afresh under it).
 
-A group's rate is a :class:`~rill.quota.rate.Rate` over ``quota.window.num`` windows of
-``quota.window.size.seconds``; a value that brings it above the quota gives a throttle time (Kafka's
-``QuotaUtils.throttleTime``; the request quota's is bounded by one window). Groups unused for an hour are
-forgotten, as Kafka expires inactive sensors.
+A group's rate (its metric) is a :class:`~rill.quota.rate.Rate` over ``quota.window.num`` windows of
+``quota.window.size.seconds``. It is held to its quota by a :class:`~rill.quota.rate.TokenBucket` of the quota
+times ``quota.window.num - 1`` windows, at least one (what Kafka's rate lets a new group send at once, and the
+most a fetch asks for), made when the group is first recorded under a quota: a value that takes the credits below zero
+gives the time they take to refill to zero as the throttle time (the request quota's bounded by one window).
+A windowed rate forgets a burst all at once, so a client throttled by it would get its quota in waves a span
+apart (see ``rate``); the bucket holds it to the quota whatever its requests' sizes. Groups unused for an hour
+are forgotten, as Kafka expires inactive sensors.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rill.metadata.client_quotas import DEFAULT, ClientQuotas, QuotaEntity
-from rill.quota.rate import Avg, Rate, throttle_time_ms
+from rill.quota.rate import Avg, Rate, TokenBucket
 
 INACTIVE_SENSOR_EXPIRATION_MS = 3_600_000
 _CLIENT_ID, _USER, _USER_CLIENT_ID = 1, 2, 4  # Kafka's QuotaTypes, as bits
@@ -44,6 +49,7 @@ class ClientSensors:
     client_id: str
     rate: Rate
     limit: float | None
+    bucket: TokenBucket | None = None  # made when the group is first recorded under a quota
     throttle_time: Avg = field(default_factory=Avg)
     last_used_ms: int = 0
 
@@ -95,7 +101,9 @@ class ClientQuotaManager:
         self._types = types
         self._by_client.clear()
         for tags, sensors in self.sensors.items():
-            sensors.limit = self.quota_limit(*tags)
+            limit = self.quota_limit(*tags)
+            if limit != sensors.limit:
+                sensors.limit, sensors.bucket = limit, None  # the group starts afresh under its new quota
 
     def metric_tags(self, user: str, client_id: str) -> tuple[str, str]:
         """The quota group of a client (Kafka's DefaultQuotaCallback.quotaMetricTags): (user, client-id) tags."""
@@ -170,10 +178,11 @@ class ClientQuotaManager:
         limit = sensors.limit
         if limit is None:
             return 0
-        observed = sensors.rate.measure(now)
-        if observed <= limit:
-            return 0
-        throttle = throttle_time_ms(observed, limit, sensors.rate.window_size_ms(now))
+        bucket = sensors.bucket
+        if bucket is None:
+            bucket = sensors.bucket = TokenBucket(max(self.samples - 1, 1) * self.window_ms, now)
+        bucket.record(value, limit, now)
+        throttle = bucket.throttle_ms(limit, now)
         return throttle if self.max_throttle_ms is None else min(throttle, self.max_throttle_ms)
 
     def maybe_record_and_get_throttle_ms(self, user: str, client_id: str, value: float) -> int:
@@ -182,7 +191,10 @@ class ClientQuotaManager:
     def unrecord(self, user: str, client_id: str, value: float, now: int | None = None) -> None:
         """Take back a recorded value (a throttled fetch is answered empty)."""
         now = now_ms() if now is None else now
-        self.sensors_for(user, client_id, now).rate.record(-value, now)
+        sensors = self.sensors_for(user, client_id, now)
+        sensors.rate.record(-value, now)
+        if sensors.limit is not None and sensors.bucket is not None:
+            sensors.bucket.record(-value, sensors.limit, now)
 
     def max_value_in_quota_window(self, user: str, client_id: str) -> float:
         """The most that can be recorded at once without a throttle for certain (caps a consumer's fetch)."""

@@ -11,6 +11,12 @@ milliseconds) and never less than 1 ms.
 
 When a rate ``O`` is above its bound ``T``, the client is throttled for ``X`` such that ``O * W / (W + X) = T``
 over the span ``W`` the rate was measured on: ``X = (O - T) / T * W``, rounded to whole milliseconds.
+
+A windowed rate forgets a window's values all at once, when the window leaves the measured span: a client held
+to its bound after a burst gets the burst's worth again as soon as the burst's window leaves, so a client that
+wants more than its bound gets it in waves one span apart. Client quotas are held by a :class:`TokenBucket`
+instead (Kafka's, of KIP-599): credits refill at the bound up to a burst; a value takes its size from them, and a
+client whose credits are below zero waits until they are back at zero.
 """
 
 from __future__ import annotations
@@ -118,6 +124,42 @@ class Avg:
     def measure(self, now_ms: int) -> float:
         count = self.stat.events(now_ms)
         return self.stat.total(now_ms) / count if count else float("nan")
+
+
+class TokenBucket:
+    """Credits that refill at ``bound`` per second up to ``bound * burst_ms / 1000`` (Kafka's ``TokenBucket``).
+
+    A new bucket is full, and refills only once ``burst_ms`` have passed: a new group may use its burst at once
+    but gets no more over its first ``burst_ms`` (as Kafka's rate counts a new group's first span as whole
+    windows). The bound is given with each call, so a changed quota applies at once."""
+
+    __slots__ = ("burst_ms", "credits", "last_ms")
+
+    def __init__(self, burst_ms: int, now_ms: int) -> None:
+        self.burst_ms = burst_ms
+        self.credits = math.inf  # the burst, at the first refill
+        self.last_ms = now_ms + burst_ms
+
+    def _refill(self, bound: float, now_ms: int) -> float:
+        burst = bound * self.burst_ms / 1000.0
+        if now_ms > self.last_ms:
+            self.credits += bound * (now_ms - self.last_ms) / 1000.0
+            self.last_ms = now_ms
+        self.credits = min(burst, self.credits)
+        return burst
+
+    def record(self, value: float, bound: float, now_ms: int) -> None:
+        """Take ``value`` from the credits (a negative value gives it back, never above the burst)."""
+        burst = self._refill(bound, now_ms)
+        self.credits = min(burst, self.credits - value)
+
+    def throttle_ms(self, bound: float, now_ms: int) -> int:
+        """How long until the credits are back at zero (0 when they are not below it)."""
+        self._refill(bound, now_ms)
+        if self.credits >= 0 or bound <= 0:
+            return 0
+        wait_s = max(self.last_ms - now_ms, 0) / 1000.0 - self.credits / bound
+        return math.floor(wait_s * 1000.0 + 0.5)
 
 
 def throttle_time_ms(observed: float, bound: float, window_ms: int) -> int:

@@ -317,7 +317,42 @@ def pattern_to_json(pattern: ResourcePattern, entries: Iterable[AccessControlEnt
 
 
 def pattern_from_json(item: Mapping[str, Any]) -> tuple[ResourcePattern, list[AccessControlEntry]]:
+    """A stored resource and its entries (an unreadable entry read as :func:`entries_from_json` does); raises
+    when the resource itself does not parse."""
     pattern = ResourcePattern(
         type_from_name(str(item["resourceType"])), str(item["name"]), PatternType[str(item["patternType"])]
     )
-    return pattern, [AccessControlEntry.from_json(e) for e in item.get("acls", [])]
+    return pattern, entries_from_json(item.get("acls", []), str(pattern))
+
+
+DENY_EVERYONE = AccessControlEntry(WILDCARD_PRINCIPAL, WILDCARD, AclOperation.ALL, PermissionType.DENY)
+"""What a resource whose stored entries cannot be read at all holds: every operation denied to all but super
+users, until an operator writes its ACLs again."""
+
+
+def entries_from_json(raw: Any, where: str) -> list[AccessControlEntry]:
+    """Stored entries, read so that bytes this broker did not write can only deny more, never allow more (fail
+    closed): an unreadable ALLOW is left out; an unreadable entry that is or may be a DENY denies every
+    operation to its principal from its host (to everyone, from everywhere, where those cannot be read); a
+    list that is not one denies everything. Each is logged."""
+    if not isinstance(raw, list):
+        log.error("ACLs of %s cannot be read (%r): every operation on it is denied", where, raw)
+        return [DENY_EVERYONE]
+    out: list[AccessControlEntry] = []
+    for item in raw:
+        try:
+            out.append(AccessControlEntry.from_json(item))
+            continue
+        except (KeyError, ValueError, TypeError, StopIteration, AttributeError):
+            pass
+        fields = item if isinstance(item, Mapping) else {}
+        if fields.get("permissionType") == _PERMISSION_NAMES[PermissionType.ALLOW]:
+            log.error("ACLs of %s: an ALLOW that cannot be read is left out: %r", where, item)
+            continue
+        principal, host = fields.get("principal"), fields.get("host")
+        entry = DENY_EVERYONE
+        if isinstance(principal, str) and ":" in principal and isinstance(host, str) and host:
+            entry = AccessControlEntry(principal, host, AclOperation.ALL, PermissionType.DENY)
+        log.error("ACLs of %s: an entry that cannot be read (%r) is read as %s", where, item, entry)
+        out.append(entry)
+    return out

@@ -9,12 +9,18 @@ literal pattern, the literal wildcard ``*`` and every prefixed pattern its name 
   DESCRIBE_CONFIGS by ALTER_CONFIGS;
 - no ACL applying to the resource at all: ``allow.everyone.if.no.acl.found`` decides.
 
+Hosts are compared as addresses: an ACL's host and the client's are read as IP addresses where they are
+ones, so ``0:0:0:0:0:0:0:1`` (the form Kafka's Java tools write, ``InetAddress.getHostAddress``), ``::1`` and
+``[::1]`` are one host, and an IPv4 client on a dual-stack listener (``::ffff:10.0.0.7``) is ``10.0.0.7``.
+
 The ACLs are the metadata store's (:class:`rill.security.acl.AclCache`), so a change made through any broker
 is in effect wherever the store shows it.
 """
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import logging
 from collections.abc import Callable, Iterable
 
@@ -37,6 +43,23 @@ _IMPLIED = {
                                       AclOperation.DELETE, AclOperation.ALTER}),
     AclOperation.DESCRIBE_CONFIGS: frozenset({AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS}),
 }  # fmt: skip
+
+
+@functools.lru_cache(maxsize=4096)
+def canonical_host(host: str) -> str:
+    """An IP address in one spelling (IPv6 compressed, IPv4-mapped IPv6 as IPv4); anything else as given."""
+    text = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
+
+
+def _host_matches(acl_host: str, client: str) -> bool:
+    return acl_host == WILDCARD or canonical_host(acl_host) == client
 
 
 def parse_super_users(value: str | None) -> frozenset[str]:
@@ -73,10 +96,10 @@ class AclAuthorizer:
         if not entries:
             return self.allow_if_no_acl
         principals = (principal, WILDCARD_PRINCIPAL)
-        hosts = (host, WILDCARD)
+        client = canonical_host(host)
 
         def applies(e: AccessControlEntry) -> bool:
-            return e.principal in principals and e.host in hosts
+            return e.principal in principals and _host_matches(e.host, client)
 
         if any(
             e.permission == PermissionType.DENY and e.operation in (op, AclOperation.ALL) and applies(e)
@@ -100,7 +123,7 @@ class AclAuthorizer:
         who = str(principal)
         if who in self.super_users:
             return True
-        principals, hosts = (who, WILDCARD_PRINCIPAL), (host, WILDCARD)
+        principals, client = (who, WILDCARD_PRINCIPAL), canonical_host(host)
         allows: list[tuple[PatternType, str]] = []
         denies: list[tuple[PatternType, str]] = []
         any_acl = False
@@ -110,7 +133,7 @@ class AclAuthorizer:
                 continue
             for e in cache.entries(pattern):
                 any_acl = True
-                if e.principal not in principals or e.host not in hosts:
+                if e.principal not in principals or not _host_matches(e.host, client):
                     continue
                 if e.operation not in (operation, AclOperation.ALL):
                     continue

@@ -1,5 +1,5 @@
 """The client side of SASL, for connections between brokers: SaslHandshake v1, then the exchange in
-SaslAuthenticate requests (PLAIN in one round, SCRAM-SHA-256/512 in two, through ``scramp``).
+SaslAuthenticate requests (PLAIN in one round, SCRAM-SHA-256/512 in two, ``scram_messages``).
 
 The authenticator is given a ``send`` function (API key, request body -> response body) by the connection
 it authenticates, after that connection's ApiVersions exchange; a refusal raises ``KafkaError`` with the
@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import scramp
-
 from rill.errors import ErrorCode, KafkaError
 from rill.protocol import ApiKey
 from rill.security.sasl_server import PLAIN
+from rill.security.scram_messages import ScramClient, ScramError
 
 Send = Callable[[int, dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -40,17 +39,16 @@ class SaslClientAuthenticator:
             token = f"\0{self.username}\0{self.password}".encode()
             _check(await send(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}), "SASL PLAIN authentication")
             return
-        client = scramp.ScramClient([self.mechanism], self.username, self.password)
-        first = await send(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": client.get_client_first().encode()})
+        client = ScramClient(self.mechanism, self.username, self.password)
+        first = await send(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": client.first().encode()})
         _check(first, f"SASL {self.mechanism} authentication")
         try:
-            client.set_server_first(bytes(first["auth_bytes"]).decode())
-            final_token = client.get_client_final().encode()
-        except scramp.ScramException as e:
+            final_token = client.final(bytes(first["auth_bytes"]).decode()).encode()
+        except (ScramError, ValueError) as e:
             raise KafkaError(ErrorCode.SASL_AUTHENTICATION_FAILED, f"SASL {self.mechanism}: {e}") from None
         final = await send(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": final_token})
         _check(final, f"SASL {self.mechanism} authentication")
         try:
-            client.set_server_final(bytes(final["auth_bytes"]).decode())
-        except scramp.ScramException as e:  # the broker could not prove it knows the credential
+            client.verify(bytes(final["auth_bytes"]).decode())
+        except (ScramError, ValueError) as e:  # the broker could not prove it knows the credential
             raise KafkaError(ErrorCode.SASL_AUTHENTICATION_FAILED, f"SASL {self.mechanism}: {e}") from None

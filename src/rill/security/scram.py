@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
+import secrets
 from dataclasses import dataclass
 
-import scramp
+from rill.security import scram_messages as sm
+from rill.security.scram_messages import MIN_ITERATIONS
 
 SCRAM_MECHANISMS: dict[str, int] = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 """Mechanism name -> Kafka's ScramMechanism type id (0 is UNKNOWN)."""
 MECHANISM_NAMES: dict[int, str] = {v: k for k, v in SCRAM_MECHANISMS.items()}
-MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
-_HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
+__all__ = ["MAX_ITERATIONS", "MECHANISM_NAMES", "MIN_ITERATIONS", "SCRAM_MECHANISMS", "ScramCredential"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,16 +58,18 @@ def credential_from_salted_password(
     mechanism: str, salt: bytes, salted_password: bytes, iterations: int
 ) -> ScramCredential:
     """The credential AlterUserScramCredentials describes (the client sends the salt and the salted password)."""
-    digest = _HASHES[mechanism]
-    client_key = hmac.new(salted_password, b"Client Key", digest).digest()
-    server_key = hmac.new(salted_password, b"Server Key", digest).digest()
-    return ScramCredential(salt, digest(client_key).digest(), server_key, iterations)
+    client_key = sm.client_key(mechanism, salted_password)
+    return ScramCredential(
+        salt, sm.stored_key(mechanism, client_key), sm.server_key(mechanism, salted_password), iterations
+    )
 
 
 def credential_from_password(mechanism: str, password: str, iterations: int = MIN_ITERATIONS) -> ScramCredential:
     """A new credential with a random salt."""
-    salt, stored_key, server_key, i = scramp.ScramMechanism(mechanism).make_auth_info(password, iterations)
-    return ScramCredential(salt, stored_key, server_key, i)
+    salt = secrets.token_bytes(32)
+    return credential_from_salted_password(
+        mechanism, salt, sm.salted_password(mechanism, password, salt, iterations), iterations
+    )
 
 
 def iterations_problem(mechanism: str, iterations: int) -> str | None:

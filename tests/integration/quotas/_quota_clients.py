@@ -48,6 +48,7 @@ class TimedProducer(threading.Thread):
         self.deliveries: list[tuple[float, int]] = []
         self.throttles: list[float] = []
         self.stop_event = threading.Event()
+        self.started = 0.0  # monotonic time of start()
         self.producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
@@ -64,7 +65,7 @@ class TimedProducer(threading.Thread):
 
     def run(self) -> None:
         p = self.producer
-        start, given = time.monotonic(), 0
+        start, given = self.started, 0
         while not self.stop_event.is_set():
             if self.offered is not None and given > self.offered * (time.monotonic() - start):
                 p.poll(0.005)
@@ -78,6 +79,10 @@ class TimedProducer(threading.Thread):
             p.poll(0)
         p.purge()
         p.poll(0)
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+        super().start()
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -99,6 +104,7 @@ class TimedConsumer(threading.Thread):
         self.received: list[tuple[float, int]] = []
         self.throttles: list[float] = []
         self.stop_event = threading.Event()
+        self.started = 0.0  # monotonic time of start()
         self.consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -114,7 +120,7 @@ class TimedConsumer(threading.Thread):
 
     def run(self) -> None:
         c = self.consumer
-        start, taken = time.monotonic(), 0
+        start, taken = self.started, 0
         while not self.stop_event.is_set():
             if self.offered is not None and taken > self.offered * (time.monotonic() - start):
                 time.sleep(0.005)
@@ -124,6 +130,10 @@ class TimedConsumer(threading.Thread):
                     self.received.append((time.monotonic(), len(msg.value())))
                     taken += len(msg.value())
         c.close()
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+        super().start()
 
     def stop(self) -> None:
         self.stop_event.set()

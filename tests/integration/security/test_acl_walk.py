@@ -70,9 +70,9 @@ P0 = [{"partition_index": 0}]
 Check = Callable[[dict[str, Any]], bool]
 
 
-def _cases() -> dict[int, list[tuple[int, dict[str, Any], Check]]]:
-    """API key -> (version, request, what a refused answer looks like)."""
-    t = "secret"
+def _cases(t: str = "secret", g: str = "g", tx: str = "tx") -> dict[int, list[tuple[int, dict[str, Any], Check]]]:
+    """API key -> (version, request, what a refused answer looks like), about topic ``t``, group ``g`` and
+    transactional id ``tx``."""
     part = {"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}
     return {
         ApiKey.PRODUCE: [(9, {"acks": -1, "timeout_ms": 1000, "topic_data": [
@@ -96,29 +96,29 @@ def _cases() -> dict[int, list[tuple[int, dict[str, Any], Check]]]:
              lambda r: _first(r, "topics", 0, "error_code") == TAF),
             (12, {"topics": None}, lambda r: r["topics"] == []),
         ],
-        ApiKey.OFFSET_COMMIT: [(8, {"group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+        ApiKey.OFFSET_COMMIT: [(8, {"group_id": g, "generation_id_or_member_epoch": -1, "member_id": "",
                                     "topics": [{"name": t, "partitions": [part]}]},
                                 lambda r: _first(r, "topics", 0, "partitions", 0, "error_code") == GAF)],
-        ApiKey.OFFSET_FETCH: [(7, {"group_id": "g", "topics": None}, lambda r: r["error_code"] == GAF)],
-        ApiKey.OFFSET_DELETE: [(0, {"group_id": "g", "topics": [{"name": t, "partitions": P0}]},
+        ApiKey.OFFSET_FETCH: [(7, {"group_id": g, "topics": None}, lambda r: r["error_code"] == GAF)],
+        ApiKey.OFFSET_DELETE: [(0, {"group_id": g, "topics": [{"name": t, "partitions": P0}]},
                                 lambda r: r["error_code"] == GAF)],
         ApiKey.FIND_COORDINATOR: [
-            (3, {"key": "g", "key_type": 0}, lambda r: r["error_code"] == GAF),
-            (3, {"key": "tx", "key_type": 1}, lambda r: r["error_code"] == TXN),
+            (3, {"key": g, "key_type": 0}, lambda r: r["error_code"] == GAF),
+            (3, {"key": tx, "key_type": 1}, lambda r: r["error_code"] == TXN),
         ],
-        ApiKey.JOIN_GROUP: [(5, {"group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+        ApiKey.JOIN_GROUP: [(5, {"group_id": g, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
                                  "member_id": "", "protocol_type": "consumer",
                                  "protocols": [{"name": "range", "metadata": b""}]},
                              lambda r: r["error_code"] == GAF)],
-        ApiKey.SYNC_GROUP: [(3, {"group_id": "g", "generation_id": 1, "member_id": "m", "assignments": []},
+        ApiKey.SYNC_GROUP: [(3, {"group_id": g, "generation_id": 1, "member_id": "m", "assignments": []},
                              lambda r: r["error_code"] == GAF)],
-        ApiKey.HEARTBEAT: [(3, {"group_id": "g", "generation_id": 1, "member_id": "m"},
+        ApiKey.HEARTBEAT: [(3, {"group_id": g, "generation_id": 1, "member_id": "m"},
                             lambda r: r["error_code"] == GAF)],
-        ApiKey.LEAVE_GROUP: [(3, {"group_id": "g", "members": [{"member_id": "m"}]},
+        ApiKey.LEAVE_GROUP: [(3, {"group_id": g, "members": [{"member_id": "m"}]},
                               lambda r: r["error_code"] == GAF)],
         ApiKey.LIST_GROUPS: [(4, {"states_filter": []}, lambda r: r["error_code"] == 0 and r["groups"] == [])],
-        ApiKey.DESCRIBE_GROUPS: [(5, {"groups": ["g"]}, lambda r: _first(r, "groups", 0, "error_code") == GAF)],
-        ApiKey.DELETE_GROUPS: [(2, {"groups_names": ["g"]}, lambda r: _first(r, "results", 0, "error_code") == GAF)],
+        ApiKey.DESCRIBE_GROUPS: [(5, {"groups": [g]}, lambda r: _first(r, "groups", 0, "error_code") == GAF)],
+        ApiKey.DELETE_GROUPS: [(2, {"groups_names": [g]}, lambda r: _first(r, "results", 0, "error_code") == GAF)],
         ApiKey.CREATE_TOPICS: [(5, {"topics": [{"name": "new-one", "num_partitions": 1, "replication_factor": 1,
                                                 "assignments": [], "configs": []}], "timeout_ms": 5000},
                                 lambda r: _first(r, "topics", 0, "error_code") == TAF)],
@@ -151,26 +151,26 @@ def _cases() -> dict[int, list[tuple[int, dict[str, Any], Check]]]:
             {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
             lambda r: _first(r, "topics", 0, "partitions", 0, "error_code") == TAF)],
         ApiKey.INIT_PRODUCER_ID: [
-            (4, {"transactional_id": "tx", "transaction_timeout_ms": 60000}, lambda r: r["error_code"] == TXN),
+            (4, {"transactional_id": tx, "transaction_timeout_ms": 60000}, lambda r: r["error_code"] == TXN),
             (4, {"transactional_id": None, "transaction_timeout_ms": 60000}, lambda r: r["error_code"] == CAF),
         ],
         ApiKey.ADD_PARTITIONS_TO_TXN: [
-            (3, {"v3_and_below_transactional_id": "tx", "v3_and_below_producer_id": 1,
+            (3, {"v3_and_below_transactional_id": tx, "v3_and_below_producer_id": 1,
                  "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [{"name": t, "partitions": [0]}]},
              lambda r: _first(r, "results_by_topic_v3_and_below", 0, "results_by_partition", 0,
                               "partition_error_code") == TXN),
-            (4, {"transactions": [{"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
+            (4, {"transactions": [{"transactional_id": tx, "producer_id": 1, "producer_epoch": 0,
                                    "verify_only": True, "topics": [{"name": t, "partitions": [0]}]}]},
              lambda r: r["error_code"] == CAF),
         ],
-        ApiKey.ADD_OFFSETS_TO_TXN: [(3, {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
-                                         "group_id": "g"}, lambda r: r["error_code"] == TXN)],
-        ApiKey.END_TXN: [(3, {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "committed": True},
+        ApiKey.ADD_OFFSETS_TO_TXN: [(3, {"transactional_id": tx, "producer_id": 1, "producer_epoch": 0,
+                                         "group_id": g}, lambda r: r["error_code"] == TXN)],
+        ApiKey.END_TXN: [(3, {"transactional_id": tx, "producer_id": 1, "producer_epoch": 0, "committed": True},
                           lambda r: r["error_code"] == TXN)],
-        ApiKey.TXN_OFFSET_COMMIT: [(3, {"transactional_id": "tx", "group_id": "g", "producer_id": 1,
+        ApiKey.TXN_OFFSET_COMMIT: [(3, {"transactional_id": tx, "group_id": g, "producer_id": 1,
                                         "producer_epoch": 0, "topics": [{"name": t, "partitions": [part]}]},
                                     lambda r: _first(r, "topics", 0, "partitions", 0, "error_code") == TXN)],
-        ApiKey.DESCRIBE_TRANSACTIONS: [(0, {"transactional_ids": ["tx"]},
+        ApiKey.DESCRIBE_TRANSACTIONS: [(0, {"transactional_ids": [tx]},
                                         lambda r: _first(r, "transaction_states", 0, "error_code") == TXN)],
         ApiKey.LIST_TRANSACTIONS: [(0, {}, lambda r: r["transaction_states"] == [])],
         ApiKey.WRITE_TXN_MARKERS: [(1, {"markers": [{"producer_id": 1, "producer_epoch": 0,

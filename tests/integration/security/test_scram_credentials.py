@@ -93,3 +93,58 @@ def test_admin_client_describes_alters_and_deletes_and_they_survive_a_restart(tm
         everyone = admin.describe_user_scram_credentials().result(timeout=10)
         assert sorted(everyone) == ["alice"]
         assert len(everyone["alice"].scram_credential_infos) == 2
+
+
+SCRAM_LISTENERS = {
+    "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+    "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+    "connection.failed.authentication.delay.ms": "10",
+}
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_a_credential_with_a_short_salt_logs_in_with_every_client(mechanism: str) -> None:
+    """Kafka takes any non-empty salt: one of 10 bytes (and of 1) set through confluent-kafka's admin client
+    lets its user log in with librdkafka, kafka-python and rill.client."""
+    from kafka import KafkaProducer
+
+    from rill.client import ClientSecurity, KafkaClient
+
+    kind = ScramMechanism.SCRAM_SHA_256 if mechanism == "SCRAM-SHA-256" else ScramMechanism.SCRAM_SHA_512
+    with rill.testing.broker(SCRAM_LISTENERS) as b:
+        admin = AdminClient({"bootstrap.servers": b.listener_address("PLAINTEXT")})
+        futures = admin.alter_user_scram_credentials([
+            UserScramCredentialUpsertion("alice", ScramCredentialInfo(kind, 4096), b"alice-secret", b"salt-alice"),
+            UserScramCredentialUpsertion("bob", ScramCredentialInfo(kind, 8192), b"bob-secret", b"s"),
+        ])  # fmt: skip
+        for f in futures.values():
+            f.result(timeout=10)
+        address = b.listener_address("SASL_PLAINTEXT")
+        for user in ("alice", "bob"):
+            password = f"{user}-secret"
+            conf = {"bootstrap.servers": address, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": mechanism,
+                    "sasl.username": user, "sasl.password": password}  # fmt: skip
+            librdkafka = AdminClient(conf)
+            assert librdkafka.list_topics(timeout=10).brokers, user
+
+            producer = KafkaProducer(bootstrap_servers=address, security_protocol="SASL_PLAINTEXT",
+                                     sasl_mechanism=mechanism, sasl_plain_username=user,
+                                     sasl_plain_password=password, max_block_ms=10_000)  # fmt: skip
+            try:
+                producer.send(f"short-salt-{user}", b"x").get(timeout=10)
+            finally:
+                producer.close(0)
+
+            security = ClientSecurity.from_properties({
+                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                                    f'username="{user}" password="{password}";',
+            })  # fmt: skip
+            with KafkaClient(address, security=security, timeout_s=10) as client:
+                assert f"short-salt-{user}" in client.list_topics()
+        # a wrong password is still refused
+        wrong = {"bootstrap.servers": address, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": mechanism,
+                 "sasl.username": "alice", "sasl.password": "wrong"}  # fmt: skip
+        from tests.integration.security._clients import auth_error
+
+        assert "Authentication failed" in auth_error(wrong)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from rill.errors import ErrorCode, KafkaError
@@ -17,7 +15,7 @@ from rill.metadata.client_quotas import (
 )
 from rill.quota import QuotaManagers
 from rill.quota.client_quota_manager import ClientQuotaManager
-from rill.quota.rate import Rate, throttle_time_ms
+from rill.quota.rate import Rate, TokenBucket, throttle_time_ms
 
 
 def test_the_window_is_never_shorter_than_samples_minus_one_windows() -> None:
@@ -124,13 +122,13 @@ def test_quotas_are_per_key() -> None:
 def test_a_group_over_its_quota_is_throttled_and_a_change_applies_at_once() -> None:
     q = _quotas({QuotaEntity(None, "app"): {P: 1000.0}})
     m = _manager(q)
-    assert m.record_and_get_throttle_ms("u", "app", 10_000, now=0) == 0  # 1000/s over 10 s
+    assert m.record_and_get_throttle_ms("u", "app", 10_000, now=0) == 0  # 1000/s over 10 s, at once
     assert m.record_and_get_throttle_ms("u", "other", 1_000_000, now=0) == 0  # no quota for other
-    throttle = m.record_and_get_throttle_ms("u", "app", 5_000, now=100)
-    window = 10_100
-    assert throttle == math.floor((15_000 / 10.1 - 1000) / 1000 * window + 0.5)
-    q.apply({QuotaEntity(None, "app"): {P: 100_000.0}})
-    assert m.record_and_get_throttle_ms("u", "app", 1, now=200) == 0
+    # the rest of its first 10 s, then 5000 at 1000/s
+    assert m.record_and_get_throttle_ms("u", "app", 5_000, now=100) == 9_900 + 5_000
+    q.apply({QuotaEntity(None, "app"): {P: 100_000.0}})  # the group starts afresh under its new quota
+    assert m.record_and_get_throttle_ms("u", "app", 1_000_000, now=200) == 0
+    assert m.record_and_get_throttle_ms("u", "app", 1_000, now=200) == 10_010
     q.apply({QuotaEntity(None, "app"): {P: None}})
     assert not m.enabled
 
@@ -180,3 +178,57 @@ def test_names_are_sanitized_as_kafka_sanitizes_them() -> None:
     assert QuotaEntity.from_path(e.path) == e
     q = _quotas({e: {P: 5.0}})
     assert ClientQuotas.from_json(q.to_json()).get(e) == {P: 5.0}
+
+
+def test_a_new_token_bucket_gives_its_burst_at_once_and_no_more_in_its_first_burst_span() -> None:
+    bucket = TokenBucket(10_000, 0)
+    assert bucket.throttle_ms(100.0, 0) == 0
+    bucket.record(1000.0, 100.0, 0)  # the whole burst: 100/s over 10 s
+    assert bucket.credits == 0.0 and bucket.throttle_ms(100.0, 0) == 0
+    assert bucket.throttle_ms(100.0, 5000) == 0 and bucket.credits == 0.0  # no refill in the first 10 s
+    bucket.record(50.0, 100.0, 5000)
+    assert bucket.throttle_ms(100.0, 5000) == 5500  # the 5 s left of the first span, then 50 at 100/s
+    assert bucket.throttle_ms(100.0, 10_200) == 300
+    assert bucket.throttle_ms(100.0, 10_500) == 0
+
+
+def test_a_token_bucket_refills_at_the_bound_up_to_its_burst_and_gives_back_no_more() -> None:
+    bucket = TokenBucket(10_000, -10_000)  # its first span is over
+    bucket.record(1050.0, 100.0, 0)
+    assert bucket.throttle_ms(100.0, 0) == 500
+    assert bucket.throttle_ms(100.0, 200) == 300
+    bucket.record(-2000.0, 100.0, 200)  # given back: never above the burst
+    assert bucket.credits == 1000.0
+    assert bucket.throttle_ms(100.0, 60_000) == 0 and bucket.credits == 1000.0  # quiet: full, no more
+    bucket.record(1500.0, 200.0, 60_000)  # a higher bound: a larger burst, a faster refill
+    assert bucket.throttle_ms(200.0, 60_000) == 2500
+    assert bucket.throttle_ms(200.0, 62_500) == 0
+    bucket.record(0.0, 50.0, 62_500)  # a lower bound: the credits above its burst are dropped
+    assert bucket.credits == pytest.approx(0.0)
+
+
+def _muted_client(request_bytes: int, quota: float, run_ms: int) -> list[tuple[int, int]]:
+    """A client that always has a request of ``request_bytes`` ready, muted for each throttle time it gets (1 ms a
+    round trip): the times and sizes of the requests the quota took."""
+    m = _manager(_quotas({QuotaEntity(None, "app"): {P: quota}}))
+    sent: list[tuple[int, int]] = []
+    now = 0
+    while now < run_ms:
+        sent.append((now, request_bytes))
+        now += 1 + m.record_and_get_throttle_ms("u", "app", request_bytes, now=now)
+    return sent
+
+
+@pytest.mark.parametrize("request_bytes", [10_000, 100_000, 1_000_000])
+def test_a_throttled_client_gets_its_quota_over_any_ten_seconds(request_bytes: int) -> None:
+    """A windowed rate forgets the first burst all at once, 11 windows after it, and the client gets as much
+    again at once: over some 10 s it had twice its quota and over others a fifth. The bucket holds it, from its
+    first request on (its burst counts in its first 10 s)."""
+    quota = 2_000_000.0
+    sent = _muted_client(request_bytes, quota, 60_000)
+    first_wait = next(i for i in range(1, len(sent)) if sent[i][0] - sent[i - 1][0] > 1)
+    assert sum(n for _, n in sent[:first_wait]) >= 10 * quota  # its burst, back to back
+    spans = [(0, end) for end in range(10_000, 50_001, 500)]  # from its start
+    spans += [(start, start + 10_000) for start in range(10_000, 50_000, 500)]  # any 10 s after its first
+    rates = [sum(n for t, n in sent if start <= t < end) / ((end - start) / 1000) for start, end in spans]
+    assert all(abs(r - quota) <= 0.1 * quota for r in rates), (min(rates), max(rates))

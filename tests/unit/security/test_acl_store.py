@@ -1,5 +1,6 @@
-"""ACLs in the embedded metadata store: kept through the journal and through a snapshot, removed for good, and a
-stored entry that no longer parses set aside at load (never a failed start)."""
+"""ACLs in the embedded metadata store and in ZooKeeper's znodes: kept through the journal and through a snapshot,
+removed for good, and stored bytes that do not parse read fail-closed at load (never a failed start, never an
+ACL lost that denied)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 from rill.metadata.embedded import EmbeddedMetadataStore
 from rill.metadata.journal import JOURNAL_FILE, SNAPSHOT_FILE
 from rill.metadata.store import BrokerInfo
+from rill.metadata.zk_acls import decode_acls
 from rill.security.acl import (
+    DENY_EVERYONE,
     AccessControlEntry,
     AclBinding,
     AclOperation,
@@ -18,6 +21,7 @@ from rill.security.acl import (
     PermissionType,
     ResourcePattern,
     ResourceType,
+    entries_from_json,
 )
 
 ORDERS = ResourcePattern(ResourceType.TOPIC, "orders", PatternType.LITERAL)
@@ -59,4 +63,38 @@ def test_a_stored_acl_that_does_not_parse_is_set_aside(tmp_path: Path) -> None:
     with (tmp_path / JOURNAL_FILE).open("a") as f:
         f.write(json.dumps({"type": "acls", "offset": 1, "resources": [bad, worse, good]}) + "\n")
     reopened = _store(tmp_path)
-    assert [p.name for p in reopened.acls().patterns()] == ["ok"]
+    assert sorted(p.name for p in reopened.acls().patterns()) == ["ok", "y"]  # an unknown resource type: skipped
+    # an entry that may be a DENY and names no host denies everyone, rather than vanishing
+    assert reopened.acls().entries(ResourcePattern(ResourceType.TOPIC, "y", PatternType.LITERAL)) == {DENY_EVERYONE}
+
+
+def test_unreadable_entries_deny_more_never_less() -> None:
+    read = {"principal": "User:a", "permissionType": "Allow", "operation": "Read", "host": "*"}
+    deny = {"principal": "User:b", "permissionType": "Deny", "operation": "Write", "host": "10.0.0.1"}
+    entries = entries_from_json([
+        read, deny,
+        {"principal": "User:c", "permissionType": "Deny", "operation": "Frobnicate", "host": "10.0.0.2"},
+        {"principal": "User:d", "permissionType": "Allow", "operation": "Frobnicate", "host": "*"},
+        {"principal": "User:e", "permissionType": "Perhaps", "operation": "Read", "host": "*"},
+        {"permissionType": "Deny", "operation": "Read"},
+        "not an entry",
+    ], "test")  # fmt: skip
+    assert entries == [
+        AccessControlEntry.from_json(read),
+        AccessControlEntry.from_json(deny),
+        AccessControlEntry("User:c", "10.0.0.2", AclOperation.ALL, PermissionType.DENY),
+        AccessControlEntry("User:e", "*", AclOperation.ALL, PermissionType.DENY),
+        DENY_EVERYONE,
+        DENY_EVERYONE,
+    ]
+    assert entries_from_json({"acls": "?"}, "test") == [DENY_EVERYONE]
+
+
+def test_a_znode_that_is_not_kafkas_json_denies_everything_on_its_resource() -> None:
+    good = {"version": 1, "acls": [{"principal": "User:a", "permissionType": "Deny", "operation": "Read",
+                                    "host": "*"}]}  # fmt: skip
+    assert decode_acls(json.dumps(good).encode()) == [
+        AccessControlEntry("User:a", "*", AclOperation.READ, PermissionType.DENY)
+    ]
+    for data in (b"\xff\xfe", b"{not json", b"[1, 2]", b'{"version": 1, "acls": {"a": 1}}'):
+        assert decode_acls(data) == [DENY_EVERYONE], data

@@ -18,7 +18,7 @@ from rill.security.acl import (
     ResourceType,
     binding_problem,
 )
-from rill.security.authorizer import AclAuthorizer, parse_super_users
+from rill.security.authorizer import AclAuthorizer, canonical_host, parse_super_users
 from rill.security.principal import KafkaPrincipal
 
 ALICE, BOB = KafkaPrincipal("User", "alice"), KafkaPrincipal("User", "bob")
@@ -129,3 +129,19 @@ def test_binding_problems_and_filters() -> None:
 @pytest.mark.parametrize("value", ["User:a;User:b", "", " ; User:x"])
 def test_super_users_parse(value: str) -> None:
     assert all(":" in p for p in parse_super_users(value))
+
+
+def test_hosts_are_compared_as_addresses() -> None:
+    """ACL hosts as Kafka's Java tools write them (``InetAddress.getHostAddress``) match the client's address
+    however it is spelled; an IPv4 client of a dual-stack listener is its IPv4 address."""
+    a = _authorizer((TOPIC, "t", LIT, "User:alice", "0:0:0:0:0:0:0:1", Op.READ, ALLOW),
+                    (TOPIC, "t", LIT, "User:alice", "10.0.0.7", Op.READ, ALLOW),
+                    (TOPIC, "t", LIT, "User:bob", "*", Op.READ, ALLOW),
+                    (TOPIC, "t", LIT, "User:bob", "fe80:0:0:0:0:0:0:1", Op.READ, DENY))  # fmt: skip
+    for host in ("::1", "0:0:0:0:0:0:0:1", "[::1]", "10.0.0.7", "::ffff:10.0.0.7"):
+        assert a.authorize(ALICE, host, Op.READ, TOPIC, "t"), host
+    assert not a.authorize(ALICE, "::2", Op.READ, TOPIC, "t")
+    assert not a.authorize(BOB, "fe80::1", Op.READ, TOPIC, "t")
+    assert a.authorize(BOB, "fe80::2", Op.READ, TOPIC, "t")
+    assert canonical_host("0:0:0:0:0:0:0:1") == "::1" and canonical_host("broker-1") == "broker-1"
+    assert a.authorize_any(ALICE, "::1", Op.READ, TOPIC) and not a.authorize_any(ALICE, "::2", Op.READ, TOPIC)
