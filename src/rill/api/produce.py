@@ -80,8 +80,8 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
             try:
                 if acks not in (0, 1, -1):
                     raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
-                if records is not None:
-                    _check_records(records, version)
+                # Kafka's order: the transactional id's and the topic's authorization, the topic's existence,
+                # then the records' shape (one batch of magic 2), so a refusal tells nothing it should not.
                 if records is not None and _is_transactional(records) and not txn_allowed:
                     raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
                 if not writable:
@@ -95,6 +95,7 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
                     raise KafkaError(code)
                 if records is None or len(records) == 0:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request without records")
+                _check_records(records, version)
                 if name in INTERNAL_TOPICS:
                     raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")
                 tp = TopicPartition(name, index)
