@@ -26,6 +26,8 @@ command -v java >/dev/null 2>&1 || missing+=(default-jdk-headless)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 # The C extension (record scanner) and its sanitizer test need a compiler and the Python headers.
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+# The web console's browser tests drive Debian's chromium (Playwright, pointed at the system browser).
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 "$PY" -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
     || missing+=(python3-dev)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -33,9 +35,9 @@ if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq || die "apt-get update"
     apt-get install -y -qq --no-install-recommends kcat zookeeper default-jdk-headless python3-venv gcc \
-        python3-dev iproute2 >/dev/null || die "apt-get install"
+        python3-dev iproute2 chromium >/dev/null || die "apt-get install"
 else
-    step "system packages present (kcat, zookeeper, java, gcc, Python headers, ip)"
+    step "system packages present (kcat, zookeeper, java, gcc, Python headers, ip, chromium)"
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -11,6 +11,7 @@ import re
 import shlex
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,8 @@ def test_quickstart_uses_only_rill_commands() -> None:
 def test_quickstart_runs() -> None:
     testing = pytest.importorskip("rill.testing")
     lines = [ln for ln in quickstart_lines() if set(programs(ln)) <= ALLOWED_PROGRAMS and "rill" in programs(ln)]
-    runnable = [ln for ln in lines if not ln.startswith("rill broker")]
+    servers = [ln for ln in lines if ln.startswith("rill console")]
+    runnable = [ln for ln in lines if not ln.startswith(("rill broker", "rill console"))]
     if not runnable:
         pytest.skip("the README quickstart has no rill client commands yet")
     with testing.broker({}) as broker:
@@ -71,3 +73,15 @@ def test_quickstart_runs() -> None:
         consumed = "".join(out for ln, out in zip(runnable, outputs, strict=True) if "rill consume" in ln)
         for value in produced:
             assert value in consumed, (value, consumed)
+        for line in servers:  # served until stopped: started on a free port, asked for its first page
+            args = [*shlex.split(line)[1:], "--bootstrap-server", broker.bootstrap_servers, "--listen", "127.0.0.1:0"]
+            server = subprocess.Popen([sys.executable, "-m", "rill", *args], stdout=subprocess.PIPE, text=True)
+            try:
+                assert server.stdout is not None
+                ready = server.stdout.readline()
+                assert ready.startswith("rill console ready on "), (line, ready)
+                with urllib.request.urlopen(ready.split()[-1] + "/topics", timeout=30) as page:
+                    assert page.status == 200 and b"greetings" in page.read()
+            finally:
+                server.terminate()
+                server.wait(15)

@@ -40,7 +40,7 @@ def _check_broker_name(ctx: RequestContext, name: str, *, default_allowed: bool 
         )
 
 
-def _entries(ctx: RequestContext, rtype: int, name: str) -> list[ConfigEntry]:
+def _entries(ctx: RequestContext, rtype: int, name: str, only: set[str] | None = None) -> list[ConfigEntry]:
     services = ctx.services
     store = services.metadata
     if rtype == TOPIC:
@@ -48,7 +48,7 @@ def _entries(ctx: RequestContext, rtype: int, name: str) -> list[ConfigEntry]:
         if topic is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
         return describe_topic_configs(
-            services.config, topic.configs, store.broker_configs(), store.default_broker_configs()
+            services.config, topic.configs, store.broker_configs(), store.default_broker_configs(), only
         )
     if rtype == BROKER:
         _check_broker_name(ctx, name)
@@ -110,7 +110,7 @@ async def handle_describe_configs(ctx: RequestContext, request: Body) -> Body:
             keys = r.get("configuration_keys")
             wanted = set(keys) if keys else None
             configs: list[Body] = []
-            for e in _entries(ctx, rtype, name):
+            for e in _entries(ctx, rtype, name, wanted):
                 if wanted is not None and e.name not in wanted:
                     continue
                 configs.append(

@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("rill.cli.cluster", "run a local replicated cluster (ZooKeeper and N brokers) in the foreground"),
     "mirror": ("rill.cli.mirror", "copy topics and consumer group offsets from one cluster to another"),
     "registry": ("rill.cli.registry", "run a schema registry (Confluent's REST API) stored in a topic"),
+    "console": ("rill.cli.console", "serve a web console to see and operate a cluster in a browser"),
 }
 
 EXIT_ERROR = 1

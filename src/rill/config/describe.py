@@ -10,7 +10,7 @@ DEFAULT_CONFIG), while the value is still the one in effect.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,11 +125,15 @@ def describe_topic_configs(
     overrides: Mapping[str, str],
     dynamic: Mapping[str, str] | None = None,
     dynamic_default: Mapping[str, str] | None = None,
+    only: Collection[str] | None = None,
 ) -> list[ConfigEntry]:
-    """Every topic config with its effective value, source and synonyms (topic override first)."""
+    """Every topic config (or those named in ``only``) with its effective value, source and synonyms (topic
+    override first)."""
     entries: list[ConfigEntry] = []
     dyn, dyn_default = dynamic or {}, dynamic_default or {}
     for name, key in sorted(TOPIC_CONFIGS.keys.items()):
+        if only is not None and name not in only:
+            continue
         sensitive = key.type is ConfigType.PASSWORD
         synonym_names = [n for n, _ in TOPIC_SYNONYMS.get(name, ())]
         in_effect = _broker_synonyms(broker, dyn, dyn_default, synonym_names, sensitive)

@@ -1,0 +1,62 @@
+"""Who uses the console, and as which Kafka identity.
+
+Two modes. With a service identity (``--command-config``, or none on a plaintext cluster) everyone shares it,
+and changes are allowed only with ``--allow-writes``. With ``--login`` each person signs in with their SASL
+user and password (PLAIN or SCRAM, over the listener's TLS when it has one); the console then connects as
+them, so the cluster's ACLs decide what each person sees and may change. Sessions live in memory (a random
+token in an HTTP-only, same-site cookie); every form carries the session's CSRF token.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rill.console.cluster import ConsoleCluster
+
+SESSION_COOKIE = "rill_console"
+SESSION_TTL_S = 8 * 3600.0
+
+
+@dataclass
+class Session:
+    user: str
+    props: dict[str, Any]  # Kafka client properties of this identity (Java names, as --command-config)
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    created: float = field(default_factory=time.monotonic)
+    cluster: ConsoleCluster | None = None
+
+
+class Sessions:
+    def __init__(self) -> None:
+        self._by_token: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    def open(self, session: Session) -> str:
+        token = secrets.token_urlsafe(32)
+        with self._lock:
+            self._expire()
+            self._by_token[token] = session
+        return token
+
+    def get(self, token: str | None) -> Session | None:
+        if not token:
+            return None
+        with self._lock:
+            found = self._by_token.get(token)
+            if found is not None and time.monotonic() - found.created > SESSION_TTL_S:
+                del self._by_token[token]
+                return None
+            return found
+
+    def close(self, token: str | None) -> None:
+        with self._lock:
+            self._by_token.pop(token or "", None)
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for token in [t for t, s in self._by_token.items() if now - s.created > SESSION_TTL_S]:
+            del self._by_token[token]

