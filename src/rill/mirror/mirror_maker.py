@@ -27,7 +27,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from rill.mirror.group_sync import source_groups, sync_group_offsets
-from rill.mirror.offset_sync import PartitionSyncs, decode_sync, encode_sync, syncs_topic
+from rill.mirror.offset_sync import PartitionSyncs, encode_sync
+from rill.mirror.offset_sync_store import OffsetSyncStore
 from rill.mirror.topic_sync import matching_topics, sync_topics
 from rill.mirror.transactional_copy import TransactionalCopy
 
@@ -109,7 +110,8 @@ class MirrorMaker:
         self.stats = MirrorStats()
         self._pattern = re.compile(config.topics)
         self._groups_pattern = re.compile(config.groups)
-        self._syncs_topic = syncs_topic(config.name)
+        self._sync_store = OffsetSyncStore(config.target, config.name, config.group_id, config.target_props)
+        self._syncs_topic = self._sync_store.topic
         self._syncs: dict[TopicPart, PartitionSyncs] = {}
         self._copying: dict[TopicPart, PartitionStatus] = {}  # by source (topic, partition)
         self._by_target: dict[TopicPart, PartitionStatus] = {}  # the same, by target (topic, partition)
@@ -154,66 +156,26 @@ class MirrorMaker:
             **c.source_props,
         })  # fmt: skip
 
-    def _ensure_syncs_topic(self) -> None:
-        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-
-        topic = syncs_topic(self.config.name)
-        if topic in self._target_admin.list_topics(timeout=15).topics:
-            return
-        new = NewTopic(topic, 1, config={"retention.ms": "-1", "retention.bytes": "-1"})
-        try:
-            self._target_admin.create_topics([new])[topic].result(15)
-        except Exception as e:
-            if "TOPIC_ALREADY_EXISTS" not in str(e):
-                raise
-
-    def _load_syncs(self) -> None:
-        """Read every sync written so far (by this mirror's processes, before a restart included)."""
-        from confluent_kafka import Consumer, TopicPartition
-
-        topic = syncs_topic(self.config.name)
-        reader = Consumer({
-            "bootstrap.servers": self.config.target,
-            "group.id": f"{self.config.group_id}-syncs-reader",
-            "enable.auto.commit": False,
-            **self.config.target_props,
-        })  # fmt: skip
-        try:
-            low, high = reader.get_watermark_offsets(TopicPartition(topic, 0), timeout=15)
-            tp = TopicPartition(topic, 0, low)
-            reader.assign([tp])
-            position = low
-            deadline = time.monotonic() + 60
-            while position < high and time.monotonic() < deadline:
-                for msg in reader.consume(10_000, 1.0):
-                    if msg.error():
-                        continue
-                    sync = decode_sync(msg.key(), msg.value())
-                    if sync is not None:
-                        t, p, s, tgt = sync
-                        self._syncs.setdefault((t, p), PartitionSyncs()).load(s, tgt)
-                # The fetch position, past transaction markers too (no message stands for them). Syncs of
-                # aborted transactions are read as well: the sync of the copy made again after them supersedes
-                # them, and until then they translate to a lower target offset, never past a record.
-                position = max(position, reader.position([tp])[0].offset)
-            if position < high:
-                raise RuntimeError(f"cannot read the offset syncs of {topic} (at {position} of {high})")
-        finally:
-            reader.close()
-
     # -- callbacks (on this thread, from poll/consume/flush) ---------------------------------------------
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        if self._txn is not None:
+            # Each partition's transactional id first (fencing its previous owner and aborting its open
+            # transaction), then the syncs its previous owner wrote, then its committed position.
+            for tp in partitions:
+                key = (tp.topic, tp.partition)
+                tp.offset = self._txn.start(key, self.config.target_topic(tp.topic))
+        # The previous owners made their syncs durable before committing the positions copied from here on.
+        self._sync_store.catch_up(self._syncs, self._copying.keys())
         with self._lock:
             for tp in partitions:
                 self._assigned.add((tp.topic, tp.partition))
             self.stats.assigned = len(self._assigned)
         if self._txn is not None:
-            # Each partition's transactional id first (fencing its previous owner), then its committed position.
             for tp in partitions:
                 key = (tp.topic, tp.partition)
-                status = self._copying.get(key) or self._start_copying(key)
-                tp.offset = self._txn.start(key, status.target)
+                if key not in self._copying:
+                    self._start_copying(key)
             consumer.incremental_assign(partitions)
         log.info("copying %d more partition(s)", len(partitions))
 
@@ -421,8 +383,8 @@ class MirrorMaker:
     def run(self, stop: threading.Event, on_status: Callable[[MirrorStats], None] | None = None) -> None:
         """Copy until ``stop`` is set; then make what was copied durable, commit, and leave the group."""
         self._clients()
-        self._ensure_syncs_topic()
-        self._load_syncs()
+        self._sync_store.ensure_topic(self._target_admin)
+        self._sync_store.catch_up(self._syncs, ())
         self._refresh_topics()
         c = self.config
         next_refresh = time.monotonic() + c.refresh_interval_s
@@ -452,6 +414,7 @@ class MirrorMaker:
             self._consumer.close()
             if self._txn is not None:
                 self._txn.close()
+            self._sync_store.close()
 
     def _sync_groups(self) -> None:
         with self._lock:
