@@ -117,9 +117,11 @@ def _first_seen(values: list[bytes]) -> list[bytes]:
 class _Mirror:
     """Runs the mirror command (or its killable form) with one topic, one name, one --source-config."""
 
-    def __init__(self, src: str, dst: str, topic: str, name: str, tmp: Path, *extra: str) -> None:
+    def __init__(
+        self, src: str, dst: str, topic: str, name: str, tmp: Path, *extra: str, source_props: str = ""
+    ) -> None:
         source_config, target_config = tmp / f"{name}-source.properties", tmp / f"{name}-target.properties"
-        source_config.write_text("session.timeout.ms=1500\nheartbeat.interval.ms=300\n")
+        source_config.write_text("session.timeout.ms=1500\nheartbeat.interval.ms=300\n" + source_props)
         target_config.write_text(f"client.id={TARGET_CLIENT}\n")
         self.args = ["--source", src, "--target", dst, "--topics", topic, "--name", name, "--status-interval", "0",
                      "--source-config", str(source_config), "--target-config", str(target_config), *extra]  # fmt: skip
@@ -221,6 +223,37 @@ def test_at_least_once_mirror_killed_at_each_point_never_commits_past_the_target
     held = _read(dst, topic, PARTITIONS)
     for p in range(PARTITIONS):
         assert _first_seen(held[p]) == wanted[p], f"partition {p}: not every source record, in order"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("extra", "point", "nth"), [((), "assigned", 1), (("--exactly-once",), "txn-started", 2)],
+                         ids=["at-least-once", "exactly-once"])  # fmt: skip
+def test_a_mirror_started_at_the_end_keeps_its_start_across_a_kill_before_its_first_commit(
+    fast_groups: tuple[TestBroker, TestBroker], tmp_path: Path, extra: tuple[str, ...], point: str, nth: int
+) -> None:
+    """``auto.offset.reset=latest`` in --source-config: the mirror copies what arrives after it first took a
+    partition. Killed once it has taken both partitions, before copying anything, and records arrive
+    meanwhile: the next process starts where the first one started (committed as it took each partition), not
+    at the end of the log then."""
+    source, target = fast_groups
+    src, dst = source.bootstrap_servers, target.bootstrap_servers
+    topic = "news"
+    _create(src, topic)
+    _produce(src, topic, 0, 1000)  # before the mirror: not copied
+    mirror = _Mirror(src, dst, topic, "late", tmp_path, *extra, source_props="auto.offset.reset=latest\n")
+    mirror.kill_at(point, nth)
+    _produce(src, topic, 1000, 1000)  # while no mirror runs
+    proc = mirror.start()
+    committed = bool(extra)
+    try:
+        _caught_up(mirror, proc, lambda: sum(map(len, _read(dst, topic, PARTITIONS, read_committed=committed)
+                                                 .values())) >= 1000)  # fmt: skip
+    finally:
+        _stop(proc, mirror)
+    wanted = _read(src, topic, PARTITIONS)
+    held = _read(dst, topic, PARTITIONS, read_committed=committed)
+    for p in range(PARTITIONS):
+        assert held[p] == wanted[p][500:], f"partition {p}: not the records after the mirror's start"
 
 
 EXACTLY_ONCE_KILLS = [
