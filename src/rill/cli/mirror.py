@@ -5,14 +5,15 @@ of MirrorMaker 2), until stopped.
     rill mirror --source dc1:9092 --target dc2:9092 --topics '.*' --groups 'billing-.*' --name dc1-to-dc2
 
 Topics whose whole name matches ``--topics`` are created on the target with the source's partition count and
-topic configs, and copied partition by partition, in order, from the earliest record on; new matching topics
-and new partitions are picked up every ``--refresh-interval`` seconds. The offsets of the groups matching
-``--groups`` are translated to the target's offsets and committed there for groups that have no members on the
-target, so a consumer group can move to the target and resume without missing records. Several processes with
-the same ``--name`` share the work (they form a consumer group on the source). Delivery is at least once: a
-mirror killed and started again resumes from its last committed position and may copy a few records twice;
-with ``--exactly-once`` each batch is a transaction on the target holding the records and the new position,
-so a consumer reading the target with ``read_committed`` sees each source record once.
+topic configs, and copied partition by partition, in order, from the earliest record on (or, with
+``auto.offset.reset=latest`` in ``--source-config``, from the end of each partition when the mirror first takes
+it); new matching topics and new partitions are picked up every ``--refresh-interval`` seconds. The offsets of
+the groups matching ``--groups`` are translated to the target's offsets and committed there for groups that have
+no members on the target, so a consumer group can move to the target and resume without missing records. Several
+processes with the same ``--name`` share the work (they form a consumer group on the source). Delivery is at
+least once: a mirror killed and started again resumes from its last committed position and may copy a few records
+twice; with ``--exactly-once`` each batch is a transaction on the target holding the records and the new
+position, so a consumer reading the target with ``read_committed`` sees each source record once.
 SIGINT or SIGTERM stops it after committing what was copied.
 """
 
@@ -37,6 +38,7 @@ from rill.cli._common import (
     run_main,
 )
 from rill.mirror import MirrorConfig, MirrorMaker, MirrorStats
+from rill.mirror.client_settings import SettingError
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -96,20 +98,23 @@ def _body(argv: list[str]) -> int:
             re.compile(pattern)
         except re.error as e:
             raise CliError(f"invalid {option} pattern {pattern!r}: {e}", EXIT_USAGE) from None
+    try:
+        config = MirrorConfig(
+            source=args.source,
+            target=args.target,
+            topics=args.topics,
+            groups=args.groups,
+            name=args.name,
+            prefix=args.prefix,
+            exactly_once=args.exactly_once,
+            refresh_interval_s=args.refresh_interval,
+            source_props=read_properties_file(args.source_config) if args.source_config else {},
+            target_props=read_properties_file(args.target_config) if args.target_config else {},
+        )
+    except SettingError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
     ensure_reachable(args.source, args.timeout)
     ensure_reachable(args.target, args.timeout)
-    config = MirrorConfig(
-        source=args.source,
-        target=args.target,
-        topics=args.topics,
-        groups=args.groups,
-        name=args.name,
-        prefix=args.prefix,
-        exactly_once=args.exactly_once,
-        refresh_interval_s=args.refresh_interval,
-        source_props=read_properties_file(args.source_config) if args.source_config else {},
-        target_props=read_properties_file(args.target_config) if args.target_config else {},
-    )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     mirror = MirrorMaker(config)
     if args.metrics_port is not None:

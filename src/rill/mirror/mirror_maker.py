@@ -7,7 +7,10 @@ so the source partitions are divided among them and move to the others when one 
 Delivery (at least once): the mirror's position in each source partition is the group's committed offset on
 the source, committed only after the target has acknowledged (acks=all, idempotent producer) every record below
 it and the offset syncs describing them. A mirror killed at any point starts again from there, so a record may
-be copied twice (the target then holds the repeated range again, in order) but none is missed.
+be copied twice (the target then holds the repeated range again, in order) but none is missed. A partition
+never copied starts at its earliest offset (its end with ``auto.offset.reset=latest``), and that start is
+committed as the partition is taken, before anything is copied. The client settings this rests on cannot be
+changed through the source and target properties (``client_settings``).
 
 Per partition, the target acknowledges in order (an idempotent producer keeps order), so the source offsets of
 the records in flight wait in a queue per partition, and each acknowledgement takes the oldest.
@@ -26,8 +29,10 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
+from rill.mirror.client_settings import check_source_props, check_target_props, start_position
 from rill.mirror.group_sync import source_groups, sync_group_offsets
-from rill.mirror.offset_sync import PartitionSyncs, decode_sync, encode_sync, syncs_topic
+from rill.mirror.offset_sync import PartitionSyncs, encode_sync
+from rill.mirror.offset_sync_store import OffsetSyncStore
 from rill.mirror.topic_sync import matching_topics, sync_topics
 from rill.mirror.transactional_copy import TransactionalCopy
 
@@ -51,6 +56,10 @@ class MirrorConfig:
     exactly_once: bool = False  # transactions on the target (transactional_copy)
     source_props: dict[str, Any] = field(default_factory=dict)
     target_props: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_source_props(self.source_props, self.exactly_once)
+        check_target_props(self.target_props, self.exactly_once)
 
     @property
     def group_id(self) -> str:
@@ -109,7 +118,8 @@ class MirrorMaker:
         self.stats = MirrorStats()
         self._pattern = re.compile(config.topics)
         self._groups_pattern = re.compile(config.groups)
-        self._syncs_topic = syncs_topic(config.name)
+        self._sync_store = OffsetSyncStore(config.target, config.name, config.group_id, config.target_props)
+        self._syncs_topic = self._sync_store.topic
         self._syncs: dict[TopicPart, PartitionSyncs] = {}
         self._copying: dict[TopicPart, PartitionStatus] = {}  # by source (topic, partition)
         self._by_target: dict[TopicPart, PartitionStatus] = {}  # the same, by target (topic, partition)
@@ -143,79 +153,76 @@ class MirrorMaker:
             })  # fmt: skip
         self._consumer = Consumer({
             "bootstrap.servers": c.source,
-            "group.id": c.group_id,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
             "isolation.level": "read_committed",
             "partition.assignment.strategy": "cooperative-sticky",
             # A dead process's partitions go to the others within seconds, not the client default of 45 s.
             "session.timeout.ms": 10_000,
             "heartbeat.interval.ms": 1_000,
             **c.source_props,
-        })  # fmt: skip
-
-    def _ensure_syncs_topic(self) -> None:
-        from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
-
-        topic = syncs_topic(self.config.name)
-        if topic in self._target_admin.list_topics(timeout=15).topics:
-            return
-        new = NewTopic(topic, 1, config={"retention.ms": "-1", "retention.bytes": "-1"})
-        try:
-            self._target_admin.create_topics([new])[topic].result(15)
-        except Exception as e:
-            if "TOPIC_ALREADY_EXISTS" not in str(e):
-                raise
-
-    def _load_syncs(self) -> None:
-        """Read every sync written so far (by this mirror's processes, before a restart included)."""
-        from confluent_kafka import Consumer, TopicPartition
-
-        topic = syncs_topic(self.config.name)
-        reader = Consumer({
-            "bootstrap.servers": self.config.target,
-            "group.id": f"{self.config.group_id}-syncs-reader",
+            "group.id": c.group_id,
             "enable.auto.commit": False,
-            **self.config.target_props,
+            # Used only if a committed position goes out of range: a partition's first start is the mirror's.
+            "auto.offset.reset": start_position(c.source_props),
         })  # fmt: skip
-        try:
-            low, high = reader.get_watermark_offsets(TopicPartition(topic, 0), timeout=15)
-            tp = TopicPartition(topic, 0, low)
-            reader.assign([tp])
-            position = low
-            deadline = time.monotonic() + 60
-            while position < high and time.monotonic() < deadline:
-                for msg in reader.consume(10_000, 1.0):
-                    if msg.error():
-                        continue
-                    sync = decode_sync(msg.key(), msg.value())
-                    if sync is not None:
-                        t, p, s, tgt = sync
-                        self._syncs.setdefault((t, p), PartitionSyncs()).load(s, tgt)
-                # The fetch position, past transaction markers too (no message stands for them). Syncs of
-                # aborted transactions are read as well: the sync of the copy made again after them supersedes
-                # them, and until then they translate to a lower target offset, never past a record.
-                position = max(position, reader.position([tp])[0].offset)
-            if position < high:
-                raise RuntimeError(f"cannot read the offset syncs of {topic} (at {position} of {high})")
-        finally:
-            reader.close()
 
     # -- callbacks (on this thread, from poll/consume/flush) ---------------------------------------------
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        if self._txn is not None:
+            # Each partition's transactional id first (fencing its previous owner and aborting its open
+            # transaction), then the syncs its previous owner wrote, then its committed position.
+            latest = start_position(self.config.source_props) == "latest"
+            for tp in partitions:
+                key = (tp.topic, tp.partition)
+                end = (lambda tp=tp: self._log_end(consumer, tp)) if latest else None
+                tp.offset = self._txn.start(key, self.config.target_topic(tp.topic), end)
+        elif partitions:
+            self._take_positions(consumer, partitions)
+        # The previous owners made their syncs durable before committing the positions copied from here on.
+        self._sync_store.catch_up(self._syncs, self._copying.keys())
         with self._lock:
             for tp in partitions:
                 self._assigned.add((tp.topic, tp.partition))
             self.stats.assigned = len(self._assigned)
-        if self._txn is not None:
-            # Each partition's transactional id first (fencing its previous owner), then its committed position.
-            for tp in partitions:
-                key = (tp.topic, tp.partition)
-                status = self._copying.get(key) or self._start_copying(key)
-                tp.offset = self._txn.start(key, status.target)
-            consumer.incremental_assign(partitions)
+        for tp in partitions:
+            key = (tp.topic, tp.partition)
+            status = self._copying.get(key) or self._start_copying(key)
+            if self._txn is None:  # everything below the committed position is on the target
+                status.acked = status.committed = tp.offset
+        consumer.incremental_assign(partitions)
         log.info("copying %d more partition(s)", len(partitions))
+
+    @staticmethod
+    def _log_end(consumer: Any, tp: Any) -> int:
+        from confluent_kafka import TopicPartition
+
+        _low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=15, cached=False)
+        return int(high)
+
+    def _take_positions(self, consumer: Any, partitions: list[Any]) -> None:
+        """Set each taken partition's position to its committed one. A partition the mirror has never copied
+        starts at its earliest offset (or its end, with ``auto.offset.reset=latest``), and that start is
+        committed before anything is copied: a process killed before its first commit leaves the next one
+        the same start, not the end of the log at the next one's start (which would skip what came between)."""
+        from confluent_kafka import TopicPartition
+
+        committed = consumer.committed([TopicPartition(tp.topic, tp.partition) for tp in partitions], timeout=15)
+        latest = start_position(self.config.source_props) == "latest"
+        fresh = []
+        for tp, position in zip(partitions, committed, strict=True):
+            if position.error is not None:
+                raise RuntimeError(f"{tp.topic}-{tp.partition}: no committed position: {position.error}")
+            if position.offset >= 0:
+                tp.offset = position.offset
+                continue
+            low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition), timeout=15,
+                                                       cached=False)  # fmt: skip
+            tp.offset = high if latest else low
+            fresh.append(TopicPartition(tp.topic, tp.partition, tp.offset))
+        if fresh:
+            consumer.commit(offsets=fresh, asynchronous=False)
+            log.info("starting %d partition(s) never copied at their %s offset", len(fresh),
+                     "latest" if latest else "earliest")  # fmt: skip
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         # Everything copied from these partitions is made durable and its position committed before another
@@ -421,8 +428,8 @@ class MirrorMaker:
     def run(self, stop: threading.Event, on_status: Callable[[MirrorStats], None] | None = None) -> None:
         """Copy until ``stop`` is set; then make what was copied durable, commit, and leave the group."""
         self._clients()
-        self._ensure_syncs_topic()
-        self._load_syncs()
+        self._sync_store.ensure_topic(self._target_admin)
+        self._sync_store.catch_up(self._syncs, ())
         self._refresh_topics()
         c = self.config
         next_refresh = time.monotonic() + c.refresh_interval_s
@@ -452,6 +459,7 @@ class MirrorMaker:
             self._consumer.close()
             if self._txn is not None:
                 self._txn.close()
+            self._sync_store.close()
 
     def _sync_groups(self) -> None:
         with self._lock:

@@ -83,14 +83,16 @@ class PartitionSyncs:
         return new
 
     def load(self, source: int, target: int) -> None:
-        """A sync read back from the syncs topic (in the order it was written)."""
+        """A sync read back from the syncs topic (in the order it was written). The last one read is the
+        furthest copy known: one written by a copy repeated from an earlier position (a restart) supersedes
+        the syncs above it, and positions past it are not extrapolated from syncs the repeated copy has not
+        reached (a source gap it has not copied yet would shift them)."""
         if self.sources and source <= self.sources[-1]:
             cut = bisect_right(self.sources, source - 1)
             del self.sources[cut:], self.targets[cut:]
         self.sources.append(source)
         self.targets.append(target)
-        if source > self.last_source:
-            self.last_source, self.last_target = source, target
+        self.last_source, self.last_target = source, target
 
     def translate(self, position: int) -> int | None:
         """The target position for a consumer positioned at source offset ``position`` (the next record it

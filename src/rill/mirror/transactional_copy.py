@@ -46,9 +46,11 @@ class TransactionalCopy:
         self._progress = Consumer({"bootstrap.servers": target, "group.id": group_id, **target_props})
         self._group_metadata = self._progress.consumer_group_metadata()
 
-    def start(self, key: TopicPart, target_topic: str) -> int:
-        """Take a source partition over: fence its previous owner, and return the position to copy from (the
-        committed one, or the beginning)."""
+    def start(self, key: TopicPart, target_topic: str, log_end: Callable[[], int] | None = None) -> int:
+        """Take a source partition over: fence its previous owner, and return the position to copy from: the
+        committed one; for a partition never copied, the beginning, or with ``log_end`` (the source consumer's
+        ``auto.offset.reset=latest``) the source log's end now, committed first in a transaction of its own
+        (a process killed before its first batch leaves the next one the same start)."""
         producer = Producer({
             "bootstrap.servers": self._target,
             "transactional.id": f"{self._group_id}-{key[0]}-{key[1]}",
@@ -59,7 +61,15 @@ class TransactionalCopy:
         })  # fmt: skip
         producer.init_transactions(TIMEOUT_S)
         self._producers[key] = producer
-        return self._position(target_topic, key[1])
+        position = self._position(target_topic, key[1])
+        if position != OFFSET_BEGINNING or log_end is None:
+            return position
+        position = log_end()
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction([KafkaTopicPartition(target_topic, key[1], position)],
+                                             self._group_metadata, TIMEOUT_S)  # fmt: skip
+        producer.commit_transaction(TIMEOUT_S)
+        return position
 
     def _position(self, target_topic: str, partition: int) -> int:
         request = [ConsumerGroupTopicPartitions(self._group_id, [KafkaTopicPartition(target_topic, partition)])]

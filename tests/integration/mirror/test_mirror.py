@@ -297,6 +297,17 @@ def test_mirror_command_refuses_a_bad_pattern_and_an_unreachable_cluster() -> No
     assert unreachable.returncode == 1 and len(unreachable.stderr.decode().strip().splitlines()) == 1
 
 
+def test_mirror_command_refuses_client_properties_that_break_delivery(tmp_path: Path) -> None:
+    config = tmp_path / "source.properties"
+    config.write_text("security.protocol=PLAINTEXT\nenable.auto.commit=true\n")
+    refused = subprocess.run([sys.executable, "-m", "rill.cli.mirror", "--source", "127.0.0.1:1", "--target",
+                              "127.0.0.1:1", "--topics", ".*", "--source-config", str(config)], capture_output=True,
+                             timeout=30)  # fmt: skip
+    lines = refused.stderr.decode().strip().splitlines()
+    assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+    assert "--source-config: enable.auto.commit=true is not allowed: the mirror commits its positions" in lines[0]
+
+
 @pytest.mark.slow
 def test_exactly_once_mirror_killed_and_restarted_holds_every_record_once(
     clusters: tuple[TestBroker, TestBroker], tmp_path: Path

@@ -69,3 +69,47 @@ def test_a_translated_position_never_skips_a_copied_record(case: tuple[list[int]
         exact = next((where[s] for s in sorted(where) if s >= c), pairs[-1][1] + 1)
         if not repeated:
             assert live.translate(c) == exact, c
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.integers(1, 3), min_size=1, max_size=30), st.data())
+def test_translation_after_kills_never_passes_what_the_target_holds(gaps: list[int], data: st.DataObject) -> None:
+    """Processes of a mirror copy one partition in turn: each loads the syncs made durable so far, copies from
+    the committed position, sometimes commits (its syncs durable first), and is killed with only some of its
+    newest syncs durable. Whatever a process knows at any moment, a translated position has every source
+    record at or after it copied at or after it, or still to be copied (at the end of the target)."""
+    source = [sum(gaps[: i + 1]) for i in range(len(gaps))]
+    copies: dict[int, int] = {}  # source offset -> target offset of its latest copy
+    durable: list[tuple[int, int]] = []
+    committed, target_end = 0, 0  # index into source; the target's log end offset
+
+    def check(syncs: PartitionSyncs, next_copy: int) -> None:
+        """``next_copy``: the index of the next source record the live process copies (it, and every later
+        one, will be copied again at the end of the target)."""
+        ahead = set(source[next_copy:])
+        for c in range(0, source[-1] + 3):
+            t = syncs.translate(c)
+            if t is None:
+                continue
+            assert t <= target_end, (c, t)
+            missed = [s for s, where in copies.items() if s >= c and where < t and s not in ahead]
+            assert not missed, (c, t, missed, durable)
+
+    for _ in range(data.draw(st.integers(1, 5))):
+        syncs = PartitionSyncs()
+        for s, t in durable:
+            syncs.load(s, t)
+        check(syncs, committed)
+        pending: list[tuple[int, int]] = []
+        run = data.draw(st.integers(0, len(source) - committed))
+        for i in range(committed, committed + run):
+            copies[source[i]] = target_end
+            if syncs.add(source[i], target_end):
+                pending.append((source[i], target_end))
+            target_end += 1
+            if data.draw(st.booleans()):  # a commit: the syncs are made durable, then the position
+                durable += pending
+                pending = []
+                committed = i + 1
+            check(syncs, i + 1)
+        durable += pending[: data.draw(st.integers(0, len(pending)))]  # killed: the newest syncs may be lost
