@@ -149,11 +149,19 @@ class Partition:
         self, replica_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = -1
     ) -> bool:
         """A follower fetched from ``fetch_offset``: it has everything below it. Returns True when the high
-        watermark moved. Raises NOT_LEADER_OR_FOLLOWER for a broker that is not a replica of this partition."""
+        watermark moved. Called once the fetch was read without an error; raises NOT_LEADER_OR_FOLLOWER for a
+        broker that is not a replica of this partition and OFFSET_OUT_OF_RANGE for an offset outside the log (a
+        follower never has records this log lacks), changing nothing."""
         follower = self.followers.get(replica_id)
         if follower is None or not self.is_leader:
             raise KafkaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {replica_id} is not a follower of {self.tp} here"
+            )
+        if not self.log.log_start_offset <= fetch_offset <= self.log.log_end_offset:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"{self.tp}: follower {replica_id}'s offset {fetch_offset} is outside "
+                f"[{self.log.log_start_offset}, {self.log.log_end_offset}]",
             )
         follower.log_end_offset = fetch_offset
         follower.log_start_offset = log_start_offset

@@ -214,6 +214,8 @@ class ReplicaManager:
                     partition.update_config(config, compression, min_isr)
                     if partition.is_leader and (not was_leader or state.leader_epoch != epoch):
                         self._become_leader(partition)
+                    elif partition.is_leader:  # an ISR the controller shrank may let the high watermark move
+                        partition.maybe_increment_high_watermark()
                     self.produce_purgatory.check_and_complete(tp)  # leadership or the ISR may have changed
                     self.fetch_purgatory.check_and_complete(tp)
         return new
@@ -441,16 +443,19 @@ class ReplicaManager:
 
     def update_follower_fetch_state(
         self, tp: TopicPartition, replica_id: int, fetch_offset: int, log_start_offset: int = -1
-    ) -> None:
-        """A follower's fetch reports its log end offset (and log start offset); a high watermark that moves
-        wakes the produces waiting for it and the fetches reading below it."""
+    ) -> bool:
+        """A follower's fetch, read without an error (its leader epoch current, its offset within the log),
+        reports its log end offset (and log start offset); a high watermark that moves wakes the produces waiting
+        for it and the fetches reading below it. True when the high watermark moved."""
         partition = self.leader_partition(tp)
         now_ms = int(time.time() * 1000)
-        if partition.update_follower_fetch_state(replica_id, fetch_offset, now_ms, log_start_offset):
+        moved = partition.update_follower_fetch_state(replica_id, fetch_offset, now_ms, log_start_offset)
+        if moved:
             self.produce_purgatory.check_and_complete(tp)
             self.fetch_purgatory.check_and_complete(tp)
         if replica_id not in partition.state.isr and partition.catching_up_replicas():
             self._expanding = asyncio.ensure_future(self.maybe_expand_isr(tp))
+        return moved
 
     def follower_needs_high_watermark(self, tp: TopicPartition, replica_id: int, high_watermark: int) -> bool:
         """Whether ``high_watermark`` is above the one last sent to follower ``replica_id``."""
