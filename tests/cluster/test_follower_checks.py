@@ -107,3 +107,50 @@ def test_a_controller_shrink_of_the_isr_completes_the_produces_waiting_on_the_re
             held_2.release()
             c.start(1)
             wait_isr(c, "shrink", {0, 1, 2})
+
+
+def test_a_new_leader_answers_offset_not_available_until_its_high_watermark_reaches_its_epoch(
+    c: TestCluster,
+) -> None:
+    """KIP-207: a new leader learns the high watermark from its followers' fetches; until it reaches the start of
+    its epoch it does not know what its predecessor had committed, so ListOffsets LATEST answers
+    OFFSET_NOT_AVAILABLE (and a consumer's fetch past the high watermark too) rather than an offset below one the
+    old leader already gave out."""
+    create_assigned(c, "k207", [0, 1, 2])
+    wait_isr(c, "k207", {0, 1, 2})
+
+    def pin_high_watermark(body: dict[str, Any]) -> dict[str, Any]:
+        for t in body["responses"]:
+            if t["topic"] == "k207":
+                for p in t["partitions"]:
+                    p["high_watermark"] = min(p["high_watermark"], 2)
+        return body
+
+    with connect(c, 0) as conn:
+        assert produce(conn, "k207", 2, acks=-1) == (0, 0)
+        # Broker 1, the next leader, hears of no high watermark above 2: the responses that would have told it
+        # were lost with its leader.
+        c.interceptor(0).rewrite_response(ApiKey.FETCH, pin_high_watermark, source=1)
+        assert produce(conn, "k207", 3, acks=-1) == (0, 2)
+        assert list_latest(conn, "k207") == (0, 5)
+    held = c.interceptor(1).hold(ApiKey.OFFSET_FOR_LEADER_EPOCH, source=2)  # broker 2 reaches the new leader later
+    try:
+        c.kill(0)
+        c.wait_for(lambda: state(c, "k207")["leader"] == 1, 30, "broker 1 leading")
+        held.wait()
+        with connect(c, 1) as conn:
+            c.wait_for(lambda: list_latest(conn, "k207")[0] != ErrorCode.NOT_LEADER_OR_FOLLOWER, 10, "the leadership")
+            assert list_latest(conn, "k207") == (ErrorCode.OFFSET_NOT_AVAILABLE, -1)
+            epoch = int(state(c, "k207")["leader_epoch"])
+            assert fetch(conn, "k207", offset=3, epoch=epoch)["error_code"] == ErrorCode.OFFSET_NOT_AVAILABLE
+            below = fetch(conn, "k207", offset=0, epoch=epoch)  # what is known committed is served
+            assert below["error_code"] == 0 and below["high_watermark"] == 2 and below["records"]
+            # A replica's ListOffsets is answered with the log end, as Kafka's (no isolation level).
+            assert list_latest(conn, "k207", replica_id=2) == (0, 5)
+            held.release()
+            c.wait_for(lambda: list_latest(conn, "k207") == (0, 5), 20, "the high watermark at the epoch's start")
+    finally:
+        held.release()
+        c.interceptor(0).clear()
+        c.start(0)
+        wait_isr(c, "k207", {0, 1, 2})

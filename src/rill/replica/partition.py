@@ -77,6 +77,8 @@ class Partition:
         self.compression = compression
         self.min_insync_replicas = min_insync_replicas
         self.followers: dict[int, ReplicaState] = {r: ReplicaState() for r in state.replicas if r != node_id}
+        # As leader: the log end offset at which this replica's leader epoch began (None as follower).
+        self.leader_epoch_start_offset: int | None = None
 
     # -- leadership ----------------------------------------------------------------------------------
 
@@ -95,7 +97,28 @@ class Partition:
             self.followers = {r: ReplicaState() for r in state.replicas if r != self.node_id}
         elif state.replicas != self.state.replicas:
             self.followers = {r: self.followers.get(r) or ReplicaState() for r in state.replicas if r != self.node_id}
+        if state.leader != self.node_id or state.leader_epoch != self.state.leader_epoch:
+            self.leader_epoch_start_offset = None  # set again by make_leader
         self.state = state
+
+    def make_leader(self) -> None:
+        """This replica leads at a new epoch: the epoch starts at its log end (Kafka's makeLeader), and the high
+        watermark moves as far as the ISR allows (alone in the ISR: to the log end)."""
+        cache = self.log.leader_epoch_cache
+        cache.assign(self.leader_epoch, self.log.log_end_offset)
+        # Leading this epoch again (a session lost and found): it began where the cache says, not at the log end.
+        starts = [start for epoch, start in cache.entries if epoch == self.leader_epoch]
+        self.leader_epoch_start_offset = starts[0] if starts else self.log.log_end_offset
+        self.maybe_increment_high_watermark()
+
+    @property
+    def high_watermark_lagging(self) -> bool:
+        """As leader, whether the high watermark is still below the start of this leader's epoch: the records
+        between them were written by earlier leaders, which may have counted some as committed already, so until
+        the followers' fetches move it there this leader cannot tell consumers where the committed records end
+        (KIP-207)."""
+        start = self.leader_epoch_start_offset
+        return start is not None and self.log.high_watermark < start
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """Kafka's fencing of requests that carry a leader epoch (-1 = no check)."""
@@ -187,8 +210,9 @@ class Partition:
     def catching_up_replicas(self) -> list[int]:
         """The followers outside the ISR that have reached the high watermark (and this epoch's start), which
         Kafka adds back to the ISR."""
-        starts = [start for epoch, start in self.log.leader_epoch_cache.entries if epoch == self.leader_epoch]
-        floor = max(self.log.high_watermark, starts[0] if starts else 0)
+        if self.leader_epoch_start_offset is None:
+            return []
+        floor = max(self.log.high_watermark, self.leader_epoch_start_offset)
         return [r for r, f in self.followers.items() if r not in self.state.isr and f.log_end_offset >= floor]
 
     # -- append ----------------------------------------------------------------------------------------

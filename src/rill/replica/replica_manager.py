@@ -240,8 +240,7 @@ class ReplicaManager:
         """This replica leads ``partition`` at a new epoch: the epoch starts at its log end (Kafka's makeLeader),
         and the high watermark moves as far as the ISR allows (alone in the ISR: to the log end; a
         checkpointed value may be stale after a crash)."""
-        partition.log.leader_epoch_cache.assign(partition.leader_epoch, partition.log.log_end_offset)
-        partition.maybe_increment_high_watermark()
+        partition.make_leader()
 
     def on_session_change(self, alive: bool) -> None:
         """The metadata store's session with the cluster ended (``alive`` False): this broker may no longer
@@ -499,6 +498,11 @@ class ReplicaManager:
             partition.check_leader_epoch(current_leader_epoch)
         except KafkaError as e:
             return PartitionRead(e.code, -1, -1, -1, [], 0)
+        # KIP-207: a new leader whose high watermark is below its epoch's start does not know where the committed
+        # records end; a consumer already past its high watermark waits (as on a follower).
+        if (committed_only and partition.high_watermark_lagging
+                and partition.high_watermark < fetch_offset <= partition.log_end_offset):  # fmt: skip
+            return PartitionRead(ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1, -1, [], 0)
         if client_rack and self.replica_selector is not None:
             racks = {b.node_id: b.rack for b in self.metadata.brokers()}
             now_ms = int(time.time() * 1000)
