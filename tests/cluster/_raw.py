@@ -30,6 +30,8 @@ def create_assigned(c: TestCluster, name: str, replicas: list[int], **configs: s
                                    request_timeout=30)  # fmt: skip
     for f in futures.values():
         f.result(40)
+    with connect(c, replicas[0]) as conn:  # the leader knows it leads (ZooKeeper's watch reached it)
+        c.wait_for(lambda: list_latest(conn, name)[0] == 0, 30, f"broker {replicas[0]} leading {name}")
 
 
 def state(c: TestCluster, topic: str, partition: int = 0) -> dict[str, Any]:
