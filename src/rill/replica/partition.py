@@ -79,6 +79,9 @@ class Partition:
         self.followers: dict[int, ReplicaState] = {r: ReplicaState() for r in state.replicas if r != node_id}
         # As leader: the log end offset at which this replica's leader epoch began (None as follower).
         self.leader_epoch_start_offset: int | None = None
+        # As leader: the ISR being written to the metadata store, until that write is answered (Kafka's
+        # PendingExpandIsr / PendingShrinkIsr); None when no change is in flight.
+        self.pending_isr: tuple[int, ...] | None = None
 
     # -- leadership ----------------------------------------------------------------------------------
 
@@ -99,7 +102,21 @@ class Partition:
             self.followers = {r: self.followers.get(r) or ReplicaState() for r in state.replicas if r != self.node_id}
         if state.leader != self.node_id or state.leader_epoch != self.state.leader_epoch:
             self.leader_epoch_start_offset = None  # set again by make_leader
+        old = self.state
+        if (state.leader, state.leader_epoch, state.partition_epoch) != (old.leader, old.leader_epoch,
+                                                                          old.partition_epoch):  # fmt: skip
+            self.pending_isr = None  # a state the store committed since: the change in flight is part of it or lost
         self.state = state
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR and, while a change is in flight, the replicas it adds: the high watermark counts every one of
+        them (Kafka's maximal ISR), so that whichever way the change ends, each member of the ISR holds every
+        record below the high watermark (a follower being removed counts until its removal is written)."""
+        pending = self.pending_isr
+        if pending is None:
+            return self.state.isr
+        return self.state.isr + tuple(r for r in pending if r not in self.state.isr)
 
     def make_leader(self) -> None:
         """This replica leads at a new epoch: the epoch starts at its log end (Kafka's makeLeader), and the high
@@ -157,7 +174,7 @@ class Partition:
         """As leader, advance the high watermark to the smallest log end offset in the ISR (this replica's and
         each in-sync follower's as last reported); True when it moved."""
         new_hw = self.log.log_end_offset
-        for replica in self.state.isr:
+        for replica in self.maximal_isr:
             follower = self.followers.get(replica)
             if follower is not None:
                 new_hw = min(new_hw, follower.log_end_offset)
@@ -195,8 +212,11 @@ class Partition:
 
     def out_of_sync_replicas(self, now_ms: int, lag_time_max_ms: int) -> list[int]:
         """The followers in the ISR that have not been caught up for ``lag_time_max_ms`` (Kafka's ISR shrink
-        rule; a follower never heard from counts from when this replica became leader)."""
+        rule; a follower never heard from counts from when this replica became leader). None while a change of the
+        ISR is in flight."""
         out: list[int] = []
+        if self.pending_isr is not None:
+            return out
         for replica in self.state.isr:
             follower = self.followers.get(replica)
             if follower is None:
@@ -210,7 +230,7 @@ class Partition:
     def catching_up_replicas(self) -> list[int]:
         """The followers outside the ISR that have reached the high watermark (and this epoch's start), which
         Kafka adds back to the ISR."""
-        if self.leader_epoch_start_offset is None:
+        if self.leader_epoch_start_offset is None or self.pending_isr is not None:
             return []
         floor = max(self.log.high_watermark, self.leader_epoch_start_offset)
         return [r for r, f in self.followers.items() if r not in self.state.isr and f.log_end_offset >= floor]

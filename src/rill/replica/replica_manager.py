@@ -36,6 +36,7 @@ from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
 from rill.metadata.store import MetadataDelta, MetadataStore, PartitionState, TopicState
 from rill.records.batch import BATCH_HEADER_SIZE, parse_header
+from rill.replica.isr_changes import IsrChanges
 from rill.replica.partition import Partition, TopicCompression
 from rill.replica.purgatory import DelayedOperationPurgatory
 from rill.replica.read_replica import ReplicaSelector, preferred_read_replica
@@ -75,7 +76,7 @@ class PartitionRead:
     preferred_read_replica: int = -1  # KIP-392: the replica the consumer should read from instead (no records)
 
 
-class ReplicaManager:
+class ReplicaManager(IsrChanges):
     def __init__(
         self,
         node_id: int,
@@ -260,48 +261,6 @@ class ReplicaManager:
         if self.fetchers is not None:
             self.fetchers.update(self._partitions, self.metadata.brokers())
 
-    async def maybe_shrink_isr(self, lag_time_max_ms: int) -> None:
-        """Take out of the ISR the followers not caught up for ``replica.lag.time.max.ms`` (as leader)."""
-        now = int(time.time() * 1000)
-        for partition in list(self._partitions.values()):
-            if not partition.is_leader:
-                continue
-            out = partition.out_of_sync_replicas(now, lag_time_max_ms)
-            if out:
-                await self._alter_isr(partition, [r for r in partition.state.isr if r not in out], "shrink")
-
-    async def maybe_expand_isr(self, tp: TopicPartition) -> None:
-        partition = self._partitions.get(tp)
-        if partition is None or not partition.is_leader:
-            return
-        back = partition.catching_up_replicas()
-        if back:
-            await self._alter_isr(partition, [*partition.state.isr, *back], "expand")
-
-    async def _alter_isr(self, partition: Partition, isr: list[int], what: str) -> None:
-        alter = getattr(self.metadata, "alter_partition", None)
-        if alter is None or partition.tp in self._isr_changing:
-            return
-        self._isr_changing.add(partition.tp)
-        try:
-            state = await alter(partition.tp.topic, partition.state, isr)
-            log.info("ISR of %s %s from %s to %s", partition.tp, what, list(partition.state.isr), list(state.isr))
-            if what == "shrink":
-                self.isr_shrinks += 1
-            else:
-                self.isr_expands += 1
-            if partition.state.leader_epoch == state.leader_epoch:
-                partition.update_state(state)
-                partition.maybe_increment_high_watermark()
-                self.produce_purgatory.check_and_complete(partition.tp)
-                self.fetch_purgatory.check_and_complete(partition.tp)
-        except KafkaError as e:
-            log.info("ISR %s of %s not made: %s", what, partition.tp, e.message)
-        except Exception as e:  # ZooKeeper unreachable, a lost session: the next check tries again
-            log.warning("ISR %s of %s not made: %s", what, partition.tp, str(e) or type(e).__name__)
-        finally:
-            self._isr_changing.discard(partition.tp)
-
     def _remove_partitions(self, gone: list[TopicPartition]) -> None:
         self._forget_partitions(gone)
         self.log_manager.delete_logs(gone)
@@ -439,34 +398,6 @@ class ReplicaManager:
             if remaining <= 0:
                 return ErrorCode.REQUEST_TIMED_OUT
             await self.produce_purgatory.wait([tp], remaining)
-
-    def update_follower_fetch_state(
-        self, tp: TopicPartition, replica_id: int, fetch_offset: int, log_start_offset: int = -1
-    ) -> bool:
-        """A follower's fetch, read without an error (its leader epoch current, its offset within the log),
-        reports its log end offset (and log start offset); a high watermark that moves wakes the produces waiting
-        for it and the fetches reading below it. True when the high watermark moved."""
-        partition = self.leader_partition(tp)
-        now_ms = int(time.time() * 1000)
-        moved = partition.update_follower_fetch_state(replica_id, fetch_offset, now_ms, log_start_offset)
-        if moved:
-            self.produce_purgatory.check_and_complete(tp)
-            self.fetch_purgatory.check_and_complete(tp)
-        if replica_id not in partition.state.isr and partition.catching_up_replicas():
-            self._expanding = asyncio.ensure_future(self.maybe_expand_isr(tp))
-        return moved
-
-    def follower_needs_high_watermark(self, tp: TopicPartition, replica_id: int, high_watermark: int) -> bool:
-        """Whether ``high_watermark`` is above the one last sent to follower ``replica_id``."""
-        partition = self._partitions.get(tp)
-        follower = partition.followers.get(replica_id) if partition is not None else None
-        return follower is not None and follower.last_sent_high_watermark < high_watermark
-
-    def high_watermark_sent(self, tp: TopicPartition, replica_id: int, high_watermark: int) -> None:
-        partition = self._partitions.get(tp)
-        follower = partition.followers.get(replica_id) if partition is not None else None
-        if follower is not None:
-            follower.last_sent_high_watermark = high_watermark
 
     # -- fetch -------------------------------------------------------------------------------------------
 
