@@ -7,7 +7,8 @@
   ``release()``; ``wait()`` returns once one is held, so the test acts while the write is in flight;
 - ``fail``: raises an exception (``ConnectionLoss`` by default) without making the call;
 - ``apply_then_fail``: makes the call, then raises ``ConnectionLoss``: the ambiguous outcome of a write whose
-  answer was lost with the connection.
+  answer was lost with the connection;
+- ``apply_then_hold``: makes the call, then holds its answer until ``release()`` (what the caller learns late).
 
 A broker component is given the wrapper in place of its client (``store.zk = FaultyKazooClient(store.zk)``);
 watches already set stay on the real client. Faults apply ``times`` times (None: until removed).
@@ -31,7 +32,7 @@ INTERCEPTED = frozenset({"get", "set", "create", "delete", "exists", "get_childr
 class ZkFault:
     method: str
     path: str | Callable[[str], bool]
-    action: str  # "hold", "fail", "apply_then_fail"
+    action: str  # "hold", "fail", "apply_then_fail", "apply_then_hold"
     times: int | None = 1
     error: Callable[[], BaseException] = ConnectionLoss
     calls: list[str] = field(default_factory=list)  # the paths of the calls it acted on
@@ -92,6 +93,9 @@ class FaultyKazooClient:
     def apply_then_fail(self, method: str, path: str | Callable[[str], bool], *, times: int | None = 1) -> ZkFault:
         return self.add(ZkFault(method, path, "apply_then_fail", times))
 
+    def apply_then_hold(self, method: str, path: str | Callable[[str], bool], *, times: int | None = 1) -> ZkFault:
+        return self.add(ZkFault(method, path, "apply_then_hold", times))
+
     def remove(self, fault: ZkFault) -> None:
         with self._lock, contextlib.suppress(ValueError):
             self._faults.remove(fault)
@@ -118,7 +122,10 @@ class FaultyKazooClient:
                 return attr(path, *args, **kwargs)
             if fault.action == "fail":
                 raise fault.error()
-            attr(path, *args, **kwargs)
+            result = attr(path, *args, **kwargs)
+            if fault.action == "apply_then_hold":
+                fault._released.wait()
+                return result
             raise fault.error()
 
         return call

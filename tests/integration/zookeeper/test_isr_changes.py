@@ -178,3 +178,30 @@ def test_an_expansion_lost_before_it_was_made_is_made(zk_server: ZooKeeperEnsemb
         assert partition.state.isr == (0, 1, 2)
 
     _run(zk_server, tmp_path, (0, 1), body)
+
+
+def test_a_late_answer_never_takes_the_state_back(zk_server: ZooKeeperEnsemble, tmp_path: Path) -> None:
+    """The expansion is written, but its answer reaches the leader only after the store's watch brought that
+    state and a later one (the controller took broker 1 out): the leader keeps the later state."""
+
+    async def body(rm: ReplicaManager, faulty: FaultyKazooClient, partition: Partition) -> None:
+        _append(rm, 5)
+        rm.update_follower_fetch_state(TP, 1, 5)
+        late = faulty.apply_then_hold("set", STATE)
+        rm.update_follower_fetch_state(TP, 2, 5)
+        await asyncio.to_thread(late.wait)
+
+        def controller_shrinks() -> None:
+            data, stat = faulty.client.get(STATE)
+            s = zl.decode_state(data, stat.version)
+            faulty.client.set(STATE, zl.encode_state(zl.LeaderAndIsr(0, 0, (0, 2), s.controller_epoch)),
+                              version=stat.version)  # fmt: skip
+
+        await asyncio.to_thread(controller_shrinks)
+        await _until(lambda: partition.state.isr == (0, 2), "the controller's ISR")
+        late.release()
+        await _until(lambda: TP not in rm._isr_changing, "the expansion's end")
+        assert partition.state.isr == (0, 2), "the late answer took the ISR back"
+        assert partition.state.partition_epoch == 2
+
+    _run(zk_server, tmp_path, (0, 1), body)
