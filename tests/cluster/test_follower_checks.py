@@ -1,8 +1,11 @@
-"""A leader trusts a follower's fetch only once it has checked it, on a real cluster through the real wire.
+"""The leader's high watermark on a real cluster, through the real wire: it trusts a follower's fetch only once
+it has served it, moves when the controller shrinks the ISR, and, on a new leader, is not given out to consumers
+until it reaches the start of the leader's epoch (KIP-207).
 
 The brokers' inter-broker requests go through a proxy in the test (``interceptors=True``), which holds a chosen
-follower's fetches so that the leader's record of that follower stays where the test wants it; the test then
-sends fetches of its own as that follower (``replica_id`` set) and reads the high watermark with ListOffsets.
+follower's fetches (or rewrites their answers) so that what the leader knows of that follower, and what the
+follower knows of the high watermark, stay where the test wants them; the test sends fetches of its own as a
+follower (``replica_id`` set) and reads the high watermark with ListOffsets.
 """
 
 from __future__ import annotations
