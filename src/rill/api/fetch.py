@@ -59,15 +59,22 @@ class _Wanted:
     denied: bool = False  # the caller may not read the topic (or, a follower, act for the cluster)
 
 
-def _report_follower_positions(ctx: RequestContext, replica_id: int, wanted: list[list[_Wanted]]) -> None:
-    """A follower's fetch offsets are its log end offsets: the leader's record of them moves the high
-    watermark (a partition this broker does not lead answers its error when it is read)."""
+def _report_follower_positions(ctx: RequestContext, replica_id: int, wanted: list[list[_Wanted]],
+                               parts: list[list[Body]]) -> None:  # fmt: skip
+    """A follower's fetch offsets are its log end offsets: the leader records them (which moves the high
+    watermark) only for the partitions its read served, as Kafka updates a follower's fetch state after the read
+    (the leader epoch current, the offset within the log). A part whose high watermark moved is answered with
+    the new one, so the follower learns it at once."""
     rm = ctx.services.replica_manager
-    for topic in wanted:
-        for w in topic:
-            if w.tp is not None and not w.denied:
-                with contextlib.suppress(KafkaError):
-                    rm.update_follower_fetch_state(w.tp, replica_id, w.fetch_offset, w.log_start_offset)
+    for ws, ps in zip(wanted, parts, strict=True):
+        for w, p in zip(ws, ps, strict=True):
+            if w.tp is None or p["error_code"]:
+                continue
+            with contextlib.suppress(KafkaError):
+                if rm.update_follower_fetch_state(w.tp, replica_id, w.fetch_offset, w.log_start_offset):
+                    partition = rm.get_partition(w.tp)
+                    p["high_watermark"] = partition.high_watermark
+                    p["last_stable_offset"] = partition.last_stable_offset
 
 
 def _read_all(
@@ -210,8 +217,6 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
     fetch_quota = quotas.fetch if quotas is not None and committed_only and quotas.fetch.enabled else None
     if committed_only:  # a consumer: the broker's fetch.max.bytes caps what it asks for
         max_bytes = min(max_bytes, int(ctx.services.config.get("fetch.max.bytes")))
-    else:
-        _report_follower_positions(ctx, replica_id, wanted)
     if fetch_quota is not None:
         user, client_id = quota_user(ctx), quota_client_id(ctx)
         max_bytes = int(min(max_bytes, fetch_quota.max_value_in_quota_window(user, client_id)))
@@ -219,8 +224,12 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000.0
     watch = [w.tp for ws in wanted for w in ws if w.tp is not None and not w.denied]
     rm = ctx.services.replica_manager
+    first = True
     while True:
         parts, used = _read_all(ctx, wanted, max_bytes, committed_only, isolation_level, client_rack)
+        if first and not committed_only:
+            _report_follower_positions(ctx, replica_id, wanted, parts)
+        first = False
         # an error, or a partition sent to another replica, answers at once
         has_error = any(p["error_code"] or p["preferred_read_replica"] >= 0 for ps in parts for p in ps)
         remaining = deadline - time.monotonic()

@@ -20,6 +20,8 @@ LATEST_TIERED_TIMESTAMP = -5
 async def handle_list_offsets(ctx: RequestContext, request: Body) -> Body:
     rm = ctx.services.replica_manager
     read_committed = request.get("isolation_level", 0) == 1
+    # A replica's request has no isolation level (Kafka): LATEST is the log end, and KIP-207's check is skipped.
+    from_replica = request.get("replica_id", -1) >= 0
     topics: list[Body] = []
     for t in request["topics"]:
         name = t["name"]
@@ -42,8 +44,19 @@ async def handle_list_offsets(ctx: RequestContext, request: Body) -> Body:
                 partition.check_leader_epoch(p.get("current_leader_epoch", -1))
                 plog = partition.log
                 epoch = partition.leader_epoch
+                # KIP-207: a new leader whose high watermark is still below its epoch's start could answer an
+                # offset below one its predecessor gave out; it answers OFFSET_NOT_AVAILABLE until then.
+                lagging = not from_replica and partition.high_watermark_lagging
                 if ts == LATEST_TIMESTAMP:
-                    offset = partition.last_stable_offset if read_committed else partition.high_watermark
+                    if lagging:
+                        raise KafkaError(
+                            ErrorCode.OFFSET_NOT_AVAILABLE,
+                            f"the high watermark of {name}-{index} is below the start of leader epoch {epoch}",
+                        )
+                    if from_replica:
+                        offset = partition.log_end_offset
+                    else:
+                        offset = partition.last_stable_offset if read_committed else partition.high_watermark
                     out.update(offset=offset, leader_epoch=epoch)
                 elif ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                     out.update(offset=partition.log_start_offset, leader_epoch=epoch)
@@ -59,9 +72,14 @@ async def handle_list_offsets(ctx: RequestContext, request: Body) -> Body:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {ts}")
                 else:
                     hit = plog.fetch_offset_by_timestamp(ts)
-                    limit = partition.last_stable_offset if read_committed else partition.high_watermark
+                    if from_replica:
+                        limit = partition.log_end_offset
+                    else:
+                        limit = partition.last_stable_offset if read_committed else partition.high_watermark
                     if hit is not None and hit[0] < limit:
                         out.update(offset=hit[0], timestamp=hit[1], leader_epoch=epoch)
+                    elif lagging:
+                        raise KafkaError(ErrorCode.OFFSET_NOT_AVAILABLE, f"{name}-{index}: high watermark lagging")
             except KafkaError as e:
                 out["error_code"] = e.code
             parts.append(out)

@@ -131,10 +131,15 @@ class LogDeletion:
     # ---- truncation ---------------------------------------------------------------------------
 
     def truncate_to(self, offset: int, now_ms: int | None = None) -> bool:
-        """Remove every record at or above ``offset`` (replication rejoining); True if anything went."""
+        """Remove every record at or above ``offset`` (replication rejoining); True if anything went. With no
+        record to remove, the leader epochs that start at or past the log end go all the same (Kafka's
+        truncateTo): this replica may have begun an epoch as leader and written nothing in it before another
+        leader was elected, and that entry must not outlive the truncation (it would claim the records of an
+        earlier epoch fetched next)."""
         if offset < 0:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE, f"cannot truncate {self._tp} to {offset}")
         if offset >= self._leo:
+            self.leader_epoch_cache.truncate_from_end(self._leo)
             return False
         self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
         now = _now_ms() if now_ms is None else now_ms

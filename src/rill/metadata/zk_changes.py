@@ -10,11 +10,12 @@ topic's assignment at the version written (or a later one).
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError
 
 from rill.config import validate_topic_configs
 from rill.errors import ErrorCode, KafkaError
@@ -36,6 +37,7 @@ class ZkChanges:
 
     zk: KazooClient
     _node_id: int
+    _session_timeout_s: float
     _topics: dict[str, TopicState]
     _by_id: dict[uuid.UUID, TopicState]
     _brokers: dict[int, BrokerInfo]
@@ -294,21 +296,53 @@ class ZkChanges:
 
     async def alter_partition(self, topic: str, state: PartitionState, isr: Sequence[int]) -> PartitionState:
         """As leader, change a partition's ISR, conditionally on the partition epoch this broker knows
-        (Kafka's AlterPartition): a stale epoch is refused with FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION."""
+        (Kafka's AlterPartition): a stale epoch is refused with FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION. A
+        write whose answer was lost (ConnectionLoss) is resolved by reading the znode again, as Kafka's
+        conditional update does: found written, it is taken; not written, it is made again."""
+        path = zl.state_path(topic, state.partition)
 
         def write() -> int:
-            new = zl.LeaderAndIsr(state.leader, state.leader_epoch, tuple(isr), -1)
-            data, stat = self.zk.get(zl.state_path(topic, state.partition))
+            data, stat = self.zk.get(path)
             current = zl.decode_state(data, stat.version)
             if current.leader_epoch != state.leader_epoch or current.leader != self._node_id:
                 raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{topic}-{state.partition} has a newer leader")
             new = zl.LeaderAndIsr(state.leader, state.leader_epoch, tuple(isr), current.controller_epoch)
-            try:
-                result = self.zk.set(zl.state_path(topic, state.partition), zl.encode_state(new),
-                                     version=state.partition_epoch)  # fmt: skip
-            except BadVersionError:
-                raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION, f"{topic}-{state.partition} changed") from None
-            return int(result.version)
+            deadline = time.monotonic() + self._session_timeout_s
+            while True:
+                try:
+                    return int(self.zk.set(path, zl.encode_state(new), version=state.partition_epoch).version)
+                except BadVersionError:
+                    written = self._state_written(path, new, state.partition_epoch, deadline)
+                    if written is None:
+                        changed = f"{topic}-{state.partition} changed"
+                        raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION, changed) from None
+                    return written
+                except ConnectionLoss:
+                    written = self._state_written(path, new, state.partition_epoch, deadline)
+                    if written is not None:
+                        return written  # made before the answer was lost; else: made again
 
         version = await asyncio.to_thread(write)
         return PartitionState(state.partition, state.leader, state.leader_epoch, state.replicas, tuple(isr), version)
+
+    def _state_written(self, path: str, wanted: zl.LeaderAndIsr, expected_version: int, deadline: float) -> int | None:
+        """After a conditional write of ``wanted`` whose outcome is unknown: its znode version when the znode holds
+        it (the write was made), None when the znode is still at ``expected_version`` (it was not);
+        INVALID_UPDATE_VERSION when another writer changed it. Reads again while the connection is down, until
+        ``deadline``."""
+        while True:
+            try:
+                data, stat = self.zk.get(path)
+                break
+            except ConnectionLoss:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        found = zl.decode_state(data, stat.version)
+        if (found.leader, found.leader_epoch, found.isr) == (wanted.leader, wanted.leader_epoch, wanted.isr) and (
+            stat.version > expected_version
+        ):
+            return int(stat.version)
+        if stat.version == expected_version:
+            return None
+        raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION, f"{path} was changed by another writer")

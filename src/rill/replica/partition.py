@@ -77,6 +77,11 @@ class Partition:
         self.compression = compression
         self.min_insync_replicas = min_insync_replicas
         self.followers: dict[int, ReplicaState] = {r: ReplicaState() for r in state.replicas if r != node_id}
+        # As leader: the log end offset at which this replica's leader epoch began (None as follower).
+        self.leader_epoch_start_offset: int | None = None
+        # As leader: the ISR being written to the metadata store, until that write is answered (Kafka's
+        # PendingExpandIsr / PendingShrinkIsr); None when no change is in flight.
+        self.pending_isr: tuple[int, ...] | None = None
 
     # -- leadership ----------------------------------------------------------------------------------
 
@@ -95,7 +100,42 @@ class Partition:
             self.followers = {r: ReplicaState() for r in state.replicas if r != self.node_id}
         elif state.replicas != self.state.replicas:
             self.followers = {r: self.followers.get(r) or ReplicaState() for r in state.replicas if r != self.node_id}
+        if state.leader != self.node_id or state.leader_epoch != self.state.leader_epoch:
+            self.leader_epoch_start_offset = None  # set again by make_leader
+        old = self.state
+        if (state.leader, state.leader_epoch, state.partition_epoch) != (old.leader, old.leader_epoch,
+                                                                          old.partition_epoch):  # fmt: skip
+            self.pending_isr = None  # a state the store committed since: the change in flight is part of it or lost
         self.state = state
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR and, while a change is in flight, the replicas it adds: the high watermark counts every one of
+        them (Kafka's maximal ISR), so that whichever way the change ends, each member of the ISR holds every
+        record below the high watermark (a follower being removed counts until its removal is written)."""
+        pending = self.pending_isr
+        if pending is None:
+            return self.state.isr
+        return self.state.isr + tuple(r for r in pending if r not in self.state.isr)
+
+    def make_leader(self) -> None:
+        """This replica leads at a new epoch: the epoch starts at its log end (Kafka's makeLeader), and the high
+        watermark moves as far as the ISR allows (alone in the ISR: to the log end)."""
+        cache = self.log.leader_epoch_cache
+        cache.assign(self.leader_epoch, self.log.log_end_offset)
+        # Leading this epoch again (a session lost and found): it began where the cache says, not at the log end.
+        starts = [start for epoch, start in cache.entries if epoch == self.leader_epoch]
+        self.leader_epoch_start_offset = starts[0] if starts else self.log.log_end_offset
+        self.maybe_increment_high_watermark()
+
+    @property
+    def high_watermark_lagging(self) -> bool:
+        """As leader, whether the high watermark is still below the start of this leader's epoch: the records
+        between them were written by earlier leaders, which may have counted some as committed already, so until
+        the followers' fetches move it there this leader cannot tell consumers where the committed records end
+        (KIP-207)."""
+        start = self.leader_epoch_start_offset
+        return start is not None and self.log.high_watermark < start
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """Kafka's fencing of requests that carry a leader epoch (-1 = no check)."""
@@ -134,7 +174,7 @@ class Partition:
         """As leader, advance the high watermark to the smallest log end offset in the ISR (this replica's and
         each in-sync follower's as last reported); True when it moved."""
         new_hw = self.log.log_end_offset
-        for replica in self.state.isr:
+        for replica in self.maximal_isr:
             follower = self.followers.get(replica)
             if follower is not None:
                 new_hw = min(new_hw, follower.log_end_offset)
@@ -149,11 +189,19 @@ class Partition:
         self, replica_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = -1
     ) -> bool:
         """A follower fetched from ``fetch_offset``: it has everything below it. Returns True when the high
-        watermark moved. Raises NOT_LEADER_OR_FOLLOWER for a broker that is not a replica of this partition."""
+        watermark moved. Called once the fetch was read without an error; raises NOT_LEADER_OR_FOLLOWER for a
+        broker that is not a replica of this partition and OFFSET_OUT_OF_RANGE for an offset outside the log (a
+        follower never has records this log lacks), changing nothing."""
         follower = self.followers.get(replica_id)
         if follower is None or not self.is_leader:
             raise KafkaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {replica_id} is not a follower of {self.tp} here"
+            )
+        if not self.log.log_start_offset <= fetch_offset <= self.log.log_end_offset:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"{self.tp}: follower {replica_id}'s offset {fetch_offset} is outside "
+                f"[{self.log.log_start_offset}, {self.log.log_end_offset}]",
             )
         follower.log_end_offset = fetch_offset
         follower.log_start_offset = log_start_offset
@@ -164,8 +212,11 @@ class Partition:
 
     def out_of_sync_replicas(self, now_ms: int, lag_time_max_ms: int) -> list[int]:
         """The followers in the ISR that have not been caught up for ``lag_time_max_ms`` (Kafka's ISR shrink
-        rule; a follower never heard from counts from when this replica became leader)."""
+        rule; a follower never heard from counts from when this replica became leader). None while a change of the
+        ISR is in flight."""
         out: list[int] = []
+        if self.pending_isr is not None:
+            return out
         for replica in self.state.isr:
             follower = self.followers.get(replica)
             if follower is None:
@@ -179,8 +230,9 @@ class Partition:
     def catching_up_replicas(self) -> list[int]:
         """The followers outside the ISR that have reached the high watermark (and this epoch's start), which
         Kafka adds back to the ISR."""
-        starts = [start for epoch, start in self.log.leader_epoch_cache.entries if epoch == self.leader_epoch]
-        floor = max(self.log.high_watermark, starts[0] if starts else 0)
+        if self.leader_epoch_start_offset is None or self.pending_isr is not None:
+            return []
+        floor = max(self.log.high_watermark, self.leader_epoch_start_offset)
         return [r for r, f in self.followers.items() if r not in self.state.isr and f.log_end_offset >= floor]
 
     # -- append ----------------------------------------------------------------------------------------

@@ -12,8 +12,11 @@ again until the leader knows the epoch it asks about. Then it fetches from its l
 appends what comes back as follower (offsets and leader epochs as the leader wrote them), and takes the
 leader's high watermark (``on_progress`` is told of the partition when its records or high watermark moved, which
 wakes the consumers a follower serves, KIP-392).
-A leader that answers NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH is left alone until the metadata names the
-new leader; a fetcher whose leader is unreachable retries after ``replica.fetch.backoff.ms``.
+A partition the leader refuses (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, a failed
+OffsetForLeaderEpoch) is asked again only after ``replica.fetch.backoff.ms`` (Kafka's delayed partitions), the
+others going on meanwhile; a fetcher whose leader is unreachable retries after it too. A fetch answered
+OFFSET_OUT_OF_RANGE is Kafka's out-of-range case: a log that runs past the leader's end (asked with ListOffsets as
+a replica) is cut there, one that ends below the leader's log start starts over at it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from rill.cluster.network_client import NetworkClient
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError
+from rill.log.log import Log
 from rill.metadata.store import BrokerInfo
 from rill.protocol import ApiKey
 from rill.replica.partition import Partition
@@ -34,12 +38,32 @@ from rill.security.inter_broker import client_config
 
 log = logging.getLogger(__name__)
 
+LATEST_TIMESTAMP = -1
+
+
+def truncation_target(plog: Log, asked_epoch: int, leader_epoch: int, leader_end: int) -> tuple[int, bool]:
+    """Where a follower cuts ``plog`` after asking its leader (OffsetForLeaderEpoch) where ``asked_epoch`` ends,
+    given the answer ``(leader_epoch, leader_end)``, and whether the log then agrees with the leader's (False:
+    ask again, about the epoch the log now ends with)."""
+    if leader_end < 0:
+        # The leader knows no such epoch: what this replica knows committed stays, the rest is fetched again
+        # (Kafka truncates to the high watermark then).
+        return min(plog.high_watermark, plog.log_end_offset), True
+    if plog.leader_epoch_cache.latest_epoch < 0 or leader_epoch == asked_epoch:
+        return min(leader_end, plog.log_end_offset), True
+    # The leader never had the epoch asked about; its answer ends its largest epoch below it. This log's records
+    # past its own end of that epoch are of later epochs the leader lacks.
+    own_epoch, own_end = plog.leader_epoch_cache.end_offset_for(leader_epoch, plog.log_end_offset)
+    target = min(leader_end, own_end if own_end >= 0 else plog.log_end_offset, plog.log_end_offset)
+    return target, own_epoch == leader_epoch
+
 
 @dataclass(slots=True)
 class _Fetching:
     partition: Partition
     leader_epoch: int
     truncated: bool = False  # the log agrees with the leader's at this epoch
+    delayed_until: float = 0.0  # after an error: no request for it before this time (loop clock)
 
 
 class ReplicaFetcher:
@@ -56,6 +80,7 @@ class ReplicaFetcher:
         self._backoff_s = backoff_ms / 1000.0
         self.partitions: dict[TopicPartition, _Fetching] = {}
         self._changed = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
         self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{leader}")
         self.lag: dict[TopicPartition, int] = {}
 
@@ -93,9 +118,25 @@ class ReplicaFetcher:
                 log.exception("Replica fetcher for broker %d failed; retrying", self.leader)
                 await asyncio.sleep(self._backoff_s)
 
+    def _delay(self, f: _Fetching) -> None:
+        """No request for ``f`` before ``replica.fetch.backoff.ms`` (Kafka's delayed partitions): a partition the
+        leader refuses is asked again after a pause, not in a loop."""
+        f.delayed_until = self._loop.time() + self._backoff_s
+
+    async def _idle(self) -> None:
+        """Nothing to send now: wait for the first delayed partition, or a change of the partitions."""
+        now = self._loop.time()
+        if any(not f.truncated and f.delayed_until <= now for f in self.partitions.values()):
+            return  # an OffsetForLeaderEpoch to send
+        wake = min((f.delayed_until for f in self.partitions.values()), default=now + self._backoff_s)
+        self._changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), max(wake - now, 0.001))
+
     async def _truncate(self) -> None:
         """OffsetForLeaderEpoch for the partitions not yet truncated at their current epoch."""
-        pending = [f for f in self.partitions.values() if not f.truncated]
+        now = self._loop.time()
+        pending = [f for f in self.partitions.values() if not f.truncated and f.delayed_until <= now]
         if not pending:
             return
         topics: dict[str, list[dict[str, int]]] = {}
@@ -112,40 +153,37 @@ class ReplicaFetcher:
         conn = await self._client.ready(self.leader)
         response = await conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body)
         assert response is not None
+        answered: set[TopicPartition] = set()
         for t in response.body["topics"]:
             for p in t["partitions"]:
-                found = self.partitions.get(TopicPartition(t["topic"], p["partition"]))
-                if found is None or found.truncated:
+                tp = TopicPartition(t["topic"], p["partition"])
+                found = self.partitions.get(tp)
+                if found is None or found.truncated or tp not in asked:
                     continue
+                answered.add(tp)
                 if p["error_code"]:
-                    log.debug("OffsetForLeaderEpoch of %s from %d: %s", found.partition.tp, self.leader,
+                    log.debug("OffsetForLeaderEpoch of %s from %d: %s", tp, self.leader,
                               ErrorCode(p["error_code"]).name)  # fmt: skip
+                    self._delay(found)
                     continue
-                f = found
-                plog = f.partition.log
-                end, epoch = p["end_offset"], p["leader_epoch"]
-                done = True
-                if end < 0:
-                    target = plog.log_end_offset
-                elif plog.leader_epoch_cache.latest_epoch < 0 or epoch == asked.get(f.partition.tp):
-                    target = min(end, plog.log_end_offset)
-                else:
-                    # The leader never had the epoch asked about; its answer ends its largest epoch below it.
-                    # This log's records past its own end of that epoch are of later epochs the leader lacks.
-                    own_epoch, own_end = plog.leader_epoch_cache.end_offset_for(epoch, plog.log_end_offset)
-                    target = min(end, own_end if own_end >= 0 else plog.log_end_offset, plog.log_end_offset)
-                    done = own_epoch == epoch  # else ask again, about the epoch this log now ends with
+                plog = found.partition.log
+                target, done = truncation_target(plog, asked[tp], p["leader_epoch"], p["end_offset"])
                 if target < plog.log_end_offset:
-                    log.info("Truncating %s from %d to %d (leader %d's end of epoch %d)", f.partition.tp,
-                             plog.log_end_offset, target, self.leader, epoch)  # fmt: skip
-                    plog.truncate_to(target)
-                f.truncated = done
+                    log.info("Truncating %s from %d to %d (leader %d's end of epoch %d)", tp,
+                             plog.log_end_offset, target, self.leader, p["leader_epoch"])  # fmt: skip
+                plog.truncate_to(target)  # also drops epochs at or past the end when nothing else goes
+                found.truncated = done
+        for f in pending:
+            if f.partition.tp not in answered and self.partitions.get(f.partition.tp) is f:
+                self._delay(f)  # not in the answer: asked again after a pause
 
     async def _fetch(self) -> None:
-        ready = [f for f in self.partitions.values() if f.truncated]
+        now = self._loop.time()
+        ready = [f for f in self.partitions.values() if f.truncated and f.delayed_until <= now]
         if not ready:
-            await asyncio.sleep(self._backoff_s)
+            await self._idle()
             return
+        sent = {f.partition.tp: (f, f.partition.log.log_end_offset) for f in ready}
         topics: dict[str, list[dict[str, int]]] = {}
         for f in ready:
             topics.setdefault(f.partition.tp.topic, []).append({
@@ -164,25 +202,31 @@ class ReplicaFetcher:
         response = await conn.request(ApiKey.FETCH, body, max_version=12,
                                       timeout_ms=self._wait_ms + 30_000)  # fmt: skip
         assert response is not None
+        out_of_range: list[tuple[_Fetching, int]] = []
         for t in response.body["responses"]:
             for p in t["partitions"]:
-                self._apply(TopicPartition(t["topic"], p["partition_index"]), p)
+                tp = TopicPartition(t["topic"], p["partition_index"])
+                fetching, offset = sent.get(tp, (None, -1))
+                # Only an answer to the fetch as it still stands: not one made at an epoch or an offset that the
+                # metadata or a truncation has replaced meanwhile (Kafka checks the same).
+                if fetching is None or self.partitions.get(tp) is not fetching:
+                    continue
+                if fetching.partition.log.log_end_offset != offset:
+                    continue
+                code = ErrorCode(int(p["error_code"]))
+                if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    out_of_range.append((fetching, int(p["log_start_offset"])))
+                elif code != ErrorCode.NO_ERROR:
+                    log.debug("Fetch of %s from %d: %s", tp, self.leader, code.name)
+                    self._delay(fetching)
+                else:
+                    self._apply(fetching, p)
+        if out_of_range:
+            await self._out_of_range(out_of_range)
 
-    def _apply(self, tp: TopicPartition, p: Mapping[str, object]) -> None:
-        f = self.partitions.get(tp)
-        if f is None:
-            return
-        code = ErrorCode(int(p["error_code"]))  # type: ignore[call-overload]
+    def _apply(self, f: _Fetching, p: Mapping[str, object]) -> None:
+        tp = f.partition.tp
         plog = f.partition.log
-        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            start = int(p["log_start_offset"])  # type: ignore[call-overload]
-            if start > plog.log_end_offset:  # the leader deleted what this replica lacks: start over there
-                log.info("%s: starting again at the leader's log start %d", tp, start)
-                plog.truncate_fully_and_start_at(start)
-            return
-        if code != ErrorCode.NO_ERROR:
-            log.debug("Fetch of %s from %d: %s", tp, self.leader, code.name)
-            return
         records = p.get("records")
         before = (plog.log_end_offset, plog.high_watermark)
         if isinstance(records, (bytes, bytearray, memoryview)) and len(records):
@@ -195,6 +239,45 @@ class ReplicaFetcher:
         self.lag[tp] = max(0, hw - plog.log_end_offset)
         if self._on_progress is not None and (plog.log_end_offset, plog.high_watermark) != before:
             self._on_progress(tp)
+
+    async def _out_of_range(self, fetched: list[tuple[_Fetching, int]]) -> None:
+        """Kafka's handling of OFFSET_OUT_OF_RANGE as follower: a log that ends past the leader's (records an
+        unclean election left this replica alone with) is cut at the leader's end; one that ends below the leader's
+        log start starts over there. The leader's end is asked with ListOffsets LATEST as this replica."""
+        topics: dict[str, list[dict[str, int]]] = {}
+        for f, _ in fetched:
+            topics.setdefault(f.partition.tp.topic, []).append(
+                {"partition_index": f.partition.tp.partition, "current_leader_epoch": f.leader_epoch,
+                 "timestamp": LATEST_TIMESTAMP})  # fmt: skip
+        body = {"replica_id": self.node_id, "isolation_level": 0,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}  # fmt: skip
+        ends: dict[TopicPartition, int] = {}
+        try:
+            conn = await self._client.ready(self.leader)
+            response = await conn.request(ApiKey.LIST_OFFSETS, body)
+            assert response is not None
+            for t in response.body["topics"]:
+                for p in t["partitions"]:
+                    if not p["error_code"]:
+                        ends[TopicPartition(t["name"], p["partition_index"])] = int(p["offset"])
+        except KafkaError as e:
+            log.debug("ListOffsets from broker %d failed: %s", self.leader, e.message)
+        for f, leader_start in fetched:
+            tp, plog = f.partition.tp, f.partition.log
+            if self.partitions.get(tp) is not f:
+                continue
+            end = ends.get(tp)
+            if end is None:
+                self._delay(f)
+            elif end < plog.log_end_offset:
+                log.warning("Truncating %s from %d to the leader's log end %d: it holds records leader %d lacks "
+                            "(an unclean leader election)", tp, plog.log_end_offset, end, self.leader)  # fmt: skip
+                plog.truncate_to(end)
+            elif leader_start > plog.log_end_offset:  # the leader deleted what this replica lacks: start over there
+                log.info("%s: starting again at the leader's log start %d", tp, leader_start)
+                plog.truncate_fully_and_start_at(leader_start)
+            else:
+                self._delay(f)  # within the leader's log by now: fetched again after a pause
 
 
 class ReplicaFetcherManager:

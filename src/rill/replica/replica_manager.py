@@ -36,6 +36,7 @@ from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
 from rill.metadata.store import MetadataDelta, MetadataStore, PartitionState, TopicState, is_older
 from rill.records.batch import BATCH_HEADER_SIZE, parse_header
+from rill.replica.isr_changes import IsrChanges
 from rill.replica.partition import Partition, TopicCompression
 from rill.replica.purgatory import DelayedOperationPurgatory
 from rill.replica.read_replica import ReplicaSelector, preferred_read_replica
@@ -75,7 +76,7 @@ class PartitionRead:
     preferred_read_replica: int = -1  # KIP-392: the replica the consumer should read from instead (no records)
 
 
-class ReplicaManager:
+class ReplicaManager(IsrChanges):
     def __init__(
         self,
         node_id: int,
@@ -226,6 +227,8 @@ class ReplicaManager:
                     partition.update_config(config, compression, min_isr)
                     if partition.is_leader and (not was_leader or state.leader_epoch != epoch):
                         self._become_leader(partition)
+                    elif partition.is_leader:  # an ISR the controller shrank may let the high watermark move
+                        partition.maybe_increment_high_watermark()
                     self.produce_purgatory.check_and_complete(tp)  # leadership or the ISR may have changed
                     self.fetch_purgatory.check_and_complete(tp)
         return new
@@ -250,8 +253,7 @@ class ReplicaManager:
         """This replica leads ``partition`` at a new epoch: the epoch starts at its log end (Kafka's makeLeader),
         and the high watermark moves as far as the ISR allows (alone in the ISR: to the log end; a
         checkpointed value may be stale after a crash)."""
-        partition.log.leader_epoch_cache.assign(partition.leader_epoch, partition.log.log_end_offset)
-        partition.maybe_increment_high_watermark()
+        partition.make_leader()
 
     def on_session_change(self, alive: bool) -> None:
         """The metadata store's session with the cluster ended (``alive`` False): this broker may no longer
@@ -270,49 +272,6 @@ class ReplicaManager:
         """Give each partition this broker follows to the fetcher of its leader."""
         if self.fetchers is not None:
             self.fetchers.update(self._partitions, self.metadata.brokers())
-
-    async def maybe_shrink_isr(self, lag_time_max_ms: int) -> None:
-        """Take out of the ISR the followers not caught up for ``replica.lag.time.max.ms`` (as leader)."""
-        now = int(time.time() * 1000)
-        for partition in list(self._partitions.values()):
-            if not partition.is_leader:
-                continue
-            out = partition.out_of_sync_replicas(now, lag_time_max_ms)
-            if out:
-                await self._alter_isr(partition, [r for r in partition.state.isr if r not in out], "shrink")
-
-    async def maybe_expand_isr(self, tp: TopicPartition) -> None:
-        partition = self._partitions.get(tp)
-        if partition is None or not partition.is_leader:
-            return
-        back = partition.catching_up_replicas()
-        if back:
-            await self._alter_isr(partition, [*partition.state.isr, *back], "expand")
-
-    async def _alter_isr(self, partition: Partition, isr: list[int], what: str) -> None:
-        alter = getattr(self.metadata, "alter_partition", None)
-        if alter is None or partition.tp in self._isr_changing:
-            return
-        self._isr_changing.add(partition.tp)
-        try:
-            state = await alter(partition.tp.topic, partition.state, isr)
-            log.info("ISR of %s %s from %s to %s", partition.tp, what, list(partition.state.isr), list(state.isr))
-            if what == "shrink":
-                self.isr_shrinks += 1
-            else:
-                self.isr_expands += 1
-            # Taken unless a delta brought a newer state meanwhile (a controller's change after this write).
-            if partition.state.leader_epoch == state.leader_epoch and not is_older(state, partition.state):
-                partition.update_state(state)
-                partition.maybe_increment_high_watermark()
-                self.produce_purgatory.check_and_complete(partition.tp)
-                self.fetch_purgatory.check_and_complete(partition.tp)
-        except KafkaError as e:
-            log.info("ISR %s of %s not made: %s", what, partition.tp, e.message)
-        except Exception as e:  # ZooKeeper unreachable, a lost session: the next check tries again
-            log.warning("ISR %s of %s not made: %s", what, partition.tp, str(e) or type(e).__name__)
-        finally:
-            self._isr_changing.discard(partition.tp)
 
     def _remove_partitions(self, gone: list[TopicPartition]) -> None:
         self._forget_partitions(gone)
@@ -461,31 +420,6 @@ class ReplicaManager:
                 return ErrorCode.REQUEST_TIMED_OUT
             await self.produce_purgatory.wait([tp], remaining)
 
-    def update_follower_fetch_state(
-        self, tp: TopicPartition, replica_id: int, fetch_offset: int, log_start_offset: int = -1
-    ) -> None:
-        """A follower's fetch reports its log end offset (and log start offset); a high watermark that moves
-        wakes the produces waiting for it and the fetches reading below it."""
-        partition = self.leader_partition(tp)
-        now_ms = int(time.time() * 1000)
-        if partition.update_follower_fetch_state(replica_id, fetch_offset, now_ms, log_start_offset):
-            self.produce_purgatory.check_and_complete(tp)
-            self.fetch_purgatory.check_and_complete(tp)
-        if replica_id not in partition.state.isr and partition.catching_up_replicas():
-            self._expanding = asyncio.ensure_future(self.maybe_expand_isr(tp))
-
-    def follower_needs_high_watermark(self, tp: TopicPartition, replica_id: int, high_watermark: int) -> bool:
-        """Whether ``high_watermark`` is above the one last sent to follower ``replica_id``."""
-        partition = self._partitions.get(tp)
-        follower = partition.followers.get(replica_id) if partition is not None else None
-        return follower is not None and follower.last_sent_high_watermark < high_watermark
-
-    def high_watermark_sent(self, tp: TopicPartition, replica_id: int, high_watermark: int) -> None:
-        partition = self._partitions.get(tp)
-        follower = partition.followers.get(replica_id) if partition is not None else None
-        if follower is not None:
-            follower.last_sent_high_watermark = high_watermark
-
     # -- fetch -------------------------------------------------------------------------------------------
 
     def read(
@@ -516,6 +450,11 @@ class ReplicaManager:
             partition.check_leader_epoch(current_leader_epoch)
         except KafkaError as e:
             return PartitionRead(e.code, -1, -1, -1, [], 0)
+        # KIP-207: a new leader whose high watermark is below its epoch's start does not know where the committed
+        # records end; a consumer already past its high watermark waits (as on a follower).
+        if (committed_only and partition.high_watermark_lagging
+                and partition.high_watermark < fetch_offset <= partition.log_end_offset):  # fmt: skip
+            return PartitionRead(ErrorCode.OFFSET_NOT_AVAILABLE, -1, -1, -1, [], 0)
         if client_rack and self.replica_selector is not None:
             racks = {b.node_id: b.rack for b in self.metadata.brokers()}
             now_ms = int(time.time() * 1000)

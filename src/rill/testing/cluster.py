@@ -11,6 +11,11 @@ Prometheus metrics on a port of its own (``.metrics_port(id)``, kept across rest
 kills, pauses and restarts its servers); ``zookeeper_options`` go to it (``jvm_options``, ``config``,
 ``secure_client_port``); brokers with ``zookeeper.ssl.client.enable=true`` are given its TLS ports.
 
+``interceptors=True`` puts a :class:`~rill.testing.interceptor.RequestInterceptor` (a TCP proxy in the test
+process) in front of each broker's inter-broker listener: broker ``i`` listens for clients on ``PLAINTEXT`` and
+for brokers on ``REPLICATION``, and registers the proxy's address as its ``REPLICATION`` endpoint, so
+``.interceptor(i)`` holds, delays, cuts or rewrites chosen requests that other brokers send it.
+
 ``network="netns"`` (root only) puts each broker in a network namespace of its own
 (:class:`~rill.testing.netns.NetworkTopology`, ``.network``) and ZooKeeper in another: broker ``i`` listens on
 ``10.A.B.(10+i):9092``, ZooKeeper on ``10.A.B.5``, the test's clients sit on the host side (``10.A.B.1``), and
@@ -33,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from rill.testing import TestBroker
+from rill.testing.interceptor import RequestInterceptor
 from rill.testing.netns import BROKER_PORT, ZOOKEEPER, NetworkTopology, Node
 from rill.testing.zookeeper import ZooKeeperEnsemble
 
@@ -56,10 +62,13 @@ class TestCluster:
     def __init__(self, brokers: int = 3, overrides: Mapping[str, Any] | None = None, *, tick_ms: int = 500,
                  data_dir: str | Path | None = None, metrics: bool = False,
                  broker_overrides: Mapping[int, Mapping[str, Any]] | None = None,
-                 zookeeper_nodes: int = 1, network: str = "loopback",
+                 zookeeper_nodes: int = 1, network: str = "loopback", interceptors: bool = False,
                  zookeeper_options: Mapping[str, Any] | None = None) -> None:  # fmt: skip
         if network not in ("loopback", "netns"):
             raise ValueError(f"network is 'loopback' or 'netns', not {network!r}")
+        if interceptors and network != "loopback":
+            raise ValueError("interceptors need network='loopback'")
+        self._interceptors: dict[int, RequestInterceptor] | None = {} if interceptors else None
         self.network = NetworkTopology(brokers) if network == "netns" else None
         self._own_dir = data_dir is None
         self.data_dir = Path(data_dir if data_dir is not None else tempfile.mkdtemp(prefix="rill-cluster-"))
@@ -105,6 +114,8 @@ class TestCluster:
             props.update(self._broker_props.get(i, {}))
             if self._metrics:
                 props["metrics.port"] = str(_free_port())
+            if self._interceptors is not None:
+                props.update(self._intercepted_listeners(i))
             prefix: list[str] = []
             if self.network is not None:
                 props["listeners"] = f"PLAINTEXT://{self.network.address(i)}:{BROKER_PORT}"
@@ -119,11 +130,32 @@ class TestCluster:
         tls = self._props.get("zookeeper.ssl.client.enable", "false").lower() == "true"
         return (self.zookeeper.secure_connect_string if tls else self.zookeeper.connect_string) + self.chroot
 
+    def _intercepted_listeners(self, broker_id: int) -> dict[str, str]:
+        """The listener configs of a broker whose inter-broker endpoint is a proxy in the test process."""
+        assert self._interceptors is not None
+        client_port, broker_port = _free_port(), _free_port()
+        proxy = self._interceptors[broker_id] = RequestInterceptor("127.0.0.1", broker_port)
+        return {
+            "listeners": f"PLAINTEXT://127.0.0.1:{client_port},REPLICATION://127.0.0.1:{broker_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{client_port},REPLICATION://127.0.0.1:{proxy.port}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT",
+            "inter.broker.listener.name": "REPLICATION",
+        }
+
+    def interceptor(self, broker_id: int) -> RequestInterceptor:
+        """The proxy of the requests other brokers send broker ``broker_id`` (a cluster started with
+        ``interceptors=True``)."""
+        if self._interceptors is None:
+            raise RuntimeError("interceptors need a cluster started with interceptors=True")
+        return self._interceptors[broker_id]
+
     def close(self) -> None:
         try:
             for b in self._brokers.values():
                 with contextlib.suppress(Exception):
                     b.kill() if b.running else None
+            for proxy in (self._interceptors or {}).values():
+                proxy.close()
         finally:
             try:
                 self.zookeeper.close()
@@ -252,13 +284,14 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def cluster(brokers: int = 3, overrides: Mapping[str, Any] | None = None, *, metrics: bool = False,
             broker_overrides: Mapping[int, Mapping[str, Any]] | None = None, zookeeper_nodes: int = 1,
-            network: str = "loopback", **configs: Any) -> Iterator[TestCluster]:  # fmt: skip
+            network: str = "loopback", interceptors: bool = False,
+            **configs: Any) -> Iterator[TestCluster]:  # fmt: skip
     """Start a cluster (ZooKeeper, ``zookeeper_nodes`` servers, and ``brokers`` brokers); everything is stopped and
     removed on exit."""
     props = dict(overrides or {})
     props.update({k.replace("_", "."): v for k, v in configs.items()})
     c = TestCluster(brokers, props, metrics=metrics, broker_overrides=broker_overrides, zookeeper_nodes=zookeeper_nodes,
-                    network=network)  # fmt: skip
+                    network=network, interceptors=interceptors)  # fmt: skip
     try:
         c.start()
         yield c

@@ -146,3 +146,37 @@ def test_a_broker_that_is_no_replica_cannot_report_a_position(tmp_path: Path) ->
         assert rm.get_partition(TP).high_watermark == 0
 
     _run(tmp_path, (0, 1, 2), body)
+
+
+def test_a_follower_position_outside_the_log_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    async def body(rm: ReplicaManager) -> None:
+        _append(rm, 3)
+        partition = rm.get_partition(TP)
+        rm.update_follower_fetch_state(TP, 1, 3)
+        for bad in (4, 100, -1):
+            try:
+                rm.update_follower_fetch_state(TP, 2, bad)
+            except Exception as e:
+                assert getattr(e, "code", None) == ErrorCode.OFFSET_OUT_OF_RANGE
+            else:
+                raise AssertionError(f"position {bad} past the log end was taken")
+            assert partition.high_watermark == 0 and partition.followers[2].log_end_offset == -1
+
+    _run(tmp_path, (0, 1, 2), body)
+
+
+def test_an_isr_shrink_from_the_controller_moves_the_high_watermark(tmp_path: Path) -> None:
+    """The controller takes a follower out of the ISR (a metadata change, not this leader's own shrink): the
+    high watermark is recomputed at once, and the acks=all produce that follower held up is answered."""
+
+    async def body(rm: ReplicaManager) -> None:
+        info = _append(rm, 3)
+        rm.update_follower_fetch_state(TP, 1, 3)
+        waiter = asyncio.create_task(rm.wait_for_commit(TP, info.last_offset + 1, 10.0))
+        await asyncio.sleep(0.01)
+        assert rm.get_partition(TP).high_watermark == 0 and not waiter.done()
+        rm._host([TopicState("t", uuid.uuid4(), (PartitionState(0, 0, 3, (0, 1, 2), (0, 1)),))])
+        assert rm.get_partition(TP).high_watermark == 3
+        assert await asyncio.wait_for(waiter, 1) is ErrorCode.NO_ERROR
+
+    _run(tmp_path, (0, 1, 2), body)
