@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import socket
-from collections.abc import Callable
+import struct
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rill.common import FileRegion
 from rill.network import SocketServer
 from rill.network.connection import MAX_QUEUED_FRAMES
+from rill.network.event_loop import new_event_loop
 
 from .conftest import ToyHandler, frame, read_frame, wait_for
 
@@ -145,3 +151,64 @@ def test_a_peer_that_does_not_read_holds_no_broker_wide_slot(run_server: Runner,
                    send_buffer_bytes=65536)  # fmt: skip
     finally:
         os.close(fd)
+
+
+@pytest.fixture(scope="module")
+def bounded_server() -> Iterator[dict[str, tuple[str, int]]]:
+    """A server in a thread with a small broker-wide bound, a PLAINTEXT and a SASL listener."""
+    loop = new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    listeners = [SecureListener("PLAIN", "127.0.0.1", 0, "PLAINTEXT"),
+                 SecureListener("SASL", "127.0.0.1", 0, "SASL_PLAINTEXT")]  # fmt: skip
+    server = SocketServer(ToyHandler(), listeners=listeners, max_queued_requests=8)
+    asyncio.run_coroutine_threadsafe(server.start(), loop).result(10)
+    yield server.bound_addresses
+    asyncio.run_coroutine_threadsafe(server.stop(timeout=2), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
+
+
+def _recv_frame(sock: socket.socket) -> bytes:
+    def exact(n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return bytes(data)
+
+    return exact(struct.unpack(">i", exact(4))[0])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    sizes=st.lists(st.sampled_from([0, 1, 30, 200, 5000, 70_000]), min_size=1, max_size=120),
+    cuts=st.lists(st.integers(min_value=1, max_value=300_000), max_size=6),
+    listener=st.sampled_from(["PLAIN", "SASL"]),
+)
+def test_whatever_the_bounds_hold_back_every_request_is_answered_in_order(
+    bounded_server: dict[str, tuple[str, int]], sizes: list[int], cuts: list[int], listener: str
+) -> None:
+    """Frames of every size, cut anywhere, from two connections at once: the bounds (the pipeline, the broker-wide
+    queue of 8, one frame before authentication) hold some back, and every one is answered, in order."""
+    payloads = [b"%d:" % i + bytes([65 + i % 26]) * size for i, size in enumerate(sizes)]
+    stream = b"".join(frame(b"echo:" + p) for p in payloads)
+    with (
+        socket.create_connection(bounded_server[listener], timeout=20) as a,
+        socket.create_connection(bounded_server["PLAIN"], timeout=20) as b,
+    ):
+        pieces = [stream[i:j] for i, j in itertools.pairwise([0, *sorted(c % len(stream) for c in cuts), None])]
+
+        def send() -> None:
+            for piece in pieces:
+                a.sendall(piece)
+            b.sendall(stream)
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        assert [_recv_frame(a) for _ in payloads] == payloads
+        assert [_recv_frame(b) for _ in payloads] == payloads
+        sender.join(20)
