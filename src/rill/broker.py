@@ -138,6 +138,7 @@ class Broker:
             ssl_contexts=security.ssl_contexts(),
             principal_names=security.principal_names(),
             sasl_max_receive_bytes=int(config.get("sasl.server.max.receive.size")),
+            listener_sasl_max_receive_bytes={name: sec.max_receive for name, sec in security.listeners.items()},
             max_request_bytes=int(config.get("socket.request.max.bytes")),
             idle_timeout_ms=int(config.get("connections.max.idle.ms")),
             send_buffer_bytes=int(config.get("socket.send.buffer.bytes")),

@@ -1,5 +1,9 @@
 """The ``/metrics`` HTTP endpoint of a broker: Prometheus' text format, served on the broker's event loop (so
-sources read broker state from the thread that owns it) or, outside a loop, in a daemon thread."""
+sources read broker state from the thread that owns it) or, outside a loop, in a daemon thread.
+
+One request per connection. A client must send its request within ``_READ_TIMEOUT_S`` and take the whole answer
+(and the connection's end) within ``_WRITE_TIMEOUT_S``; otherwise the connection is dropped, so a client that
+sends slowly or never reads holds no page of metrics for longer."""
 
 from __future__ import annotations
 
@@ -53,6 +57,7 @@ def start_http_server(host: str, port: int, metrics: BrokerMetrics) -> MetricsSe
 
 _MAX_REQUEST_HEAD = 16 * 1024
 _READ_TIMEOUT_S = 10.0
+_WRITE_TIMEOUT_S = 10.0
 
 
 def _http_response(status: str, body: bytes, content_type: str = "text/plain; charset=utf-8") -> bytes:
@@ -84,11 +89,16 @@ def _serve_on_loop(
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_TIMEOUT_S)
             writer.write(_respond(head, metrics))
-            await writer.drain()
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
             pass
-        finally:
-            writer.close()
+        try:
+            async with asyncio.timeout(_WRITE_TIMEOUT_S):  # the answer and the connection's end, both taken
+                writer.close()
+                await writer.wait_closed()
+        except TimeoutError:
+            writer.transport.abort()
+        except OSError:
+            pass
 
     holder: list[asyncio.Server] = []
 
@@ -113,7 +123,7 @@ def _serve_in_thread(sock: socket.socket, host: str, port: int, metrics: BrokerM
 
     def serve_one(conn: socket.socket) -> None:
         with conn:
-            conn.settimeout(_READ_TIMEOUT_S)
+            conn.settimeout(_READ_TIMEOUT_S)  # each recv; sendall's whole answer within it too
             head = b""
             try:
                 while b"\r\n\r\n" not in head and len(head) < _MAX_REQUEST_HEAD:

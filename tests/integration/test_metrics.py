@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import uuid
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from rill import metrics_http
 from rill.metrics import BrokerMetrics, start_http_server
 from rill.metrics_sources import GroupOffset, PartitionStats
 
@@ -149,6 +151,54 @@ def test_http_endpoint_on_the_event_loop() -> None:
             server.stop()
         await asyncio.sleep(0.05)
         assert _closed(server.port)
+
+    asyncio.run(run())
+
+
+def _open_sockets() -> int:
+    return sum(1 for fd in os.listdir("/proc/self/fd") if _is_socket(fd))
+
+
+def _is_socket(fd: str) -> bool:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+    except OSError:
+        return False
+
+
+def test_scrapers_that_do_not_read_are_let_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clients ask for a page of metrics larger than a socket holds and never read it: the endpoint (on the
+    broker's loop) drops each once it has taken nothing for the write time, and serves a real scrape meanwhile."""
+    monkeypatch.setattr(metrics_http, "_WRITE_TIMEOUT_S", 0.5, raising=False)
+
+    async def run() -> None:
+        m = BrokerMetrics()
+        for i in range(12000):
+            m.on_fetch(f"topic-with-a-long-name-{i:05d}", i)
+        assert len(m.render()) > 3 * 1024 * 1024
+        server = start_http_server("127.0.0.1", 0, m)
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.sleep(0)
+            before = _open_sockets()
+            peers = []
+            for _ in range(3):
+                sock = socket.socket()
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                sock.setblocking(False)
+                await loop.sock_connect(sock, ("127.0.0.1", server.port))
+                await loop.sock_sendall(sock, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                peers.append(sock)
+            s = await asyncio.to_thread(scrape, server.port)
+            assert value(s, "kafka_server_brokertopicmetrics_bytesout_total", topic="topic-with-a-long-name-00007") == 7
+            deadline = loop.time() + 10
+            while _open_sockets() > before + len(peers):  # the endpoint's side of each is closed
+                assert loop.time() < deadline, "the endpoint kept the connections of clients that do not read"
+                await asyncio.sleep(0.05)
+            for sock in peers:
+                sock.close()
+        finally:
+            server.stop()
 
     asyncio.run(run())
 

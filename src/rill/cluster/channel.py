@@ -6,7 +6,9 @@ within ``socket.connection.setup.timeout.ms``; from then on each API is sent at 
 the broker (its ApiVersions table) and Rill's codec declare, optionally capped by the caller. Requests are
 pipelined: up to ``max.in.flight.requests.per.connection`` are written without waiting, each with its own
 correlation id, and a reader task hands every response to the request with that id (bodies decoded by the
-codec; records fields stay ``memoryview``s of the response frame). A request with no response within its
+codec; records fields stay ``memoryview``s of the response frame); a frame whose correlation id answers no
+request in flight closes the connection before the rest of it is read, so a peer cannot make the client hold
+bytes that no request's timeout bounds. A request with no response within its
 timeout (``request.timeout.ms`` by default) fails with ``TimeoutException`` (REQUEST_TIMED_OUT) and, as in
 Kafka, the connection is closed: a broker that lets one request time out is not trusted with the others.
 When a connection closes for any reason, every request still in flight fails at once with
@@ -26,11 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rill.errors import ErrorCode, KafkaError
-from rill.protocol import MESSAGES, ApiKey, ProtocolError, decode_response, encode_request
+from rill.protocol import MESSAGES, ApiKey, ProtocolError, decode_response_after_correlation_id, encode_request
 
 log = logging.getLogger(__name__)
 
-_INT32 = struct.Struct(">i")
+_SIZE_AND_CORRELATION = struct.Struct(">ii")
 _INT16 = struct.Struct(">h")
 _READ_LIMIT = 1 << 20  # stream buffer size before the transport pauses reading
 CLIENT_SOFTWARE_NAME = "rill"
@@ -114,17 +116,18 @@ def _api_name(api_key: int) -> str:
         return f"API {api_key}"
 
 
-def _decode(api_key: int, version: int, frame: bytes) -> dict[str, Any]:
+def _decode(api_key: int, version: int, rest: bytes) -> dict[str, Any]:
+    """The body of a response from what follows its correlation id."""
     # a broker that does not know the ApiVersions version asked for answers UNSUPPORTED_VERSION in the v0 body
     # format (its header is always v0, so the error code sits right after the correlation id)
     if (
         api_key == ApiKey.API_VERSIONS
         and version > 0
-        and len(frame) >= 6
-        and _INT16.unpack_from(frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION
+        and len(rest) >= 2
+        and _INT16.unpack_from(rest, 0)[0] == ErrorCode.UNSUPPORTED_VERSION
     ):
         version = 0
-    return decode_response(api_key, version, frame)[1]
+    return decode_response_after_correlation_id(api_key, version, rest)
 
 
 class BrokerConnection:
@@ -342,16 +345,17 @@ class BrokerConnection:
         reason = "closed by the broker"
         try:
             while True:
-                (size,) = _INT32.unpack(await reader.readexactly(4))
+                size, corr = _SIZE_AND_CORRELATION.unpack(await reader.readexactly(8))
                 if size < 4:
                     reason = f"closed after a response frame of invalid size {size}"
                     break
-                frame = await reader.readexactly(size)
-                (corr,) = _INT32.unpack_from(frame, 0)
+                # The frame must answer a request in flight before it is read (its request's timeout bounds the
+                # time it takes): a frame that answers nothing is never taken into memory.
                 entry = self._in_flight.pop(corr, None)
                 if entry is None:
                     reason = f"closed after a response with unknown correlation id {corr}"
                     break
+                frame = await reader.readexactly(size - 4)
                 if entry.timer is not None:
                     entry.timer.cancel()
                 self._slots.release()

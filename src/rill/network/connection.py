@@ -1,47 +1,41 @@
-"""One client connection: frame reassembly, one request at a time, in-order responses, zero-copy sends.
+"""One client connection: a bounded pipeline of requests, handled one at a time, answered in order.
 
-Bytes on the wire (both directions), per Kafka's framing:
+Reading (``rill.network.network_receive``): frames are taken out of what was read only while the connection has
+room for them (``_room``); the rest of a read waits, unparsed, and reading pauses.
 
-    offset 0   int32 big-endian  size N of the frame that follows (request frames: 0 <= N <= max)
-    offset 4   N bytes           the frame (request or response header + body), opaque here
+Processing. Like Kafka, which mutes a channel while one of its requests is being handled, frames of one
+connection are handled strictly one after another by a single worker task, and each response is written
+completely before the next request is handled. Unlike Kafka, a connection pipelines, to a bounded depth: at most
+``MAX_QUEUED_FRAMES`` frames or ``MAX_QUEUED_BYTES`` bytes (a frame that crosses it is completed) are taken in
+ahead of the one being handled, and reading resumes once the queue is down to half; before authentication
+(SASL listeners) it is one frame in all, as Kafka's authenticator reads one receive at a time. Across
+connections, the frames queued on all of them together are bounded by the server's ``max_queued_requests``
+(Kafka's ``queued.max.requests``; a connection stops taking frames at it, and reads on once the count is down to
+half). A worker handles at most one connection's queue between two turns of the event loop, so a connection
+with a long backlog takes its turn like the others.
 
-Reading. Every connection of a server reads into one shared scratch buffer (the event loop hands
-us bytes for one connection at a time), so an idle connection holds no read buffer at all.
-Complete small frames are copied out of the scratch buffer into their own ``bytearray`` (writable,
-so the log can stamp a produced batch's header in place, as it does for large frames); a frame
-larger than ``DIRECT_READ_BYTES`` borrows a buffer from the server's ``MemoryPool`` that the socket
-reads straight into, so the records of a big Produce are copied once, by the kernel, into memory
-that was touched before; the buffer goes back to the pool once the request has been answered and
-nothing refers to it any more (a frame the pool cannot serve gets a lazily mapped buffer, so its
-memory is taken as its bytes arrive, not at the size it declares). A partial small frame left
-at the end of a read is kept (at most ``DIRECT_READ_BYTES + 4`` bytes) and put back in front of
-the next read. After a large frame the next read asks for the 4-byte size alone, so when a client
-streams big Produce requests each one is read straight into its own buffer, instead of its first
-256 KiB landing in the scratch buffer and being copied over (one extra, cheap read per large frame).
+A peer that does not read. When the worker has to wait for the peer to take what was written (the transport's
+write buffer is full, or ``os.sendfile`` would block), the connection is parked: it takes in nothing more (reading
+pauses) and what it holds no longer counts against the broker-wide bounds (``queued.max.requests``,
+``queued.max.request.bytes``), so a peer that never reads cannot hold other clients up; what it holds is bounded by
+the pipeline above, plus one read and the write buffer. It counts again once its writes move. A parked connection
+whose writes make no progress for ``connections.max.idle.ms`` is closed by the server's idle sweep, as Kafka's
+selector closes a channel with no activity for that long (a muted channel whose peer does not read has none).
 
-Processing. Like Kafka, which mutes a channel while one of its requests is being handled, frames
-of one connection are handled strictly one after another by a single worker task, and each
-response is written completely before the next request is handled. Frames read ahead are queued;
-reading pauses when the queue grows past ``MAX_QUEUED_FRAMES`` / ``MAX_QUEUED_BYTES``, when the
-frames queued on all connections together reach the server's ``max_queued_requests`` (Kafka's
-``queued.max.requests``; reading resumes once they are down to half), or when the transport's write
-buffer is full (a client that does not read its responses stops being read). Like the per-connection
-bounds, the broker-wide one is checked per frame, so the frames of one read may pass it.
-
-Memory. The bytes of requests in flight (read, queued, being handled, or a frame still arriving) are
-counted against the server's ``max_queued_bytes`` (Kafka's ``queued.max.request.bytes``; 0 or less:
-no bound). At the bound, a connection that reads pauses after that read (paused, not refused), except
-one connection in the middle of a frame, which reads on until its frame is complete (the server hands
-the turn on when it stalls), so bytes held by frames still arriving can never stall every connection;
-reading resumes once the count is below the bound again.
+Memory. The bytes of requests in flight (read, queued, being handled, or a frame still arriving) are counted
+against the server's ``max_queued_bytes`` (Kafka's ``queued.max.request.bytes``; 0 or less: no bound). At the
+bound, a connection that reads pauses after that read (paused, not refused), except one connection in the middle
+of a frame, which reads on until its frame is complete (the server hands the turn on when it stalls), so bytes
+held by frames still arriving can never stall every connection; reading resumes once the count is below the bound
+again. A frame's buffer goes back to the server's ``MemoryPool`` once it has been answered and nothing refers to it.
 
 Writing. Responses go out through ``NetworkSend`` (rill.network.network_send, a base class): pipelined ones
 gathered into one write, file regions by ``os.sendfile`` on plain TCP or through the transport on TLS.
 
 Security. Each connection carries a ``ChannelSecurity`` in its ``ConnectionInfo``: its listener's security
 protocol and, on TLS, the principal of the client's certificate. Until it has authenticated (SASL listeners),
-frames larger than ``sasl.server.max.receive.size`` close it; a response the request layer marks as the
-answer to a failed authentication is written and the connection closed after it.
+frames larger than its listener's ``sasl.server.max.receive.size`` close it; a response the request layer marks
+as the answer to a failed authentication is written and the connection closed after it.
 
 Throttling. When the request layer sets ``ConnectionInfo.throttle.mute_ms`` (a client over its quota), the response
 is written at once and the connection is then muted for that long, as Kafka mutes a throttled channel (KIP-219):
@@ -53,11 +47,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import struct
 from typing import TYPE_CHECKING, cast
 
 from rill.network.handler import CloseConnection, ConnectionInfo
 from rill.network.memory_pool import MemoryPool
+from rill.network.network_receive import DIRECT_READ_BYTES, SCRATCH_BYTES, NetworkReceive, ReadBuffer
 from rill.network.network_send import WRITE_HIGH_WATER, NetworkSend
 from rill.security.channel import ChannelSecurity
 from rill.security.principal import ANONYMOUS, principal_from_certificate
@@ -65,33 +59,20 @@ from rill.security.principal import ANONYMOUS, principal_from_certificate
 if TYPE_CHECKING:
     from rill.network.server import SocketServer
 
+__all__ = ["DIRECT_READ_BYTES", "SCRATCH_BYTES", "KafkaConnection", "ReadBuffer"]
+
 log = logging.getLogger("rill.network")
 
 
-DIRECT_READ_BYTES = 64 * 1024
-"""Frames larger than this are read straight into a buffer of their own."""
-SCRATCH_BYTES = 256 * 1024
-"""Size of the scratch read buffer shared by all connections of a server."""
-MAX_QUEUED_FRAMES = 64
-MAX_QUEUED_BYTES = 16 * 1024 * 1024
-"""After this many bytes sent from files in one go, let other connections run."""
+MAX_QUEUED_FRAMES = 32
+"""Frames one connection may have taken in and not yet handled (its pipeline depth)."""
+MAX_QUEUED_BYTES = 4 * 1024 * 1024
+"""Bytes of frames one connection may have taken in and not yet handled (a frame that crosses it completes)."""
 COALESCE_BYTES = 256 * 1024
 """Responses to pipelined requests are gathered into one write up to this size."""
 
-_size = struct.Struct(">i")
 
-
-class ReadBuffer:
-    """The scratch buffer a server's connections read into, one read at a time."""
-
-    __slots__ = ("data", "view")
-
-    def __init__(self, size: int = SCRATCH_BYTES) -> None:
-        self.data = bytearray(size)
-        self.view = memoryview(self.data)
-
-
-class KafkaConnection(NetworkSend, asyncio.BufferedProtocol):
+class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
     """A size-prefixed frame connection that hands requests to the server's handler in order."""
 
     def __init__(
@@ -105,12 +86,16 @@ class KafkaConnection(NetworkSend, asyncio.BufferedProtocol):
         self._listener_name = listener_name
         self._index = index
         self._max_request_bytes = server.max_request_bytes
+        self._sasl_max_bytes = server.sasl_max_receive_for(listener_name)
         self._scratch = server.read_buffer
         self.info = ConnectionInfo("", "", 0, listener_name)
         self.transport: asyncio.Transport | None = None
         self.last_active = self._loop.time()
         self.closed = False
-        self._partial: bytes = b""
+        self._partial: bytes = b""  # bytes read and not taken yet: one incomplete small frame, or the backlog
+        self._partial_at = 0  # where the backlog's frames not taken yet begin in _partial
+        self._backlog = False  # _partial holds frames left for lack of room
+        self._backlog_scheduled = False
         self._pool: MemoryPool = server.memory_pool
         self._direct: memoryview | None = None
         self._direct_buf: bytearray | None = None
@@ -118,10 +103,12 @@ class KafkaConnection(NetworkSend, asyncio.BufferedProtocol):
         self._after_large = False  # the last frame was read directly: read the next size alone
         self._queue: collections.deque[tuple[memoryview, bytearray | None]] = collections.deque()
         self._queued_bytes = 0
-        self.in_flight_bytes = 0  # request bytes in memory, counted in the server's request_bytes
+        self.in_flight_bytes = 0  # request bytes in memory (in the server's request_bytes unless parked)
         self._worker: asyncio.Task[None] | None = None
         self._reading_paused = False
         self._held = False
+        self._parked = False
+        self._parked_buffer = 0  # the write buffer's size when the idle sweep last looked at it, stuck writing
         self._stopping = False
         self._write_paused = False
         self._drain_waiter: asyncio.Future[None] | None = None
@@ -180,6 +167,7 @@ class KafkaConnection(NetworkSend, asyncio.BufferedProtocol):
         self._direct = None
         self._direct_buf = None
         self._partial = b""
+        self._backlog = False
         self._server.forget_memory_waiter(self)
         self._uncharge(self.in_flight_bytes)  # a request still being handled is let go of here too
         self._wake_writers()
@@ -190,8 +178,8 @@ class KafkaConnection(NetworkSend, asyncio.BufferedProtocol):
     def hold(self) -> None:
         """Handle no request until ``release`` (the broker is at ``max.connections``).
 
-        Reading pauses here; uvloop restarts reading once ``connection_made`` returns, so frames
-        that still arrive are queued, unhandled, and reading pauses again at the first one.
+        Reading pauses here; uvloop restarts reading once ``connection_made`` returns, so bytes that still
+        arrive are kept unparsed (no frame is taken while held) and reading pauses again.
         """
         if self.transport is not None and not self._held:
             self._held = True
@@ -202,15 +190,25 @@ class KafkaConnection(NetworkSend, asyncio.BufferedProtocol):
         if self._held and self.transport is not None and not self.closed:
             self._held = False
             self.last_active = self._loop.time()
-            self._server.queued_requests += len(self._queue)
             if self._queue and self._worker is None:
                 self._worker = self._loop.create_task(self._process())
-            self._maybe_resume_reading()
+            self._refill()
 
     @property
     def busy(self) -> bool:
         """True while a request is queued or being handled."""
         return self._worker is not None
+
+    @property
+    def parked(self) -> bool:
+        """True while the worker waits for the peer to take what was written (see the module's docstring)."""
+        return self._parked
+
+    @property
+    def stuck_writing(self) -> bool:
+        """True while answers wait for the peer to take what was written (the worker parked, or the write
+        buffer full)."""
+        return self._parked or self._write_paused
 
     def socket_fds(self) -> list[int]:
         """The descriptors of this connection's socket (with the duplicate that watches for room to write)."""
@@ -231,143 +229,50 @@ class KafkaConnection(NetworkSend, asyncio.BufferedProtocol):
         """Stop reading, let queued requests finish and their responses go out, then close."""
         self._stopping = True
         self._pause_reading()
+        self._backlog = False  # frames not taken in yet are not answered (their bytes go with the connection)
+        self._partial = b""
         self._unmute()
         worker = self._worker
         if worker is not None:
             await asyncio.shield(worker)
         self.close()
 
-    # ------------------------------------------------------------------ reading
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        direct = self._direct
-        if direct is not None:
-            return direct[self._direct_filled :]
-        partial = self._partial
-        view = self._scratch.view
-        if partial:
-            n = len(partial)
-            view[:n] = partial
-            return view[n:]
-        if self._after_large:
-            return view[:4]
-        return view
-
-    @property
-    def mid_frame(self) -> bool:
-        """True while part of a frame has been read."""
-        return self._direct is not None or bool(self._partial)
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self.last_active = self._loop.time()
-        direct = self._direct
-        if direct is not None:
-            self._direct_filled += nbytes
-            self._charge(nbytes)
-            if self._direct_filled == len(direct):
-                self._direct = None
-                buf, self._direct_buf = self._direct_buf, None
-                self._after_large = True
-                self._enqueue(direct, buf)
-            self._check_memory()
-            return
-        kept = len(self._partial)
-        end = kept + nbytes
-        self._partial = b""
-        self._charge(nbytes)  # the kept partial frame was counted when it arrived
-        self._read_frames(end)
-        self._check_memory()
-
-    def _read_frames(self, end: int) -> None:
-        """Take the frames out of the first ``end`` bytes of the scratch buffer."""
-        view = self._scratch.view
-        data = self._scratch.data
-        pos = 0
-        headers = 0  # size prefixes taken (counted as they arrived, not kept)
-        while end - pos >= 4:
-            size = _size.unpack_from(data, pos)[0]
-            if size < 0 or size > self._max_request_bytes:
-                self._reject(size)
-                return
-            if size > self._server.sasl_max_receive_bytes and not self.info.security.authenticated:
-                self._reject(size, "sasl.server.max.receive.size before authentication")
-                return
-            available = end - pos - 4
-            if available >= size:
-                headers += 1
-                start = pos + 4
-                pos = start + size
-                if size > DIRECT_READ_BYTES:
-                    frame, buf = self._pool.acquire(size)
-                    frame[:] = view[start:pos]
-                    self._after_large = True
-                    self._enqueue(frame, buf)
-                else:
-                    # A writable copy: the log patches a produced batch's header in place and
-                    # writes it as it came (no copied headers, no second buffer to write).
-                    self._after_large = False
-                    self._enqueue(memoryview(bytearray(view[start:pos])), None)
-                continue
-            if size > DIRECT_READ_BYTES:
-                # Only the bytes that arrived are in memory; the rest fill in as they come.
-                headers += 1
-                frame, buf = self._pool.acquire(size)
-                frame[:available] = view[pos + 4 : end]
-                self._direct = frame
-                self._direct_buf = buf
-                self._direct_filled = available
-                pos = end
-            break
-        if pos < end:
-            self._partial = view[pos:end].tobytes()
-        if headers:
-            self._uncharge(4 * headers)
-
     def eof_received(self) -> bool | None:
         # Half-closed by the client: answer what was asked, then close.
-        if self._worker is None:
+        if self._worker is None and not self._backlog:
             return None
         self._stopping = True
         return True
 
-    def _reject(self, size: int, bound: str = "socket.request.max.bytes") -> None:
-        limit = self._max_request_bytes if bound.startswith("socket") else self._server.sasl_max_receive_bytes
-        if (size >> 16) & 0xFFFF == 0x1603:  # a TLS record header (handshake, TLS 1.x) read as a size
-            bound += "; the client speaks TLS to a listener that does not"
-        self._server.peer_log(
-            "frame size",
-            logging.WARNING,
-            "closing connection from %s: request frame size %d is outside 0..%d (%s)",
-            self.info,
-            size,
-            limit,
-            bound,
-        )
-        self._partial = b""
-        self.abort()
+    # ------------------------------------------------------------------- room
+
+    def _room(self) -> bool:
+        """Whether one more frame may be taken in now (checked before each frame)."""
+        if self._held or self._parked or self._write_paused or self.closed:
+            return False
+        if not self.info.security.authenticated:
+            return self._worker is None  # one frame at a time before authentication
+        if len(self._queue) >= MAX_QUEUED_FRAMES or self._queued_bytes >= MAX_QUEUED_BYTES:
+            return False
+        server = self._server
+        if server.queued_requests >= server.max_queued_requests:
+            server.wait_for_queue_room(self)
+            return False
+        return True
 
     def _enqueue(self, frame: memoryview, buf: bytearray | None) -> None:
         if self.closed:
             return
         self._queue.append((frame, buf))
         self._queued_bytes += len(frame)
-        if self._held:  # not counted in the server's queue until taken in (it waits for a slot)
-            if self.transport is not None:
-                self.transport.pause_reading()
-            return
-        server = self._server
-        server.queued_requests += 1
-        if self._worker is None:
+        if not self._parked:  # a frame that was arriving when the connection was parked is counted when it moves
+            self._server.queued_requests += 1
+        if self._worker is None and not self._held:
             self._worker = self._loop.create_task(self._process())
-        if len(self._queue) >= MAX_QUEUED_FRAMES or self._queued_bytes >= MAX_QUEUED_BYTES:
-            self._pause_reading()
-        elif server.queued_requests >= server.max_queued_requests:
-            self._pause_reading()
-            server.wait_for_queue_room(self)
 
     def _drop_queue(self) -> None:
         """Forget the frames not handled yet (the connection is closing); their buffers go back to the pool."""
-        if not self._held:
+        if not self._parked:
             self._server.queued_requests -= len(self._queue)
         while self._queue:
             frame, buf = self._queue.popleft()
@@ -377,17 +282,110 @@ class KafkaConnection(NetworkSend, asyncio.BufferedProtocol):
         self._uncharge(self._queued_bytes)
         self._queued_bytes = 0
 
+    def _stop_reading(self) -> None:
+        """Pause reading, even when it is marked paused already (uvloop reads on after ``connection_made``)."""
+        if self.transport is not None and not self.closed:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self.transport is not None and not self.closed:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def resume_after_wait(self) -> None:
+        """The server's queues or request bytes are down again (or this connection may finish its frame at
+        the bytes bound): take in more, unless something else still holds it."""
+        self._refill()
+
+    def _refill(self) -> None:
+        """Room may have freed: take the backlog's frames (in a callback of their own) or read on, once the
+        connection's queue is down to half and nothing holds it."""
+        if not (self._reading_paused or self._backlog):
+            return
+        if self._held or self._parked or self._write_paused or self._muted is not None or self.closed:
+            return
+        if self.transport is None:
+            return
+        if not self.info.security.authenticated:
+            if self._worker is not None:
+                return
+        elif len(self._queue) >= MAX_QUEUED_FRAMES // 2 or self._queued_bytes >= MAX_QUEUED_BYTES // 2:
+            return
+        server = self._server
+        if server.queued_requests > server.max_queued_requests // 2 and (
+            server.queued_requests >= server.max_queued_requests or self in server.queue_waiters
+        ):
+            server.wait_for_queue_room(self)  # resumed by the server once the queues are down to half
+            return
+        if self._backlog:
+            if not self._backlog_scheduled:
+                self._backlog_scheduled = True
+                self._loop.call_soon(self._take_backlog)
+            return
+        if self._stopping or self in server.memory_waiters:
+            return  # the server resumes a memory waiter when memory frees
+        self._reading_paused = False
+        self.transport.resume_reading()
+
+    def _backlog_taken(self) -> None:
+        """The backlog's last frame was taken: read on when there is room (or close, half-closed by the peer)."""
+        if self._stopping and self._worker is None and not self.closed and self.transport is not None:
+            self.transport.close()
+            return
+        self._refill()
+
+    # ------------------------------------------------------- a peer that does not read
+
+    def _park(self) -> None:
+        """The worker waits for the peer to take what was written: take in nothing more, and hold nothing
+        against the broker-wide bounds meanwhile."""
+        if self._parked or self.closed:
+            return
+        self._parked = True
+        self._parked_buffer = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        if self._direct is not None:
+            self._pause_reading()  # the frame arriving waits too: its bytes would count nowhere
+        server = self._server
+        server.queued_requests -= len(self._queue)
+        server.request_bytes -= self.in_flight_bytes
+        server.connection_parked(self)
+
+    def _unpark(self) -> None:
+        """The peer took bytes: the connection's frames and bytes count again, and it may take in more."""
+        if not self._parked:
+            return
+        self._parked = False
+        self.last_active = self._loop.time()
+        if self.closed:
+            return
+        server = self._server
+        server.queued_requests += len(self._queue)
+        server.request_bytes += self.in_flight_bytes
+        self._refill()
+
+    def write_progress(self, now: float) -> None:
+        """The idle sweep's look at a connection stuck writing: a write buffer that shrank since is progress."""
+        transport = self.transport
+        size = transport.get_write_buffer_size() if transport is not None else 0
+        if size < self._parked_buffer:
+            self.last_active = now
+        self._parked_buffer = size
+
     # ------------------------------------------------------------------ memory
 
     def _charge(self, nbytes: int) -> None:
         if not self.closed:
             self.in_flight_bytes += nbytes
-            self._server.request_bytes += nbytes
+            if not self._parked:
+                self._server.request_bytes += nbytes
 
     def _uncharge(self, nbytes: int) -> None:
         nbytes = min(nbytes, self.in_flight_bytes)
         if nbytes > 0:
             self.in_flight_bytes -= nbytes
+            if self._parked:
+                return
             server = self._server
             server.request_bytes -= nbytes
             if server.memory_waiters:
@@ -396,7 +394,7 @@ class KafkaConnection(NetworkSend, asyncio.BufferedProtocol):
     def _check_memory(self) -> None:
         """After a read: pause when the request bytes in flight are at ``queued.max.request.bytes``."""
         server = self._server
-        if server.max_queued_bytes <= 0 or self.closed:
+        if server.max_queued_bytes <= 0 or self.closed or self._parked:
             return
         owner = server.memory_owner
         if server.request_bytes < server.max_queued_bytes:
@@ -411,38 +409,6 @@ class KafkaConnection(NetworkSend, asyncio.BufferedProtocol):
         self._pause_reading()
         server.wait_for_memory(self)
 
-    def _pause_reading(self) -> None:
-        if not self._reading_paused and self.transport is not None and not self.closed:
-            self._reading_paused = True
-            self.transport.pause_reading()
-
-    def resume_after_wait(self) -> None:
-        """The server's queues or request bytes are down again (or this connection may finish its frame at
-        the bytes bound): read on, unless something else still holds reading."""
-        self._maybe_resume_reading()
-
-    def _maybe_resume_reading(self) -> None:
-        if (
-            self._reading_paused
-            and not self._stopping
-            and not self._write_paused
-            and not self.closed
-            and self._muted is None
-            and len(self._queue) < MAX_QUEUED_FRAMES // 2
-            and self._queued_bytes < MAX_QUEUED_BYTES // 2
-            and self.transport is not None
-        ):
-            server = self._server
-            if self in server.memory_waiters:
-                return  # resumed by the server when memory frees
-            if server.queued_requests > server.max_queued_requests // 2 and (
-                server.queued_requests >= server.max_queued_requests or self in server.queue_waiters
-            ):
-                server.wait_for_queue_room(self)  # resumed by the server once the queues are down to half
-                return
-            self._reading_paused = False
-            self.transport.resume_reading()
-
     # --------------------------------------------------------------- processing
 
     async def _process(self) -> None:
@@ -455,7 +421,7 @@ class KafkaConnection(NetworkSend, asyncio.BufferedProtocol):
                 size = len(frame)
                 self._queued_bytes -= size
                 server.queued_requests -= 1
-                self._maybe_resume_reading()
+                self._refill()
                 if server.queue_waiters and server.queued_requests <= server.max_queued_requests // 2:
                     server.resume_queue_waiters()
                 failed = False
@@ -486,6 +452,8 @@ class KafkaConnection(NetworkSend, asyncio.BufferedProtocol):
                     failed = True  # a failed authentication: its answer goes out, then the connection closes
                 if failed:
                     self._drop_queue()
+                    self._backlog = False
+                    self._partial = b""
                     self.close()  # responses already due still go out first
                     return
                 if not sent:
@@ -505,8 +473,10 @@ class KafkaConnection(NetworkSend, asyncio.BufferedProtocol):
         finally:
             self._worker = None
             self._flush()
-            if self._stopping and not self.closed and self.transport is not None:
+            if self._stopping and not self._backlog and not self.closed and self.transport is not None:
                 self.transport.close()
+            else:
+                self._refill()
 
     async def _mute(self) -> None:
         """Write the response out, then read and handle nothing for the throttle time (KIP-219)."""
@@ -523,7 +493,7 @@ class KafkaConnection(NetworkSend, asyncio.BufferedProtocol):
         finally:
             timer.cancel()
             self._muted = None
-        self._maybe_resume_reading()
+        self._refill()
 
     def _unmute(self) -> None:
         muted = self._muted

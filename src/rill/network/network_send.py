@@ -5,8 +5,9 @@ are gathered into one write, flushed when the connection's worker yields or its 
 a send (and a client wake-up) per response. A ``FileRegion`` goes out through ``file_regions`` once the
 transport's write buffer is empty: ``os.sendfile`` on plain TCP (on EAGAIN the worker waits for writability
 on a duplicate of the socket descriptor: the event loop refuses watchers on a descriptor its transport owns),
-read and written through the transport on TLS. When the transport's write buffer is full, reading pauses (a
-client that does not read its responses stops being read) until it drains.
+read and written through the transport on TLS. While the connection's worker waits for the peer to take what
+was written (the transport's write buffer is full, or ``os.sendfile`` would block), the connection is parked: it
+takes in nothing and holds no broker-wide slot (see ``connection``). Writes that move mark the connection active.
 
 ``NetworkSend`` holds no state of its own: it works on the connection's transport, its output list and the
 waiters it declares, all made by ``KafkaConnection``.
@@ -42,6 +43,7 @@ class NetworkSend:
     _out: list[bytes | bytearray | memoryview]
     _out_bytes: int
     _flush_scheduled: bool
+    last_active: float
 
     if TYPE_CHECKING:
 
@@ -49,7 +51,11 @@ class NetworkSend:
 
         def _pause_reading(self) -> None: ...
 
-        def _maybe_resume_reading(self) -> None: ...
+        def _refill(self) -> None: ...
+
+        def _park(self) -> None: ...
+
+        def _unpark(self) -> None: ...
 
     def _flush(self) -> None:
         self._flush_scheduled = False
@@ -101,10 +107,11 @@ class NetworkSend:
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self.last_active = self._loop.time()
         waiter = self._drain_waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
-        self._maybe_resume_reading()
+        self._refill()
 
     async def _drain_some(self) -> None:
         await self._drain(full=False)
@@ -120,10 +127,12 @@ class NetworkSend:
             transport.set_write_buffer_limits(high=0, low=0)
         try:
             while self._write_paused and not self.closed:
+                self._park()
                 self._drain_waiter = self._loop.create_future()
                 await self._drain_waiter
         finally:
             self._drain_waiter = None
+            self._unpark()
             if full and not self.closed:
                 transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
 
@@ -132,12 +141,14 @@ class NetworkSend:
             self._watch_fd = os.dup(self._sock_fd)
         fut = self._writable = self._loop.create_future()
         self._loop.add_writer(self._watch_fd, self._on_writable)
+        self._park()
         try:
             await fut
         finally:
             self._writable = None
             if self._watch_fd >= 0:
                 self._loop.remove_writer(self._watch_fd)
+            self._unpark()
 
     def _on_writable(self) -> None:
         fut = self._writable

@@ -3,7 +3,8 @@
 The server owns no protocol knowledge. It binds one asyncio server per listener (port 0 picks a
 free port, see ``bound_addresses``), keeps the set of live connections, closes connections idle
 for longer than ``connections.max.idle.ms`` with one periodic sweep (no timer per connection, so
-thousands of idle connections cost a few kilobytes each), applies Kafka's connection quotas
+thousands of idle connections cost a few kilobytes each; a connection whose peer has taken none of
+its answers for that long is idle too, as in Kafka, and aborted), applies Kafka's connection quotas
 (``connection_quotas``: a client address at ``max.connections.per.ip`` is refused, a broker at
 ``max.connections`` holds new connections unread until one closes), counts the bytes of requests
 in flight on all connections against ``queued.max.request.bytes`` (see ``connection``), and stops
@@ -85,6 +86,7 @@ class SocketServer:
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
         ssl_contexts: Mapping[str, ssl.SSLContext] | None = None,
         sasl_max_receive_bytes: int = DEFAULT_SASL_MAX_RECEIVE_BYTES,
+        listener_sasl_max_receive_bytes: Mapping[str, int] | None = None,
         ssl_handshake_timeout_s: float = 10.0,
         principal_names: Mapping[str, Callable[[str], str]] | None = None,
     ) -> None:
@@ -103,7 +105,8 @@ class SocketServer:
         arrive either way). ``ssl_contexts``: the TLS context of each listener that speaks TLS (SSL,
         SASL_SSL); a listener's security protocol is its ``security_protocol`` (PLAINTEXT when it has none);
         ``sasl_max_receive_bytes`` is Kafka's ``sasl.server.max.receive.size``, the largest frame a connection
-        that has not authenticated yet may send.
+        that has not authenticated yet may send, and ``listener_sasl_max_receive_bytes`` its value per listener
+        (``listener.name.<l>.sasl.server.max.receive.size``) where that differs.
         """
         self.handler = handler
         self.max_request_bytes = max_request_bytes
@@ -124,6 +127,7 @@ class SocketServer:
         # listener -> the principal name of a certificate's subject DN (ssl.principal.mapping.rules)
         self.principal_names: dict[str, Callable[[str], str]] = dict(principal_names or {})
         self.sasl_max_receive_bytes = sasl_max_receive_bytes
+        self._listener_sasl_max = dict(listener_sasl_max_receive_bytes or {})
         self._ssl_handshake_timeout = ssl_handshake_timeout_s
         self.max_queued_requests = max_queued_requests
         self.queued_requests = 0  # frames read and not yet handled, on all connections
@@ -142,6 +146,10 @@ class SocketServer:
         self.read_buffer = ReadBuffer()
         pool_bytes = DEFAULT_POOL_BYTES if max_queued_bytes <= 0 else min(DEFAULT_POOL_BYTES, max_queued_bytes)
         self.memory_pool = MemoryPool(pool_bytes)
+
+    def sasl_max_receive_for(self, listener_name: str) -> int:
+        """The largest frame a connection of ``listener_name`` may send before it has authenticated."""
+        return self._listener_sasl_max.get(listener_name, self.sasl_max_receive_bytes)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -410,6 +418,16 @@ class SocketServer:
                     conn.resume_after_wait()
                     return
 
+    def connection_parked(self, conn: KafkaConnection) -> None:
+        """``conn`` waits for its peer to read and no longer counts against the broker-wide bounds: it waits
+        for nothing here, and the connections that waited for the room it held read on."""
+        self.queue_waiters.discard(conn)
+        self.forget_memory_waiter(conn)
+        if self.queue_waiters and self.queued_requests <= self.max_queued_requests // 2:
+            self.resume_queue_waiters()
+        if self.memory_waiters:
+            self.memory_released()
+
     def forget_memory_waiter(self, conn: KafkaConnection) -> None:
         """``conn`` is closing: it waits for memory no more and finishes no frame."""
         self.memory_waiters.pop(conn, None)
@@ -462,10 +480,19 @@ class SocketServer:
             self.maybe_close_idle(loop.time() - idle_s)
 
     def maybe_close_idle(self, deadline: float) -> int:
-        """Close connections with no activity since ``deadline`` (loop time) and nothing in flight."""
+        """Close connections with no activity since ``deadline`` (loop time): those with nothing in flight, and
+        those whose peer has taken none of their answers since (aborted: what is unsent would never go out)."""
         closed = 0
+        now = self.loop.time()
         for conn in list(self._connections):
-            if not conn.busy and conn.last_active < deadline:
+            if conn.stuck_writing:
+                conn.write_progress(now)
+                if conn.last_active < deadline:
+                    self.peer_log("not reading", logging.INFO, "closing connection from %s: it has read none of "
+                                  "its answers for connections.max.idle.ms", conn.info)  # fmt: skip
+                    conn.abort()
+                    closed += 1
+            elif not conn.busy and conn.last_active < deadline:
                 log.debug("closing idle connection %s", conn.info.connection_id)
                 conn.close()
                 closed += 1

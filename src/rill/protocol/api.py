@@ -377,6 +377,15 @@ def decode_response(api_key: int, version: int, frame: memoryview | bytes) -> tu
     return correlation_id, body
 
 
+def decode_response_after_correlation_id(api_key: int, version: int, rest: memoryview | bytes) -> dict[str, Any]:
+    """Decode a response from what follows its correlation id (for a client that read the id first, to know
+    which request the frame answers before reading the rest of it): the body."""
+    buf = rest if isinstance(rest, memoryview) else memoryview(rest)
+    pos = P.skip_tagged_fields(buf, 0) if response_header_version(api_key, version) >= 1 else 0
+    body, _ = _decode_body(decoder(api_key, version, False), buf, pos, f"response {api_key} v{version}")
+    return body
+
+
 # -- data payloads (consumer protocol, __consumer_offsets records) ----------------------------------
 
 

@@ -3,11 +3,17 @@
 Persistent connections (HTTP/1.1 keep-alive unless ``Connection: close``; HTTP/1.0 closes), bodies
 by ``Content-Length`` or chunked transfer coding, bounded header and body sizes. Malformed requests
 get a 400 and the connection is closed; the handler's exceptions never reach the client as a crash.
+
+Clients that are slow or do not read cost bounded time and memory: a request (head and body) must
+arrive within ``IDLE_TIMEOUT_S`` of the previous answer (or of the connection), an answer must be taken
+by the client within ``WRITE_TIMEOUT_S``, else the connection is closed; the bodies held at once by all
+connections together are at most ``MAX_BODIES_BYTES`` (a body waits, unread, for room).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -21,7 +27,12 @@ log = logging.getLogger(__name__)
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 MAX_HEADER_BYTES = 64 << 10
 MAX_BODY_BYTES = 16 << 20
+MAX_BODIES_BYTES = 64 << 20
+"""Bytes of request bodies held at once (being read or handled), all connections together."""
 IDLE_TIMEOUT_S = 120.0
+"""Time for the next request to arrive whole (head and body) on a connection."""
+WRITE_TIMEOUT_S = 30.0
+"""Time for a client to take an answer (and the end of the connection)."""
 
 # (method, path, query, headers (lower-case names), body) -> (status, JSON value)
 Handler = Callable[[str, str, dict[str, str], dict[str, str], bytes], Awaitable[tuple[int, Any]]]
@@ -31,7 +42,44 @@ class BadRequest(Exception):
     pass
 
 
-async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
+class BodyBudget:
+    """Bytes of request bodies held at once across connections; ``take`` waits, in arrival order, for room."""
+
+    def __init__(self, total: int) -> None:
+        self.free = total
+        self._waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
+
+    async def take(self, nbytes: int) -> None:
+        if self.free >= nbytes and not self._waiters:
+            self.free -= nbytes
+            return
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append((nbytes, future))
+        try:
+            await future
+        except BaseException:
+            if future.done() and not future.cancelled():  # granted just as the wait was given up
+                self.give(nbytes)
+            raise
+
+    def give(self, nbytes: int) -> None:
+        self.free += nbytes
+        while self._waiters:
+            wanted, future = self._waiters[0]
+            if future.done():  # given up
+                self._waiters.popleft()
+                continue
+            if wanted > self.free:
+                return
+            self._waiters.popleft()
+            self.free -= wanted
+            future.set_result(None)
+
+
+async def _read_body(
+    reader: asyncio.StreamReader, headers: dict[str, str], reserve: Callable[[int], Awaitable[None]]
+) -> bytes:
+    """The request's body; ``reserve(n)`` is awaited before ``n`` more bytes of it are read."""
     if "chunked" in headers.get("transfer-encoding", "").lower():
         out = bytearray()
         while True:
@@ -44,8 +92,9 @@ async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> b
                 while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
                     pass
                 return bytes(out)
-            if len(out) + size > MAX_BODY_BYTES:
+            if size < 0 or len(out) + size > MAX_BODY_BYTES:
                 raise BadRequest("request body too large")
+            await reserve(size)
             out += await reader.readexactly(size)
             await reader.readexactly(2)
     length_text = headers.get("content-length", "0").strip() or "0"
@@ -54,7 +103,22 @@ async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> b
     length = int(length_text)
     if length > MAX_BODY_BYTES:
         raise BadRequest("request body too large")
-    return await reader.readexactly(length) if length else b""
+    if not length:
+        return b""
+    await reserve(length)
+    return await reader.readexactly(length)
+
+
+async def _write(writer: asyncio.StreamWriter, data: bytes) -> bool:
+    """Write an answer; False (and the connection aborted) when the client does not take it in time."""
+    writer.write(data)
+    try:
+        async with asyncio.timeout(WRITE_TIMEOUT_S):
+            await writer.drain()
+    except TimeoutError:
+        writer.transport.abort()
+        return False
+    return True
 
 
 def _response(status: int, payload: Any, keep_alive: bool) -> bytes:
@@ -79,6 +143,11 @@ class HttpServer:
         self.port = port
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self.bodies = BodyBudget(MAX_BODIES_BYTES)
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=MAX_HEADER_BYTES)
@@ -99,22 +168,33 @@ class HttpServer:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        held = [0]  # body bytes this connection holds of the budget
+
+        async def reserve(nbytes: int) -> None:
+            await self.bodies.take(nbytes)
+            held[0] += nbytes
+
+        def let_go() -> None:
+            if held[0]:
+                self.bodies.give(held[0])
+                held[0] = 0
+
         try:
             while True:
                 try:
-                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT_S)
+                    async with asyncio.timeout(IDLE_TIMEOUT_S):
+                        try:
+                            head = await reader.readuntil(b"\r\n\r\n")
+                        except asyncio.LimitOverrunError:
+                            message = {"error_code": 431, "message": "Request headers too large"}
+                            await _write(writer, _response(431, message, False))
+                            return
+                        method, target, version, headers = self._parse_head(head)
+                        body = await _read_body(reader, headers, reserve)
                 except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
                     return
-                except asyncio.LimitOverrunError:
-                    writer.write(_response(431, {"error_code": 431, "message": "Request headers too large"}, False))
-                    await writer.drain()
-                    return
-                try:
-                    method, target, version, headers = self._parse_head(head)
-                    body = await _read_body(reader, headers)
                 except (BadRequest, asyncio.LimitOverrunError) as e:
-                    writer.write(_response(400, {"error_code": 400, "message": f"Bad request: {e}"}, False))
-                    await writer.drain()
+                    await _write(writer, _response(400, {"error_code": 400, "message": f"Bad request: {e}"}, False))
                     return
                 connection = headers.get("connection", "").lower()
                 keep_alive = (version == "HTTP/1.1" and connection != "close") or connection == "keep-alive"
@@ -125,19 +205,26 @@ class HttpServer:
                 except Exception as e:  # answered, logged, and the server goes on
                     log.exception("HTTP %s %s failed", method, target)
                     status, payload = 500, {"error_code": 500, "message": f"Internal server error: {e}"}
-                writer.write(_response(status, payload, keep_alive))
-                await writer.drain()
-                if not keep_alive:
+                del body
+                let_go()
+                if not await _write(writer, _response(status, payload, keep_alive)) or not keep_alive:
                     return
         except (asyncio.IncompleteReadError, ConnectionError):
             return
         except asyncio.CancelledError:
+            writer.transport.abort()  # stopping: what is unsent is dropped
             return
         finally:
+            let_go()
             self._connections.discard(task)
             writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            try:
+                async with asyncio.timeout(WRITE_TIMEOUT_S):
+                    await writer.wait_closed()
+            except TimeoutError:
+                writer.transport.abort()  # the client never took the end of what it was sent
+            except Exception:
+                pass
 
     @staticmethod
     def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:

@@ -6,10 +6,13 @@ layer reads it for every request and the SASL handlers move it along:
 
     PLAINTEXT, SSL           authenticated from the start (principal ANONYMOUS, or the certificate's subject)
     SASL_PLAINTEXT, SASL_SSL  not authenticated: only ApiVersions, SaslHandshake and SaslAuthenticate are
-                              served; SaslHandshake picks a mechanism; SaslAuthenticate (or, after a v0
-                              handshake, raw tokens) carries the exchange; success sets the principal and,
-                              with ``connections.max.reauth.ms``, the session's end (KIP-368: the client
-                              authenticates again on the same connection before it, with the same principal)
+                              served, one frame at a time (the network layer reads nothing after a frame
+                              until it is answered, and no frame above the listener's
+                              sasl.server.max.receive.size); SaslHandshake picks a mechanism;
+                              SaslAuthenticate (or, after a v0 handshake, raw tokens) carries the exchange;
+                              success sets the principal and, with ``connections.max.reauth.ms``, the
+                              session's end (KIP-368: the client authenticates again on the same connection
+                              before it, with the same principal)
 """
 
 from __future__ import annotations

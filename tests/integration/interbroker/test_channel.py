@@ -335,6 +335,47 @@ def test_a_broker_that_knows_an_older_api_versions_is_asked_again_at_its_version
     run(main())
 
 
+def test_a_frame_answering_no_request_closes_the_connection_before_it_is_read() -> None:
+    """A peer that sends a frame no request asked for (here declaring 1 GiB, then streaming bytes) is not read
+    into memory: the connection closes at the frame's correlation id, as nothing in flight bounds its time."""
+    streamed = [0]
+
+    async def peer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        size = int.from_bytes(await reader.readexactly(4), "big")
+        header, _ = decode_request_header(await reader.readexactly(size))
+        table = [{"api_key": ApiKey.API_VERSIONS, "min_version": 0, "max_version": header.api_version}]
+        body = {"error_code": 0, "api_keys": table, "throttle_time_ms": 0}
+        chunks = encode_response(ApiKey.API_VERSIONS, header.api_version, header.correlation_id, body)
+        writer.write(b"".join(bytes(c) for c in chunks))
+        writer.write((1 << 30).to_bytes(4, "big") + (12345).to_bytes(4, "big"))
+        try:
+            for _ in range(256):  # up to 256 MiB, as fast as the client takes it
+                writer.write(bytes(1 << 20))
+                await writer.drain()
+                streamed[0] += 1
+        except ConnectionError:
+            pass
+        writer.transport.abort()
+
+    async def main() -> None:
+        server = await asyncio.start_server(peer, "127.0.0.1", 0)
+        try:
+            conn = BrokerConnection(*server.sockets[0].getsockname()[:2])
+            await conn.connect()
+            deadline = time.monotonic() + 10
+            while not conn.closed:
+                assert time.monotonic() < deadline and streamed[0] < 256, "the unasked frame was read on"
+                await asyncio.sleep(0.01)
+            assert "unknown correlation id 12345" in (conn.close_reason or "")
+            assert streamed[0] < 64
+            await conn.close()
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    run(main())
+
+
 def test_connection_setup_times_out_when_the_broker_never_answers() -> None:
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))

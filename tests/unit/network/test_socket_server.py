@@ -273,21 +273,23 @@ def test_connection_limits_hold_and_refuse(run_server: Runner) -> None:
 
 
 def test_queued_max_requests_pauses_reading_on_every_connection(run_server: Runner) -> None:
-    """queued.max.requests 2: while one connection holds three requests in its queue, another
-    connection's next request is not read; both go on once the queues are down to half."""
+    """queued.max.requests 2: while one connection holds two requests in its queue, another connection's
+    request is not taken in (not even one that arrived); both go on once the queues are down to half. The
+    frames of one read never pass the bound: those beyond it wait, unparsed."""
 
     async def body(server: SocketServer, handler: ToyHandler) -> None:
         a_r, a_w = await connect(server)
         a_w.write(b"".join(frame(f"sleep:0.3:a{i}".encode()) for i in range(4)))
-        await wait_for(lambda: server.queued_requests == 3)  # a0 in the handler, a1-a3 queued
+        await wait_for(lambda: len(handler.seen) == 1 and server.queued_requests == 2)
+        # a0 in the handler, a1 and a2 queued; a3 waits unparsed
+        assert server.queued_requests == 2
         b_r, b_w = await connect(server)
         b_w.write(frame(b"echo:b1"))
-        assert await read_frame(b_r) == b"b1"  # read and answered, but reading then paused
-        assert any(c.info.client_port == b_w.get_extra_info("sockname")[1] for c in server.queue_waiters)
-        b_w.write(frame(b"echo:b2"))
         with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(read_frame(b_r), 0.25)
-        assert await read_frame(b_r) == b"b2"  # read once a2 left the queue (one queued, limit 2)
+            await asyncio.wait_for(read_frame(b_r), 0.15)
+        assert any(c.info.client_port == b_w.get_extra_info("sockname")[1] for c in server.queue_waiters)
+        assert server.queued_requests <= 2
+        assert await read_frame(b_r) == b"b1"  # taken in once a's queue was down to one
         assert [await read_frame(a_r) for _ in range(4)] == [b"a0", b"a1", b"a2", b"a3"]
         assert server.queued_requests == 0 and not server.queue_waiters
         # Frames queued on a connection that closes leave the count with it.
