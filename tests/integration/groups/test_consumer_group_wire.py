@@ -1,0 +1,162 @@
+"""KIP-848's consumer group protocol over the wire: epochs, incremental reconciliation (a partition is revoked
+by its owner before another member gets it), fencing, and OffsetCommit/OffsetFetch with member epochs."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from tests.integration.broker._wire import Wire
+
+from rill.errors import ErrorCode
+from rill.protocol import ApiKey
+
+GROUP = "kip848-wire"
+CONFIGS = {
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.min.heartbeat.interval.ms": "100",
+    "group.consumer.session.timeout.ms": "6000",
+    "group.consumer.min.session.timeout.ms": "1000",
+}
+
+
+def _create_topic(bootstrap: str, name: str, partitions: int) -> uuid.UUID:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    w = Wire(bootstrap)
+    try:
+        md = w.call(ApiKey.METADATA, 12, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}],
+                                          "allow_auto_topic_creation": False,
+                                          "include_topic_authorized_operations": False})  # fmt: skip
+        return md["topics"][0]["topic_id"]
+    finally:
+        w.close()
+
+
+def _hb(w: Wire, member_id: str, epoch: int, **fields: Any) -> dict[str, Any]:
+    body = {"group_id": GROUP, "member_id": member_id, "member_epoch": epoch, "instance_id": None, "rack_id": None,
+            "rebalance_timeout_ms": -1, "subscribed_topic_names": None, "subscribed_topic_regex": None,
+            "server_assignor": None, "topic_partitions": None}  # fmt: skip
+    body.update(fields)
+    return w.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body)
+
+
+def _parts(resp: dict[str, Any]) -> dict[uuid.UUID, set[int]] | None:
+    if resp["assignment"] is None:
+        return None
+    return {tp["topic_id"]: set(tp["partitions"]) for tp in resp["assignment"]["topic_partitions"]}
+
+
+def _join(w: Wire, member_id: str, topic: str, assignor: str = "uniform") -> dict[str, Any]:
+    return _hb(w, member_id, 0, rebalance_timeout_ms=30_000, subscribed_topic_names=[topic],
+               server_assignor=assignor, topic_partitions=[])  # fmt: skip
+
+
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_a_partition_moves_only_after_its_owner_revoked_it(rill_broker) -> None:
+    topic_id = _create_topic(rill_broker.bootstrap_servers, "kip848-t", 4)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        a = _join(w, "member-a", "kip848-t")
+        assert a["error_code"] == 0, a
+        assert a["member_epoch"] == 1 and _parts(a) == {topic_id: {0, 1, 2, 3}}
+
+        b = _join(w, "member-b", "kip848-t")
+        assert b["error_code"] == 0 and b["member_epoch"] == 2
+        assert _parts(b) == {}  # the two partitions it is to get are still A's
+
+        # A is told to give two up: its epoch stays until it has.
+        a = _hb(w, "member-a", 1)
+        assert a["member_epoch"] == 1
+        kept = _parts(a)[topic_id]
+        assert len(kept) == 2
+        moving = {0, 1, 2, 3} - kept
+        # B asks again before A revoked: nothing yet.
+        b = _hb(w, "member-b", 2)
+        assert b["error_code"] == 0 and (_parts(b) or {}).get(topic_id, set()) == set()
+
+        # A still reports all four: it stays at epoch 1.
+        a = _hb(w, "member-a", 1, topic_partitions=[{"topic_id": topic_id, "partitions": [0, 1, 2, 3]}])
+        assert a["member_epoch"] == 1
+        # A revoked: it moves to epoch 2, and B gets the two.
+        a = _hb(w, "member-a", 1, topic_partitions=[{"topic_id": topic_id, "partitions": sorted(kept)}])
+        assert a["member_epoch"] == 2
+        b = _hb(w, "member-b", 2)
+        assert _parts(b) == {topic_id: moving}
+
+        # An epoch the coordinator never gave is fenced; a member it does not know is told so.
+        assert _hb(w, "member-a", 7)["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH
+        assert _hb(w, "nobody", 2)["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+
+        # ConsumerGroupDescribe shows both, their epochs and targets.
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [GROUP], "include_authorized_operations": False})
+        g = d["groups"][0]
+        assert (g["error_code"], g["group_state"], g["group_epoch"], g["assignment_epoch"]) == (0, "Stable", 2, 2)
+        assert g["assignor_name"] == "uniform"
+        by_id = {m["member_id"]: m for m in g["members"]}
+        assert by_id["member-b"]["member_epoch"] == 2
+        assert {p for tp in by_id["member-b"]["assignment"]["topic_partitions"] for p in tp["partitions"]} == moving
+        assert by_id["member-b"]["target_assignment"]["topic_partitions"][0]["topic_name"] == "kip848-t"
+
+        # OffsetCommit v9 with member epochs.
+        def commit(member: str, epoch: int, version: int = 9) -> int:
+            r = w.call(ApiKey.OFFSET_COMMIT, version, {
+                "group_id": GROUP, "generation_id_or_member_epoch": epoch, "member_id": member,
+                "group_instance_id": None, "retention_time_ms": -1,
+                "topics": [{"name": "kip848-t", "partitions": [
+                    {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1,
+                     "committed_metadata": ""}]}]})  # fmt: skip
+            return int(r["topics"][0]["partitions"][0]["error_code"])
+
+        assert commit("member-a", 1) == ErrorCode.STALE_MEMBER_EPOCH
+        assert commit("nobody", 2) == ErrorCode.UNKNOWN_MEMBER_ID
+        assert commit("", -1) == ErrorCode.UNKNOWN_MEMBER_ID  # not a member, while the group has members
+        assert commit("member-a", 2) == ErrorCode.NO_ERROR
+
+        def fetch(member: str | None, epoch: int) -> dict[str, Any]:
+            return w.call(ApiKey.OFFSET_FETCH, 9, {
+                "groups": [{"group_id": GROUP, "member_id": member, "member_epoch": epoch,
+                            "topics": [{"name": "kip848-t", "partition_indexes": [0]}]}],
+                "require_stable": False})["groups"][0]  # fmt: skip
+
+        assert fetch("member-b", 1)["error_code"] == ErrorCode.STALE_MEMBER_EPOCH
+        assert fetch("nobody", 1)["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+        for member, epoch in (("member-b", 2), (None, -1)):
+            got = fetch(member, epoch)
+            assert got["error_code"] == 0 and got["topics"][0]["partitions"][0]["committed_offset"] == 5
+
+        # A leaves: the group epoch moves on and B gets everything once it heartbeats.
+        left = _hb(w, "member-a", -1)
+        assert (left["error_code"], left["member_epoch"]) == (0, -1)
+        b = _hb(w, "member-b", 2)
+        assert b["member_epoch"] == 3 and _parts(b) == {topic_id: {0, 1, 2, 3}}
+        # A classic member cannot join the consumer group.
+        joined = w.call(ApiKey.JOIN_GROUP, 5, {"group_id": GROUP, "session_timeout_ms": 10_000,
+                                               "rebalance_timeout_ms": 10_000, "member_id": "",
+                                               "group_instance_id": None, "protocol_type": "consumer",
+                                               "protocols": [{"name": "range", "metadata": b""}]})  # fmt: skip
+        assert joined["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    finally:
+        w.close()
+
+
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_bad_heartbeats_are_refused(rill_broker) -> None:
+    _create_topic(rill_broker.bootstrap_servers, "kip848-bad", 1)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        r = _hb(w, "m", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["kip848-bad"], topic_partitions=[],
+                server_assignor="sticky")  # fmt: skip
+        assert r["error_code"] == ErrorCode.UNSUPPORTED_ASSIGNOR
+        r = _hb(w, "m", 0, rebalance_timeout_ms=1000, subscribed_topic_names=None, topic_partitions=[])
+        assert r["error_code"] == ErrorCode.INVALID_REQUEST
+        r = _hb(w, "m", 0, rebalance_timeout_ms=1000, subscribed_topic_regex="kip(", topic_partitions=[])
+        assert r["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION
+        r = _hb(w, "", 3)
+        assert r["error_code"] == ErrorCode.INVALID_REQUEST
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [GROUP], "include_authorized_operations": False})
+        assert d["groups"][0]["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND  # nothing was created
+    finally:
+        w.close()
