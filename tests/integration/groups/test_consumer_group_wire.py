@@ -138,6 +138,29 @@ def test_a_partition_moves_only_after_its_owner_revoked_it(rill_broker) -> None:
                                                "group_instance_id": None, "protocol_type": "consumer",
                                                "protocols": [{"name": "range", "metadata": b""}]})  # fmt: skip
         assert joined["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+        # ListGroups: by type and state; DescribeGroups does not describe a consumer group.
+        def listed(**filters: Any) -> list[tuple[str, str, str]]:
+            r = w.call(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": [], **filters})
+            return [(g["group_id"], g["group_state"], g["group_type"]) for g in r["groups"]]
+
+        assert (GROUP, "Stable", "consumer") in listed()
+        assert (GROUP, "Stable", "consumer") in listed(types_filter=["consumer"], states_filter=["stable"])
+        assert GROUP not in [g for g, _, _ in listed(types_filter=["classic"])]
+        assert GROUP not in [g for g, _, _ in listed(states_filter=["Empty"])]
+        described = w.call(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [GROUP]})["groups"][0]
+        assert described["error_code"] == 0 and described["group_state"] == "Dead"
+
+        # DeleteGroups: refused while the group has a member, then the group and its offsets go.
+        def delete() -> int:
+            return int(w.call(ApiKey.DELETE_GROUPS, 2, {"groups_names": [GROUP]})["results"][0]["error_code"])
+
+        assert delete() == ErrorCode.NON_EMPTY_GROUP
+        assert _hb(w, "member-b", 3, member_epoch=-1)["error_code"] == 0
+        assert listed(types_filter=["consumer"]) == [(GROUP, "Empty", "consumer")]
+        assert delete() == ErrorCode.NO_ERROR
+        assert listed() == []
+        assert fetch(None, -1)["topics"][0]["partitions"][0]["committed_offset"] == -1
     finally:
         w.close()
 

@@ -351,6 +351,27 @@ class ConsumerGroupCoordinator:
         self._cancel_timers(group.group_id, member_id)
         log.info("Member %s of consumer group %s %s; group epoch %d", member_id, group.group_id, why, epoch)
 
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a consumer group: only when it has no members; its records are tombstoned."""
+        if (code := self.classic.not_serving(group_id)) is not None:
+            return code
+        async with self._lock(group_id):
+            group = self.groups.get(group_id)
+            if group is None:
+                return ErrorCode.GROUP_ID_NOT_FOUND
+            if group.members:
+                return ErrorCode.NON_EMPTY_GROUP
+            kvs: list[KeyValue] = []
+            for member_id in group.target:
+                kvs += records.member_tombstones(group_id, member_id)
+            try:
+                await self._write(group_id, [*kvs, *records.group_tombstones(group_id)])
+            except KafkaError as e:
+                return e.code
+            group.deleted = True
+            del self.groups[group_id]
+            return ErrorCode.NO_ERROR
+
     # -- assignment ------------------------------------------------------------------------------------------
 
     def _topic_names(self, member: ConsumerGroupMember) -> set[str]:
