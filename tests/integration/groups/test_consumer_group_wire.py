@@ -183,3 +183,38 @@ def test_bad_heartbeats_are_refused(rill_broker) -> None:
         assert d["groups"][0]["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND  # nothing was created
     finally:
         w.close()
+
+
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_static_member_returns_to_its_assignment_and_regex_subscriptions(rill_broker) -> None:
+    bs = rill_broker.bootstrap_servers
+    t1 = _create_topic(bs, "orders-eu", 2)
+    t2 = _create_topic(bs, "orders-us", 2)
+    _create_topic(bs, "payments", 2)
+    w = Wire(bs, timeout=30)
+    try:
+        join = {"rebalance_timeout_ms": 30_000, "subscribed_topic_regex": "orders-.*", "topic_partitions": []}
+        a = _hb(w, "a-1", 0, instance_id="instance-a", **join)
+        assert a["error_code"] == 0 and _parts(a) == {t1: {0, 1}, t2: {0, 1}}  # payments does not match
+        a = _hb(w, "a-1", 1, topic_partitions=[{"topic_id": t1, "partitions": [0, 1]},
+                                               {"topic_id": t2, "partitions": [0, 1]}])  # fmt: skip
+        # Another process with the same instance id while the first has not left: refused.
+        dup = _hb(w, "a-2", 0, instance_id="instance-a", **join)
+        assert dup["error_code"] == ErrorCode.UNRELEASED_INSTANCE_ID
+        # The static member leaves for a restart (-2) and comes back with a new member id: same partitions and
+        # epoch, no new group epoch.
+        left = _hb(w, "a-1", -2, instance_id="instance-a")
+        assert (left["error_code"], left["member_epoch"]) == (0, -2)
+        back = _hb(w, "a-2", 0, instance_id="instance-a", **join)
+        assert back["error_code"] == 0, back
+        assert back["member_epoch"] == 1 and _parts(back) == {t1: {0, 1}, t2: {0, 1}}
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [GROUP]})["groups"][0]
+        assert [(m["member_id"], m["instance_id"]) for m in d["members"]] == [("a-2", "instance-a")]
+        assert d["group_epoch"] == 1
+        assert d["members"][0]["subscribed_topic_regex"] == "orders-.*"
+        # A new topic that matches the regex is assigned at the next heartbeat.
+        t3 = _create_topic(bs, "orders-asia", 1)
+        again = _hb(w, "a-2", 1)
+        assert again["member_epoch"] == 2 and _parts(again)[t3] == {0}
+    finally:
+        w.close()
