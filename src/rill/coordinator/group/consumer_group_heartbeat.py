@@ -98,7 +98,10 @@ class ConsumerGroupCoordinator:
         self._locks: dict[str, asyncio.Lock] = {}
         self._sessions: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._rebalances: dict[tuple[str, str], asyncio.TimerHandle] = {}
-        self.rebalances = 0  # completed target assignments, for the metrics
+        # Rebalances for the metrics: from a group epoch bump until every member reached the new target.
+        self.rebalance_count = 0
+        self.rebalance_time_ms_total = 0.0
+        self._rebalance_started: dict[str, float] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -298,13 +301,12 @@ class ConsumerGroupCoordinator:
         reconciled = reconcile(updated, target.get(updated.member_id, {}), assignment_epoch, group.owner_epoch, owned)
         if is_new or not reconciled.same_assignment(member):
             kvs.append(records.current_assignment_record(group.group_id, reconciled))
+        started, before_epoch = time.monotonic(), group.group_epoch
         await self._write(group.group_id, kvs)
         # Written: apply.
         if replaced is not None:
             group.remove_member(replaced.member_id)
             self._cancel_timers(group.group_id, replaced.member_id)
-        if group_epoch > group.assignment_epoch and assignment_epoch == group_epoch:
-            self.rebalances += 1
         group.group_epoch, group.assignment_epoch, group.target = group_epoch, assignment_epoch, target
         group.subscribed_partitions = subscribed
         group.assignor_name = assignor
@@ -312,6 +314,9 @@ class ConsumerGroupCoordinator:
         self.groups[group.group_id] = group
         self._schedule_session(group.group_id, reconciled.member_id)
         self._maybe_schedule_rebalance_timeout(group.group_id, member, reconciled)
+        if group_epoch > before_epoch:
+            self._rebalance_started.setdefault(group.group_id, started)
+        self._track_rebalance(group, started)
         full = req.member_epoch == 0 or (
             req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None and req.owned is not None
         )
@@ -349,7 +354,19 @@ class ConsumerGroupCoordinator:
         group.remove_member(member_id)
         group.group_epoch = epoch
         self._cancel_timers(group.group_id, member_id)
+        self._track_rebalance(group, time.monotonic())
         log.info("Member %s of consumer group %s %s; group epoch %d", member_id, group.group_id, why, epoch)
+
+    def _track_rebalance(self, group: ConsumerGroup, started: float) -> None:
+        """Count a rebalance once the group is Stable again (``started``: when this change began)."""
+        state = group.state
+        if state in (ConsumerGroupState.ASSIGNING, ConsumerGroupState.RECONCILING):
+            self._rebalance_started.setdefault(group.group_id, started)
+            return
+        began = self._rebalance_started.pop(group.group_id, None)
+        if began is not None and state == ConsumerGroupState.STABLE:
+            self.rebalance_count += 1
+            self.rebalance_time_ms_total += (time.monotonic() - began) * 1000
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of a consumer group: only when it has no members; its records are tombstoned."""

@@ -77,6 +77,8 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsM
         self._sync_timers: dict[str, asyncio.TimerHandle] = {}
         self._rebalance_started: dict[str, float] = {}
         self.last_rebalance_ms: dict[str, float] = {}
+        self.rebalance_count = 0  # completed rebalances and the time they took, for the metrics
+        self.rebalance_time_ms_total = 0.0
         self._expiry_timer: asyncio.TimerHandle | None = None
         self._led: set[int] = set()  # the partitions of __consumer_offsets whose groups are loaded here
         self._loop: asyncio.AbstractEventLoop | None = None
