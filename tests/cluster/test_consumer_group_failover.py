@@ -136,3 +136,54 @@ def test_members_keep_their_epochs_and_assignments_across_a_coordinator_kill(ril
     finally:
         w.close()
         c.restart(coordinator)
+
+
+def test_clients_read_everything_across_a_coordinator_kill(rill3c: TestCluster) -> None:
+    """confluent-kafka consumers with group.protocol=consumer while the group's coordinator is SIGKILLed:
+    every record is read, no partition is owned by two members at once, committed offsets never go back."""
+    import confluent_kafka
+    from tests.integration.groups._consumers import ConsumerThread, Ownership
+
+    c, group, topic, partitions = rill3c, "kip848-clients", "kip848-load", 6
+    create_topic(c, topic, partitions=partitions)
+    producer = confluent_kafka.Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all",
+                                         "enable.idempotence": True, "message.timeout.ms": 60000})  # fmt: skip
+    produced: list[bytes] = []
+
+    def produce(n: int) -> None:
+        for _ in range(n):
+            value = f"r{len(produced)}".encode()
+            produced.append(value)
+            producer.produce(topic, value, partition=len(produced) % partitions)
+        assert producer.flush(90) == 0
+
+    def committed() -> dict[int, int]:
+        probe = confluent_kafka.Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": group})
+        try:
+            tps = probe.committed([confluent_kafka.TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+            return {tp.partition: tp.offset for tp in tps}
+        finally:
+            probe.close()
+
+    ownership = Ownership()
+    members = [ConsumerThread(n, c.bootstrap_servers, group, topic, ownership) for n in ("x", "y", "z")]
+    for m in members:
+        m.start()
+    produce(600)
+    c.wait_for(lambda: ownership.seen >= set(produced), 90, "every record before the kill")
+    before = committed()
+    offsets_partition = partition_for(group, 3)
+    coordinator = c.leader(OFFSETS_TOPIC, offsets_partition)
+    c.wait_for(lambda: len(_replica_sizes(c, offsets_partition)) == 1, 30, "the followers to catch up")
+    c.kill(coordinator)
+    try:
+        produce(600)
+        c.wait_for(lambda: ownership.seen >= set(produced), 120, "every record after the kill")
+        for m in members:
+            m.stop()
+        after = committed()
+    finally:
+        c.restart(coordinator)
+    assert not ownership.overlaps(), ownership.overlaps()
+    assert all(after[p] >= before[p] for p in before), (before, after)
+    assert sum(after.values()) == len(produced)
