@@ -31,7 +31,7 @@ def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 def test_group_counts_and_rebalances_of_both_protocols() -> None:
     port = _free_port()
     configs = {"metrics.port": str(port), "group.consumer.heartbeat.interval.ms": "300",
-               "group.initial.rebalance.delay.ms": "0"}  # fmt: skip
+               "group.consumer.min.heartbeat.interval.ms": "100", "group.initial.rebalance.delay.ms": "0"}  # fmt: skip
     with rill.testing.broker(configs) as b:
         bs = b.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bs})
