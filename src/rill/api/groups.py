@@ -161,9 +161,15 @@ async def handle_join_group(ctx: RequestContext, request: Body) -> Body:
             "protocol_name": None if version >= 7 else "",
             "leader": "",
         }
-    if coordinator.consumer.has_members(request["group_id"]):  # a live group of the consumer protocol
-        return {"error_code": ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "member_id": member_id,
-                "protocol_name": None if version >= 7 else "", "leader": "", "generation_id": -1}  # fmt: skip
+    if coordinator.consumer.is_consumer_group(request["group_id"]):
+        # A live group of the consumer protocol is refused; an empty one becomes a classic group (its records
+        # are deleted, its committed offsets kept), as in Kafka.
+        converted = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        if not coordinator.consumer.has_members(request["group_id"]):
+            converted = await coordinator.consumer.delete_group(request["group_id"])
+        if converted != ErrorCode.NO_ERROR:
+            return {"error_code": converted, "member_id": member_id,
+                    "protocol_name": None if version >= 7 else "", "leader": "", "generation_id": -1}  # fmt: skip
     session_timeout = request["session_timeout_ms"]
     rebalance_timeout = request.get("rebalance_timeout_ms", -1)
     if rebalance_timeout < 0:

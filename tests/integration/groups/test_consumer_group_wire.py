@@ -218,3 +218,34 @@ def test_static_member_returns_to_its_assignment_and_regex_subscriptions(rill_br
         assert again["member_epoch"] == 2 and _parts(again)[t3] == {0}
     finally:
         w.close()
+
+
+@pytest.mark.rill_broker_config(**CONFIGS, **{"group.initial.rebalance.delay.ms": "0"})
+def test_an_empty_group_changes_protocol_and_keeps_its_offsets(rill_broker) -> None:
+    _create_topic(rill_broker.bootstrap_servers, "kip848-switch", 1)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        joined = _hb(w, "m", 0, rebalance_timeout_ms=5000, subscribed_topic_names=["kip848-switch"],
+                     topic_partitions=[])  # fmt: skip
+        commit = w.call(ApiKey.OFFSET_COMMIT, 9, {
+            "group_id": GROUP, "generation_id_or_member_epoch": joined["member_epoch"], "member_id": "m",
+            "topics": [{"name": "kip848-switch", "partitions": [
+                {"partition_index": 0, "committed_offset": 7, "committed_metadata": ""}]}]})  # fmt: skip
+        assert commit["topics"][0]["partitions"][0]["error_code"] == 0
+        assert _hb(w, "m", -1)["error_code"] == 0  # the consumer group is empty now
+        classic = w.call(ApiKey.JOIN_GROUP, 3, {"group_id": GROUP, "session_timeout_ms": 10_000,
+                                                "rebalance_timeout_ms": 10_000, "member_id": "",
+                                                "protocol_type": "consumer",
+                                                "protocols": [{"name": "range", "metadata": b""}]})  # fmt: skip
+        assert classic["error_code"] == 0, classic
+        listed = w.call(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})["groups"]
+        assert [(g["group_id"], g["group_type"]) for g in listed] == [(GROUP, "classic")]
+        fetched = w.call(ApiKey.OFFSET_FETCH, 1, {"group_id": GROUP, "topics": [
+            {"name": "kip848-switch", "partition_indexes": [0]}]})  # fmt: skip
+        assert fetched["topics"][0]["partitions"][0]["committed_offset"] == 7
+        # Now a live classic group: a consumer-protocol member is refused.
+        refused = _hb(w, "m2", 0, rebalance_timeout_ms=5000, subscribed_topic_names=["kip848-switch"],
+                      topic_partitions=[])  # fmt: skip
+        assert refused["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+    finally:
+        w.close()
