@@ -18,12 +18,13 @@ partitions it must revoke longer than its rebalance timeout is removed too, whic
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import re
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -95,7 +96,7 @@ class ConsumerGroupCoordinator:
         names = assignors if isinstance(assignors, list) else str(assignors).split(",")
         self.assignors = [n.strip() for n in names if n.strip() in ASSIGNORS] or ["uniform"]
         self.groups: dict[str, ConsumerGroup] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, list[Any]] = {}  # group id -> [lock, users]
         self._sessions: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._rebalances: dict[tuple[str, str], asyncio.TimerHandle] = {}
         # Rebalances for the metrics: from a group epoch bump until every member reached the new target.
@@ -158,11 +159,21 @@ class ConsumerGroupCoordinator:
         if inspect.isawaitable(written):
             await written
 
-    def _lock(self, group_id: str) -> asyncio.Lock:
-        lock = self._locks.get(group_id)
-        if lock is None:
-            lock = self._locks[group_id] = asyncio.Lock()
-        return lock
+    @contextlib.asynccontextmanager
+    async def _lock(self, group_id: str) -> AsyncIterator[None]:
+        """One change of a group at a time (its records are written before the change is applied). The lock
+        is dropped once nobody uses it and the group does not exist, so unknown group ids leave nothing."""
+        entry = self._locks.get(group_id)
+        if entry is None:
+            entry = self._locks[group_id] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0 and group_id not in self.groups:
+                del self._locks[group_id]
 
     # -- ConsumerGroupHeartbeat --------------------------------------------------------------------------
 
