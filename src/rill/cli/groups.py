@@ -1,7 +1,7 @@
 """``rill groups``: list, describe and delete consumer groups, reset and delete their committed offsets
 (Kafka's ``kafka-consumer-groups``). Works against any Kafka-protocol broker.
 
-    rill groups list [--state [STATES]] [--type TYPES]   names; with --state or --type a table (TYPE, STATE)
+    rill groups list [--state [STATES]] [--type TYPES]   names; with --state or --type a table (STATE, TYPE)
     rill groups describe (GROUP... | --all-groups) [--members [--verbose] | --state | --offsets]
 
 Groups of both protocols are shown: ``classic`` and ``consumer`` (KIP-848). For consumer groups, ``--state``
@@ -70,6 +70,10 @@ def _list(args: argparse.Namespace) -> int:
         print_json([{"group": g, "state": s, "type": t} for g, s, t in listed])
     elif args.state is None and args.type is None:  # as kafka-consumer-groups.sh --list: one name a line
         sys.stdout.write("".join(f"{g}\n" for g, _, _ in listed))
+    elif args.type is None:  # Kafka's columns: GROUP STATE, GROUP TYPE, or both
+        print_table(Table(("GROUP", "STATE"), [(g, s) for g, s, _ in listed]))
+    elif args.state is None:
+        print_table(Table(("GROUP", "TYPE"), [(g, t) for g, _, t in listed]))
     else:
         print_table(Table(("GROUP", "TYPE", "STATE"), [(g, t, s) for g, s, t in listed]))
     return 0
@@ -200,9 +204,14 @@ def _print_states(reports: list[dict[str, Any]]) -> None:
         coordinator = f"{c['host']}:{c['port']}  ({c['id']})" if c is not None else None
         rows.append((rep["group"], coordinator, rep["type"], rep["assignor"] or None, rep["state"],
                      rep["group_epoch"], rep["assignment_epoch"], len(rep["members"])))  # fmt: skip
-    headers = ("GROUP", "COORDINATOR (ID)", "TYPE", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
-               "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS")  # fmt: skip
-    print_table(Table(headers, rows))
+    headers: tuple[str, ...] = ("GROUP", "COORDINATOR (ID)", "TYPE", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+                                "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS")  # fmt: skip
+    table: list[tuple[Any, ...]] = list(rows)
+    if not any(rep["type"] == "consumer" for rep in reports):  # Kafka's columns for classic groups
+        keep = (0, 1, 3, 4, 7)
+        headers = tuple(headers[i] for i in keep)
+        table = [tuple(row[i] for i in keep) for row in table]
+    print_table(Table(headers, table))
 
 
 def _describe(args: argparse.Namespace) -> int:
