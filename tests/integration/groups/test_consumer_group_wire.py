@@ -249,3 +249,30 @@ def test_an_empty_group_changes_protocol_and_keeps_its_offsets(rill_broker) -> N
         assert refused["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
     finally:
         w.close()
+
+
+@pytest.mark.parametrize("kill", [False, True])
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_a_restarted_broker_replays_the_group(rill_broker, kill: bool) -> None:
+    topic_id = _create_topic(rill_broker.bootstrap_servers, "kip848-restart", 2)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    a = _join(w, "member-a", "kip848-restart")
+    b = _join(w, "member-b", "kip848-restart")
+    a = _hb(w, "member-a", 1)
+    kept = _parts(a)
+    a = _hb(w, "member-a", 1, topic_partitions=[{"topic_id": topic_id, "partitions": sorted(kept[topic_id])}])
+    b = _hb(w, "member-b", 2)
+    assert (a["member_epoch"], b["member_epoch"]) == (2, 2)
+    w.close()
+    rill_broker.restart(kill=kill)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        owned = [{"topic_id": topic_id, "partitions": sorted(_parts(b)[topic_id])}]
+        again = _hb(w, "member-b", 2, topic_partitions=owned, rebalance_timeout_ms=30_000,
+                    subscribed_topic_names=["kip848-restart"])  # fmt: skip
+        assert (again["error_code"], again["member_epoch"], _parts(again)) == (0, 2, _parts(b))
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [GROUP]})["groups"][0]
+        assert (d["group_state"], d["group_epoch"], sorted(m["member_id"] for m in d["members"])) == (
+            "Stable", 2, ["member-a", "member-b"])
+    finally:
+        w.close()
