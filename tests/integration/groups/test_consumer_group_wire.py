@@ -276,3 +276,18 @@ def test_a_restarted_broker_replays_the_group(rill_broker, kill: bool) -> None:
             "Stable", 2, ["member-a", "member-b"])
     finally:
         w.close()
+
+
+@pytest.mark.rill_broker_config(**CONFIGS, **{"group.consumer.max.size": "1"})
+def test_a_full_group_refuses_a_new_member(rill_broker) -> None:
+    _create_topic(rill_broker.bootstrap_servers, "kip848-full", 1)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        assert _join(w, "first", "kip848-full")["error_code"] == 0
+        refused = _join(w, "second", "kip848-full")
+        assert refused["error_code"] == ErrorCode.GROUP_MAX_SIZE_REACHED
+        assert _join(w, "first", "kip848-full")["error_code"] == 0  # a member rejoining is not a new one
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [GROUP]})["groups"][0]
+        assert [m["member_id"] for m in d["members"]] == ["first"]
+    finally:
+        w.close()

@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rill.common import TopicPartition
 from rill.coordinator.group import consumer_group_records as records
 from rill.coordinator.group.consumer_group import (
     Assignment,
@@ -39,6 +40,7 @@ from rill.coordinator.group.consumer_group import (
 )
 from rill.coordinator.group.consumer_group_assignors import ASSIGNORS, AssignmentMember
 from rill.coordinator.group.consumer_group_reconciliation import reconcile
+from rill.coordinator.group.group_metadata import GroupMetadata
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import INTERNAL_TOPICS, OFFSETS_TOPIC
 from rill.records.record import Record
@@ -115,7 +117,7 @@ class ConsumerGroupCoordinator:
         replay = records.ConsumerGroupReplay()
         count = 0
         for p in sorted(partitions):
-            partition = self.classic.manager.replica_manager.partitions().get(_offsets_tp(p))
+            partition = self.classic.manager.replica_manager.partitions().get(TopicPartition(OFFSETS_TOPIC, p))
             if partition is not None:
                 count += records.load_partition_log(partition.log, replay)
         loaded = replay.finish()
@@ -523,8 +525,6 @@ class ConsumerGroupCoordinator:
             return dict.fromkeys(offsets, error)
         holder = self.classic.groups.get(group_id)
         if holder is None:
-            from rill.coordinator.group.group_metadata import GroupMetadata
-
             holder = self.classic.groups[group_id] = GroupMetadata(group_id, current_state_timestamp=_now_ms())
         return self.classic._store_offsets(holder, offsets)
 
@@ -571,9 +571,3 @@ def _preferred(members: Any, default: str) -> str:
         if member.server_assignor:
             votes[member.server_assignor] = votes.get(member.server_assignor, 0) + 1
     return max(sorted(votes), key=lambda n: votes[n]) if votes else default
-
-
-def _offsets_tp(partition: int) -> Any:
-    from rill.common import TopicPartition
-
-    return TopicPartition(OFFSETS_TOPIC, partition)
