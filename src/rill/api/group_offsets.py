@@ -57,7 +57,7 @@ async def handle_offset_commit(ctx: RequestContext, request: Body) -> Body:
         if coordinator is None:
             errors.update(dict.fromkeys(to_commit, ErrorCode.COORDINATOR_NOT_AVAILABLE))
         elif coordinator.consumer.is_consumer_group(request["group_id"]):  # member epochs (KIP-848)
-            errors.update(coordinator.consumer.commit_offsets(request, to_commit, ctx.api_version))
+            errors.update(await coordinator.consumer.commit_offsets(request, to_commit, ctx.api_version))
         else:
             errors.update(
                 coordinator.commit_offsets(

@@ -510,7 +510,7 @@ class ConsumerGroupCoordinator:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NO_ERROR
 
-    def commit_offsets(
+    async def commit_offsets(
         self, request: Mapping[str, Any], offsets: Mapping[Any, Any], api_version: int
     ) -> dict[Any, ErrorCode]:
         """OffsetCommit to a consumer group: checked against the member's epoch, then stored as the classic
@@ -526,7 +526,10 @@ class ConsumerGroupCoordinator:
         holder = self.classic.groups.get(group_id)
         if holder is None:
             holder = self.classic.groups[group_id] = GroupMetadata(group_id, current_state_timestamp=_now_ms())
-        return self.classic._store_offsets(holder, offsets)
+        stored: Any = self.classic._store_offsets(holder, offsets)
+        if inspect.isawaitable(stored):  # the store may wait for replication
+            stored = await stored
+        return dict(stored)
 
     def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
         group = self.groups.get(group_id)
