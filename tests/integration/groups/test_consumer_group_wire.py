@@ -3,6 +3,7 @@ by its owner before another member gets it), fencing, and OffsetCommit/OffsetFet
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -289,5 +290,29 @@ def test_a_full_group_refuses_a_new_member(rill_broker) -> None:
         assert _join(w, "first", "kip848-full")["error_code"] == 0  # a member rejoining is not a new one
         d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [GROUP]})["groups"][0]
         assert [m["member_id"] for m in d["members"]] == ["first"]
+    finally:
+        w.close()
+
+
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_a_member_that_does_not_revoke_in_time_is_removed(rill_broker) -> None:
+    topic_id = _create_topic(rill_broker.bootstrap_servers, "kip848-slow", 2)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        slow = _hb(w, "slow", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["kip848-slow"],
+                   topic_partitions=[])  # fmt: skip
+        assert _parts(slow) == {topic_id: {0, 1}}
+        assert _join(w, "other", "kip848-slow")["error_code"] == 0
+        told = _hb(w, "slow", 1)  # told to give one up; it never reports that it did
+        assert len(_parts(told)[topic_id]) == 1
+        deadline = time.monotonic() + 20
+        while True:  # within its rebalance timeout (1 s) plus a heartbeat, the other member gets both
+            other = _hb(w, "other", 2)
+            if other["error_code"] == 0 and (_parts(other) or {}).get(topic_id) == {0, 1}:
+                break
+            assert time.monotonic() < deadline, other
+            time.sleep(0.2)
+        assert other["member_epoch"] == 3
+        assert _hb(w, "slow", 1)["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
     finally:
         w.close()
