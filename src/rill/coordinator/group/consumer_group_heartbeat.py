@@ -495,16 +495,19 @@ class ConsumerGroupCoordinator:
 
     # -- offsets ---------------------------------------------------------------------------------------------
 
-    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int, api_version: int) -> ErrorCode:
-        """Kafka's check of an OffsetCommit to a consumer group: a client outside the group (epoch < 0) may
-        commit only while the group has no members; a member commits at its current epoch, with v9+."""
+    def validate_offset_commit(
+        self, group_id: str, member_id: str, member_epoch: int, api_version: int, *, transactional: bool = False
+    ) -> ErrorCode:
+        """Kafka's check of an OffsetCommit (or TxnOffsetCommit) to a consumer group: a client outside the group
+        (epoch < 0) may commit only while the group has no members; a member commits at its current epoch, with
+        OffsetCommit v9+."""
         group = self.groups[group_id]
         if member_epoch < 0 and not group.members:
             return ErrorCode.NO_ERROR
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if api_version < 9:
+        if api_version < 9 and not transactional:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
             return ErrorCode.STALE_MEMBER_EPOCH
