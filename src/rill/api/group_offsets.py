@@ -191,6 +191,10 @@ async def handle_offset_delete(ctx: RequestContext, request: Body) -> Body:
                 candidates.append(tp)
             else:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    subscribed = coordinator.consumer.subscribed_topics(request["group_id"])  # a live consumer group's (KIP-848)
+    for tp in [tp for tp in candidates if tp.topic in subscribed]:
+        errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+        candidates.remove(tp)
     error, results = coordinator.delete_offsets(request["group_id"], candidates)
     if error != ErrorCode.NO_ERROR:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}

@@ -122,6 +122,11 @@ def test_a_partition_moves_only_after_its_owner_revoked_it(rill_broker) -> None:
                             "topics": [{"name": "kip848-t", "partition_indexes": [0]}]}],
                 "require_stable": False})["groups"][0]  # fmt: skip
 
+        # OffsetDelete: refused for a topic the live group subscribes to.
+        deleted = w.call(ApiKey.OFFSET_DELETE, 0, {"group_id": GROUP, "topics": [
+            {"name": "kip848-t", "partitions": [{"partition_index": 0}]}]})  # fmt: skip
+        assert deleted["topics"][0]["partitions"][0]["error_code"] == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+
         assert fetch("member-b", 1)["error_code"] == ErrorCode.STALE_MEMBER_EPOCH
         assert fetch("nobody", 1)["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
         for member, epoch in (("member-b", 2), (None, -1)):

@@ -545,6 +545,16 @@ class ConsumerGroupCoordinator:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NO_ERROR
 
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """The topics the members of a consumer group subscribe to (by name or regular expression)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return set()
+        names: set[str] = set()
+        for member in group.members.values():
+            names |= self._topic_names(member)
+        return names
+
     def state_of(self, group_id: str) -> ConsumerGroupState | None:
         group = self.groups.get(group_id)
         return group.state if group is not None else None
