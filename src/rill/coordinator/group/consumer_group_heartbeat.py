@@ -160,6 +160,8 @@ class ConsumerGroupCoordinator:
         )
         if inspect.isawaitable(written):
             await written
+            if (code := self.classic.not_serving(group_id)) is not None:  # unloaded meanwhile: apply nothing
+                raise KafkaError(code, f"the coordinator of group {group_id} moved during the write")
 
     @contextlib.asynccontextmanager
     async def _lock(self, group_id: str) -> AsyncIterator[None]:
