@@ -54,6 +54,8 @@ def test_list_and_describe_both_kinds(rill_broker, capsys: pytest.CaptureFixture
         assert main(["describe", "new-group", "--bootstrap-server", bs, "--members", "--verbose"]) == 0
         table = capsys.readouterr().out
         assert "CURRENT-EPOCH" in table and "TARGET-ASSIGNMENT" in table and "cli-types:0,1" in table
+        assert main(["describe", "new-group", "--bootstrap-server", bs]) == 0  # the offsets view
+        assert "CURRENT-OFFSET" in capsys.readouterr().out
         assert main(["describe", "new-group", "old-group", "--bootstrap-server", bs, "--state"]) == 0
         table = capsys.readouterr().out
         assert "GROUP-EPOCH" in table and "consumer" in table and "classic" in table
