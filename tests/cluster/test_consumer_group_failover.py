@@ -187,3 +187,31 @@ def test_clients_read_everything_across_a_coordinator_kill(rill3c: TestCluster) 
     assert not ownership.overlaps(), ownership.overlaps()
     assert all(after[p] >= before[p] for p in before), (before, after)
     assert sum(after.values()) == len(produced)
+
+
+def test_a_group_config_set_on_any_broker_applies_at_the_coordinator(rill3c: TestCluster) -> None:
+    c, group = rill3c, "kip848-configured"
+    create_topic(c, "kip848-cfg", partitions=1)
+    w = _wire(c, c.brokers[0])
+    try:
+        _until_served(c, lambda: w.call(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0}))
+    finally:
+        w.close()
+    coordinator = c.leader(OFFSETS_TOPIC, partition_for(group, 3))
+    other = next(b for b in c.brokers if b != coordinator)
+    w = _wire(c, other)
+    try:
+        altered = w.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": False, "resources": [
+            {"resource_type": 32, "resource_name": group, "configs": [
+                {"name": "consumer.heartbeat.interval.ms", "config_operation": 0, "value": "900"}]}]})  # fmt: skip
+        assert altered["responses"][0]["error_code"] == 0, altered
+    finally:
+        w.close()
+    w = _wire(c, coordinator)
+    try:
+        body = {"group_id": group, "member_id": "m", "member_epoch": 0, "rebalance_timeout_ms": 30_000,
+                "subscribed_topic_names": ["kip848-cfg"], "topic_partitions": []}  # fmt: skip
+        joined = _until_served(c, lambda: w.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, body))
+        assert (joined["error_code"], joined["heartbeat_interval_ms"]) == (0, 900), joined
+    finally:
+        w.close()

@@ -92,6 +92,8 @@ class ZkMetadataStore(ZkChanges):
         self._controller_id = -1
         self._broker_configs: dict[str, str] = {}
         self._default_broker_configs: dict[str, str] = {}
+        self._group_configs: dict[str, dict[str, str]] = {}  # group id -> its dynamic configs (GROUP resources)
+        self._watched_group_configs: set[str] = set()
         self._cluster_id = ""
         self._offset = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -282,6 +284,16 @@ class ZkMetadataStore(ZkChanges):
         self.zk.DataWatch(zl.broker_config_path(self._node_id), self._mark_cluster)
         self.zk.DataWatch(zl.broker_config_path(None), self._mark_cluster)
         self.zk.ChildrenWatch(zl.TOPICS, self._on_topic_list)
+        self.zk.ensure_path(zl.GROUP_CONFIGS)
+        self.zk.ChildrenWatch(zl.GROUP_CONFIGS, self._on_group_config_list)
+
+    def _on_group_config_list(self, names: list[str]) -> bool:
+        for name in names:
+            if name not in self._watched_group_configs:
+                self._watched_group_configs.add(name)
+                self.zk.DataWatch(zl.group_config_path(name), self._mark_cluster)
+        self._mark_cluster()
+        return True
 
     def _on_topic_list(self, names: list[str]) -> bool:
         for name in names:
@@ -331,6 +343,7 @@ class ZkMetadataStore(ZkChanges):
 
     async def _refresh_cluster(self) -> None:
         brokers, controller, own, default, topics = await asyncio.to_thread(self._read_cluster)
+        self._group_configs = await asyncio.to_thread(self._read_group_configs)
         configs_changed = own != self._broker_configs or default != self._default_broker_configs
         self._brokers, self._controller_id = brokers, controller
         self._broker_configs, self._default_broker_configs = own, default
@@ -365,6 +378,14 @@ class ZkMetadataStore(ZkChanges):
         own = self._read_configs(zl.broker_config_path(self._node_id))
         default = self._read_configs(zl.broker_config_path(None))
         return brokers, controller, own, default, set(self.zk.get_children(zl.TOPICS))
+
+    def _read_group_configs(self) -> dict[str, dict[str, str]]:
+        try:
+            names = self.zk.get_children(zl.GROUP_CONFIGS)
+        except NoNodeError:
+            return {}
+        configs = {name: self._read_configs(zl.group_config_path(name)) for name in names}
+        return {name: c for name, c in configs.items() if c}
 
     def _read_configs(self, path: str) -> dict[str, str]:
         try:
@@ -507,6 +528,9 @@ class ZkMetadataStore(ZkChanges):
 
     def default_broker_configs(self) -> Mapping[str, str]:
         return self._default_broker_configs
+
+    def group_configs(self, group_id: str) -> Mapping[str, str]:
+        return self._group_configs.get(group_id, {})
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.users.credentials.get(user, mechanism)

@@ -321,3 +321,41 @@ def test_a_member_that_does_not_revoke_in_time_is_removed(rill_broker) -> None:
         assert _hb(w, "slow", 1)["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
     finally:
         w.close()
+
+
+def _alter_group(w: Wire, group: str, name: str, value: str | None, op: int = 0) -> dict[str, Any]:
+    return w.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": False, "resources": [
+        {"resource_type": 32, "resource_name": group,
+         "configs": [{"name": name, "config_operation": op, "value": value}]}]})["responses"][0]  # fmt: skip
+
+
+def _describe_group_configs(w: Wire, group: str) -> dict[str, tuple[str, int]]:
+    r = w.call(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{"resource_type": 32, "resource_name": group,
+                                                          "configuration_keys": None}],
+                                           "include_synonyms": False, "include_documentation": False})  # fmt: skip
+    return {c["name"]: (c["value"], c["config_source"]) for c in r["results"][0]["configs"]}
+
+
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_group_configs_override_the_brokers(rill_broker) -> None:
+    _create_topic(rill_broker.bootstrap_servers, "kip848-cfg", 1)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        assert _describe_group_configs(w, GROUP)["consumer.heartbeat.interval.ms"] == ("500", 5)  # the broker's
+        assert _alter_group(w, GROUP, "consumer.heartbeat.interval.ms", "700")["error_code"] == 0
+        assert _describe_group_configs(w, GROUP)["consumer.heartbeat.interval.ms"] == ("700", 8)
+        assert _join(w, "m", "kip848-cfg")["heartbeat_interval_ms"] == 700
+        # Refused, changing nothing: below the broker's minimum (100), an unknown name, not a number.
+        for name, value in (("consumer.heartbeat.interval.ms", "50"), ("consumer.nonsense", "1"),
+                            ("consumer.session.timeout.ms", "soon")):  # fmt: skip
+            assert _alter_group(w, GROUP, name, value)["error_code"] == ErrorCode.INVALID_CONFIG
+        assert _describe_group_configs(w, GROUP)["consumer.heartbeat.interval.ms"] == ("700", 8)
+        assert _alter_group(w, GROUP, "consumer.heartbeat.interval.ms", None, op=1)["error_code"] == 0  # DELETE
+        assert _hb(w, "m", 1)["heartbeat_interval_ms"] == 500
+        assert _alter_group(w, GROUP, "consumer.session.timeout.ms", "50000")["error_code"] == 0
+        w.close()
+        rill_broker.restart()  # kept in the cluster's metadata
+        w = Wire(rill_broker.bootstrap_servers, timeout=30)
+        assert _describe_group_configs(w, GROUP)["consumer.session.timeout.ms"] == ("50000", 8)
+    finally:
+        w.close()

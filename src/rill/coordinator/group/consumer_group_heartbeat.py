@@ -339,7 +339,7 @@ class ConsumerGroupCoordinator:
         return HeartbeatResult(
             member_id=reconciled.member_id,
             member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            heartbeat_interval_ms=self._group_config(group.group_id, "consumer.heartbeat.interval.ms"),
             assignment=normalize(reconciled.assigned) if full or changed or is_new else None,
         )
 
@@ -451,9 +451,18 @@ class ConsumerGroupCoordinator:
         old = self._sessions.pop(key, None)
         if old is not None:
             old.cancel()
+        timeout_ms = self._group_config(group_id, "consumer.session.timeout.ms")
         self._sessions[key] = self.classic.loop.call_later(
-            self.session_timeout_ms / 1000, self._expire, group_id, member_id, "session timed out"
+            timeout_ms / 1000, self._expire, group_id, member_id, "session timed out"
         )
+
+    def _group_config(self, group_id: str, name: str) -> int:
+        """A group's own ``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms`` (set through
+        IncrementalAlterConfigs on its GROUP resource), else the broker's."""
+        own = self.classic.manager.metadata.group_configs(group_id).get(name)
+        if own is not None:
+            return int(own)
+        return self.session_timeout_ms if name == "consumer.session.timeout.ms" else self.heartbeat_interval_ms
 
     def _maybe_schedule_rebalance_timeout(
         self, group_id: str, before: ConsumerGroupMember, after: ConsumerGroupMember
