@@ -209,6 +209,15 @@ def test_a_group_config_set_on_any_broker_applies_at_the_coordinator(rill3c: Tes
         w.close()
     w = _wire(c, coordinator)
     try:
+
+        def seen_by_coordinator() -> bool:  # configs reach the other brokers through ZooKeeper's watches
+            keys = ["consumer.heartbeat.interval.ms"]
+            r = w.call(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+                {"resource_type": 32, "resource_name": group, "configuration_keys": keys}],
+                "include_synonyms": False, "include_documentation": False})  # fmt: skip
+            return bool(r["results"][0]["configs"][0]["value"] == "900")
+
+        c.wait_for(seen_by_coordinator, 30, "the coordinator to see the group's config")
         body = {"group_id": group, "member_id": "m", "member_epoch": 0, "rebalance_timeout_ms": 30_000,
                 "subscribed_topic_names": ["kip848-cfg"], "topic_partitions": []}  # fmt: skip
         joined = _until_served(c, lambda: w.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, body))
