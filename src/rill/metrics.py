@@ -54,6 +54,7 @@ Metric (labels) and the Kafka metric it mirrors:
   max-dirty-percent, time-since-last-run-ms (since a cleaner thread last looked for a log to clean)
 - ``kafka_log_logcleanermanager_uncleanable_partitions_count``, ``_uncleanable_bytes`` (logdirectory):
   LogCleanerManager uncleanable-partitions-count and uncleanable-bytes of each log dir
+- the group coordinator's, for classic and consumer groups: see ``rill.metrics_groups``
 - ``rill_implementation_info`` (module, implementation): Rill's own, 1 for each module that has a compiled
   implementation and a pure-Python twin, labelled with the one in use (``compiled`` or ``python``)
 
@@ -280,6 +281,10 @@ class BrokerMetrics:
         if quotas is not None:
             self._quota_source = lambda: quota_stats(quotas)
         coordinator: Any = getattr(services, "group_coordinator", None)
+        if coordinator is not None and hasattr(coordinator, "consumer"):
+            from rill.metrics_groups import GroupCoordinatorCollector
+
+            self.registry.register(GroupCoordinatorCollector(coordinator))
         offsets = getattr(coordinator, "committed_offsets", None)
         if callable(offsets):
             self.set_group_source(lambda: group_offsets(offsets()))

@@ -36,7 +36,7 @@ def test_list_describe_reset_delete(capsys) -> None:
 
         assert main(["list", "--bootstrap-server", bs, "--json"]) == 0
         listed = json.loads(capsys.readouterr().out)
-        assert {"group": "cli-group", "state": "Stable"} in listed
+        assert {"group": "cli-group", "state": "Stable", "type": "classic"} in listed
 
         assert main(["describe", "cli-group", "--bootstrap-server", bs, "--json"]) == 0
         described = json.loads(capsys.readouterr().out)

@@ -107,6 +107,10 @@ def test_typed_values_and_overrides() -> None:
         ({"node.id": "1", "broker.id": "2"}, "node.id"),
         ({"log.cleaner.min.cleanable.ratio": "1.5"}, "log.cleaner.min.cleanable.ratio"),
         ({"group.min.session.timeout.ms": "9000", "group.max.session.timeout.ms": "8000"}, "session"),
+        ({"group.consumer.session.timeout.ms": "1000"}, "group.consumer.session.timeout.ms"),  # < its min
+        ({"group.consumer.heartbeat.interval.ms": "20000"}, "group.consumer.heartbeat.interval.ms"),  # > its max
+        ({"group.consumer.heartbeat.interval.ms": "5000", "group.consumer.session.timeout.ms": "5000",
+          "group.consumer.min.session.timeout.ms": "5000"}, "group.consumer.heartbeat.interval.ms"),
     ],
 )
 def test_bad_broker_values_name_the_key(props: dict[str, str], key: str) -> None:

@@ -1,4 +1,5 @@
-"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44) for topics and brokers."""
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44) for topics, brokers, broker loggers
+and groups (``rill.api._group_configs``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import logging
 from collections.abc import Mapping
 
 from rill.api._authorized import AclOperation, ResourceType, authorize, authorize_cluster
+from rill.api._group_configs import GROUP, apply_group_configs, group_entries
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import repeated
@@ -62,6 +64,8 @@ def _entries(ctx: RequestContext, rtype: int, name: str, only: set[str] | None =
         _check_broker_name(ctx, name, default_allowed=False)
         source, string = ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, ConfigType.STRING
         return [ConfigEntry(n, level, source, False, False, string, (), "") for n, level in current_levels().items()]
+    if rtype == GROUP:
+        return group_entries(ctx, name)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
 
 
@@ -95,6 +99,8 @@ def _check_access(ctx: RequestContext, rtype: int, name: str, operation: AclOper
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
     elif rtype in (BROKER, BROKER_LOGGER) and not authorize_cluster(ctx, operation):
         raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+    elif rtype == GROUP and not authorize(ctx, operation, ResourceType.GROUP, name):
+        raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
 
 
 @handler(ApiKey.DESCRIBE_CONFIGS, 0, 4)
@@ -160,6 +166,8 @@ async def _apply(ctx: RequestContext, rtype: int, name: str, new: Mapping[str, s
             if not validate_only:
                 await store.set_broker_configs(new)
                 log.info("Broker dynamic configs set to %s by %s", dict(new), ctx.client)
+    elif rtype == GROUP:
+        await apply_group_configs(ctx, name, new, validate_only)
     elif rtype == BROKER_LOGGER:
         raise KafkaError(
             ErrorCode.INVALID_REQUEST, "AlterConfigs is deprecated and does not support the resource type BROKER_LOGGER"
@@ -189,6 +197,8 @@ def _current(ctx: RequestContext, rtype: int, name: str) -> dict[str, str]:
     if rtype == BROKER:
         store = ctx.services.metadata
         return dict(store.default_broker_configs() if name == "" else store.broker_configs())
+    if rtype == GROUP:
+        return dict(ctx.services.metadata.group_configs(name))
     return {}
 
 

@@ -56,6 +56,8 @@ async def handle_offset_commit(ctx: RequestContext, request: Body) -> Body:
     if to_commit:
         if coordinator is None:
             errors.update(dict.fromkeys(to_commit, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        elif coordinator.consumer.is_consumer_group(request["group_id"]):  # member epochs (KIP-848)
+            errors.update(await coordinator.consumer.commit_offsets(request, to_commit, ctx.api_version))
         else:
             errors.update(
                 coordinator.commit_offsets(
@@ -73,7 +75,11 @@ async def handle_offset_commit(ctx: RequestContext, request: Body) -> Body:
 
 
 def _fetch_group(
-    ctx: RequestContext, group_id: str, topics: list[Body] | None, require_stable: bool = False
+    ctx: RequestContext,
+    group_id: str,
+    topics: list[Body] | None,
+    require_stable: bool = False,
+    member: tuple[str | None, int] = (None, -1),
 ) -> tuple[ErrorCode, list[tuple[str, list[Body]]]]:
     """A group's committed offsets as (topic, partition entries), in request order (or sorted for all). Needs
     DESCRIBE on the group; a topic the caller may not describe is answered TOPIC_AUTHORIZATION_FAILED when
@@ -84,6 +90,10 @@ def _fetch_group(
     wanted = None if topics is None else [TopicPartition(t["name"], i) for t in topics for i in t["partition_indexes"]]
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+    if coordinator.not_serving(group_id) is None and coordinator.consumer.is_consumer_group(group_id):
+        error = coordinator.consumer.validate_offset_fetch(group_id, *member)  # member epochs (KIP-848)
+        if error != ErrorCode.NO_ERROR:
+            return error, []
     error, offsets = coordinator.fetch_offsets(group_id, wanted)
     if error != ErrorCode.NO_ERROR:
         return error, []
@@ -127,7 +137,10 @@ async def handle_offset_fetch(ctx: RequestContext, request: Body) -> Body:
     if ctx.api_version >= 8:
         groups = []
         for g in request["groups"]:
-            error, topics = _fetch_group(ctx, g["group_id"], g.get("topics"), bool(request.get("require_stable")))
+            member = (g.get("member_id"), g.get("member_epoch", -1))
+            error, topics = _fetch_group(
+                ctx, g["group_id"], g.get("topics"), bool(request.get("require_stable")), member
+            )
             groups.append(
                 {
                     "group_id": g["group_id"],
@@ -178,6 +191,10 @@ async def handle_offset_delete(ctx: RequestContext, request: Body) -> Body:
                 candidates.append(tp)
             else:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    subscribed = coordinator.consumer.subscribed_topics(request["group_id"])  # a live consumer group's (KIP-848)
+    for tp in [tp for tp in candidates if tp.topic in subscribed]:
+        errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+        candidates.remove(tp)
     error, results = coordinator.delete_offsets(request["group_id"], candidates)
     if error != ErrorCode.NO_ERROR:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}

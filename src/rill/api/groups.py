@@ -5,6 +5,7 @@ coordinator; these handlers translate between request bodies and its calls."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from typing import Any
 
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 def coordinator_of(ctx: RequestContext) -> Any:
@@ -158,6 +161,15 @@ async def handle_join_group(ctx: RequestContext, request: Body) -> Body:
             "protocol_name": None if version >= 7 else "",
             "leader": "",
         }
+    if coordinator.consumer.is_consumer_group(request["group_id"]):
+        # A live group of the consumer protocol is refused; an empty one becomes a classic group (its records
+        # are deleted, its committed offsets kept), as in Kafka.
+        converted = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        if not coordinator.consumer.has_members(request["group_id"]):
+            converted = await coordinator.consumer.delete_group(request["group_id"])
+        if converted != ErrorCode.NO_ERROR:
+            return {"error_code": converted, "member_id": member_id,
+                    "protocol_name": None if version >= 7 else "", "leader": "", "generation_id": -1}  # fmt: skip
     session_timeout = request["session_timeout_ms"]
     rebalance_timeout = request.get("rebalance_timeout_ms", -1)
     if rebalance_timeout < 0:
@@ -264,18 +276,26 @@ async def handle_list_groups(ctx: RequestContext, request: Body) -> Body:
     coordinator = coordinator_of(ctx)
     if coordinator is None:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
-    types = request.get("types_filter") or []
-    if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NO_ERROR, "groups": []}
-    error, groups = coordinator.list_groups(set(request.get("states_filter") or []) or None)
+    types = {t.lower() for t in request.get("types_filter") or []}
+    states = {s.lower() for s in request.get("states_filter") or []}
+    error, classic = coordinator.list_groups(set(request.get("states_filter") or []) or None)
+    consumer = coordinator.consumer.groups
+    groups = [(g, p, s, CLASSIC_GROUP_TYPE) for g, p, s in classic if g not in consumer]
+    if error == ErrorCode.NO_ERROR:
+        for group in consumer.values():
+            state = group.state.value
+            if not states or state.lower() in states:
+                groups.append((group.group_id, CONSUMER_PROTOCOL_TYPE, state, CONSUMER_GROUP_TYPE))
+    if types:
+        groups = [g for g in groups if g[3] in types]
     if not authorize_cluster(ctx, AclOperation.DESCRIBE, log_denied=False):  # only the groups the caller may describe
         groups = [g for g in groups if authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g[0], False)]
     return {
         "throttle_time_ms": 0,
         "error_code": error,
         "groups": [
-            {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": CLASSIC_GROUP_TYPE}
-            for gid, ptype, state in groups
+            {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": gtype}
+            for gid, ptype, state, gtype in groups
         ],
     }
 
@@ -303,6 +323,11 @@ async def handle_describe_groups(ctx: RequestContext, request: Body) -> Body:
             continue
         summary = coordinator.describe_group(group_id)
         error, message = summary.error, None
+        if error == ErrorCode.NO_ERROR and coordinator.consumer.is_consumer_group(group_id):
+            # Kafka describes consumer groups with ConsumerGroupDescribe only.
+            summary = dataclasses.replace(summary, state="Dead", protocol_type="", protocol="", members=())
+            if ctx.api_version >= 6:
+                error, message = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a classic group."
         if summary.state == "Dead" and ctx.api_version >= 6 and error == ErrorCode.NO_ERROR:
             error, message = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
         described.append(
@@ -343,7 +368,13 @@ async def handle_delete_groups(ctx: RequestContext, request: Body) -> Body:
     if coordinator is None:
         results = dict.fromkeys(allowed, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     else:
-        results = coordinator.delete_groups(allowed) if allowed else {}
+        results = {}
+        for name in [n for n in allowed if coordinator.consumer.is_consumer_group(n)]:  # KIP-848 groups
+            results[name] = await coordinator.consumer.delete_group(name)
+            if results[name] == ErrorCode.NO_ERROR and name in coordinator.groups:  # and its offsets
+                results[name] = coordinator.delete_groups([name])[name]
+        classic = [n for n in allowed if n not in results]
+        results.update(coordinator.delete_groups(classic) if classic else {})
     for name in names:
         results.setdefault(name, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     for name, code in results.items():

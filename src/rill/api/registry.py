@@ -48,6 +48,7 @@ HANDLER_MODULES = (
     "rill.api.reassignments",
     "rill.api.init_producer_id",
     "rill.api.groups",
+    "rill.api.consumer_groups",
     "rill.api.group_offsets",
     "rill.api.client_quotas",
     "rill.api.sasl",

@@ -49,15 +49,19 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Body) -> Body:
         if coordinator is None:
             errors.update(dict.fromkeys(to_commit, ErrorCode.COORDINATOR_NOT_AVAILABLE))
         else:
-            errors.update(
-                coordinator.txn_commit_offsets(
-                    request["group_id"],
-                    request["producer_id"],
-                    request["producer_epoch"],
-                    request.get("member_id", ""),
-                    request.get("group_instance_id"),
-                    request.get("generation_id", -1),
-                    to_commit,
+            member = (request.get("member_id", ""), request.get("group_instance_id"), request.get("generation_id", -1))
+            if coordinator.consumer.is_consumer_group(request["group_id"]):  # KIP-848: checked by member epoch
+                error = coordinator.consumer.validate_offset_commit(
+                    request["group_id"], member[0], member[2], ctx.api_version, transactional=True
                 )
-            )
+                member = ("", None, -1)  # checked: stored as the group's offsets are
+                if error != ErrorCode.NO_ERROR:
+                    errors.update(dict.fromkeys(to_commit, error))
+                    to_commit = {}
+            if to_commit:
+                errors.update(
+                    coordinator.txn_commit_offsets(
+                        request["group_id"], request["producer_id"], request["producer_epoch"], *member, to_commit
+                    )
+                )
     return {"throttle_time_ms": 0, "topics": partition_errors(request["topics"], errors)}

@@ -23,7 +23,8 @@ STATE_NAMES = {
 }
 """Kafka's spelling of each group state, by confluent-kafka's enum name."""
 
-CONSUMER_GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
+CONSUMER_GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling", "Stable", "Dead",
+                         "Empty")  # fmt: skip
 
 
 def state_name(state: Any) -> str:
@@ -51,11 +52,14 @@ def result(future: Any, timeout_s: float, what: str) -> Any:
         raise CliError(f"cannot {what}: {describe_kafka_exception(e)}") from None
 
 
-def list_groups(admin: Any, timeout_s: float) -> list[tuple[str, str]]:
-    """(group id, state) of every consumer group, sorted by id."""
+def list_groups(admin: Any, timeout_s: float, *, with_types: bool = False) -> list[Any]:
+    """(group id, state) of every consumer group, sorted by id; (group id, state, type) ``with_types``."""
     listed = result(admin.list_consumer_groups(request_timeout=timeout_s), timeout_s, "list groups")
     if listed.errors:
         raise CliError(f"some brokers could not list their groups: {listed.errors[0]}")
+    if with_types:
+        kinds = {g.group_id: str(getattr(getattr(g, "type", None), "name", "unknown")).lower() for g in listed.valid}
+        return sorted((g.group_id, state_name(g.state), kinds[g.group_id]) for g in listed.valid)
     return sorted((g.group_id, state_name(g.state)) for g in listed.valid)
 
 

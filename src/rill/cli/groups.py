@@ -1,8 +1,12 @@
 """``rill groups``: list, describe and delete consumer groups, reset and delete their committed offsets
 (Kafka's ``kafka-consumer-groups``). Works against any Kafka-protocol broker.
 
-    rill groups list [--state [STATES]]       names; with --state a STATE column (and only those states)
+    rill groups list [--state [STATES]] [--type TYPES]   names; with --state or --type a table (STATE, TYPE)
     rill groups describe (GROUP... | --all-groups) [--members [--verbose] | --state | --offsets]
+
+Groups of both protocols are shown: ``classic`` and ``consumer`` (KIP-848). For consumer groups, ``--state``
+gives the group epoch and the target assignment's epoch, and ``--members --verbose`` each member's epoch,
+current assignment and target assignment.
     rill groups delete (GROUP... | --all-groups)
     rill groups reset (GROUP... | --all-groups) (--topic T[:P,P] ... | --all-topics) SPEC [--dry-run | --execute]
     rill groups delete-offsets GROUP --topic T[:P,P] ...
@@ -37,6 +41,7 @@ from rill.cli._common import (
     run_main,
     run_subcommand,
 )
+from rill.cli._consumer_group_admin import consumer_group_epochs, group_type
 from rill.cli._group_admin import (
     TP,
     committed_offsets,
@@ -54,16 +59,23 @@ from rill.cli.configs import admin_client
 
 def _list(args: argparse.Namespace) -> int:
     admin = admin_client(args)
-    groups = list_groups(admin, args.timeout)
+    listed = list_groups(admin, args.timeout, with_types=True)
     if args.state:
         wanted = parse_states(args.state)
-        groups = [(g, s) for g, s in groups if s in wanted]
+        listed = [(g, s, t) for g, s, t in listed if s in wanted]
+    if args.type:
+        types = {t.strip().lower() for t in args.type.split(",")}
+        listed = [(g, s, t) for g, s, t in listed if t in types]
     if args.json:
-        print_json([{"group": g, "state": s} for g, s in groups])
-    elif args.state is None:  # as kafka-consumer-groups.sh --list: one name a line
-        sys.stdout.write("".join(f"{g}\n" for g, _ in groups))
+        print_json([{"group": g, "state": s, "type": t} for g, s, t in listed])
+    elif args.state is None and args.type is None:  # as kafka-consumer-groups.sh --list: one name a line
+        sys.stdout.write("".join(f"{g}\n" for g, _, _ in listed))
+    elif args.type is None:  # Kafka's columns: GROUP STATE, GROUP TYPE, or both
+        print_table(Table(("GROUP", "STATE"), [(g, s) for g, s, _ in listed]))
+    elif args.state is None:
+        print_table(Table(("GROUP", "TYPE"), [(g, t) for g, _, t in listed]))
     else:
-        print_table(Table(("GROUP", "STATE"), list(groups)))
+        print_table(Table(("GROUP", "TYPE", "STATE"), [(g, t, s) for g, s, t in listed]))
     return 0
 
 
@@ -115,9 +127,14 @@ def _group_report(admin: Any, group: str, described: Any, args: argparse.Namespa
             }
         )
     coordinator = described.coordinator
+    epochs = args.epochs.get(group, {})
+    member_epochs = epochs.get("members", {})
     return {
         "group": group,
-        "state": state_name(described.state),
+        "type": group_type(described),
+        "group_epoch": epochs.get("group_epoch"),
+        "assignment_epoch": epochs.get("assignment_epoch"),
+        "state": epochs.get("state") or state_name(described.state),
         "assignor": getattr(described, "partition_assignor", "") or "",
         "coordinator": {"id": coordinator.id, "host": coordinator.host, "port": coordinator.port}
         if coordinator is not None
@@ -130,6 +147,9 @@ def _group_report(admin: Any, group: str, described: Any, args: argparse.Namespa
                 "host": m.host,
                 "assignment": [f"{t}-{p}" for t, p in _member_tps(m)],
                 "partitions": _member_tps(m),
+                "member_epoch": member_epochs.get(m.member_id, {}).get("member_epoch"),
+                "target_assignment": [f"{t}-{p}" for t, p in member_epochs.get(m.member_id, {}).get("target", [])],
+                "target_partitions": member_epochs.get(m.member_id, {}).get("target", []),
             }
             for m in members
         ],
@@ -157,7 +177,10 @@ def _print_members(reports: list[dict[str, Any]], verbose: bool) -> None:
     headers = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
     if with_instance:
         headers.insert(2, "GROUP-INSTANCE-ID")
-    if verbose:
+    consumer = any(rep["type"] == "consumer" for rep in reports)
+    if verbose and consumer:  # as Kafka for consumer groups: the epochs and the target assignment too
+        headers += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+    elif verbose:
         headers.append("ASSIGNMENT")
     rows = []
     for rep in reports:
@@ -165,7 +188,10 @@ def _print_members(reports: list[dict[str, Any]], verbose: bool) -> None:
             row = [rep["group"], m["member_id"], m["host"], m["client_id"], len(m["partitions"])]
             if with_instance:
                 row.insert(2, m["group_instance_id"])
-            if verbose:
+            if verbose and consumer:
+                row += [m["member_epoch"], _assignment_text(m["partitions"]), rep["assignment_epoch"],
+                        _assignment_text(m["target_partitions"]) if rep["type"] == "consumer" else None]  # fmt: skip
+            elif verbose:
                 row.append(_assignment_text(m["partitions"]))
             rows.append(tuple(row))
     print_table(Table(tuple(headers), rows))
@@ -176,8 +202,16 @@ def _print_states(reports: list[dict[str, Any]]) -> None:
     for rep in reports:
         c = rep["coordinator"]
         coordinator = f"{c['host']}:{c['port']}  ({c['id']})" if c is not None else None
-        rows.append((rep["group"], coordinator, rep["assignor"] or None, rep["state"], len(rep["members"])))
-    print_table(Table(("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"), rows))
+        rows.append((rep["group"], coordinator, rep["type"], rep["assignor"] or None, rep["state"],
+                     rep["group_epoch"], rep["assignment_epoch"], len(rep["members"])))  # fmt: skip
+    headers: tuple[str, ...] = ("GROUP", "COORDINATOR (ID)", "TYPE", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH",
+                                "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS")  # fmt: skip
+    table: list[tuple[Any, ...]] = list(rows)
+    if not any(rep["type"] == "consumer" for rep in reports):  # Kafka's columns for classic groups
+        keep = (0, 1, 3, 4, 7)
+        headers = tuple(headers[i] for i in keep)
+        table = [tuple(row[i] for i in keep) for row in table]
+    print_table(Table(headers, table))
 
 
 def _describe(args: argparse.Namespace) -> int:
@@ -185,6 +219,8 @@ def _describe(args: argparse.Namespace) -> int:
     groups = target_groups(admin, args)
     described = describe_groups(admin, groups, args.timeout)
     missing = [g for g in groups if not exists(described[g])]
+    consumer_groups = [g for g in groups if g not in missing and group_type(described[g]) == "consumer"]
+    args.epochs = consumer_group_epochs(args, consumer_groups)
     reports = [_group_report(admin, g, described[g], args) for g in groups if g not in missing]
     if args.json:
         if reports or not missing:
@@ -247,6 +283,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--state", nargs="?", const="", metavar="STATES",
         help="show each group's state; with a comma-separated list, only groups in those states",
     )  # fmt: skip
+    p.add_argument("--type", metavar="TYPES", help="only groups of these types (comma-separated: classic, consumer)")
     add_connection_options(p)
     p.set_defaults(run=_list)
 

@@ -189,6 +189,7 @@ class BrokerConfig:
             raise ConfigError(PER_IP_ZERO_PROBLEM)
         if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+        _check_consumer_group_bounds(values)
         return cls(originals, values, tuple(unknown), listeners, advertised)
 
     def with_overrides(self, overrides: Mapping[str, Any] | None = None, **kwargs: Any) -> BrokerConfig:
@@ -344,3 +345,17 @@ def closest_broker_config(name: str) -> str | None:
     """The known broker config nearest to ``name`` (a likely typo), or None when none is close."""
     matches = difflib.get_close_matches(name, list(BROKER_CONFIGS.keys), n=1, cutoff=0.8)
     return matches[0] if matches else None
+
+
+def _check_consumer_group_bounds(values: Mapping[str, Any]) -> None:
+    """Kafka's checks of the consumer group protocol's session timeout and heartbeat interval against their
+    bounds (and of the interval against the timeout)."""
+    p = "group.consumer."
+    for setting in ("session.timeout.ms", "heartbeat.interval.ms"):
+        low, value, high = values[p + "min." + setting], values[p + setting], values[p + "max." + setting]
+        if value < low:
+            raise ConfigError(f"{p}{setting} must be greater than or equal to {p}min.{setting}")
+        if value > high:
+            raise ConfigError(f"{p}{setting} must be less than or equal to {p}max.{setting}")
+    if values[p + "heartbeat.interval.ms"] >= values[p + "session.timeout.ms"]:
+        raise ConfigError(f"{p}heartbeat.interval.ms must be less than {p}session.timeout.ms")

@@ -10,6 +10,7 @@ from rill.config.config_def import (
     INT_MAX,
     LONG,
     LOW,
+    LST,
     MEDIUM,
     SHORT,
     B,
@@ -112,6 +113,22 @@ for _args, _opts in [
         {},
     ),
     (("group.max.size", INT, INT_MAX, "Most members in one group.", at_least(1), MEDIUM), {}),
+    # The consumer group protocol of KIP-848 (docs/OPERATIONS.md "Consumer groups").
+    (("group.consumer.assignors", LST, "uniform,range", "Server-side assignors of consumer groups; the first is "
+      "the default.", None, MEDIUM), {}),
+    (("group.consumer.heartbeat.interval.ms", INT, 5000, "Heartbeat interval of consumer group members.",
+      at_least(1), MEDIUM), {}),
+    (("group.consumer.min.heartbeat.interval.ms", INT, 5000, "Smallest heartbeat interval of a consumer group.",
+      at_least(1), MEDIUM), {}),
+    (("group.consumer.max.heartbeat.interval.ms", INT, 15000, "Largest heartbeat interval of a consumer group.",
+      at_least(1), MEDIUM), {}),
+    (("group.consumer.session.timeout.ms", INT, 45000, "Session timeout of consumer group members.",
+      at_least(1), MEDIUM), {}),
+    (("group.consumer.min.session.timeout.ms", INT, 45000, "Smallest session timeout of a consumer group.",
+      at_least(1), MEDIUM), {}),
+    (("group.consumer.max.session.timeout.ms", INT, 60000, "Largest session timeout of a consumer group.",
+      at_least(1), MEDIUM), {}),
+    (("group.consumer.max.size", INT, INT_MAX, "Most members in one consumer group.", at_least(1), MEDIUM), {}),
     (
         (
             "transaction.state.log.num.partitions",

@@ -79,22 +79,14 @@ _GROUPS: list[tuple[str, list[_Entry]]] = [
         ("initial.broker.registration.timeout.ms", INT, 60000, None, R),
         ("log.dir.failure.timeout.ms", LONG, 30000, _1, R),
     ]),
-    ("of the consumer, share and streams group protocols (KIP-848, KIP-932, KIP-1071), which Rill does not serve: "
-     "its groups use the classic protocol", [
+    ("of the share and streams group protocols (KIP-932, KIP-1071), which Rill does not serve, and of the "
+     "consumer group protocol's parts Rill does not build (migration between the protocols)", [
         ("group.coordinator.threads", INT, 4, _1, R),
         ("group.coordinator.append.linger.ms", INT, 5, _0, R),
         ("group.coordinator.rebalance.protocols", LST, "classic,consumer,streams",
          all_of("consumer", "classic", "share", "streams"), R),
-        ("group.consumer.assignors", LST, "uniform,range", None, R),
-        ("group.consumer.heartbeat.interval.ms", INT, 5000, _1, R),
-        ("group.consumer.max.heartbeat.interval.ms", INT, 15000, _1, R),
-        ("group.consumer.max.session.timeout.ms", INT, 60000, _1, R),
-        ("group.consumer.max.size", INT, INT_MAX, _1, R),
         ("group.consumer.migration.policy", S, "bidirectional",
          one_of("DISABLED", "DOWNGRADE", "UPGRADE", "BIDIRECTIONAL", ignore_case=True), R),
-        ("group.consumer.min.heartbeat.interval.ms", INT, 5000, _1, R),
-        ("group.consumer.min.session.timeout.ms", INT, 45000, _1, R),
-        ("group.consumer.session.timeout.ms", INT, 45000, _1, R),
         ("group.share.assignors", LST, "simple", None, R),
         ("group.share.delivery.count.limit", INT, 5, between(2, 10), R),
         ("group.share.heartbeat.interval.ms", INT, 5000, _1, R),

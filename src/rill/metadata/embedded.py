@@ -8,7 +8,8 @@ State lives in the first log directory:
   [[leader, epoch, [replicas], [isr]], ...], "configs": {...}}}, "broker_configs": {...},
   "default_broker_configs": {...}, "next_producer_id": N}``; each journal line is one change: a topic's whole
   new state (``topic``), a deletion (``delete_topic``), a broker config set (``broker_configs``,
-  ``default_broker_configs``), the next free producer id (``producer_ids``), or client quotas set or removed
+  ``default_broker_configs``), a consumer group's configs (``group_configs``), the next free producer id
+  (``producer_ids``), or client quotas set or removed
   (``client_quotas``: entity path -> quota key -> value or null; the snapshot's ``client_quotas`` holds them all).
 
 A change is checked first (a refused one raises ``KafkaError`` and changes nothing), then made durable (one
@@ -95,6 +96,7 @@ class EmbeddedMetadataStore:
         self._by_id: dict[uuid.UUID, TopicState] = {}
         self._broker_configs: dict[str, str] = {}
         self._default_broker_configs: dict[str, str] = {}
+        self._group_configs: dict[str, dict[str, str]] = {}
         self._next_producer_id = 0
         self._credentials = UserCredentials()
         self._acls = AclCache()
@@ -156,6 +158,7 @@ class EmbeddedMetadataStore:
             self._put(_topic_from_json(name, t))
         self._broker_configs = dict(data.get("broker_configs", {}))
         self._default_broker_configs = dict(data.get("default_broker_configs", {}))
+        self._group_configs = {g: dict(c) for g, c in data.get("group_configs", {}).items()}
         self._next_producer_id = int(data.get("next_producer_id", 0))
         self._credentials = UserCredentials.from_json(data.get("scram_credentials", {}))
         self._acls = AclCache.from_json(data.get("acls", []))
@@ -174,6 +177,11 @@ class EmbeddedMetadataStore:
             self._broker_configs = dict(change["configs"])
         elif kind == "default_broker_configs":
             self._default_broker_configs = dict(change["configs"])
+        elif kind == "group_configs":
+            if change["configs"]:
+                self._group_configs[change["group"]] = dict(change["configs"])
+            else:
+                self._group_configs.pop(change["group"], None)
         elif kind == "producer_ids":
             self._next_producer_id = int(change["next"])
         elif kind == "user_scram":
@@ -190,6 +198,7 @@ class EmbeddedMetadataStore:
         """A function that encodes the current state, reading only values that no later change mutates."""
         topics = dict(self._topics)
         broker, default = dict(self._broker_configs), dict(self._default_broker_configs)
+        groups = {g: dict(c) for g, c in self._group_configs.items()}
         next_pid, offset = self._next_producer_id, self._offset
         credentials = self._credentials.to_json()
         acls = self._acls.to_json()
@@ -201,6 +210,7 @@ class EmbeddedMetadataStore:
                 "topics": {name: _topic_to_json(t) for name, t in sorted(topics.items())},
                 "broker_configs": broker,
                 "default_broker_configs": default,
+                "group_configs": groups,
                 "next_producer_id": next_pid,
                 "scram_credentials": credentials,
                 "acls": acls,
@@ -379,6 +389,18 @@ class EmbeddedMetadataStore:
 
     def default_broker_configs(self) -> Mapping[str, str]:
         return self._default_broker_configs
+
+    def group_configs(self, group_id: str) -> Mapping[str, str]:
+        return self._group_configs.get(group_id, {})
+
+    async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+        async with self._lock:
+            await self._write({"type": "group_configs", "group": group_id, "configs": dict(configs)})
+            if configs:
+                self._group_configs[group_id] = dict(configs)
+            else:
+                self._group_configs.pop(group_id, None)
+            self._after_write()
 
     async def set_default_broker_configs(self, configs: Mapping[str, str]) -> None:
         async with self._lock:

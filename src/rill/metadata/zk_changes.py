@@ -43,6 +43,7 @@ class ZkChanges:
     _brokers: dict[int, BrokerInfo]
     _broker_configs: dict[str, str]
     _default_broker_configs: dict[str, str]
+    _group_configs: dict[str, dict[str, str]]
     _applied: asyncio.Condition
     _assignment_versions: dict[str, int]
     brokers: Callable[[], list[BrokerInfo]]
@@ -170,6 +171,11 @@ class ZkChanges:
         await self._set_configs(zl.broker_config_path(None), configs)
         wanted = dict(configs)
         await self._wait_until(lambda: self._default_broker_configs == wanted, "the broker configs")
+
+    async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None:
+        await self._set_configs(zl.group_config_path(group_id), configs)
+        wanted = dict(configs)
+        await self._wait_until(lambda: self._group_configs.get(group_id, {}) == wanted, "the group configs")
 
     async def _set_configs(self, path: str, configs: Mapping[str, str]) -> None:
         def write() -> None:

@@ -55,6 +55,7 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 TOPIC_CONFIGS = "/config/topics"
 BROKER_CONFIGS = "/config/brokers"
+GROUP_CONFIGS = "/config/groups"
 DEFAULT_BROKER = "<default>"
 DELETE_TOPICS = "/admin/delete_topics"
 LEADER_ELECTION = "/admin/preferred_replica_election"
@@ -82,6 +83,10 @@ def state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{TOPIC_CONFIGS}/{topic}"
+
+
+def group_config_path(group_id: str) -> str:
+    return f"{GROUP_CONFIGS}/{group_id}"
 
 
 def broker_config_path(node_id: int | None) -> str:

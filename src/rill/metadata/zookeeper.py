@@ -55,7 +55,7 @@ from rill.metadata.user_credentials import CredentialChanges
 from rill.metadata.zk_acls import ZkAcls
 from rill.metadata.zk_changes import ZkChanges
 from rill.metadata.zk_client import ZkClientSecurity, make_zk_client
-from rill.metadata.zk_image import not_older, read_cluster, read_topic_versioned
+from rill.metadata.zk_image import not_older, read_cluster, read_configs, read_topic_versioned
 from rill.metadata.zk_quotas import ZkClientQuotas
 from rill.metadata.zk_users import ZkUserCredentials
 from rill.security.acl import AccessControlEntry, AclCache, ResourcePattern
@@ -105,6 +105,8 @@ class ZkMetadataStore(ZkChanges):
         self._controller_id = -1
         self._broker_configs: dict[str, str] = {}
         self._default_broker_configs: dict[str, str] = {}
+        self._group_configs: dict[str, dict[str, str]] = {}  # group id -> its dynamic configs (GROUP resources)
+        self._watched_group_configs: set[str] = set()
         self._cluster_id = ""
         self._offset = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -313,6 +315,16 @@ class ZkMetadataStore(ZkChanges):
         self.zk.DataWatch(zl.broker_config_path(self._node_id), self._mark_cluster)
         self.zk.DataWatch(zl.broker_config_path(None), self._mark_cluster)
         self.zk.ChildrenWatch(zl.TOPICS, self._on_topic_list)
+        self.zk.ensure_path(zl.GROUP_CONFIGS)
+        self.zk.ChildrenWatch(zl.GROUP_CONFIGS, self._on_group_config_list)
+
+    def _on_group_config_list(self, names: list[str]) -> bool:
+        for name in names:
+            if name not in self._watched_group_configs:
+                self._watched_group_configs.add(name)
+                self.zk.DataWatch(zl.group_config_path(name), self._mark_cluster)
+        self._mark_cluster()
+        return True
 
     def _on_topic_list(self, names: list[str]) -> bool:
         for name in names:
@@ -371,6 +383,7 @@ class ZkMetadataStore(ZkChanges):
 
     async def _refresh_cluster(self) -> None:
         brokers, controller, own, default, topics = await asyncio.to_thread(read_cluster, self.zk, self._node_id)
+        self._group_configs = await asyncio.to_thread(self._read_group_configs)
         configs_changed = own != self._broker_configs or default != self._default_broker_configs
         self._brokers, self._controller_id = brokers, controller
         self._broker_configs, self._default_broker_configs = own, default
@@ -389,6 +402,14 @@ class ZkMetadataStore(ZkChanges):
             await self._apply([], [], broker_configs=True)
         async with self._applied:
             self._applied.notify_all()
+
+    def _read_group_configs(self) -> dict[str, dict[str, str]]:
+        try:
+            names = self.zk.get_children(zl.GROUP_CONFIGS)
+        except NoNodeError:
+            return {}
+        configs = {name: read_configs(self.zk, zl.group_config_path(name)) for name in names}
+        return {name: c for name, c in configs.items() if c}
 
     async def _refresh_topics(self, names: list[str], *, tell_all: bool = False) -> None:
         """Read ``names`` and apply what changed (with ``tell_all``, tell every topic read, changed or not)."""
@@ -525,6 +546,9 @@ class ZkMetadataStore(ZkChanges):
 
     def default_broker_configs(self) -> Mapping[str, str]:
         return self._default_broker_configs
+
+    def group_configs(self, group_id: str) -> Mapping[str, str]:
+        return self._group_configs.get(group_id, {})
 
     def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.users.credentials.get(user, mechanism)

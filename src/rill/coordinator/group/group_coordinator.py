@@ -17,6 +17,7 @@ import logging
 import time
 from typing import Any
 
+from rill.coordinator.group.consumer_group_heartbeat import ConsumerGroupCoordinator
 from rill.coordinator.group.group_membership import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
     GroupMembershipMixin,
@@ -76,9 +77,12 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsM
         self._sync_timers: dict[str, asyncio.TimerHandle] = {}
         self._rebalance_started: dict[str, float] = {}
         self.last_rebalance_ms: dict[str, float] = {}
+        self.rebalance_count = 0  # completed rebalances and the time they took, for the metrics
+        self.rebalance_time_ms_total = 0.0
         self._expiry_timer: asyncio.TimerHandle | None = None
         self._led: set[int] = set()  # the partitions of __consumer_offsets whose groups are loaded here
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.consumer = ConsumerGroupCoordinator(self)  # the groups of KIP-848's protocol
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -91,6 +95,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsM
     def startup(self) -> None:
         self._led = self.manager.led_partitions()
         self.groups = self.manager.load_all(self._led)
+        self.consumer.load(self._led)
         for group in self.groups.values():
             for member in group.all_members():
                 self._schedule_heartbeat(group, member)
@@ -104,6 +109,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsM
 
     async def shutdown(self) -> None:
         self.active = False
+        self.consumer.shutdown()
         for handle in self._heartbeats.values():
             handle.cancel()
         for handle, _ in self._join_timers.values():
@@ -139,6 +145,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsM
             sync = self._sync_timers.pop(group_id, None)
             if sync is not None:
                 sync.cancel()
+        self.consumer.unload(lost)
         if lost:
             log.info("Unloaded the groups of %s partitions %s: another broker leads them", OFFSETS_TOPIC, sorted(lost))
         if gained:
@@ -148,6 +155,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsM
                 for member in group.all_members():
                     self._schedule_heartbeat(group, member)
             log.info("Loaded %d group(s) of %s partitions %s", len(loaded), OFFSETS_TOPIC, sorted(gained))
+            self.consumer.load(gained)
 
     def not_serving(self, group_id: str) -> ErrorCode | None:
         """COORDINATOR_NOT_AVAILABLE while the coordinator is not running, NOT_COORDINATOR for a group whose

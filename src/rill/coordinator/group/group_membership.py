@@ -54,6 +54,8 @@ class GroupMembershipMixin:
     _sync_timers: dict[str, asyncio.TimerHandle]
     _rebalance_started: dict[str, float]
     last_rebalance_ms: dict[str, float]
+    rebalance_count: int
+    rebalance_time_ms_total: float
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -158,6 +160,8 @@ class GroupMembershipMixin:
         started = self._rebalance_started.pop(group.group_id, None)
         took = (time.monotonic() - started) * 1000 if started is not None else 0.0
         self.last_rebalance_ms[group.group_id] = took
+        self.rebalance_count += 1
+        self.rebalance_time_ms_total += took
         log.info(
             "Group %s is stable: generation %d, %d member(s), leader %s, rebalance took %.1f ms",
             group.group_id,

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from rill.common import TopicPartition
 from rill.coordinator.group.group_metadata import (
@@ -92,6 +93,7 @@ class GroupOffsetsMixin:
     offset_metadata_max_bytes: int
     offsets_retention_ms: int
     retention_check_interval_ms: int
+    consumer: Any  # the consumer groups of KIP-848
     _expiry_timer: asyncio.TimerHandle | None
 
     @property
@@ -304,7 +306,13 @@ class GroupOffsetsMixin:
         """Expire the offsets of empty groups past ``offsets.retention.minutes``; drop groups left with
         nothing. Returns how many offsets expired."""
         retention = self.offsets_retention_ms
-        return self._remove_offsets(lambda group: group.expired_offsets(now_ms, retention), now_ms, "Expired")
+
+        def expired(group: GroupMetadata) -> list[TopicPartition]:
+            if self.consumer.has_members(group.group_id):  # a live consumer group (KIP-848) keeps its offsets
+                return []
+            return group.expired_offsets(now_ms, retention)
+
+        return self._remove_offsets(expired, now_ms, "Expired")
 
     # -- deleted topics ----------------------------------------------------------------------------------
 

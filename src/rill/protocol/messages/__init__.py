@@ -11,6 +11,7 @@ from rill.protocol.messages import (
     api_versions,
     cluster,
     configs,
+    consumer_group,
     fetch,
     group,
     group_data,
@@ -35,6 +36,7 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *topics.APIS,
     *configs.APIS,
     *group.APIS,
+    *consumer_group.APIS,
     *offsets.APIS,
     *cluster.APIS,
     *security.APIS,
@@ -44,4 +46,4 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *quotas.APIS,
 ]
 
-DATA_MESSAGES: list[Message] = list(group_data.DATA)
+DATA_MESSAGES: list[Message] = [*group_data.DATA, *consumer_group.DATA]
