@@ -51,6 +51,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from rill.controller.election import Election, elect
 from rill.metadata import zk_layout as zl
+from rill.metadata.zk_tx import lasting_children_watch
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ class KafkaController:
         self.zk.DataWatch(zl.CONTROLLER, self._poke)
         self.zk.ChildrenWatch(zl.BROKER_IDS, self._on_brokers)
         self.zk.ChildrenWatch(zl.TOPICS, self._on_topics)
-        self.zk.ChildrenWatch(zl.DELETE_TOPICS, self._poke)
+        lasting_children_watch(self.zk, zl.DELETE_TOPICS, self._poke)
         self.zk.DataWatch(zl.LEADER_ELECTION, self._poke)
 
     def _on_brokers(self, ids: list[str]) -> bool:
@@ -275,7 +276,10 @@ class KafkaController:
         partitions it led get a new leader (or go offline at a new leader epoch), it leaves the ISRs; the next pass
         sees it back (Kafka's bounced brokers)."""
         started = time.monotonic()
-        for topic in self.zk.get_children(zl.DELETE_TOPICS):
+        marked: list[str] = []
+        with contextlib.suppress(NoNodeError):  # deleted by an operator: a DeleteTopics makes it again
+            marked = self.zk.get_children(zl.DELETE_TOPICS)
+        for topic in marked:
             self._delete_topic(topic)
         live, stopping, epochs = self._registered()
         bounced = {b for b, e in epochs.items() if self._broker_epochs.get(b, e) != e}
