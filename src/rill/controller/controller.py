@@ -51,6 +51,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from rill.controller.election import Election, elect
 from rill.metadata import zk_layout as zl
+from rill.metadata.zk_tx import lasting_children_watch
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ class KafkaController:
         self.zk.DataWatch(zl.CONTROLLER, self._poke)
         self.zk.ChildrenWatch(zl.BROKER_IDS, self._on_brokers)
         self.zk.ChildrenWatch(zl.TOPICS, self._on_topics)
-        self.zk.ChildrenWatch(zl.DELETE_TOPICS, self._poke)
+        lasting_children_watch(self.zk, zl.DELETE_TOPICS, self._poke)
         self.zk.DataWatch(zl.LEADER_ELECTION, self._poke)
 
     def _on_brokers(self, ids: list[str]) -> bool:
@@ -259,10 +260,14 @@ class KafkaController:
         for child in self.zk.get_children(zl.BROKER_IDS):
             try:
                 data, stat = self.zk.get(f"{zl.BROKER_IDS}/{child}")
+                node, down = int(child), bool(json.loads(data).get("shutting_down"))
             except NoNodeError:
                 continue
-            (stopping if json.loads(data).get("shutting_down") else live).add(int(child))
-            epochs[int(child)] = stat.czxid
+            except (ValueError, AttributeError) as e:  # not a broker id, or not a registration: not live
+                log.warning("Skipped the broker registration %s/%s, which cannot be read: %s", zl.BROKER_IDS, child, e)
+                continue
+            (stopping if down else live).add(node)
+            epochs[node] = stat.czxid
         return live, stopping, epochs
 
     def reconcile(self) -> None:
@@ -271,7 +276,10 @@ class KafkaController:
         partitions it led get a new leader (or go offline at a new leader epoch), it leaves the ISRs; the next pass
         sees it back (Kafka's bounced brokers)."""
         started = time.monotonic()
-        for topic in self.zk.get_children(zl.DELETE_TOPICS):
+        marked: list[str] = []
+        with contextlib.suppress(NoNodeError):  # deleted by an operator: a DeleteTopics makes it again
+            marked = self.zk.get_children(zl.DELETE_TOPICS)
+        for topic in marked:
             self._delete_topic(topic)
         live, stopping, epochs = self._registered()
         bounced = {b for b, e in epochs.items() if self._broker_epochs.get(b, e) != e}
@@ -281,9 +289,8 @@ class KafkaController:
         writes: list[Election] = []
         unclean_by_topic: dict[str, bool] = {}
         for topic in self.zk.get_children(zl.TOPICS):
-            try:
-                assignment = zl.decode_assignment(self.zk.get(zl.topic_path(topic))[0])
-            except NoNodeError:
+            assignment = self._assignment(topic)
+            if assignment is None:
                 continue
             for p, replicas in sorted(assignment.partitions.items()):
                 try:
@@ -292,6 +299,9 @@ class KafkaController:
                     version = stat.version
                 except NoNodeError:
                     current, version = None, -1
+                except zl.MalformedZnode as e:  # left as it is: rewriting it could lower its leader epoch
+                    log.warning("Partition %s-%d skipped: its state cannot be read (%s)", topic, p, e)
+                    continue
                 unclean = self.unclean
                 if current is not None and not any(r in live for r in current.isr):  # only then does it matter
                     if topic not in unclean_by_topic:
@@ -328,15 +338,15 @@ class KafkaController:
         for topic in self.zk.get_children(zl.TOPICS):
             try:
                 data, astat = self.zk.get(zl.topic_path(topic))
-            except NoNodeError:
+                a = zl.decode_assignment(data)
+            except (NoNodeError, zl.MalformedZnode):
                 continue
-            a = zl.decode_assignment(data)
             for p in sorted(set(a.adding) | set(a.removing)):
                 self._reassigning = True
                 target = tuple(r for r in a.partitions[p] if r not in a.removing.get(p, ()))
                 try:
                     s = zl.decode_state(*self._get_state(topic, p))
-                except NoNodeError:
+                except (NoNodeError, zl.MalformedZnode):
                     continue
                 if not set(target) <= set(s.isr):
                     continue
@@ -366,7 +376,7 @@ class KafkaController:
         """The elections asked for through ElectLeaders, and those the auto rebalance finds due."""
         try:
             election_type, partitions = zl.decode_election(self.zk.get(zl.LEADER_ELECTION)[0])
-        except NoNodeError:
+        except (NoNodeError, zl.MalformedZnode):  # a request that cannot be read is removed as done
             election_type, partitions = 0, []
         if self._rebalance_due:
             self._rebalance_due = False
@@ -378,9 +388,9 @@ class KafkaController:
             try:
                 replicas = zl.decode_assignment(self.zk.get(zl.topic_path(topic))[0]).partitions[p]
                 data, stat = self.zk.get(zl.state_path(topic, p))
-            except (NoNodeError, KeyError):
+                s = zl.decode_state(data, stat.version)
+            except (NoNodeError, KeyError, IndexError, zl.MalformedZnode):
                 continue
-            s = zl.decode_state(data, stat.version)
             if election_type == 0:
                 preferred = replicas[0]
                 if s.leader == preferred or preferred not in live or preferred not in s.isr:
@@ -400,14 +410,13 @@ class KafkaController:
         partitions passes ``leader.imbalance.per.broker.percentage``."""
         preferred: dict[int, list[tuple[str, int, bool]]] = {}
         for topic in self.zk.get_children(zl.TOPICS):
-            try:
-                assignment = zl.decode_assignment(self.zk.get(zl.topic_path(topic))[0])
-            except NoNodeError:
+            assignment = self._assignment(topic)
+            if assignment is None:
                 continue
             for p, replicas in assignment.partitions.items():
                 try:
                     leader = zl.decode_state(*self._get_state(topic, p)).leader
-                except NoNodeError:
+                except (NoNodeError, zl.MalformedZnode):
                     continue
                 preferred.setdefault(replicas[0], []).append((topic, p, leader == replicas[0]))
         out: list[tuple[str, int]] = []
@@ -416,6 +425,16 @@ class KafkaController:
             if broker in live and behind and len(behind) * 100 > self.imbalance_percentage * len(parts):
                 out += behind
         return out
+
+    def _assignment(self, topic: str) -> zl.Assignment | None:
+        """A topic's assignment; None when it is gone or cannot be read (logged: written by another tool)."""
+        try:
+            return zl.decode_assignment(self.zk.get(zl.topic_path(topic))[0])
+        except NoNodeError:
+            return None
+        except zl.MalformedZnode as e:
+            log.warning("Topic %s skipped: its assignment cannot be read (%s)", topic, e)
+            return None
 
     def _get_state(self, topic: str, partition: int) -> tuple[bytes, int]:
         data, stat = self.zk.get(zl.state_path(topic, partition))
@@ -427,7 +446,7 @@ class KafkaController:
         for path in (zl.topic_config_path(topic), zl.broker_config_path(None)):
             try:
                 value = zl.decode_configs(self.zk.get(path)[0]).get("unclean.leader.election.enable")
-            except NoNodeError:
+            except (NoNodeError, zl.MalformedZnode):  # unreadable: no unclean election on its say-so
                 continue
             if value is not None:
                 return value.strip().lower() == "true"

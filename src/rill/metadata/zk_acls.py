@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import time
@@ -26,7 +27,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from rill.errors import ErrorCode, KafkaError
-from rill.metadata.zk_tx import committed
+from rill.metadata.zk_tx import after_lost_race, committed
 from rill.security.acl import (
     STORED_TYPES,
     AccessControlEntry,
@@ -117,7 +118,7 @@ class ZkAcls:
         def write() -> None:
             # Every pattern's entries and the change notices in one transaction, each write conditional on what was
             # read (read again when another broker was first): the change is made whole or not at all.
-            while True:
+            for attempt in itertools.count(1):
                 tx = self._zk.transaction()
                 for pattern, entries in wanted.items():
                     path = resource_path(pattern)
@@ -131,6 +132,8 @@ class ZkAcls:
                     self._announce(tx, pattern)
                 if committed(tx.commit()):
                     break
+                parents = {resource_path(p).rsplit("/", 1)[0] for p in wanted}
+                after_lost_race(self._zk, attempt, [*parents, LITERAL_CHANGES, EXTENDED_CHANGES])
             self._purge_old_notices()
 
         await asyncio.to_thread(write)

@@ -10,6 +10,7 @@ topic's assignment at the version written (or a later one).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -29,7 +30,7 @@ from rill.metadata.store import (
     check_new_topic,
     check_replication_factor,
 )
-from rill.metadata.zk_tx import committed
+from rill.metadata.zk_tx import after_lost_race, committed
 
 
 class ZkChanges:
@@ -108,13 +109,14 @@ class ZkChanges:
 
         def write() -> None:
             # Every mark in one transaction: a request that fails deletes nothing.
-            while True:
+            for attempt in itertools.count(1):
                 tx = self.zk.transaction()
                 for t in topics:
                     if self.zk.exists(f"{zl.DELETE_TOPICS}/{t.name}") is None:
                         tx.create(f"{zl.DELETE_TOPICS}/{t.name}")
                 if not tx.operations or committed(tx.commit()):
                     return
+                after_lost_race(self.zk, attempt, (zl.DELETE_TOPICS,))
 
         await asyncio.to_thread(write)
         ids = {t.topic_id for t in topics}

@@ -28,12 +28,17 @@ def read_cluster(zk: KazooClient, node_id: int) -> ClusterRead:
     for child in zk.get_children(zl.BROKER_IDS):
         try:
             data, _ = zk.get(f"{zl.BROKER_IDS}/{child}")
+            brokers[int(child)] = zl.decode_broker(int(child), data)
         except NoNodeError:
             continue
-        brokers[int(child)] = zl.decode_broker(int(child), data)
+        except ValueError as e:  # MalformedZnode, or a child that is not a broker id
+            log.warning("Skipped the broker registration %s/%s, which cannot be read: %s", zl.BROKER_IDS, child, e)
     try:
         controller = zl.decode_controller(zk.get(zl.CONTROLLER)[0])
     except NoNodeError:
+        controller = -1
+    except zl.MalformedZnode as e:
+        log.warning("%s cannot be read: %s", zl.CONTROLLER, e)
         controller = -1
     own = read_configs(zk, zl.broker_config_path(node_id))
     default = read_configs(zk, zl.broker_config_path(None))
@@ -55,7 +60,8 @@ def read_topic(zk: KazooClient, name: str) -> TopicState | None:
 
 def read_topic_versioned(zk: KazooClient, name: str) -> tuple[TopicState, int] | None:
     """The topic (as ``read_topic``) and the version of its assignment znode, which a reassignment's write
-    waits for in the image; None when it is gone."""
+    waits for in the image; None when it is gone. ``MalformedZnode`` when its assignment or a partition state
+    cannot be read (the caller keeps what it had of the topic)."""
     try:
         data, assignment_stat = zk.get(zl.topic_path(name))
         assignment = zl.decode_assignment(data)

@@ -39,12 +39,13 @@ All paths are below the chroot of ``zookeeper.connect`` (``host:port/chroot``):
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from rill.metadata.store import BrokerInfo
 
@@ -101,6 +102,27 @@ def _loads(data: bytes) -> Any:
     return json.loads(data.decode("utf-8"))
 
 
+class MalformedZnode(ValueError):
+    """A znode whose content is not what its decoder reads (not JSON, a field missing or of another type): written
+    by another tool or another version. Its readers log it and skip it; none fails because of it."""
+
+
+_Decoded = TypeVar("_Decoded")
+
+
+def _decoder(decode: Callable[..., _Decoded]) -> Callable[..., _Decoded]:
+    """``decode`` raising :class:`MalformedZnode` for whatever content it cannot read."""
+
+    @functools.wraps(decode)
+    def checked(*args: Any) -> _Decoded:
+        try:
+            return decode(*args)
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+            raise MalformedZnode(f"{decode.__name__}: {type(e).__name__}: {e}") from None
+
+    return checked
+
+
 # -- payloads --------------------------------------------------------------------------------------------
 
 
@@ -115,6 +137,7 @@ def encode_broker(broker: BrokerInfo, *, shutting_down: bool = False) -> bytes:
     })  # fmt: skip
 
 
+@_decoder
 def decode_broker(node_id: int, data: bytes) -> BrokerInfo:
     d = _loads(data)
     protocols = d.get("listener_security_protocol_map") or {}
@@ -131,6 +154,7 @@ def encode_controller(node_id: int) -> bytes:
     return _dumps({"version": 1, "brokerid": node_id, "timestamp": str(int(time.time() * 1000))})
 
 
+@_decoder
 def decode_controller(data: bytes) -> int:
     return int(_loads(data)["brokerid"])
 
@@ -155,11 +179,12 @@ def encode_assignment(a: Assignment) -> bytes:
                    "adding_replicas": lists(a.adding), "removing_replicas": lists(a.removing)})  # fmt: skip
 
 
+@_decoder
 def decode_assignment(data: bytes) -> Assignment:
     d = _loads(data)
 
     def tuples(m: Mapping[str, list[int]] | None) -> dict[int, tuple[int, ...]]:
-        return {int(p): tuple(r) for p, r in (m or {}).items()}
+        return {int(p): tuple(int(b) for b in r) for p, r in (m or {}).items()}
 
     return Assignment(uuid.UUID(d["topic_id"]), tuples(d["partitions"]), tuples(d.get("adding_replicas")),
                       tuples(d.get("removing_replicas")))  # fmt: skip
@@ -181,15 +206,18 @@ def encode_state(s: LeaderAndIsr) -> bytes:
                    "controller_epoch": s.controller_epoch})  # fmt: skip
 
 
+@_decoder
 def decode_state(data: bytes, version: int) -> LeaderAndIsr:
     d = _loads(data)
-    return LeaderAndIsr(int(d["leader"]), int(d["leader_epoch"]), tuple(d["isr"]), int(d["controller_epoch"]), version)
+    return LeaderAndIsr(int(d["leader"]), int(d["leader_epoch"]), tuple(int(b) for b in d["isr"]),
+                        int(d["controller_epoch"]), version)  # fmt: skip
 
 
 def encode_configs(configs: Mapping[str, str]) -> bytes:
     return _dumps({"version": 1, "config": dict(configs)})
 
 
+@_decoder
 def decode_configs(data: bytes) -> dict[str, str]:
     if not data:
         return {}
@@ -200,6 +228,7 @@ def encode_cluster_id(cluster_id: str) -> bytes:
     return _dumps({"version": "1", "id": cluster_id})
 
 
+@_decoder
 def decode_cluster_id(data: bytes) -> str:
     return str(_loads(data)["id"])
 
@@ -209,6 +238,7 @@ def encode_election(election_type: int, partitions: list[tuple[str, int]]) -> by
                    "partitions": [{"topic": t, "partition": p} for t, p in partitions]})  # fmt: skip
 
 
+@_decoder
 def decode_election(data: bytes) -> tuple[int, list[tuple[str, int]]]:
     d = _loads(data)
     return int(d.get("election_type", 0)), [(str(e["topic"]), int(e["partition"])) for e in d["partitions"]]
@@ -218,6 +248,7 @@ def encode_producer_id_block(broker: int, start: int, end: int) -> bytes:
     return _dumps({"version": 1, "broker": broker, "block_start": start, "block_end": end})
 
 
+@_decoder
 def decode_producer_id_block(data: bytes) -> int:
     """The first producer id after the block (0 when none was handed out)."""
     if not data:

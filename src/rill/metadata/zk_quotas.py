@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import time
@@ -23,7 +24,7 @@ from kazoo.exceptions import NoNodeError
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata import zk_layout as zl
 from rill.metadata.client_quotas import QUOTA_KEYS, ClientQuotas, QuotaChanges, QuotaEntity, format_value
-from rill.metadata.zk_tx import committed
+from rill.metadata.zk_tx import after_lost_race, committed, lasting_children_watch
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class ZkClientQuotas:
         for entity, stored in await asyncio.to_thread(self._load_all):
             self.quotas.set_entity(entity, stored)
         self._follower = asyncio.create_task(self._follow(), name="zk-client-quotas")
-        await asyncio.to_thread(self._zk.ChildrenWatch, CONFIG_CHANGES, self._on_notices)
+        await asyncio.to_thread(lasting_children_watch, self._zk, CONFIG_CHANGES, self._on_notices)
 
     async def close(self) -> None:
         follower, self._follower = self._follower, None
@@ -146,7 +147,7 @@ class ZkClientQuotas:
         """Every entity's new quotas and their change notices in one transaction, each write conditional on the
         version read (read again when another writer was first): a change is made whole or not at all, and never
         without the notices the brokers follow."""
-        while True:
+        for attempt in itertools.count(1):
             tx = self._zk.transaction()
             for entity, ops in changes.items():
                 path = f"{CONFIG}/{entity.path}"
@@ -170,6 +171,7 @@ class ZkClientQuotas:
                 tx.create(f"{CONFIG_CHANGES}/{NOTICE_PREFIX}", notice, sequence=True)
             if committed(tx.commit()):
                 return
+            after_lost_race(self._zk, attempt, (CONFIG_CHANGES,))
 
     async def alter(self, changes: QuotaChanges, timeout_s: float = 30.0) -> None:
         await asyncio.to_thread(self._write, changes)

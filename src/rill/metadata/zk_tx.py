@@ -5,8 +5,10 @@ another writer (read again and retry), or failed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
     NodeExistsError,
@@ -15,6 +17,8 @@ from kazoo.exceptions import (
     RolledBackError,
     RuntimeInconsistency,
 )
+
+from rill.errors import ErrorCode, KafkaError
 
 # What a transaction's operation answers when another writer changed the znode since it was read.
 RACES = (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError)
@@ -31,3 +35,36 @@ def committed(results: list[Any]) -> bool:
     if all(isinstance(e, RACES) for e in errors):
         return False
     raise errors[0]
+
+
+MAX_LOST_RACES = 100
+"""Transactions of one change that may lose in a row before it gives up (with live writers, one wins each round)."""
+
+
+def after_lost_race(zk: KazooClient, attempt: int, parents: Iterable[str]) -> None:
+    """Before a change's transaction is built again: make the ``parents`` its creates need (a parent deleted since the
+    broker made it fails every create below it with NoNode, which reading again cannot cure), and give up once
+    ``attempt`` reaches ``MAX_LOST_RACES`` rather than retry without end on a worker thread."""
+    if attempt >= MAX_LOST_RACES:
+        raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"a ZooKeeper transaction lost {attempt} races in a row")
+    for parent in parents:
+        zk.ensure_path(parent)
+
+
+def lasting_children_watch(zk: KazooClient, path: str, func: Callable[[list[str]], Any]) -> None:
+    """kazoo's ``ChildrenWatch`` of ``path``, set again each time ``path`` is made again after a deletion (kazoo's
+    stops for good, silently, once its znode is deleted: a parent an operator deleted and a writer made again would
+    otherwise never be followed again)."""
+    gone = False
+
+    def on_data(_: bytes | None, stat: Any) -> bool:
+        nonlocal gone
+        if stat is None:
+            gone = True
+        elif gone:
+            gone = False
+            zk.ChildrenWatch(path, func)
+        return True
+
+    zk.ChildrenWatch(path, func)
+    zk.DataWatch(path, on_data)

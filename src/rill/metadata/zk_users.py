@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -22,7 +23,7 @@ from kazoo.exceptions import NoNodeError
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata import zk_layout as zl
 from rill.metadata.user_credentials import CredentialChanges, UserCredentials
-from rill.metadata.zk_tx import committed
+from rill.metadata.zk_tx import after_lost_race, committed
 from rill.security.scram import SCRAM_MECHANISMS, ScramCredential
 
 USERS = "/config/users"
@@ -69,7 +70,7 @@ class ZkUserCredentials:
         def write() -> None:
             # Every user's credentials and their change notices in one transaction, each write conditional on the
             # version read (read again when another broker changed the user meanwhile: nothing is lost).
-            while True:
+            for attempt in itertools.count(1):
                 tx = self._zk.transaction()
                 for user, mechanisms in changes.items():
                     path = user_path(user)
@@ -91,6 +92,7 @@ class ZkUserCredentials:
                     tx.create(f"{CONFIG_CHANGES}/config_change_", notice, sequence=True)
                 if committed(tx.commit()):
                     break
+                after_lost_race(self._zk, attempt, (USERS, CONFIG_CHANGES))
             self._purge_old_notices()
 
         await asyncio.to_thread(write)

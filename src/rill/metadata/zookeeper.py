@@ -413,7 +413,7 @@ class ZkMetadataStore(ZkChanges):
 
     async def _refresh_topics(self, names: list[str], *, tell_all: bool = False) -> None:
         """Read ``names`` and apply what changed (with ``tell_all``, tell every topic read, changed or not)."""
-        versioned = await asyncio.to_thread(lambda: {n: read_topic_versioned(self.zk, n) for n in names})
+        versioned = await asyncio.to_thread(self._read_topics, names)
         read = {n: None if v is None else not_older(self._topics.get(n), v[0]) for n, v in versioned.items()}
         changed = [t for n, t in read.items() if t is not None and (tell_all or self._topics.get(n) != t)]
         deleted = [self._topics[n] for n, t in read.items() if t is None and n in self._topics]
@@ -423,6 +423,17 @@ class ZkMetadataStore(ZkChanges):
         if changed or deleted:
             await self._apply(changed, deleted)
         await self._note_assignment_versions(versioned)
+
+    def _read_topics(self, names: list[str]) -> dict[str, tuple[TopicState, int] | None]:
+        """Each topic read (None: gone); a topic whose znodes cannot be read is left out (the image keeps what it
+        had of it), so that one topic written by another tool holds no other topic up."""
+        out: dict[str, tuple[TopicState, int] | None] = {}
+        for n in names:
+            try:
+                out[n] = read_topic_versioned(self.zk, n)
+            except zl.MalformedZnode as e:
+                log.warning("Topic %s skipped: its znodes cannot be read (%s)", n, e)
+        return out
 
     async def _note_assignment_versions(self, versioned: Mapping[str, tuple[TopicState, int] | None]) -> None:
         """Record the assignment versions the image now shows and wake the changes waiting for one (a write that

@@ -39,27 +39,61 @@ _DESCRIPTIVE = {"title", "description", "$schema", "$id", "$comment", "default",
                 "$defs", "readOnly", "writeOnly", "deprecated"}  # fmt: skip
 
 
+_ROOT_URI = "urn:rill:registry:schema"
+"""The base URI of a schema without an ``$id``, so that its local ``$ref`` (``#/definitions/...``) resolve."""
+MAX_COMPARE_STEPS = 20_000
+"""The most schema pairs one compatibility check looks at: a schema whose ``$ref`` form a graph can describe
+exponentially many paths in a few lines, and a comparison past this many counts as a change (fails closed)."""
+MAX_COMPARE_DEPTH = 64
+
+
 class ParsedJsonSchema:
     """A validated JSON schema with the referenced schemas it may ``$ref``."""
 
     def __init__(self, document: Any, registry: Registry[Any]) -> None:
         self.document = document
         self.registry = registry
+        self.base_uri = _base(document) or _ROOT_URI
 
     def validator(self) -> Any:
         cls = jsonschema.validators.validator_for(self.document, default=jsonschema.Draft7Validator)
         return cls(self.document, registry=self.registry)
 
-    def resolve(self, node: Any) -> Any:
-        """``node`` with a ``$ref`` followed (within this schema or into a referenced one)."""
+    def root(self) -> _Side:
+        return _Side(self.registry.resolver(base_uri=self.base_uri))
+
+
+class _Side:
+    """Where a node of one schema sits: the resolver its ``$ref`` are resolved with (a ``$ref`` inside a
+    referenced schema is relative to that schema)."""
+
+    __slots__ = ("resolver",)
+
+    def __init__(self, resolver: Any) -> None:
+        self.resolver = resolver
+
+    def resolve(self, node: Any) -> tuple[Any, _Side]:
+        """``node`` with its ``$ref`` followed (a chain of at most 32; an unresolvable one is left as it is)."""
+        side = self
         seen = 0
         while isinstance(node, dict) and isinstance(node.get("$ref"), str) and seen < 32:
             try:
-                node = self.registry.resolver(base_uri=_base(self.document)).lookup(node["$ref"]).contents
+                resolved = side.resolver.lookup(node["$ref"])
             except Exception:
-                return node
+                return node, side
+            node, side = resolved.contents, _Side(resolved.resolver)
             seen += 1
-        return node
+        return node, side
+
+
+class _Walk:
+    """One compatibility check's state: the pairs being compared up the stack (met again through a ``$ref``
+    cycle, a pair counts as compatible: the rest of the walk decides), and the steps taken."""
+
+    def __init__(self) -> None:
+        self.active: set[tuple[int, int]] = set()
+        self.steps = 0
+        self.exhausted = False
 
 
 def _base(document: Any) -> str:
@@ -91,6 +125,8 @@ def parse(text: str, referenced: Sequence[tuple[str, str]]) -> ParsedJsonSchema:
         resources.append((name, Resource.from_contents(ref_doc, default_specification=DRAFT7)))
         if isinstance(ref_doc, dict) and isinstance(ref_doc.get("$id"), str):
             resources.append((ref_doc["$id"], Resource.from_contents(ref_doc, default_specification=DRAFT7)))
+    if isinstance(document, dict):
+        resources.append((_base(document) or _ROOT_URI, Resource.from_contents(document, default_specification=DRAFT7)))
     registry: Registry[Any] = Registry().with_resources(resources)
     parsed = ParsedJsonSchema(document, registry)
     cls = jsonschema.validators.validator_for(document, default=jsonschema.Draft7Validator)
@@ -104,7 +140,13 @@ def parse(text: str, referenced: Sequence[tuple[str, str]]) -> ParsedJsonSchema:
 def incompatibilities(reader: ParsedJsonSchema, writer: ParsedJsonSchema) -> list[str]:
     """Why ``reader`` does not accept every document ``writer`` accepts (empty: it does)."""
     out: list[str] = []
-    _compare(reader, reader.document, writer, writer.document, "#", out, 0)
+    walk = _Walk()
+    _compare(reader.root(), reader.document, writer.root(), writer.document, "#", out, 0, walk)
+    if walk.exhausted:
+        out.append(
+            "{errorType:'SCHEMA_TOO_COMPLEX', description:'at #: the schemas have more than "
+            f"{MAX_COMPARE_STEPS} pairs of subschemas to compare'}}"
+        )
     return out
 
 
@@ -124,14 +166,28 @@ def _accepts_all(node: Any) -> bool:
     return node is True or node == {}
 
 
-def _compare(rs: ParsedJsonSchema, r: Any, ws: ParsedJsonSchema, w: Any, at: str, out: list[str], depth: int) -> None:
-    if depth > 64:
+def _compare(rs: _Side, r: Any, ws: _Side, w: Any, at: str, out: list[str], depth: int, walk: _Walk) -> None:
+    walk.steps += 1
+    if walk.steps > MAX_COMPARE_STEPS:
+        walk.exhausted = True
         return
-    r, w = rs.resolve(r), ws.resolve(w)
-    if _accepts_all(r) or (r == w and rs.registry is ws.registry):
+    if depth > MAX_COMPARE_DEPTH:
+        out.append(f"{{errorType:'SCHEMA_TOO_COMPLEX', description:'at {at}: nested too deep to compare'}}")
         return
-    if w is False:
+    (r, rs), (w, ws) = rs.resolve(r), ws.resolve(w)
+    if r is w or _accepts_all(r) or w is False:
         return
+    pair = (id(r), id(w))
+    if pair in walk.active:
+        return
+    walk.active.add(pair)
+    try:
+        _compare_nodes(rs, r, ws, w, at, out, depth, walk)
+    finally:
+        walk.active.discard(pair)
+
+
+def _compare_nodes(rs: _Side, r: Any, ws: _Side, w: Any, at: str, out: list[str], depth: int, walk: _Walk) -> None:
     if r is False or not isinstance(r, dict) or not isinstance(w, dict):
         if r != w:
             out.append(f"{{errorType:'TYPE_CHANGED', description:'at {at}: the schema changed'}}")
@@ -150,28 +206,28 @@ def _compare(rs: ParsedJsonSchema, r: Any, ws: ParsedJsonSchema, w: Any, at: str
     if "const" in r and w.get("const", object()) != r["const"]:
         out.append(f"{{errorType:'CONST_CHANGED', description:'at {at}: const changed'}}")
     _bounds(r, w, at, out)
-    _properties(rs, r, ws, w, at, out, depth)
+    _properties(rs, r, ws, w, at, out, depth, walk)
     if "items" in r and isinstance(r["items"], dict | bool):
         _compare(rs, r["items"], ws, w.get("items", True) if isinstance(w.get("items", True), dict | bool) else True,
-                 f"{at}/items", out, depth + 1)  # fmt: skip
+                 f"{at}/items", out, depth + 1, walk)  # fmt: skip
     for key in ("oneOf", "anyOf"):
         if key in r:
             branches = w.get(key, [w])
             for i, branch in enumerate(branches):
-                if not any(not _sub(rs, rb, ws, branch, depth) for rb in r[key]):
+                if not any(not _sub(rs, rb, ws, branch, depth, walk) for rb in r[key]):
                     out.append(f"{{errorType:'COMBINED_TYPE_SUBSCHEMAS_CHANGED', description:'at {at}/{key}: "
                                f"branch {i} of the old schema matches no branch'}}")  # fmt: skip
     if "allOf" in r:
         for i, rb in enumerate(r["allOf"]):
-            _compare(rs, rb, ws, w, f"{at}/allOf/{i}", out, depth + 1)
+            _compare(rs, rb, ws, w, f"{at}/allOf/{i}", out, depth + 1, walk)
     for key in set(r) - _CHECKED - _DESCRIPTIVE:
         if r.get(key) != w.get(key):
             out.append(f"{{errorType:'SCHEMA_CHANGED', description:'at {at}: {key} changed'}}")
 
 
-def _sub(rs: ParsedJsonSchema, r: Any, ws: ParsedJsonSchema, w: Any, depth: int) -> list[str]:
+def _sub(rs: _Side, r: Any, ws: _Side, w: Any, depth: int, walk: _Walk) -> list[str]:
     found: list[str] = []
-    _compare(rs, r, ws, w, "#", found, depth + 1)
+    _compare(rs, r, ws, w, "#", found, depth + 1, walk)
     return found
 
 
@@ -197,8 +253,8 @@ def _bounds(r: dict[str, Any], w: dict[str, Any], at: str, out: list[str]) -> No
         out.append(f"{{errorType:'UNIQUE_ITEMS_ADDED', description:'at {at}: uniqueItems added'}}")
 
 
-def _properties(rs: ParsedJsonSchema, r: dict[str, Any], ws: ParsedJsonSchema, w: dict[str, Any], at: str,
-                out: list[str], depth: int) -> None:  # fmt: skip
+def _properties(rs: _Side, r: dict[str, Any], ws: _Side, w: dict[str, Any], at: str, out: list[str], depth: int,
+                walk: _Walk) -> None:  # fmt: skip
     rp: dict[str, Any] = r.get("properties", {}) if isinstance(r.get("properties"), dict) else {}
     wp: dict[str, Any] = w.get("properties", {}) if isinstance(w.get("properties"), dict) else {}
     for name in sorted(set(r.get("required", [])) - set(w.get("required", []))):
@@ -210,16 +266,16 @@ def _properties(rs: ParsedJsonSchema, r: dict[str, Any], ws: ParsedJsonSchema, w
     for name in sorted(set(wp) | set(rp)):
         where = f"{at}/properties/{name}"
         if name in rp and name in wp:
-            _compare(rs, rp[name], ws, wp[name], where, out, depth + 1)
+            _compare(rs, rp[name], ws, wp[name], where, out, depth + 1, walk)
         elif name in wp:  # the reader dropped it: old documents may carry it
             extra = r.get("additionalProperties", True)
             if extra is False:
                 out.append(f"{{errorType:'PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL', description:'at {where}'}}")
             elif isinstance(extra, dict):
-                _compare(rs, extra, ws, wp[name], where, out, depth + 1)
+                _compare(rs, extra, ws, wp[name], where, out, depth + 1, walk)
         elif _open(w) and not _accepts_all(rp[name]):  # the writer allowed anything under that name
             writer_extra = w.get("additionalProperties", True)
             if writer_extra is True:
                 out.append(f"{{errorType:'PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL', description:'at {where}'}}")
             else:
-                _compare(rs, rp[name], ws, writer_extra, where, out, depth + 1)
+                _compare(rs, rp[name], ws, writer_extra, where, out, depth + 1, walk)

@@ -24,6 +24,7 @@ import binascii
 import os
 import sys
 import tempfile
+import weakref
 from collections.abc import Iterator, Sequence
 
 from google.protobuf import descriptor_pb2
@@ -34,6 +35,10 @@ FDP = descriptor_pb2.FileDescriptorProto
 FD = descriptor_pb2.FieldDescriptorProto
 WELL_KNOWN_PREFIX = "google/protobuf/"
 _COMPILE_TIMEOUT_S = 30.0
+MAX_CONCURRENT_COMPILES = 2
+"""protoc runs at a time (each is a Python interpreter of its own); more requests wait their turn, so that
+clients posting many .proto schemas at once cannot make the registry start processes without bound."""
+_compiles: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 _WIRE_GROUPS = [
     {FD.TYPE_INT32, FD.TYPE_INT64, FD.TYPE_UINT32, FD.TYPE_UINT64, FD.TYPE_BOOL},
     {FD.TYPE_SINT32, FD.TYPE_SINT64},
@@ -99,6 +104,16 @@ async def compile_schema(text: str, referenced: Sequence[tuple[str, descriptor_p
     if given is not None:
         _check_imports(given, referenced)
         return normalized(given)
+    loop = asyncio.get_running_loop()
+    turns = _compiles.get(loop)
+    if turns is None:
+        turns = _compiles[loop] = asyncio.Semaphore(MAX_CONCURRENT_COMPILES)
+    async with turns:
+        return await _run_protoc(text, referenced, name)
+
+
+async def _run_protoc(text: str, referenced: Sequence[tuple[str, descriptor_pb2.FileDescriptorProto]],
+                      name: str) -> descriptor_pb2.FileDescriptorProto:  # fmt: skip
     import grpc_tools
 
     include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")

@@ -330,9 +330,22 @@ DENY_EVERYONE = AccessControlEntry(WILDCARD_PRINCIPAL, WILDCARD, AclOperation.AL
 users, until an operator writes its ACLs again."""
 
 
+UNREADABLE_PRINCIPAL_TYPE = "Unreadable"
+"""The principal type of what an ALLOW that cannot be read becomes: no client authenticates as it."""
+
+
+def unreadable_allow(principal: Any) -> AccessControlEntry:
+    """What an ALLOW that cannot be read is read as: an ALLOW for a principal no client can be, so it allows no one
+    but keeps its resource one with ACLs (left out, a resource whose only ACL it was would have none, and
+    ``allow.everyone.if.no.acl.found`` would open it to everyone)."""
+    name = principal if isinstance(principal, str) and principal else "?"
+    return AccessControlEntry(f"{UNREADABLE_PRINCIPAL_TYPE}:{name}", WILDCARD, AclOperation.ALL, PermissionType.ALLOW)
+
+
 def entries_from_json(raw: Any, where: str) -> list[AccessControlEntry]:
     """Stored entries, read so that bytes this broker did not write can only deny more, never allow more (fail
-    closed): an unreadable ALLOW is left out; an unreadable entry that is or may be a DENY denies every
+    closed): an unreadable ALLOW allows no one but still counts as an ACL of its resource (``unreadable_allow``);
+    an unreadable entry that is or may be a DENY denies every
     operation to its principal from its host (to everyone, from everywhere, where those cannot be read); a
     list that is not one denies everything. Each is logged."""
     if not isinstance(raw, list):
@@ -347,7 +360,9 @@ def entries_from_json(raw: Any, where: str) -> list[AccessControlEntry]:
             pass
         fields = item if isinstance(item, Mapping) else {}
         if fields.get("permissionType") == _PERMISSION_NAMES[PermissionType.ALLOW]:
-            log.error("ACLs of %s: an ALLOW that cannot be read is left out: %r", where, item)
+            entry = unreadable_allow(fields.get("principal"))
+            log.error("ACLs of %s: an ALLOW that cannot be read (%r) is read as %s", where, item, entry)
+            out.append(entry)
             continue
         principal, host = fields.get("principal"), fields.get("host")
         entry = DENY_EVERYONE

@@ -75,5 +75,5 @@ def test_an_unreadable_stored_acl_entry_denies_and_keeps_the_others(tmp_path: Pa
         "alice": ErrorCode.TOPIC_AUTHORIZATION_FAILED,  # her DENY is kept beside the unreadable entries
         "bob": 0,
         "carol": ErrorCode.TOPIC_AUTHORIZATION_FAILED,  # a DENY whose operation cannot be read denies all
-        "dave": 0,  # an ALLOW that cannot be read is left out; the wildcard still allows him
+        "dave": 0,  # an ALLOW that cannot be read allows no one; the wildcard still allows him
     }, described

@@ -22,6 +22,7 @@ from rill.security.acl import (
     ResourcePattern,
     ResourceType,
     entries_from_json,
+    unreadable_allow,
 )
 
 ORDERS = ResourcePattern(ResourceType.TOPIC, "orders", PatternType.LITERAL)
@@ -83,6 +84,7 @@ def test_unreadable_entries_deny_more_never_less() -> None:
         AccessControlEntry.from_json(read),
         AccessControlEntry.from_json(deny),
         AccessControlEntry("User:c", "10.0.0.2", AclOperation.ALL, PermissionType.DENY),
+        unreadable_allow("User:d"),
         AccessControlEntry("User:e", "*", AclOperation.ALL, PermissionType.DENY),
         DENY_EVERYONE,
         DENY_EVERYONE,
@@ -98,3 +100,24 @@ def test_a_znode_that_is_not_kafkas_json_denies_everything_on_its_resource() -> 
     ]
     for data in (b"\xff\xfe", b"{not json", b"[1, 2]", b'{"version": 1, "acls": {"a": 1}}'):
         assert decode_acls(data) == [DENY_EVERYONE], data
+
+
+def test_a_resource_whose_only_allow_cannot_be_read_still_has_acls() -> None:
+    """With ``allow.everyone.if.no.acl.found``, a resource without ACLs is open to all; one whose only entry is an
+    ALLOW that cannot be read has an ACL (for someone): it must stay closed to everyone else, and the unreadable
+    ALLOW allows no one."""
+    from rill.security.acl import AclCache
+    from rill.security.authorizer import AclAuthorizer
+    from rill.security.principal import KafkaPrincipal
+
+    cache = AclCache()
+    unreadable = {"principal": "User:alice", "permissionType": "Allow", "operation": "Frobnicate", "host": "*"}
+    cache.set_resource(ORDERS, entries_from_json([unreadable], "test"))
+    authorizer = AclAuthorizer(lambda: cache, [], allow_if_no_acl=True)
+    for user in ("alice", "mallory"):
+        principal = KafkaPrincipal("User", user)
+        assert not authorizer.authorize(principal, "10.0.0.9", AclOperation.READ, ResourceType.TOPIC, "orders")
+        assert not authorizer.authorize(principal, "10.0.0.9", AclOperation.WRITE, ResourceType.TOPIC, "orders")
+    assert authorizer.authorize(KafkaPrincipal("User", "mallory"), "10.0.0.9", AclOperation.READ,
+                                ResourceType.TOPIC, "other")  # fmt: skip
+    assert decode_acls(json.dumps({"version": 1, "acls": [unreadable]}).encode()) != []
