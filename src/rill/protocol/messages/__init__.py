@@ -20,6 +20,7 @@ from rill.protocol.messages import (
     produce,
     quotas,
     security,
+    share,
     topics,
     transactions,
     txn_markers,
@@ -42,6 +43,7 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *transactions.APIS,
     *txn_markers.APIS,
     *quotas.APIS,
+    *share.APIS,
 ]
 
 DATA_MESSAGES: list[Message] = list(group_data.DATA)
