@@ -1,0 +1,275 @@
+"""Share groups (KIP-932): ShareGroupHeartbeat (76), ShareFetch (78), ShareAcknowledge (79).
+
+Membership is kept by :mod:`rill.coordinator.share.share_group_coordinator`; fetching and acknowledging by the
+partition leader's :mod:`rill.coordinator.share.share_partition_manager`. Every API needs READ on the group;
+ShareFetch and ShareAcknowledge READ on each topic (a partition of a topic the caller may not read answers
+TOPIC_AUTHORIZATION_FAILED)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rill.api._authorized import AclOperation, ResourceType, authorize
+from rill.api._endpoints import broker_endpoints
+from rill.api._topics import ZERO_UUID
+from rill.api.context import RequestContext
+from rill.api.registry import Body, handler
+from rill.coordinator.share.share_group_coordinator import ShareGroupCoordinator
+from rill.coordinator.share.share_partition_manager import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    PartitionFetch,
+    SharePartitionManager,
+    ShareTopicPartition,
+    now_ms,
+)
+from rill.coordinator.share.share_state import ShareStateStore
+from rill.errors import ErrorCode
+from rill.protocol import ApiKey
+
+
+@dataclass(slots=True)
+class ShareServices:
+    coordinator: ShareGroupCoordinator
+    partitions: SharePartitionManager
+
+
+def share_services(ctx: RequestContext) -> ShareServices:
+    """The broker's share-group parts, made on first use."""
+    services = ctx.services
+    if services.share is None:
+        config = services.config
+        metadata = services.metadata
+
+        def topics() -> dict[str, tuple[uuid.UUID, int]]:
+            return {name: (t.topic_id, len(t.partitions)) for name, t in metadata.topics().items() if not t.internal}
+
+        manager = SharePartitionManager(
+            services.replica_manager,
+            ShareStateStore(Path(config.log_dirs[0])),
+            lock_duration_ms=int(config.get("group.share.record.lock.duration.ms")),
+            delivery_count_limit=int(config.get("group.share.delivery.count.limit")),
+            max_in_flight=int(config.get("group.share.partition.max.record.locks")),
+        )
+        coordinator = ShareGroupCoordinator(
+            topics,
+            session_timeout_ms=int(config.get("group.share.session.timeout.ms")),
+            heartbeat_interval_ms=int(config.get("group.share.heartbeat.interval.ms")),
+            max_size=int(config.get("group.share.max.size")),
+            on_member_gone=manager.release_member,
+        )
+        services.share = ShareServices(coordinator, manager)
+    share: ShareServices = services.share
+    return share
+
+
+# -- ShareGroupHeartbeat -----------------------------------------------------------------------------------
+
+
+@handler(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1)
+async def handle_share_group_heartbeat(ctx: RequestContext, request: Body) -> Body:
+    group_id = request["group_id"]
+    share = share_services(ctx)
+    interval = share.coordinator.heartbeat_interval_ms
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "member_epoch": -1, "heartbeat_interval_ms": 0}
+    subscribed = request.get("subscribed_topic_names")
+    if subscribed:
+        denied = sorted(t for t in subscribed if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t))
+        if denied:
+            return {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    "error_message": f"Not authorized to describe topics {denied}.",
+                    "member_epoch": -1, "heartbeat_interval_ms": 0}  # fmt: skip
+    result = share.coordinator.heartbeat(
+        group_id,
+        request["member_id"],
+        request["member_epoch"],
+        subscribed,
+        request.get("rack_id"),
+        ctx.client_id or "",
+        f"/{ctx.client_host}",
+        now_ms(),
+    )
+    body: Body = {
+        "error_code": result.error,
+        "error_message": result.message,
+        "member_id": result.member_id,
+        "member_epoch": result.member_epoch,
+        "heartbeat_interval_ms": interval if result.error == ErrorCode.NO_ERROR else 0,
+    }
+    if result.assignment is not None:
+        body["assignment"] = {
+            "topic_partitions": [
+                {"topic_id": tid, "partitions": parts} for tid, parts in sorted(result.assignment.items())
+            ]
+        }
+    return body
+
+
+# -- ShareFetch and ShareAcknowledge -----------------------------------------------------------------------
+
+
+def _topic_partition(ctx: RequestContext, topic_id: uuid.UUID, partition: int) -> ShareTopicPartition:
+    topic = ctx.services.metadata.topic_by_id(topic_id) if topic_id != ZERO_UUID else None
+    return ShareTopicPartition(topic_id, topic.name if topic is not None else None, partition)
+
+
+def _may_read(ctx: RequestContext, tp: ShareTopicPartition, cache: dict[uuid.UUID, bool]) -> bool:
+    if tp.topic is None:
+        return True  # answered UNKNOWN_TOPIC_ID
+    if tp.topic_id not in cache:
+        cache[tp.topic_id] = authorize(ctx, AclOperation.READ, ResourceType.TOPIC, tp.topic)
+    return cache[tp.topic_id]
+
+
+def _ack_batches(entries: list[Body]) -> list[tuple[int, int, list[int]]]:
+    return [(b["first_offset"], b["last_offset"], list(b["acknowledge_types"])) for b in entries]
+
+
+def _leader(ctx: RequestContext, tp: ShareTopicPartition) -> Body:
+    topic = ctx.services.metadata.topic(tp.topic) if tp.topic is not None else None
+    if topic is None or tp.partition >= len(topic.partitions):
+        return {"leader_id": -1, "leader_epoch": -1}
+    p = topic.partitions[tp.partition]
+    return {"leader_id": p.leader, "leader_epoch": p.leader_epoch}
+
+
+def _top_error(api: str, code: ErrorCode, message: str | None = None) -> Body:
+    body: Body = {"error_code": code, "error_message": message, "responses": []}
+    if api == "fetch":
+        body["acquisition_lock_timeout_ms"] = 0
+    return body
+
+
+def _acknowledge_all(
+    ctx: RequestContext, share: ShareServices, group_id: str, member_id: str, topics: list[Body],
+    readable: dict[uuid.UUID, bool],
+) -> dict[tuple[uuid.UUID, int], tuple[ShareTopicPartition, ErrorCode]]:  # fmt: skip
+    out: dict[tuple[uuid.UUID, int], tuple[ShareTopicPartition, ErrorCode]] = {}
+    for t in topics:
+        for p in t["partitions"]:
+            batches = _ack_batches(p["acknowledgement_batches"])
+            if not batches:
+                continue
+            tp = _topic_partition(ctx, t["topic_id"], p["partition_index"])
+            if not _may_read(ctx, tp, readable):
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                code = share.partitions.acknowledge(group_id, member_id, tp, batches)
+            out[tp.key] = (tp, code)
+    return out
+
+
+def _group_by_topic(parts: list[tuple[uuid.UUID, Body]]) -> list[Body]:
+    topics: dict[uuid.UUID, list[Body]] = {}
+    for topic_id, part in parts:
+        topics.setdefault(topic_id, []).append(part)
+    return [{"topic_id": tid, "partitions": ps} for tid, ps in topics.items()]
+
+
+def _check_request(ctx: RequestContext, request: Body) -> tuple[ErrorCode, str | None]:
+    if not request.get("group_id"):
+        return ErrorCode.INVALID_REQUEST, "GroupId must be set."
+    if not request.get("member_id"):
+        return ErrorCode.INVALID_REQUEST, "MemberId must be set."
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request["group_id"]):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+    return ErrorCode.NO_ERROR, None
+
+
+@handler(ApiKey.SHARE_FETCH, 1, 1)
+async def handle_share_fetch(ctx: RequestContext, request: Body) -> Body:
+    code, message = _check_request(ctx, request)
+    if code:
+        return _top_error("fetch", code, message)
+    share = share_services(ctx)
+    group_id, member_id, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
+    listed = [_topic_partition(ctx, t["topic_id"], p["partition_index"])
+              for t in request["topics"] for p in t["partitions"]]  # fmt: skip
+    forgotten = [(t["topic_id"], p) for t in request["forgotten_topics_data"] for p in t["partitions"]]
+    if epoch == FINAL_EPOCH and request.get("max_records", 0) > 0 and listed:
+        return _top_error("fetch", ErrorCode.INVALID_REQUEST, "A final share fetch cannot fetch.")
+    code, session = share.partitions.open_or_update_session(group_id, member_id, epoch, listed, forgotten)
+    if session is None:
+        return _top_error("fetch", code)
+    readable: dict[uuid.UUID, bool] = {}
+    acks = {} if epoch == INITIAL_EPOCH else _acknowledge_all(ctx, share, group_id, member_id, request["topics"],
+                                                               readable)  # fmt: skip
+    fetched: list[PartitionFetch] = []
+    if epoch == FINAL_EPOCH:
+        share.partitions.close_session(group_id, member_id)
+    else:
+        wanted = [tp for tp in session.partitions.values() if _may_read(ctx, tp, readable)]
+        max_bytes = min(request.get("max_bytes", 0x7FFFFFFF), int(ctx.services.config.get("fetch.max.bytes")))
+        max_records = request.get("max_records", 0) or 500
+        fetched = await share.partitions.fetch(group_id, member_id, wanted, request["max_wait_ms"], max_bytes,
+                                               max_records)  # fmt: skip
+        denied = [tp for tp in session.partitions.values() if not _may_read(ctx, tp, readable)]
+        fetched.extend(PartitionFetch(tp, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for tp in denied)
+    share.partitions.flush()
+    parts: list[tuple[uuid.UUID, Body]] = []
+    seen: set[tuple[uuid.UUID, int]] = set()
+    for f in fetched:
+        ack = acks.get(f.tp.key)
+        if not (f.acquired or f.error or ack):
+            continue
+        seen.add(f.tp.key)
+        parts.append((f.tp.topic_id, _fetch_partition(ctx, f.tp, f, ack[1] if ack else ErrorCode.NO_ERROR)))
+    for key, (tp, ack_code) in acks.items():
+        if key not in seen:
+            parts.append((tp.topic_id, _fetch_partition(ctx, tp, PartitionFetch(tp), ack_code)))
+    return {
+        "error_code": ErrorCode.NO_ERROR,
+        "acquisition_lock_timeout_ms": share.partitions.lock_duration_ms,
+        "responses": _group_by_topic(parts),
+        "node_endpoints": _node_endpoints(ctx, parts),
+    }
+
+
+def _fetch_partition(ctx: RequestContext, tp: ShareTopicPartition, f: PartitionFetch, ack: ErrorCode) -> Body:
+    return {
+        "partition_index": tp.partition,
+        "error_code": f.error,
+        "acknowledge_error_code": ack,
+        "current_leader": _leader(ctx, tp),
+        "records": f.records,
+        "acquired_records": [
+            {"first_offset": r.first_offset, "last_offset": r.last_offset, "delivery_count": r.delivery_count}
+            for r in f.acquired
+        ],
+    }
+
+
+def _node_endpoints(ctx: RequestContext, parts: list[tuple[uuid.UUID, Body]]) -> list[Body]:
+    moved = {p["current_leader"]["leader_id"] for _, p in parts
+             if p["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER}  # fmt: skip
+    if not moved:
+        return []
+    return [b for b in broker_endpoints(ctx) if b["node_id"] in moved]
+
+
+@handler(ApiKey.SHARE_ACKNOWLEDGE, 1, 1)
+async def handle_share_acknowledge(ctx: RequestContext, request: Body) -> Body:
+    code, message = _check_request(ctx, request)
+    if code:
+        return _top_error("ack", code, message)
+    share = share_services(ctx)
+    group_id, member_id, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
+    if epoch == INITIAL_EPOCH:
+        return _top_error("ack", ErrorCode.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a session.")
+    code, session = share.partitions.open_or_update_session(group_id, member_id, epoch, [], [])
+    if session is None:
+        return _top_error("ack", code)
+    acks = _acknowledge_all(ctx, share, group_id, member_id, request["topics"], {})
+    if epoch == FINAL_EPOCH:
+        share.partitions.close_session(group_id, member_id)
+    share.partitions.flush()
+    parts: list[tuple[uuid.UUID, Any]] = [
+        (tp.topic_id, {"partition_index": tp.partition, "error_code": ack_code, "current_leader": _leader(ctx, tp)})
+        for tp, ack_code in acks.values()
+    ]
+    return {"error_code": ErrorCode.NO_ERROR, "responses": _group_by_topic(parts),
+            "node_endpoints": _node_endpoints(ctx, parts)}  # fmt: skip
