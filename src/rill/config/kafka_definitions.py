@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from rill.config import cluster_definitions as _cluster  # noqa: F401
 from rill.config import coordinator_definitions as _coordinator  # noqa: F401
 from rill.config import security_definitions as _security  # noqa: F401
+from rill.config import share_definitions as _share  # noqa: F401
 from rill.config.config_def import (
     INT,
     INT_MAX,

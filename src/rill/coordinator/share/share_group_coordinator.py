@@ -121,8 +121,10 @@ class ShareGroupCoordinator:
             if group is None or member is None:
                 return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in the group.")
             if member_epoch != member.member_epoch:
-                return HeartbeatResult(ErrorCode.FENCED_MEMBER_EPOCH,
-                                       f"Epoch {member_epoch} is not the member's epoch {member.member_epoch}.")
+                return HeartbeatResult(
+                    ErrorCode.FENCED_MEMBER_EPOCH,
+                    f"Epoch {member_epoch} is not the member's epoch {member.member_epoch}.",
+                )
         member.deadline_ms = now_ms + self.session_timeout_ms
         if rack_id is not None:
             member.rack_id = rack_id
