@@ -72,10 +72,10 @@ def share_services(ctx: RequestContext) -> ShareServices:
 @handler(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1)
 async def handle_share_group_heartbeat(ctx: RequestContext, request: Body) -> Body:
     group_id = request["group_id"]
-    share = share_services(ctx)
-    interval = share.coordinator.heartbeat_interval_ms
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "member_epoch": -1, "heartbeat_interval_ms": 0}
+    share = share_services(ctx)
+    interval = share.coordinator.heartbeat_interval_ms
     subscribed = request.get("subscribed_topic_names")
     if subscribed:
         denied = sorted(t for t in subscribed if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, t))
