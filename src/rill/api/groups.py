@@ -18,6 +18,7 @@ from rill.api._authorized import (
 from rill.api._endpoints import broker_endpoints
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
+from rill.api.share_groups import list_share_groups
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from rill.protocol import ApiKey
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 CLASSIC_GROUP_TYPE = "classic"
+SHARE_GROUP_TYPE = "share"
 
 
 def coordinator_of(ctx: RequestContext) -> Any:
@@ -264,18 +266,22 @@ async def handle_list_groups(ctx: RequestContext, request: Body) -> Body:
     coordinator = coordinator_of(ctx)
     if coordinator is None:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
-    types = request.get("types_filter") or []
-    if types and CLASSIC_GROUP_TYPE not in {t.lower() for t in types}:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NO_ERROR, "groups": []}
-    error, groups = coordinator.list_groups(set(request.get("states_filter") or []) or None)
+    types = {t.lower() for t in request.get("types_filter") or []}
+    states = set(request.get("states_filter") or []) or None
+    error, groups = ErrorCode.NO_ERROR, []
+    if not types or CLASSIC_GROUP_TYPE in types:
+        error, classic = coordinator.list_groups(states)
+        groups = [(gid, ptype, state, CLASSIC_GROUP_TYPE) for gid, ptype, state in classic]
+    if (not types or SHARE_GROUP_TYPE in types) and ctx.services.share is not None:
+        groups += [(gid, "share", state, SHARE_GROUP_TYPE) for gid, state in list_share_groups(ctx, states)]
     if not authorize_cluster(ctx, AclOperation.DESCRIBE, log_denied=False):  # only the groups the caller may describe
         groups = [g for g in groups if authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g[0], False)]
     return {
         "throttle_time_ms": 0,
         "error_code": error,
         "groups": [
-            {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": CLASSIC_GROUP_TYPE}
-            for gid, ptype, state in groups
+            {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": gtype}
+            for gid, ptype, state, gtype in groups
         ],
     }
 

@@ -1,9 +1,10 @@
-"""Share groups (KIP-932): ShareGroupHeartbeat (76), ShareFetch (78), ShareAcknowledge (79).
+"""Share groups (KIP-932): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78),
+ShareAcknowledge (79).
 
 Membership is kept by :mod:`rill.coordinator.share.share_group_coordinator`; fetching and acknowledging by the
-partition leader's :mod:`rill.coordinator.share.share_partition_manager`. Every API needs READ on the group;
-ShareFetch and ShareAcknowledge READ on each topic (a partition of a topic the caller may not read answers
-TOPIC_AUTHORIZATION_FAILED)."""
+partition leader's :mod:`rill.coordinator.share.share_partition_manager`. ShareGroupDescribe needs DESCRIBE on
+each group; the other APIs READ on the group, and ShareFetch and ShareAcknowledge READ on each topic (a partition
+of a topic the caller may not read answers TOPIC_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rill.api._authorized import AclOperation, ResourceType, authorize
+from rill.api._authorized import AclOperation, ResourceType, authorize, authorized_operations
 from rill.api._endpoints import broker_endpoints
 from rill.api._topics import ZERO_UUID
 from rill.api.context import RequestContext
@@ -190,6 +191,8 @@ async def handle_share_fetch(ctx: RequestContext, request: Body) -> Body:
     listed = [_topic_partition(ctx, t["topic_id"], p["partition_index"])
               for t in request["topics"] for p in t["partitions"]]  # fmt: skip
     forgotten = [(t["topic_id"], p) for t in request["forgotten_topics_data"] for p in t["partitions"]]
+    if epoch == INITIAL_EPOCH and any(p["acknowledgement_batches"] for t in request["topics"] for p in t["partitions"]):
+        return _top_error("fetch", ErrorCode.INVALID_REQUEST, "Acknowledgements cannot open a share session.")
     if epoch == FINAL_EPOCH and request.get("max_records", 0) > 0 and listed:
         return _top_error("fetch", ErrorCode.INVALID_REQUEST, "A final share fetch cannot fetch.")
     code, session = share.partitions.open_or_update_session(group_id, member_id, epoch, listed, forgotten)
@@ -273,3 +276,47 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Body) -> Body:
     ]
     return {"error_code": ErrorCode.NO_ERROR, "responses": _group_by_topic(parts),
             "node_endpoints": _node_endpoints(ctx, parts)}  # fmt: skip
+
+
+def list_share_groups(ctx: RequestContext, states: set[str] | None) -> list[tuple[str, str]]:
+    """(group id, state) of the share groups this broker keeps, for ListGroups."""
+    coordinator = share_services(ctx).coordinator
+    coordinator.expire_all(now_ms())
+    listed = [(g.group_id, g.state) for g in coordinator.groups.values()]
+    return [(gid, state) for gid, state in sorted(listed) if states is None or state in states]
+
+
+# -- ShareGroupDescribe ------------------------------------------------------------------------------------
+
+
+@handler(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1)
+async def handle_share_group_describe(ctx: RequestContext, request: Body) -> Body:
+    include = bool(request.get("include_authorized_operations"))
+    groups = []
+    for group_id in request["group_ids"]:
+        body: Body = {"group_id": group_id, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
+                      "assignor_name": "", "members": []}  # fmt: skip
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append({**body, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
+            continue
+        group = share_services(ctx).coordinator.groups.get(group_id)
+        if group is None:
+            groups.append({**body, "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
+                           "error_message": f"Group {group_id} not found."})  # fmt: skip
+            continue
+        share_services(ctx).coordinator.expire_members(group, now_ms())
+        members = []
+        for m in group.members.values():
+            topics = []
+            for topic_id, parts in sorted(m.assignment.items()):
+                topic = ctx.services.metadata.topic_by_id(topic_id)
+                topics.append({"topic_id": topic_id, "topic_name": topic.name if topic else "", "partitions": parts})
+            members.append({"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                            "client_id": m.client_id, "client_host": m.client_host,
+                            "subscribed_topic_names": list(m.subscribed),
+                            "assignment": {"topic_partitions": topics}})  # fmt: skip
+        groups.append({**body, "error_code": ErrorCode.NO_ERROR, "group_state": group.state,
+                       "group_epoch": group.group_epoch, "assignment_epoch": group.group_epoch,
+                       "assignor_name": "simple", "members": members,
+                       "authorized_operations": authorized_operations("group", include, ctx, group_id)})  # fmt: skip
+    return {"groups": groups}

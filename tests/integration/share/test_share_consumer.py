@@ -148,3 +148,34 @@ def test_release_past_delivery_limit_archives() -> None:
             assert not list(c.poll(1.5))
         finally:
             c.close()
+
+
+def test_share_groups_listed_and_described(capsys: pytest.CaptureFixture[str]) -> None:
+    from rill.cli.share_groups import main as share_groups
+
+    with rill.testing.broker() as b:
+        _create(b.bootstrap_servers, "t", 2)
+        consumers = [share_consumer(b.bootstrap_servers, "workers", ["t"]) for _ in range(2)]
+        try:
+            warm_up(b.bootstrap_servers, consumers[0], "t", 2)
+            deadline = time.monotonic() + 30
+            while True:  # the second consumer joins on its first poll
+                consumers[1].poll(0.2)
+                capsys.readouterr()
+                argv = ["describe", "workers", "--members", "--bootstrap-server", b.bootstrap_servers]
+                assert share_groups(argv) == 0
+                out = capsys.readouterr().out
+                if out.count("t:0,1") == 2 or time.monotonic() > deadline:
+                    break
+            lines = out.splitlines()
+            assert lines[0].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+            assert [line.split()[-2:] for line in lines[1:]] == [["2", "t:0,1"], ["2", "t:0,1"]]
+            assert share_groups(["describe", "workers", "--bootstrap-server", b.bootstrap_servers]) == 0
+            assert capsys.readouterr().out.splitlines()[1].split()[:3] == ["workers", "simple", "Stable"]
+            assert share_groups(["list", "--state", "--bootstrap-server", b.bootstrap_servers]) == 0
+            assert capsys.readouterr().out.splitlines()[1:] == ["workers  Stable"]
+            assert share_groups(["describe", "nobody", "--bootstrap-server", b.bootstrap_servers]) != 0
+            assert "does not exist" in capsys.readouterr().err
+        finally:
+            for c in consumers:
+                c.close()

@@ -131,7 +131,6 @@ class SharePartitionManager:
         for (g, _, _), sp in self.partitions.items():
             if g == group_id and sp.release_member(member_id):
                 self._dirty.add(group_id)
-        self.sessions.pop((group_id, member_id), None)
         self.flush()
 
     # -- share partitions ----------------------------------------------------------------------------

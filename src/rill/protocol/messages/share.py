@@ -136,3 +136,41 @@ APIS = [
     (SHARE_FETCH_REQUEST, SHARE_FETCH_RESPONSE),
     (SHARE_ACKNOWLEDGE_REQUEST, SHARE_ACKNOWLEDGE_RESPONSE),
 ]
+
+
+SHARE_GROUP_DESCRIBE_REQUEST = message("ShareGroupDescribeRequest", 77, "1", "0+", [
+    field("GroupIds", "[]string", "0+"),
+    field("IncludeAuthorizedOperations", "bool", "0+"),
+])
+
+
+SHARE_GROUP_DESCRIBE_RESPONSE = message("ShareGroupDescribeResponse", 77, "1", "0+", [
+    field("ThrottleTimeMs", "int32", "0+"),
+    field("Groups", "[]DescribedGroup", "0+", fields=[
+        field("ErrorCode", "int16", "0+"),
+        field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+        field("GroupId", "string", "0+"),
+        field("GroupState", "string", "0+"),
+        field("GroupEpoch", "int32", "0+"),
+        field("AssignmentEpoch", "int32", "0+"),
+        field("AssignorName", "string", "0+"),
+        field("Members", "[]Member", "0+", fields=[
+            field("MemberId", "string", "0+"),
+            field("RackId", "string", "0+", nullable="0+", default=None),
+            field("MemberEpoch", "int32", "0+"),
+            field("ClientId", "string", "0+"),
+            field("ClientHost", "string", "0+"),
+            field("SubscribedTopicNames", "[]string", "0+"),
+            field("Assignment", "Assignment", "0+", fields=[
+                field("TopicPartitions", "[]TopicPartitions", "0+", fields=[
+                    field("TopicId", "uuid", "0+"),
+                    field("TopicName", "string", "0+"),
+                    field("Partitions", "[]int32", "0+"),
+                ]),
+            ]),
+        ]),
+        field("AuthorizedOperations", "int32", "0+", default=-2147483648),
+    ]),
+])
+
+APIS.append((SHARE_GROUP_DESCRIBE_REQUEST, SHARE_GROUP_DESCRIBE_RESPONSE))
