@@ -15,6 +15,7 @@ from typing import Any
 
 from rill.api._authorized import AclOperation, ResourceType, authorize, authorized_operations
 from rill.api._endpoints import broker_endpoints
+from rill.api._quotas import quota_client_id, quota_user
 from rill.api._topics import ZERO_UUID
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
@@ -198,6 +199,9 @@ async def handle_share_fetch(ctx: RequestContext, request: Body) -> Body:
     code, session = share.partitions.open_or_update_session(group_id, member_id, epoch, listed, forgotten)
     if session is None:
         return _top_error("fetch", code)
+    quotas = ctx.services.quotas
+    fetch_quota = quotas.fetch if quotas is not None and quotas.fetch.enabled else None
+    user, client_id = quota_user(ctx), quota_client_id(ctx)
     readable: dict[uuid.UUID, bool] = {}
     acks = {} if epoch == INITIAL_EPOCH else _acknowledge_all(ctx, share, group_id, member_id, request["topics"],
                                                                readable)  # fmt: skip
@@ -207,6 +211,8 @@ async def handle_share_fetch(ctx: RequestContext, request: Body) -> Body:
     else:
         wanted = [tp for tp in session.partitions.values() if _may_read(ctx, tp, readable)]
         max_bytes = min(request.get("max_bytes", 0x7FFFFFFF), int(ctx.services.config.get("fetch.max.bytes")))
+        if fetch_quota is not None:  # as Fetch: no more than the quota allows at once
+            max_bytes = int(min(max_bytes, fetch_quota.max_value_in_quota_window(user, client_id)))
         max_records = request.get("max_records", 0) or 500
         fetched = await share.partitions.fetch(group_id, member_id, wanted, request["max_wait_ms"], max_bytes,
                                                max_records)  # fmt: skip
@@ -224,7 +230,13 @@ async def handle_share_fetch(ctx: RequestContext, request: Body) -> Body:
     for key, (tp, ack_code) in acks.items():
         if key not in seen:
             parts.append((tp.topic_id, _fetch_partition(ctx, tp, PartitionFetch(tp), ack_code)))
+    throttle = 0
+    if fetch_quota is not None:
+        # the records are acquired: they are sent, and the client waits out the throttle time before its next fetch
+        size = sum(len(f.records) + 64 for f in fetched) + 32
+        throttle = fetch_quota.record_and_get_throttle_ms(user, client_id, size)
     return {
+        "throttle_time_ms": throttle,
         "error_code": ErrorCode.NO_ERROR,
         "acquisition_lock_timeout_ms": share.partitions.lock_duration_ms,
         "responses": _group_by_topic(parts),
