@@ -332,3 +332,52 @@ async def handle_share_group_describe(ctx: RequestContext, request: Body) -> Bod
                        "assignor_name": "simple", "members": members,
                        "authorized_operations": authorized_operations("group", include, ctx, group_id)})  # fmt: skip
     return {"groups": groups}
+
+
+# -- DescribeShareGroupOffsets -----------------------------------------------------------------------------
+
+
+@handler(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 0)
+async def handle_describe_share_group_offsets(ctx: RequestContext, request: Body) -> Body:
+    """Each group's share-partition start offsets: of the partitions asked for, or (topics null) of every
+    partition the group has a state for. A partition the group never fetched answers start offset -1."""
+    metadata = ctx.services.metadata
+    groups = []
+    for g in request["groups"]:
+        group_id = g["group_id"]
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            groups.append({"group_id": group_id, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
+            continue
+        share = share_services(ctx)
+        starts = share.partitions.start_offsets(group_id)
+        if not starts and group_id not in share.coordinator.groups:
+            groups.append({"group_id": group_id, "topics": [], "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
+                           "error_message": f"Group {group_id} not found."})  # fmt: skip
+            continue
+        wanted: dict[str, list[int]] = {}
+        if g["topics"] is None:
+            for topic_id, p in sorted(starts):
+                topic = metadata.topic_by_id(topic_id)
+                if topic is not None:
+                    wanted.setdefault(topic.name, []).append(p)
+        else:
+            for t in g["topics"]:
+                wanted.setdefault(t["topic_name"], []).extend(t["partitions"])
+        topics = []
+        for name, parts in wanted.items():
+            topic = metadata.topic(name)
+            topic_id = topic.topic_id if topic is not None else ZERO_UUID
+            denied = not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+            rows = []
+            for p in parts:
+                if denied:
+                    code, start, epoch = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1
+                elif topic is None or p >= len(topic.partitions):
+                    code, start, epoch = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
+                else:
+                    code, start = ErrorCode.NO_ERROR, starts.get((topic_id, p), -1)
+                    epoch = topic.partitions[p].leader_epoch
+                rows.append({"partition_index": p, "start_offset": start, "leader_epoch": epoch, "error_code": code})
+            topics.append({"topic_name": name, "topic_id": topic_id, "partitions": rows})
+        groups.append({"group_id": group_id, "topics": topics, "error_code": ErrorCode.NO_ERROR})
+    return {"groups": groups}

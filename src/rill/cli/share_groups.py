@@ -1,7 +1,7 @@
 """``rill share-groups``: list and describe share groups (KIP-932), as Kafka's ``kafka-share-groups.sh`` does.
 
     rill share-groups list [--state]
-    rill share-groups describe GROUP [--members]
+    rill share-groups describe GROUP [--members | --state]
 
 These APIs are not in confluent-kafka's AdminClient: the command speaks the protocol with ``rill.client``, which
 takes the TLS and SASL settings of ``--command-config``.
@@ -58,6 +58,20 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _start_offsets(conn: Any, group: str) -> list[tuple[str, str, int, int | None]]:
+    """(group, topic, partition, share-partition start offset) of every partition the group has a state for."""
+    if ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS not in conn.api_versions:
+        return []
+    request = {"groups": [{"group_id": group, "topics": None}]}
+    _, body = conn.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, request, version=0)
+    rows: list[tuple[str, str, int, int | None]] = []
+    for t in body["groups"][0]["topics"]:
+        for p in t["partitions"]:
+            start = p["start_offset"] if p["error_code"] == 0 and p["start_offset"] >= 0 else None
+            rows.append((group, t["topic_name"], p["partition_index"], start))
+    return sorted(rows)
+
+
 def _describe(args: argparse.Namespace) -> int:
     with _client(args) as client:
         conn = client.coordinator(args.group)
@@ -65,6 +79,7 @@ def _describe(args: argparse.Namespace) -> int:
             raise CliError("the broker does not serve share groups (ShareGroupDescribe)")
         request = {"group_ids": [args.group], "include_authorized_operations": False}
         _, body = conn.request(ApiKey.SHARE_GROUP_DESCRIBE, request, version=1)
+        offsets = _start_offsets(conn, args.group)
     group: dict[str, Any] = body["groups"][0]
     code = ErrorCode(group["error_code"])
     if code == ErrorCode.GROUP_ID_NOT_FOUND:
@@ -81,14 +96,17 @@ def _describe(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"group": args.group, "state": group["group_state"], "group_epoch": group["group_epoch"],
                     "assignor": group["assignor_name"],
+                    "offsets": [{"topic": t, "partition": p, "start_offset": o} for _, t, p, o in offsets],
                     "members": [dict(zip(("group", "consumer_id", "host", "client_id", "partitions", "assignment"),
                                          row, strict=True)) for row in members]})  # fmt: skip
         return 0
     if args.members:
         print_table(Table(("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"), members))
-    else:
+    elif args.state:
         rows = [(args.group, group["assignor_name"], group["group_state"], group["group_epoch"], len(members))]
         print_table(Table(("GROUP", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH", "#MEMBERS"), rows))
+    else:
+        print_table(Table(("GROUP", "TOPIC", "PARTITION", "START-OFFSET"), offsets))
     return 0
 
 
@@ -99,9 +117,10 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state", action="store_true", help="add a STATE column")
     add_connection_options(p)
     p.set_defaults(run=_list)
-    p = sub.add_parser("describe", help="a share group's state, or its members with --members")
+    p = sub.add_parser("describe", help="a share group's start offsets, its members (--members) or state (--state)")
     p.add_argument("group", help="the share group")
     p.add_argument("--members", action="store_true", help="one line per member with its assignment")
+    p.add_argument("--state", action="store_true", help="the group's state, epoch and number of members")
     add_connection_options(p)
     p.set_defaults(run=_describe)
     return parser

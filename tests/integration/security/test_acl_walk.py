@@ -200,6 +200,8 @@ def _cases(t: str = "secret", g: str = "g", tx: str = "tx") -> dict[int, list[tu
                                             "subscribed_topic_names": [t]}, lambda r: r["error_code"] == GAF)],
         ApiKey.SHARE_GROUP_DESCRIBE: [(1, {"group_ids": [g], "include_authorized_operations": True},
                                        lambda r: _first(r, "groups", 0, "error_code") == GAF)],
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: [(0, {"groups": [{"group_id": g, "topics": None}]},
+                                               lambda r: _first(r, "groups", 0, "error_code") == GAF)],
         ApiKey.SHARE_FETCH: [(1, {"group_id": g, "member_id": "m", "share_session_epoch": 0, "max_wait_ms": 0,
                                   "min_bytes": 1, "max_records": 10, "batch_size": 10, "topics": [
                                       {"topic_id": uuid.uuid4(), "partitions": [

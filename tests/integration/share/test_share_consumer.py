@@ -170,8 +170,14 @@ def test_share_groups_listed_and_described(capsys: pytest.CaptureFixture[str]) -
             lines = out.splitlines()
             assert lines[0].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
             assert [line.split()[-2:] for line in lines[1:]] == [["2", "t:0,1"], ["2", "t:0,1"]]
-            assert share_groups(["describe", "workers", "--bootstrap-server", b.bootstrap_servers]) == 0
+            assert share_groups(["describe", "workers", "--state", "--bootstrap-server", b.bootstrap_servers]) == 0
             assert capsys.readouterr().out.splitlines()[1].split()[:3] == ["workers", "simple", "Stable"]
+            # the warm-up records (one per partition at least) were accepted: each start offset is past them
+            assert share_groups(["describe", "workers", "--bootstrap-server", b.bootstrap_servers]) == 0
+            rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+            assert rows[0] == ["GROUP", "TOPIC", "PARTITION", "START-OFFSET"]
+            assert [r[:3] for r in rows[1:]] == [["workers", "t", "0"], ["workers", "t", "1"]]
+            assert all(int(r[3]) >= 1 for r in rows[1:])
             assert share_groups(["list", "--state", "--bootstrap-server", b.bootstrap_servers]) == 0
             assert capsys.readouterr().out.splitlines()[1:] == ["workers  Stable"]
             assert share_groups(["describe", "nobody", "--bootstrap-server", b.bootstrap_servers]) != 0

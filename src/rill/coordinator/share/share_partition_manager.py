@@ -180,6 +180,19 @@ class SharePartitionManager:
             self._store.write(group_id, state)
         self._dirty.clear()
 
+    def start_offsets(self, group_id: str) -> dict[tuple[uuid.UUID, int], int]:
+        """Each share partition of the group with its start offset (SPSO), from memory or the persisted state."""
+        out: dict[tuple[uuid.UUID, int], int] = {}
+        for (tid_hex, p), (start, _) in self._group_state(group_id).items():
+            try:
+                out[(uuid.UUID(hex=tid_hex), p)] = start
+            except ValueError:
+                continue
+        for (g, topic_id, p), sp in self.partitions.items():
+            if g == group_id:
+                out[(topic_id, p)] = sp.start_offset
+        return out
+
     # -- acknowledgements ----------------------------------------------------------------------------
 
     def acknowledge(

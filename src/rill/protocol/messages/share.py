@@ -174,3 +174,37 @@ SHARE_GROUP_DESCRIBE_RESPONSE = message("ShareGroupDescribeResponse", 77, "1", "
 ])
 
 APIS.append((SHARE_GROUP_DESCRIBE_REQUEST, SHARE_GROUP_DESCRIBE_RESPONSE))
+
+
+DESCRIBE_SHARE_GROUP_OFFSETS_REQUEST = message("DescribeShareGroupOffsetsRequest", 90, "0", "0+", [
+    field("Groups", "[]DescribeShareGroupOffsetsRequestGroup", "0+", fields=[
+        field("GroupId", "string", "0+"),
+        field("Topics", "[]DescribeShareGroupOffsetsRequestTopic", "0+", nullable="0+", fields=[
+            field("TopicName", "string", "0+"),
+            field("Partitions", "[]int32", "0+"),
+        ]),
+    ]),
+])
+
+
+DESCRIBE_SHARE_GROUP_OFFSETS_RESPONSE = message("DescribeShareGroupOffsetsResponse", 90, "0", "0+", [
+    field("ThrottleTimeMs", "int32", "0+"),
+    field("Groups", "[]DescribeShareGroupOffsetsResponseGroup", "0+", fields=[
+        field("GroupId", "string", "0+"),
+        field("Topics", "[]DescribeShareGroupOffsetsResponseTopic", "0+", fields=[
+            field("TopicName", "string", "0+"),
+            field("TopicId", "uuid", "0+"),
+            field("Partitions", "[]DescribeShareGroupOffsetsResponsePartition", "0+", fields=[
+                field("PartitionIndex", "int32", "0+"),
+                field("StartOffset", "int64", "0+"),
+                field("LeaderEpoch", "int32", "0+"),
+                field("ErrorCode", "int16", "0+"),
+                field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+            ]),
+        ]),
+        field("ErrorCode", "int16", "0+"),
+        field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+    ]),
+])
+
+APIS.append((DESCRIBE_SHARE_GROUP_OFFSETS_REQUEST, DESCRIBE_SHARE_GROUP_OFFSETS_RESPONSE))
