@@ -80,8 +80,8 @@ _GROUPS: list[tuple[str, list[_Entry]]] = [
         ("initial.broker.registration.timeout.ms", INT, 60000, None, R),
         ("log.dir.failure.timeout.ms", LONG, 30000, _1, R),
     ]),
-    ("of the consumer, share and streams group protocols (KIP-848, KIP-932, KIP-1071), which Rill does not serve: "
-     "its groups use the classic protocol", [
+    ("of the consumer and streams group protocols (KIP-848, KIP-1071), which Rill does not serve, and of share "
+     "groups (KIP-932) beyond what Rill serves", [
         ("group.coordinator.threads", INT, 4, _1, R),
         ("group.coordinator.append.linger.ms", INT, 5, _0, R),
         ("group.coordinator.rebalance.protocols", LST, "classic,consumer,streams",
