@@ -95,6 +95,7 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Body) -> Bo
         f"/{ctx.client_host}",
         now_ms(),
     )
+    await share.partitions.flush()  # what a member that left or timed out held is released
     body: Body = {
         "error_code": result.error,
         "error_message": result.message,
@@ -218,7 +219,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Body) -> Body:
                                                max_records)  # fmt: skip
         denied = [tp for tp in session.partitions.values() if not _may_read(ctx, tp, readable)]
         fetched.extend(PartitionFetch(tp, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for tp in denied)
-    share.partitions.flush()
+    await share.partitions.flush()
     parts: list[tuple[uuid.UUID, Body]] = []
     seen: set[tuple[uuid.UUID, int]] = set()
     for f in fetched:
@@ -281,7 +282,7 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Body) -> Body:
     acks = _acknowledge_all(ctx, share, group_id, member_id, request["topics"], {})
     if epoch == FINAL_EPOCH:
         share.partitions.close_session(group_id, member_id)
-    share.partitions.flush()
+    await share.partitions.flush()
     parts: list[tuple[uuid.UUID, Any]] = [
         (tp.topic_id, {"partition_index": tp.partition, "error_code": ack_code, "current_leader": _leader(ctx, tp)})
         for tp, ack_code in acks.values()

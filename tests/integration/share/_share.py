@@ -14,8 +14,8 @@ SHORT_LOCKS = {
 }
 
 
-def share_consumer(bootstrap: str, group: str, topics: list[str], *, explicit: bool = False) -> Any:
-    conf = {"bootstrap.servers": bootstrap, "group.id": group}
+def share_consumer(bootstrap: str, group: str, topics: list[str], *, explicit: bool = False, **extra: Any) -> Any:
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, **{k.replace("_", "."): v for k, v in extra.items()}}
     if explicit:
         conf["share.acknowledgement.mode"] = "explicit"
     consumer = ShareConsumer(conf)

@@ -7,9 +7,9 @@ import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.integration.share._share import produce, share_consumer, warm_up
 
 import rill.testing.cluster
-from tests.integration.share._share import produce, share_consumer, warm_up
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 

@@ -32,7 +32,8 @@ def _share_partition(b: rill.testing.TestBroker, group: str, partition: int) -> 
 def test_five_consumers_share_two_partitions() -> None:
     with rill.testing.broker() as b:
         _create(b.bootstrap_servers, "t", 2)
-        consumers = [share_consumer(b.bootstrap_servers, "sg", ["t"]) for _ in range(5)]
+        # at most 10 records a fetch: records appended at once are spread over the fetches waiting for them
+        consumers = [share_consumer(b.bootstrap_servers, "sg", ["t"], max_poll_records=10) for _ in range(5)]
         try:
             warm_up(b.bootstrap_servers, consumers[0], "t", 2)
             got: list[list[bytes]] = [[] for _ in consumers]

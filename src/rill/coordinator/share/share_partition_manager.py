@@ -88,6 +88,7 @@ class SharePartitionManager:
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._loaded: dict[str, GroupState] = {}
         self._dirty: set[str] = set()
+        self._write_lock = asyncio.Lock()
 
     # -- sessions ------------------------------------------------------------------------------------
 
@@ -131,7 +132,6 @@ class SharePartitionManager:
         for (g, _, _), sp in self.partitions.items():
             if g == group_id and sp.release_member(member_id):
                 self._dirty.add(group_id)
-        self.flush()
 
     # -- share partitions ----------------------------------------------------------------------------
 
@@ -165,20 +165,22 @@ class SharePartitionManager:
             self._loaded[group_id] = self._store.read(group_id) if self._store is not None else {}
         return self._loaded[group_id]
 
-    def flush(self) -> None:
-        """Persist the state of every group changed since the last flush (before the response that reports
-        the change is sent)."""
+    async def flush(self) -> None:
+        """Persist the state of every group changed since the last flush; returns once every change made before
+        it is on disk (callers answer after it). Files are written in a worker thread, one flush at a time, each
+        state taken when its write starts, so the disk never goes back to an older state."""
         if self._store is None:
             self._dirty.clear()
             return
-        for group_id in sorted(self._dirty):
-            state: GroupState = dict(self._group_state(group_id))
-            for (g, topic_id, p), sp in self.partitions.items():
-                if g == group_id:
-                    state[(topic_id.hex, p)] = (sp.start_offset, sp.snapshot())
-            self._loaded[group_id] = state
-            self._store.write(group_id, state)
-        self._dirty.clear()
+        async with self._write_lock:
+            groups, self._dirty = sorted(self._dirty), set()
+            for group_id in groups:
+                state: GroupState = dict(self._group_state(group_id))
+                for (g, topic_id, p), sp in self.partitions.items():
+                    if g == group_id:
+                        state[(topic_id.hex, p)] = (sp.start_offset, sp.snapshot())
+                self._loaded[group_id] = state
+                await asyncio.to_thread(self._store.write, group_id, state)
 
     def start_offsets(self, group_id: str) -> dict[tuple[uuid.UUID, int], int]:
         """Each share partition of the group with its start offset (SPSO), from memory or the persisted state."""
@@ -222,10 +224,13 @@ class SharePartitionManager:
         deadline = time.monotonic() + max(max_wait_ms, 0) / 1000.0
         while True:
             results = self._acquire_all(group_id, member_id, tps, max_bytes, max_records)
-            self.flush()
             remaining = deadline - time.monotonic()
             if remaining <= 0 or any(r.acquired or r.error for r in results) or not tps:
+                await self.flush()
                 return results
+            if self._dirty:  # (a lock expired into the archive, a share partition was made): persist, then look
+                await self.flush()  # again, as records may have been appended meanwhile, unseen by a waiter
+                continue
             wait = remaining
             for tp in tps:
                 sp = self.partitions.get((group_id, tp.topic_id, tp.partition))
