@@ -18,7 +18,7 @@ from rill.api._authorized import (
 from rill.api._endpoints import broker_endpoints
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
-from rill.api.share_groups import list_share_groups
+from rill.api.share_groups import delete_share_groups, list_share_groups
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from rill.protocol import ApiKey
@@ -346,10 +346,13 @@ async def handle_delete_groups(ctx: RequestContext, request: Body) -> Body:
     coordinator = coordinator_of(ctx)
     names = list(request["groups_names"])
     allowed = [n for n in dict.fromkeys(names) if authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, n)]
+    shared = await delete_share_groups(ctx, allowed) if allowed else {}
+    allowed = [n for n in allowed if n not in shared]
     if coordinator is None:
         results = dict.fromkeys(allowed, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     else:
         results = coordinator.delete_groups(allowed) if allowed else {}
+    results.update(shared)
     for name in names:
         results.setdefault(name, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     for name, code in results.items():

@@ -299,6 +299,27 @@ def list_share_groups(ctx: RequestContext, states: set[str] | None) -> list[tupl
     return [(gid, state) for gid, state in sorted(listed) if states is None or state in states]
 
 
+async def delete_share_groups(ctx: RequestContext, names: list[str]) -> dict[str, ErrorCode]:
+    """DeleteGroups of the share groups among ``names`` (the others are left out of the answer): an empty one is
+    deleted with its state, one with members answers NON_EMPTY_GROUP."""
+    if ctx.services.share is None and not ShareStateStore(Path(ctx.services.config.log_dirs[0])).groups():
+        return {}
+    share = share_services(ctx)
+    share.coordinator.expire_all(now_ms())
+    results: dict[str, ErrorCode] = {}
+    for name in names:
+        group = share.coordinator.groups.get(name)
+        if group is None and not share.partitions.has_state(name):
+            continue
+        if group is not None and group.members:
+            results[name] = ErrorCode.NON_EMPTY_GROUP
+            continue
+        share.coordinator.groups.pop(name, None)
+        await share.partitions.delete_group(name)
+        results[name] = ErrorCode.NO_ERROR
+    return results
+
+
 # -- ShareGroupDescribe ------------------------------------------------------------------------------------
 
 

@@ -186,3 +186,30 @@ def test_share_groups_listed_and_described(capsys: pytest.CaptureFixture[str]) -
         finally:
             for c in consumers:
                 c.close()
+
+
+def test_delete_groups_deletes_an_empty_share_group_and_its_state() -> None:
+    from confluent_kafka.error import KafkaException
+
+    with rill.testing.broker() as b:
+        _create(b.bootstrap_servers, "t", 1)
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        c = share_consumer(b.bootstrap_servers, "doomed", ["t"])
+        try:
+            warm_up(b.bootstrap_servers, c, "t", 1)
+            with pytest.raises(KafkaException, match="NON_EMPTY_GROUP"):
+                admin.delete_consumer_groups(["doomed"])["doomed"].result(10)
+        finally:
+            c.close()
+        state = b.data_dir / "logs" / "__share_group_state" / "doomed.json"
+        assert state.exists()
+        deadline = time.monotonic() + 30
+        while True:  # the member's leave reaches the broker as the consumer closes
+            try:
+                admin.delete_consumer_groups(["doomed"])["doomed"].result(10)
+                break
+            except KafkaException as e:
+                assert "NON_EMPTY_GROUP" in str(e) and time.monotonic() < deadline
+                time.sleep(0.2)
+        assert not state.exists()
+        assert "doomed" not in b.broker.services.share.coordinator.groups

@@ -182,6 +182,21 @@ class SharePartitionManager:
                 self._loaded[group_id] = state
                 await asyncio.to_thread(self._store.write, group_id, state)
 
+    async def delete_group(self, group_id: str) -> None:
+        """Forget a share group's partitions, sessions and persisted state (DeleteGroups of an empty group)."""
+        async with self._write_lock:
+            for key in [k for k in self.partitions if k[0] == group_id]:
+                del self.partitions[key]
+            for session in [k for k in self.sessions if k[0] == group_id]:
+                del self.sessions[session]
+            self._loaded.pop(group_id, None)
+            self._dirty.discard(group_id)
+            if self._store is not None:
+                await asyncio.to_thread(self._store.delete, group_id)
+
+    def has_state(self, group_id: str) -> bool:
+        return bool(self.start_offsets(group_id))
+
     def start_offsets(self, group_id: str) -> dict[tuple[uuid.UUID, int], int]:
         """Each share partition of the group with its start offset (SPSO), from memory or the persisted state."""
         out: dict[tuple[uuid.UUID, int], int] = {}
