@@ -3,7 +3,8 @@
 After a handler has answered, the request is measured against the client's quotas: a Produce's request bytes
 against ``producer_byte_rate``, the time the request took on the event loop against ``request_percentage``
 (a Fetch's response bytes against ``consumer_byte_rate`` are measured by the Fetch handler, which answers a
-throttled fetch empty). When one is exceeded, the response goes back at once with the largest throttle time in
+throttled fetch empty; a ShareFetch's by its handler too, whose throttled response still carries the records it
+acquired). When one is exceeded, the response goes back at once with the largest throttle time in
 ``throttle_time_ms``, and the connection is muted for that long; a throttled Fetch is answered empty (its bytes
 taken back from the fetch quota), whichever quota throttled it. Replication (fetches from followers) and the
 SASL exchange and the transaction markers brokers send are never throttled; an acks=0 Produce only by its byte rate.
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 
 EXEMPT = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE, ApiKey.WRITE_TXN_MARKERS})
 """The SASL exchange, and requests only brokers send (Kafka's cluster actions)."""
+FETCHES = frozenset({ApiKey.FETCH, ApiKey.SHARE_FETCH})
+"""The APIs whose responses the fetch quota measures (in their handlers)."""
 QUOTA_BYTES = "_quota_bytes"
 """The key of a Fetch response (not encoded) holding the bytes its fetch quota counted."""
 NANOS_TO_PERCENTAGE = 100.0 / 1e9
@@ -112,7 +115,7 @@ async def handle_with_quotas(
         user, client_id = quota_user(ctx), quota_client_id(ctx)
         throttle = quotas.produce.record_and_get_throttle_ms(user, client_id, request_bytes)
         manager = quotas.produce
-    elif api_key == ApiKey.FETCH and response is not None and response.get("throttle_time_ms", 0) > 0:
+    elif api_key in FETCHES and response is not None and response.get("throttle_time_ms", 0) > 0:
         user, client_id = quota_user(ctx), quota_client_id(ctx)
         throttle, manager = int(response["throttle_time_ms"]), quotas.fetch
     exempt = (produce and request.get("acks") == 0) or (api_key == ApiKey.FETCH and is_follower_fetch(ctx, request))

@@ -29,6 +29,7 @@ class BrokerServices:
     security: Any = None  # rill.security.listener_configs.BrokerSecurity: each listener's TLS and SASL
     authorizer: Any = None  # rill.security.authorizer.AclAuthorizer when authorizer.class.name is set
     quotas: Any = None  # rill.quota.QuotaManagers: client quotas (produce, fetch, request)
+    share: Any = None  # rill.api.share_groups.ShareServices once a share-group API is first used
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from rill.api._authorized import (
 from rill.api._endpoints import broker_endpoints
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
+from rill.api.share_groups import delete_share_groups, list_share_groups
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from rill.protocol import ApiKey
@@ -30,6 +31,7 @@ TRANSACTION_KEY_TYPE = 1
 CLASSIC_GROUP_TYPE = "classic"
 CONSUMER_GROUP_TYPE = "consumer"
 CONSUMER_PROTOCOL_TYPE = "consumer"
+SHARE_GROUP_TYPE = "share"
 
 
 def coordinator_of(ctx: RequestContext) -> Any:
@@ -278,14 +280,19 @@ async def handle_list_groups(ctx: RequestContext, request: Body) -> Body:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
     types = {t.lower() for t in request.get("types_filter") or []}
     states = {s.lower() for s in request.get("states_filter") or []}
-    error, classic = coordinator.list_groups(set(request.get("states_filter") or []) or None)
-    consumer = coordinator.consumer.groups
-    groups = [(g, p, s, CLASSIC_GROUP_TYPE) for g, p, s in classic if g not in consumer]
-    if error == ErrorCode.NO_ERROR:
-        for group in consumer.values():
-            state = group.state.value
-            if not states or state.lower() in states:
-                groups.append((group.group_id, CONSUMER_PROTOCOL_TYPE, state, CONSUMER_GROUP_TYPE))
+    error, groups = ErrorCode.NO_ERROR, []
+    if not types or types & {CLASSIC_GROUP_TYPE, CONSUMER_GROUP_TYPE}:
+        error, classic = coordinator.list_groups(set(request.get("states_filter") or []) or None)
+        consumer = coordinator.consumer.groups
+        groups = [(g, p, s, CLASSIC_GROUP_TYPE) for g, p, s in classic if g not in consumer]
+        if error == ErrorCode.NO_ERROR:
+            for group in consumer.values():
+                state = group.state.value
+                if not states or state.lower() in states:
+                    groups.append((group.group_id, CONSUMER_PROTOCOL_TYPE, state, CONSUMER_GROUP_TYPE))
+    if (not types or SHARE_GROUP_TYPE in types) and ctx.services.share is not None:
+        share_states = set(request.get("states_filter") or []) or None
+        groups += [(gid, "share", state, SHARE_GROUP_TYPE) for gid, state in list_share_groups(ctx, share_states)]
     if types:
         groups = [g for g in groups if g[3] in types]
     if not authorize_cluster(ctx, AclOperation.DESCRIBE, log_denied=False):  # only the groups the caller may describe
@@ -365,6 +372,8 @@ async def handle_delete_groups(ctx: RequestContext, request: Body) -> Body:
     coordinator = coordinator_of(ctx)
     names = list(request["groups_names"])
     allowed = [n for n in dict.fromkeys(names) if authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, n)]
+    shared = await delete_share_groups(ctx, allowed) if allowed else {}
+    allowed = [n for n in allowed if n not in shared]
     if coordinator is None:
         results = dict.fromkeys(allowed, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     else:
@@ -375,6 +384,7 @@ async def handle_delete_groups(ctx: RequestContext, request: Body) -> Body:
                 results[name] = coordinator.delete_groups([name])[name]
         classic = [n for n in allowed if n not in results]
         results.update(coordinator.delete_groups(classic) if classic else {})
+    results.update(shared)
     for name in names:
         results.setdefault(name, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     for name, code in results.items():

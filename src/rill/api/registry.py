@@ -58,6 +58,7 @@ HANDLER_MODULES = (
     "rill.api.txn_offset_commit",
     "rill.api.write_txn_markers",
     "rill.api.describe_producers",
+    "rill.api.share_groups",
 )
 
 

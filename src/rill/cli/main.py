@@ -20,6 +20,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "produce": ("rill.cli.produce", "write records to a topic"),
     "consume": ("rill.cli.consume", "read records from a topic"),
     "groups": ("rill.cli.groups", "list, describe, reset and delete consumer groups"),
+    "share-groups": ("rill.cli.share_groups", "list and describe share groups"),
     "transactions": ("rill.cli.transactions", "list and describe transactions, find and abort hanging ones"),
     "dump-log": ("rill.cli.dump_log", "print the batches and indexes of log segment files"),
     "pipeline": ("rill.cli.pipeline", "run a data pipeline job"),

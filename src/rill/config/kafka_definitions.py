@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from rill.config import cluster_definitions as _cluster  # noqa: F401
 from rill.config import coordinator_definitions as _coordinator  # noqa: F401
 from rill.config import security_definitions as _security  # noqa: F401
+from rill.config import share_definitions as _share  # noqa: F401
 from rill.config.config_def import (
     INT,
     INT_MAX,
@@ -79,8 +80,9 @@ _GROUPS: list[tuple[str, list[_Entry]]] = [
         ("initial.broker.registration.timeout.ms", INT, 60000, None, R),
         ("log.dir.failure.timeout.ms", LONG, 30000, _1, R),
     ]),
-    ("of the share and streams group protocols (KIP-932, KIP-1071), which Rill does not serve, and of the "
-     "consumer group protocol's parts Rill does not build (migration between the protocols)", [
+    ("of the streams group protocol (KIP-1071), which Rill does not serve, and of the consumer and share group "
+     "protocols' parts Rill does not build (migration between the protocols, share group settings beyond what Rill "
+     "serves)", [
         ("group.coordinator.threads", INT, 4, _1, R),
         ("group.coordinator.append.linger.ms", INT, 5, _0, R),
         ("group.coordinator.rebalance.protocols", LST, "classic,consumer,streams",

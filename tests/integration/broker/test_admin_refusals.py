@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -195,8 +196,30 @@ def _groups(draw: st.DrawFn) -> Refused:
     return ("OffsetDelete", ApiKey.OFFSET_DELETE, 0, body, lambda r: [r["error_code"]])
 
 
+@st.composite
+def _share(draw: st.DrawFn) -> Refused:
+    """Share-group requests that must be refused: a join without subscriptions, an unknown member, a share
+    session never opened, an acknowledgement that tries to open one."""
+    group = draw(st.sampled_from(["sg", "g"]))
+    kind = draw(st.sampled_from(["join", "unknown", "leave", "fetch", "ack0", "ack"]))
+    if kind in ("join", "unknown", "leave"):
+        epoch = {"join": 0, "unknown": 5, "leave": -1}[kind]
+        body = {"group_id": group, "member_id": "m" if kind != "join" else "", "member_epoch": epoch,
+                "rack_id": None, "subscribed_topic_names": None}  # fmt: skip
+        return ("ShareGroupHeartbeat", ApiKey.SHARE_GROUP_HEARTBEAT, 1, body, lambda r: [r["error_code"]])
+    topics = [{"topic_id": uuid.uuid4(), "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+        {"first_offset": 0, "last_offset": 3, "acknowledge_types": [1]}]}]}]  # fmt: skip
+    if kind == "fetch":
+        body = {"group_id": group, "member_id": draw(st.sampled_from(["", "m"])),
+                "share_session_epoch": draw(st.sampled_from([3, -1])), "max_wait_ms": 0, "min_bytes": 1,
+                "max_records": 10, "batch_size": 10, "topics": topics, "forgotten_topics_data": []}  # fmt: skip
+        return ("ShareFetch", ApiKey.SHARE_FETCH, 1, body, lambda r: [r["error_code"]])
+    body = {"group_id": group, "member_id": "m", "share_session_epoch": 0 if kind == "ack0" else 4, "topics": topics}
+    return ("ShareAcknowledge", ApiKey.SHARE_ACKNOWLEDGE, 1, body, lambda r: [r["error_code"]])
+
+
 _REFUSED = st.one_of(_create_topics(), _delete_topics(), _create_partitions(), _alter_configs(), _delete_records(),
-                     _groups())  # fmt: skip
+                     _groups(), _share())  # fmt: skip
 
 
 # -- the test ------------------------------------------------------------------------------------------------

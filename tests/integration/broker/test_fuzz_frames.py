@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import uuid
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,6 +27,22 @@ SEEDS = [
         {"topic": "fuzz", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1024}]}]}),
     encode_request(ApiKey.CREATE_TOPICS, 5, 5, "fuzz", {"topics": [{"name": "fz", "num_partitions": 1,
                                                                     "replication_factor": 1}]}),
+    encode_request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 6, "fuzz", {"group_id": "sg", "member_id": "m",
+                                                                 "member_epoch": 0, "rack_id": None,
+                                                                 "subscribed_topic_names": ["fuzz"]}),
+    encode_request(ApiKey.SHARE_FETCH, 1, 7, "fuzz", {"group_id": "sg", "member_id": "m", "share_session_epoch": 0,
+                                                       "max_wait_ms": 0, "min_bytes": 1, "max_records": 10,
+                                                       "batch_size": 10, "topics": [{"topic_id": uuid.uuid4(),
+                                                       "partitions": [{"partition_index": 0,
+                                                                       "acknowledgement_batches": []}]}],
+                                                       "forgotten_topics_data": []}),
+    encode_request(ApiKey.SHARE_ACKNOWLEDGE, 1, 8, "fuzz", {"group_id": "sg", "member_id": "m",
+                                                             "share_session_epoch": 1, "topics": [
+                                                                 {"topic_id": uuid.uuid4(), "partitions": [
+                                                                     {"partition_index": 0,
+                                                                      "acknowledgement_batches": [
+                                                                          {"first_offset": 0, "last_offset": 2,
+                                                                           "acknowledge_types": [1, 2, 3]}]}]}]}),
 ]
 
 

@@ -7,6 +7,7 @@ without its check being proven."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -201,6 +202,22 @@ def _cases(t: str = "secret", g: str = "g", tx: str = "tx") -> dict[int, list[tu
              lambda r: [(x["error_code"], x["partitions"]) for x in r["topics"]] == [(TAF, [])]),
             (0, {"topics": [], "response_partition_limit": 10, "cursor": None}, lambda r: r["topics"] == []),
         ],
+        ApiKey.SHARE_GROUP_HEARTBEAT: [(1, {"group_id": g, "member_id": "m", "member_epoch": 0, "rack_id": None,
+                                            "subscribed_topic_names": [t]}, lambda r: r["error_code"] == GAF)],
+        ApiKey.SHARE_GROUP_DESCRIBE: [(1, {"group_ids": [g], "include_authorized_operations": True},
+                                       lambda r: _first(r, "groups", 0, "error_code") == GAF)],
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: [(0, {"groups": [{"group_id": g, "topics": None}]},
+                                               lambda r: _first(r, "groups", 0, "error_code") == GAF)],
+        ApiKey.SHARE_FETCH: [(1, {"group_id": g, "member_id": "m", "share_session_epoch": 0, "max_wait_ms": 0,
+                                  "min_bytes": 1, "max_records": 10, "batch_size": 10, "topics": [
+                                      {"topic_id": uuid.uuid4(), "partitions": [
+                                          {"partition_index": 0, "acknowledgement_batches": []}]}],
+                                  "forgotten_topics_data": []},
+                              lambda r: r["error_code"] == GAF and r["responses"] == [])],
+        ApiKey.SHARE_ACKNOWLEDGE: [(1, {"group_id": g, "member_id": "m", "share_session_epoch": 1, "topics": [
+            {"topic_id": uuid.uuid4(), "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]}]}]},
+            lambda r: r["error_code"] == GAF and r["responses"] == [])],
         ApiKey.DESCRIBE_CLUSTER: [(0, {"include_cluster_authorized_operations": True},
                                    lambda r: r["cluster_authorized_operations"] == 0)],
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [(0, {"users": None}, lambda r: r["error_code"] == CAF)],

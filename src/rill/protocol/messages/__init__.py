@@ -21,6 +21,7 @@ from rill.protocol.messages import (
     produce,
     quotas,
     security,
+    share,
     topics,
     transactions,
     txn_markers,
@@ -44,6 +45,7 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *transactions.APIS,
     *txn_markers.APIS,
     *quotas.APIS,
+    *share.APIS,
 ]
 
 DATA_MESSAGES: list[Message] = [*group_data.DATA, *consumer_group.DATA]

@@ -1,0 +1,36 @@
+"""Share groups on a three-broker cluster: the group's coordinator keeps the membership, each partition's leader
+its share partition; two ShareConsumers get every record of three partitions led by different brokers once."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from tests.integration.share._share import produce, share_consumer, warm_up
+
+import rill.testing.cluster
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
+
+
+def test_share_consumers_on_a_cluster() -> None:
+    with rill.testing.cluster.cluster(brokers=3) as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin.create_topics([NewTopic("t", 3, 3)])["t"].result(30)
+        leaders = {c.leader("t", p) for p in range(3)}
+        assert len(leaders) > 1  # the partitions' share partitions live on more than one broker
+        consumers = [share_consumer(c.bootstrap_servers, "sg", ["t"]) for _ in range(2)]
+        try:
+            warm_up(c.bootstrap_servers, consumers[0], "t", 3, timeout=60)
+            n = 90
+            produce(c.bootstrap_servers, "t", [(i % 3, b"r%d" % i) for i in range(n)])
+            got: list[bytes] = []
+            deadline = time.monotonic() + 60
+            while len(got) < n and time.monotonic() < deadline:
+                for consumer in consumers:
+                    got += [m.value() for m in consumer.poll(0.2) if m.error() is None and m.value() != b"warm"]
+            assert sorted(got) == sorted(b"r%d" % i for i in range(n))
+        finally:
+            for consumer in consumers:
+                consumer.close()
