@@ -97,5 +97,5 @@ class LogTransactions:
                 log.warning("%s: cannot index the aborted transaction %s: %s", self._tp, completed, e)
         self.producer_state.complete_txn(completed)
 
-    def has_ongoing_txn(self, producer_id: int) -> bool:
-        return self.producer_state.has_ongoing_txn(producer_id)
+    def has_ongoing_txn(self, producer_id: int, producer_epoch: int | None = None) -> bool:
+        return self.producer_state.has_ongoing_txn(producer_id, producer_epoch)
