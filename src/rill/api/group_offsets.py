@@ -58,7 +58,7 @@ async def handle_offset_commit(ctx: RequestContext, request: Body) -> Body:
             errors.update(dict.fromkeys(to_commit, ErrorCode.COORDINATOR_NOT_AVAILABLE))
         else:
             errors.update(
-                coordinator.commit_offsets(
+                await coordinator.commit_offsets(
                     request["group_id"],
                     request.get("member_id", ""),
                     request.get("group_instance_id"),
@@ -178,7 +178,7 @@ async def handle_offset_delete(ctx: RequestContext, request: Body) -> Body:
                 candidates.append(tp)
             else:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    error, results = coordinator.delete_offsets(request["group_id"], candidates)
+    error, results = await coordinator.delete_offsets(request["group_id"], candidates)
     if error != ErrorCode.NO_ERROR:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
     errors.update(results)

@@ -343,7 +343,7 @@ async def handle_delete_groups(ctx: RequestContext, request: Body) -> Body:
     if coordinator is None:
         results = dict.fromkeys(allowed, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     else:
-        results = coordinator.delete_groups(allowed) if allowed else {}
+        results = await coordinator.delete_groups(allowed) if allowed else {}
     for name in names:
         results.setdefault(name, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     for name, code in results.items():

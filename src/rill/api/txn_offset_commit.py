@@ -50,8 +50,9 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Body) -> Body:
             errors.update(dict.fromkeys(to_commit, ErrorCode.COORDINATOR_NOT_AVAILABLE))
         else:
             errors.update(
-                coordinator.txn_commit_offsets(
+                await coordinator.txn_commit_offsets(
                     request["group_id"],
+                    request["transactional_id"],
                     request["producer_id"],
                     request["producer_epoch"],
                     request.get("member_id", ""),
