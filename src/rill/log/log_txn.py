@@ -148,5 +148,12 @@ class LogTransactions:
         except OSError as e:  # in memory they are gone; a recovery of the segment rebuilds its file
             log.warning("%s: cannot take back the index entries from %d: %s", self._tp, first_offset, e)
 
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """``producer.id.expiration.ms`` (see ``ProducerStateManager.remove_expired_producers``); how many went."""
+        expired = self.producer_state.remove_expired_producers(now_ms, expiration_ms)
+        if expired:
+            log.debug("%s: %d idle producer id(s) expired", self._tp, len(expired))
+        return len(expired)
+
     def has_ongoing_txn(self, producer_id: int, producer_epoch: int | None = None) -> bool:
         return self.producer_state.has_ongoing_txn(producer_id, producer_epoch)

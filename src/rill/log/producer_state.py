@@ -35,7 +35,10 @@ A snapshot holds, for the state as of its offset, the last batch of each produce
                   coordinatorEpoch int32, currentTxnFirstOffset int64 (-1 when no transaction is ongoing)
 
 Snapshots are taken when a segment rolls and at clean shutdown; on load the newest readable
-snapshot at or below the log end is read and the batches after it are replayed.
+snapshot at or below the log end is read and the batches after it are replayed. Producers idle for
+``producer.id.expiration.ms`` with no transaction open are forgotten (``remove_expired_producers``, which the
+log manager runs every ``producer.id.expiration.check.interval.ms`` and once after the start), so neither the
+state nor its snapshots grow with every producer that ever wrote.
 """
 
 from __future__ import annotations
@@ -333,6 +336,20 @@ class ProducerStateManager:
         if not ongoing and not unreplicated:
             return None
         return min([*ongoing.values(), *(t.first_offset for t in unreplicated)])
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Kafka's ``producer.id.expiration.ms``: forget the producers whose last batch is ``expiration_ms`` old
+        or older and that have no transaction open here (the next snapshot leaves them out). A batch of a
+        forgotten producer is taken as one of a producer the log does not know (any sequence). Returns their ids."""
+        expired = [
+            pid
+            for pid, entry in self.producers.items()
+            if entry.current_txn_first_offset < 0 and now_ms - entry.last_timestamp >= expiration_ms
+        ]
+        for pid in expired:
+            del self.producers[pid]
+            self.verification_guards.pop(pid, None)
+        return expired
 
     def has_ongoing_txn(self, producer_id: int, producer_epoch: int | None = None) -> bool:
         """Whether the producer has a transaction open here (at ``producer_epoch``, when given: a transaction
