@@ -115,8 +115,8 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsM
 
     def _when_written(self, write: DeferredWrite, then: Callable[[ErrorCode], None], name: str) -> None:
         """``then(code)`` once ``write`` is replicated or failed: now when it was replicated as appended."""
-        if write.code is not None:
-            then(write.code)
+        if (code := self.manager.outcome(write, offsets=False)) is not None:
+            then(code)
             return
 
         async def wait() -> None:

@@ -150,8 +150,8 @@ class GroupMembershipMixin:
         except KafkaError as e:
             self._assignment_not_stored(group, e.code)
             return
-        if write.code is not None:  # replicated as it was appended
-            self._assignment_stored(group, group.generation_id, full, write.code)
+        if (code := self.manager.outcome(write, offsets=False)) is not None:  # replicated as it was appended
+            self._assignment_stored(group, group.generation_id, full, code)
         else:
             self._spawn(self._await_assignment(group, group.generation_id, full, write), f"sync-{group.group_id}")
 

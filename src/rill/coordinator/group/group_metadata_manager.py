@@ -286,6 +286,12 @@ class GroupMetadataManager:
             log.info("%s can be written again: its groups' coordinator is available", tp)
         return self.writes.appended(tp, info.first_offset, info.last_offset + 1, apply)
 
+    @staticmethod
+    def outcome(write: DeferredWrite, *, offsets: bool) -> ErrorCode | None:
+        """What ``complete`` answers, when it is known already (the write was replicated as it was appended)."""
+        code = write.code
+        return code if code is None or code == ErrorCode.NO_ERROR else coordinator_error(code, offsets=offsets)
+
     async def complete(self, write: DeferredWrite, *, offsets: bool) -> ErrorCode:
         """Wait until ``write`` is replicated (``offsets.commit.timeout.ms`` at most): NO_ERROR, or Kafka's
         coordinator error for what prevented it (COORDINATOR_NOT_AVAILABLE for a timeout or too small an ISR,
@@ -477,7 +483,11 @@ def _with_record_offsets(
     items = list(offsets.items())
 
     def applied(base_offset: int) -> None:
-        apply({tp: replace(om, record_offset=base_offset + i) for i, (tp, om) in enumerate(items)})
+        apply({
+            tp: OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata, om.commit_timestamp, om.expire_timestamp,
+                                  base_offset + i)
+            for i, (tp, om) in enumerate(items)
+        })  # fmt: skip
 
     return applied
 

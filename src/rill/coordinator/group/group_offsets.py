@@ -187,7 +187,8 @@ class GroupOffsetsMixin:
             log.warning("Failed to store offsets of group %s: %s", group_id, e.message)
             result.update({tp: e.code for tp in valid})
             return result
-        code = await self.manager.complete(write, offsets=True)
+        if (code := self.manager.outcome(write, offsets=True)) is None:
+            code = await self.manager.complete(write, offsets=True)
         if code != ErrorCode.NO_ERROR:
             log.info("Offsets of group %s not replicated in time (%s)", group_id, code.name)
         result.update({tp: code for tp in valid})

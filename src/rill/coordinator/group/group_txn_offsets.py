@@ -99,7 +99,8 @@ class GroupTxnOffsetsMixin:
             log.info("Failed to store the transactional offsets of group %s: %s", group_id, e.message)
             result.update(dict.fromkeys(valid, e.code))
             return result
-        code = await self.manager.complete(write, offsets=True)
+        if (code := self.manager.outcome(write, offsets=True)) is None:
+            code = await self.manager.complete(write, offsets=True)
         if code != ErrorCode.NO_ERROR:
             log.info("Transactional offsets of group %s not replicated in time (%s)", group_id, code.name)
         result.update(dict.fromkeys(valid, code))
