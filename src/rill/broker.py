@@ -169,6 +169,7 @@ class Broker:
             self._join_cluster()
         self._apply_connection_quotas()  # dynamic values kept from an earlier run
         self._apply_cleaner_configs()
+        self._apply_producer_expiration()
         self.metadata.add_listener(self._on_metadata_delta)
         self.services = BrokerServices(
             node_id=self.node_id,
@@ -269,6 +270,16 @@ class Broker:
         if delta.broker_configs:
             self._apply_connection_quotas()
             self._apply_cleaner_configs()
+            self._apply_producer_expiration()
+
+    def _apply_producer_expiration(self) -> None:
+        """Follow the dynamic ``producer.id.expiration.ms`` (at start, and on every change of the dynamic broker
+        configs)."""
+        if self.metadata is None or self.log_manager is None:
+            return
+        dynamic = dynamic_broker_configs(self.metadata)
+        value = int(effective_broker_value(self.config, "producer.id.expiration.ms", dynamic))
+        self.log_manager.producer_id_expiration_ms = value
 
     def _apply_cleaner_configs(self) -> None:
         """Follow the dynamic ``log.cleaner.*`` configs (at start, and on every change of the dynamic broker

@@ -10,12 +10,11 @@ import pytest
 
 from rill.testing import broker
 from rill.testing.cluster import cluster
-from rill.testing.txn_checker import (
-    BROKER_CONFIGS,
-    CLUSTER_CONFIGS,
-    check,
+from rill.testing.txn_checker import BROKER_CONFIGS, CLUSTER_CONFIGS, GROUP, check, run
+from rill.testing.txn_faults import (
     cluster_fault,
-    run,
+    colocated_transactional_id,
+    offsets_failover_fault,
     single_broker_fault,
 )
 
@@ -88,6 +87,35 @@ def test_kills_of_application_and_leaders_on_a_cluster(tmp_path: Path) -> None:
             broker_kill_every=2,
             deadline_s=200,
             seed=5,
+        )
+    detail = f"{report}\n{(tmp_path / 'app.log').read_text(errors='replace')[-3000:]}"
+    assert report.broker_kills == 3, detail
+    assert report.read == 2000, detail
+    assert (report.lost, report.duplicates, report.aborted_reads, report.half_visible) == (0, 0, 0, 0), detail
+    assert report.hanging_aborted, detail
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+def test_kills_of_application_and_of_the_groups_offsets_leader_with_its_followers_paused(tmp_path: Path) -> None:
+    """Three brokers: between application kills, while the application runs, the followers of its group's
+    ``__consumer_offsets`` partition are SIGSTOPped, its leader SIGKILLed a second later and the followers let go
+    on; the input offsets committed in the transactions must survive the failover with the output, or the run
+    writes some of it twice."""
+    with cluster(3, CLUSTER_CONFIGS) as c:
+        fault = offsets_failover_fault(c, GROUP, [("txn-out", 3), ("txn-in", 3)])
+        report = run(
+            c.bootstrap_servers,
+            tmp_path,
+            kill_broker=fault,
+            transactional_id=colocated_transactional_id(c, GROUP),
+            replication_factor=3,
+            inputs=2000,
+            app_kills=4,
+            broker_kill_every=2,
+            deadline_s=300,
+            seed=11,
+            fault_while_running=True,
         )
     detail = f"{report}\n{(tmp_path / 'app.log').read_text(errors='replace')[-3000:]}"
     assert report.broker_kills == 3, detail

@@ -65,6 +65,15 @@ def poll_all(
     return until()
 
 
+def read_to_end(consumer: ck.Consumer, topic: str, partitions: int) -> bool:
+    """Whether ``consumer`` has returned every record ``topic`` holds (its position at each partition's high
+    watermark): with nothing more produced, no record can come after."""
+    for tp in consumer.position([ck.TopicPartition(topic, p) for p in range(partitions)]):
+        if tp.offset < 0 or tp.offset < consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1]:
+            return False
+    return True
+
+
 def partitions_cover(consumers: Iterable[ck.Consumer], total: int) -> bool:
     """Each partition is assigned to exactly one of the consumers, and every consumer has some."""
     seen: list[int] = []

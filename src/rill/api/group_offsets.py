@@ -60,7 +60,7 @@ async def handle_offset_commit(ctx: RequestContext, request: Body) -> Body:
             errors.update(await coordinator.consumer.commit_offsets(request, to_commit, ctx.api_version))
         else:
             errors.update(
-                coordinator.commit_offsets(
+                await coordinator.commit_offsets(
                     request["group_id"],
                     request.get("member_id", ""),
                     request.get("group_instance_id"),
@@ -195,7 +195,7 @@ async def handle_offset_delete(ctx: RequestContext, request: Body) -> Body:
     for tp in [tp for tp in candidates if tp.topic in subscribed]:
         errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
         candidates.remove(tp)
-    error, results = coordinator.delete_offsets(request["group_id"], candidates)
+    error, results = await coordinator.delete_offsets(request["group_id"], candidates)
     if error != ErrorCode.NO_ERROR:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
     errors.update(results)

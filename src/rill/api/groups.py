@@ -381,9 +381,9 @@ async def handle_delete_groups(ctx: RequestContext, request: Body) -> Body:
         for name in [n for n in allowed if coordinator.consumer.is_consumer_group(n)]:  # KIP-848 groups
             results[name] = await coordinator.consumer.delete_group(name)
             if results[name] == ErrorCode.NO_ERROR and name in coordinator.groups:  # and its offsets
-                results[name] = coordinator.delete_groups([name])[name]
+                results[name] = (await coordinator.delete_groups([name]))[name]
         classic = [n for n in allowed if n not in results]
-        results.update(coordinator.delete_groups(classic) if classic else {})
+        results.update(await coordinator.delete_groups(classic) if classic else {})
     results.update(shared)
     for name in names:
         results.setdefault(name, ErrorCode.GROUP_AUTHORIZATION_FAILED)

@@ -29,6 +29,7 @@ from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError, RecordValidationError
+from rill.log.producer_state import VerificationGuard
 from rill.metadata.store import INTERNAL_TOPICS
 from rill.network.handler import CloseConnection
 from rill.protocol import ApiKey
@@ -99,9 +100,10 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
                 if name in INTERNAL_TOPICS:
                     raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")
                 tp = TopicPartition(name, index)
+                guard = None
                 if _is_transactional(records):
-                    await _verify_transactional(replica_manager, transactional_id, tp, records)
-                info = replica_manager.append_records(tp, records, acks)
+                    guard = await _verify_transactional(replica_manager, transactional_id, tp, records)
+                info = replica_manager.append_records(tp, records, acks, verification_guard=guard)
                 result.update(
                     error_code=0,
                     base_offset=info.first_offset,
@@ -198,9 +200,10 @@ def _is_transactional(records: memoryview) -> bool:
 
 async def _verify_transactional(
     replica_manager: ReplicaManager, transactional_id: str | None, tp: TopicPartition, records: memoryview
-) -> None:
+) -> VerificationGuard | None:
     """Refuse (KafkaError) transactional records without a transactional id or producer id, or that the
-    verifier does not allow to open a transaction on ``tp``."""
+    verifier does not allow to open a transaction on ``tp``; the guard of the verification (for the append to
+    check that the transaction did not end meanwhile), None when none was needed."""
     if transactional_id is None:
         raise KafkaError(
             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records without a transactional id"
@@ -210,6 +213,7 @@ async def _verify_transactional(
     verify = replica_manager.needs_txn_verification(tp, records)
     verifier = replica_manager.txn_verifier
     if verify is not None and verifier is not None:
-        code = await verifier(transactional_id, verify[0], verify[1], tp)
+        code = await verifier(transactional_id, verify.producer_id, verify.producer_epoch, tp)
         if code != ErrorCode.NO_ERROR:
-            raise KafkaError(code, f"producer {verify[0]} may not start a transaction on {tp}")
+            raise KafkaError(code, f"producer {verify.producer_id} may not start a transaction on {tp}")
+    return verify

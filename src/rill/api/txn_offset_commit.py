@@ -60,8 +60,9 @@ async def handle_txn_offset_commit(ctx: RequestContext, request: Body) -> Body:
                     to_commit = {}
             if to_commit:
                 errors.update(
-                    coordinator.txn_commit_offsets(
-                        request["group_id"], request["producer_id"], request["producer_epoch"], *member, to_commit
+                    await coordinator.txn_commit_offsets(
+                        request["group_id"], request["transactional_id"], request["producer_id"],
+                        request["producer_epoch"], *member, to_commit,
                     )
                 )
     return {"throttle_time_ms": 0, "topics": partition_errors(request["topics"], errors)}

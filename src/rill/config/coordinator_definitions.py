@@ -229,6 +229,17 @@ for _args, _opts in [
         ),
         _dyn,
     ),
+    (
+        (
+            "producer.id.expiration.check.interval.ms",
+            INT,
+            600000,
+            "How often producer ids idle for producer.id.expiration.ms are removed.",
+            at_least(1),
+            LOW,
+        ),
+        {},
+    ),
 ]:
     _n, _k, _d, _doc, _v, _imp = _args
     BROKER_CONFIGS.define(_n, _k, _d, _doc, _v, _imp, **_opts)

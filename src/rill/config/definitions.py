@@ -61,9 +61,9 @@ def _per_ip_overrides(value: str) -> str | None:
 # yet, or does not apply to its design; a broker warns at start about each one that is set (docs/OPERATIONS.md
 # lists them).
 NOT_YET_USED = frozenset({
-    "producer.id.expiration.ms", "log.local.retention.ms",
+    "log.local.retention.ms",
     "log.local.retention.bytes", "num.network.threads", "num.io.threads",
-    "num.recovery.threads.per.data.dir", "offsets.commit.timeout.ms", "log.preallocate",
+    "num.recovery.threads.per.data.dir", "log.preallocate",
 })  # fmt: skip
 
 TOPIC_CONFIGS = ConfigDef()

@@ -1,5 +1,5 @@
 """The log cleaner's processes: the heavy part of a cleaning (the key map over the dirty section and the
-rewrite of the source segments into ``.swap`` files, see rill.log.log_cleaner) runs in a process of its own,
+rewrite of the source segments into ``.cleaned`` files, see rill.log.log_cleaner) runs in a process of its own,
 so the cleaning's CPU work never holds the broker's GIL and ``log.cleaner.io.max.bytes.per.second`` is what
 bounds what it costs the producers.
 
@@ -119,7 +119,7 @@ def make_job(plan: CleanPlan, map_slots: int) -> CleanJob:
 
 
 def open_result(plan: CleanPlan, job: JobResult) -> CleanResult:
-    """The cleaning's result in the broker: the ``.swap`` segments the process wrote, opened (blocking).
+    """The cleaning's result in the broker: the ``.cleaned`` segments the process wrote, opened (blocking).
     On any error every one of them is removed."""
     by_base = {s.base_offset: s for s in plan.sources}
     groups = [[by_base[b] for b in g] for g in job.groups]
@@ -131,7 +131,7 @@ def open_result(plan: CleanPlan, job: JobResult) -> CleanResult:
             seg = LogSegment(
                 plan.dir, group[0], index_interval_bytes=config.index_interval_bytes,
                 max_index_size=config.segment_index_bytes, now_ms=plan.now_ms, roll_jitter_ms=0, active=False,
-                suffix=SWAP_SUFFIX,
+                suffix=CLEANED_SUFFIX,
             )  # fmt: skip
             result.cleaned.append(seg)
             if not seg.load():

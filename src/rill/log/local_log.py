@@ -25,7 +25,15 @@ from rill.fsutil import fsync_path
 from rill.log.checkpoints import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA
 from rill.log.leader_epoch_cache import LeaderEpochFileCache
 from rill.log.log_config import LogConfig
-from rill.log.log_segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, segment_file_name
+from rill.log.log_segment import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    segment_file_name,
+)
 from rill.log.producer_state import ProducerStateManager
 
 log = logging.getLogger("rill.log.log")
@@ -117,9 +125,11 @@ class LocalLog:
         )
 
     def replace_segments(self, old: list[LogSegment], new: list[LogSegment], now_ms: int | None = None) -> bool:
-        """Put the cleaner's ``new`` segments (``.swap`` files) in place of ``old``, a run of inactive
-        segments: the old ones renamed ``.deleted`` and deleted later, then the new ones given their final
-        names. False, with nothing changed, when ``old`` is no longer in the log as it was planned."""
+        """Put the cleaner's ``new`` segments (``.cleaned`` files) in place of ``old``, a run of inactive
+        segments, as Kafka's swap does: the new ones renamed ``.swap`` (from then on a crash completes the
+        swap at the next start), the old ones renamed ``.deleted`` and deleted later, then the new ones given
+        their final names. False, with nothing changed, when ``old`` is no longer in the log as it was planned
+        (or the new ones cannot be renamed)."""
         if not old:
             return False
         try:
@@ -128,6 +138,18 @@ class LocalLog:
             return False
         run = self._segments[i : i + len(old)]
         if i + len(old) >= len(self._segments) or any(a is not b for a, b in zip(run, old, strict=True)):
+            return False
+        renamed: list[LogSegment] = []
+        try:
+            for seg in new:
+                seg.rename_suffix(SWAP_SUFFIX)
+                renamed.append(seg)
+        except OSError as e:
+            log.warning("%s: cannot rename the cleaned segment %s: %s; the cleaning is dropped", self._tp,
+                        new[len(renamed)].log_path, e)  # fmt: skip
+            for seg in renamed:
+                with contextlib.suppress(OSError):
+                    seg.rename_suffix(CLEANED_SUFFIX)
             return False
         now = _now_ms() if now_ms is None else now_ms
         self._segments[i : i + len(old)] = new

@@ -412,12 +412,16 @@ class Log(LogReadSide, LogDeletion, LogTransactions, LocalLog):
         segment = self._segments[-1]
         if segment.size and self._should_roll(segment, len(view), max_ts, expected - 1, now):
             segment = self.roll(first_offset, now)
-        self._write(segment, [view], infos)
-        for pos, h in batches:
-            marker = marker_or_none(view[pos : pos + h.size]) if h.is_control and h.producer_id >= 0 else None
+        markers = [
+            marker_or_none(view[pos : pos + h.size]) if h.is_control and h.producer_id >= 0 else None
+            for pos, h in batches
+        ]
+        aborted = self._aborted_by(zip((h for _, h in batches), markers, strict=True)) if any(markers) else []
+        self._index_then_write(segment, aborted, first_offset, lambda: self._write(segment, [view], infos))
+        for (_, h), marker in zip(batches, markers, strict=True):
             completed = self.producer_state.replay(h, marker)
             if completed is not None:
-                self._complete_txn(segment, completed)
+                self.producer_state.complete_txn(completed)
             if h.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
         self._count_unflushed(count)

@@ -12,7 +12,8 @@ A cleaning has three steps:
    the map's end is rewritten into as few segments as fit
    (``segment.bytes``, the indexes not full, offsets within 2**31 of the base: a segment's kept batches join
    the current cleaned segment when they fit, else start the next one at its base offset), each written as
-   ``<base>.log.cleaned`` (with its indexes), fsynced and renamed ``.swap``. A record is kept when no
+   ``<base>.log.cleaned`` (with its indexes) and fsynced, the end of the range it replaces written beside it
+   (``<base>.log.swap-end``). A record is kept when no
    later record of its key lies below the map's end; records without a key go; a tombstone (null value)
    goes ``delete.retention.ms`` after the first cleaning that kept it, which marks its batch with Kafka's
    delete horizon (attributes bit 6; the horizon is the batch's base timestamp, the records' timestamp
@@ -28,10 +29,13 @@ A cleaning has three steps:
    some is rebuilt with the kept records' bytes under the original header (base offset, last offset
    delta, leader epoch, producer fields, base timestamp) with the same codec. In a thread of the broker's
    process it would give the GIL to the event loop's thread every millisecond.
-3. ``Log.replace_segments`` (on the loop): when the planned segments are still in the log unchanged, the
-   old ones are renamed ``.deleted`` (deleted after ``file.delete.delay.ms``; a FileRegion being sent
-   keeps reading them) and the ``.swap`` files get their final names. A crash leaves ``.cleaned`` files
-   (deleted at start) or ``.swap`` files (completed at start, see rill.log.log_loader).
+3. ``Log.replace_segments`` (on the loop): when the planned segments are still in the log unchanged (no
+   truncation since the planning, the same log: not one created again under the same directory name), the
+   cleaned segments are renamed ``.swap``, the old ones ``.deleted`` (deleted after ``file.delete.delay.ms``;
+   a FileRegion being sent keeps reading them) and the ``.swap`` files get their final names. Only the swap
+   names a file ``.swap``, as Kafka's does: a crash during the cleaning, or after a cleaning the swap refused,
+   leaves ``.cleaned`` files (deleted at start, whatever became of the log meanwhile); a crash during the swap
+   leaves ``.swap`` files (completed at start, see rill.log.log_loader).
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from crc32c_rs import crc32c
 from rill.fsutil import fsync_dir, write_atomically
 from rill.log.cleaner_offset_map import OffsetMap, key_digest
 from rill.log.log_config import LogConfig
-from rill.log.log_segment import CLEANED_SUFFIX, INT32_MAX, SWAP_END_SUFFIX, SWAP_SUFFIX, LogSegment, SegmentFile
+from rill.log.log_segment import CLEANED_SUFFIX, INT32_MAX, SWAP_END_SUFFIX, LogSegment, SegmentFile
 from rill.log.transaction_index import AbortedTxn
 from rill.records import compression
 from rill.records.batch import (
@@ -368,7 +372,7 @@ def clean(
     throttler: Throttler | None = None,
     abort: threading.Event | None = None,
 ) -> CleanResult | None:
-    """Build the map and write the cleaned segments as ``.swap`` files (blocking: a worker thread runs
+    """Build the map and write the cleaned segments as ``.cleaned`` files (blocking: a worker thread runs
     it). None when there was nothing to clean. On any error the files written are removed."""
     started = time.monotonic()
     offset_map.clear()
@@ -440,13 +444,13 @@ def _open_output(plan: CleanPlan, config: LogConfig, base: int) -> LogSegment:
 
 
 def _finish(out: LogSegment, end_offset: int) -> None:
-    """Make a cleaned segment durable and name it ``.swap``, with the end of the range it replaces written
-    beside it first (``SWAP_END_SUFFIX``: a crash recovery completes the swap from the two)."""
+    """Make a cleaned segment durable, with the end of the range it replaces written beside it
+    (``SWAP_END_SUFFIX``: a crash during the swap is completed from the two). It keeps its ``.cleaned`` names
+    until the swap, which alone may name it ``.swap``."""
     out.on_become_inactive()
     out.flush()
     write_atomically(out.log_path.with_name(out.log_path.name[: -len(CLEANED_SUFFIX)] + SWAP_END_SUFFIX),
                      b"%d" % end_offset)  # fmt: skip
-    out.rename_suffix(SWAP_SUFFIX)
 
 
 def _write_cleaned(
@@ -459,8 +463,8 @@ def _write_cleaned(
 ) -> None:
     """Rewrite ``sources`` into as few cleaned segments as fit: a source's kept batches join the current
     cleaned segment when they fit in it (``segment.bytes``, its indexes not full, offsets within 2**31 of its
-    base), else a new cleaned segment starts at the source's base offset. Each cleaned segment is renamed
-    ``.swap`` when complete; ``result.groups`` names the sources each one replaces."""
+    base), else a new cleaned segment starts at the source's base offset. Each cleaned segment is flushed when
+    complete; ``result.groups`` names the sources each one replaces."""
     config = plan.config
     horizon = plan.now_ms + config.delete_retention_ms
     out: LogSegment | None = None

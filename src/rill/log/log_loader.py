@@ -8,10 +8,11 @@ first invalid byte and any later segment is deleted. A missing or inconsistent i
 in either case. Files whose names do not parse are left alone with a warning.
 
 The log cleaner's leftovers are handled as Kafka's loader does: ``.cleaned`` files (a cleaning that did not
-finish) are deleted; a ``<base>.log.swap`` file (a cleaned segment complete on disk) replaces every segment
-whose base offset lies in the range it was made from, and takes its final name (its indexes are rebuilt). That
-range ends at the offset in its ``<base>.log.swap-end`` file (written before the ``.swap`` name), or, for a
-swap without one, after the swap's last batch.
+finish, or one the swap refused: the log was truncated, or its directory is now another log's) are deleted;
+a ``<base>.log.swap`` file (a cleaned segment complete on disk, named so by a swap the crash interrupted)
+replaces every segment whose base offset lies in the range it was made from, and takes its final name (its
+indexes are rebuilt). That range ends at the offset in its ``<base>.log.swap-end`` file (written before the
+``.swap`` name), or, for a swap without one, after the swap's last batch.
 """
 
 from __future__ import annotations

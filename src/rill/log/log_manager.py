@@ -104,6 +104,9 @@ class LogManager(LogDirCheckpoints):
         self.flush_scheduler_interval_ms = pick(
             flush_scheduler_interval_ms, "log.flush.scheduler.interval.ms", LONG_MAX
         )
+        # Kafka's producer.id.expiration.ms (dynamic: the broker sets it again on a change) and its check interval
+        self.producer_id_expiration_ms = pick(None, "producer.id.expiration.ms", 86400000)
+        self.producer_id_expiration_check_interval_ms = pick(None, "producer.id.expiration.check.interval.ms", 600000)
         self.tick_ms = tick_ms
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, Path] = {}
@@ -411,6 +414,7 @@ class LogManager(LogDirCheckpoints):
         next_retention = now + min(self.retention_check_interval_ms, 30000)
         next_checkpoint = now + self.flush_checkpoint_interval_ms
         next_start_checkpoint = now + self.flush_start_offset_checkpoint_interval_ms
+        next_producer_expiration = now  # once after the start: the logs' states hold every producer of their past
         cleaning = None
         if self.cleaner.config.enable:
             cleaning = asyncio.create_task(self.cleaner.run(self._cleaner_logs, self._online_dirs), name="log-cleaner")
@@ -431,6 +435,9 @@ class LogManager(LogDirCheckpoints):
                 if now >= next_start_checkpoint:
                     next_start_checkpoint = now + self.flush_start_offset_checkpoint_interval_ms
                     await self.write_checkpoints(LOG_START_OFFSET_CHECKPOINT)
+                if now >= next_producer_expiration:
+                    next_producer_expiration = now + self.producer_id_expiration_check_interval_ms
+                    self.remove_expired_producers(now)
         finally:
             self._wake = None
             if cleaning is not None:
@@ -455,6 +462,14 @@ class LogManager(LogDirCheckpoints):
                 continue
             if self._logs.get(tp) is plog:
                 plog.mark_flushed(upto, now_ms)
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget, in every log, the producers idle for ``producer.id.expiration.ms``; returns how many."""
+        now = _now_ms() if now_ms is None else now_ms
+        total = sum(plog.remove_expired_producers(now, self.producer_id_expiration_ms) for plog in self._logs.values())
+        if total:
+            log.info("Removed %d producer id(s) idle for %d ms", total, self.producer_id_expiration_ms)
+        return total
 
     def cleanup_logs(self, now_ms: int | None = None) -> int:
         """Apply retention to every log; returns segments deleted."""

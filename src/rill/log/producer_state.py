@@ -35,7 +35,10 @@ A snapshot holds, for the state as of its offset, the last batch of each produce
                   coordinatorEpoch int32, currentTxnFirstOffset int64 (-1 when no transaction is ongoing)
 
 Snapshots are taken when a segment rolls and at clean shutdown; on load the newest readable
-snapshot at or below the log end is read and the batches after it are replayed.
+snapshot at or below the log end is read and the batches after it are replayed. Producers idle for
+``producer.id.expiration.ms`` with no transaction open are forgotten (``remove_expired_producers``, which the
+log manager runs every ``producer.id.expiration.check.interval.ms`` and once after the start), so neither the
+state nor its snapshots grow with every producer that ever wrote.
 """
 
 from __future__ import annotations
@@ -80,6 +83,23 @@ class CompletedTxn(NamedTuple):
     first_offset: int
     last_offset: int
     is_aborted: bool
+
+
+class VerificationGuard:
+    """Kafka's VerificationGuard: taken before a partition leader asks the transaction coordinator whether a
+    producer's transaction includes the partition (KIP-890), and checked when the batch is appended. A marker
+    of the producer (its transaction ended meanwhile, e.g. aborted while the answer was on its way) or the
+    start of its transaction here clears it, so a verified batch that would open a transaction after its
+    transaction ended is refused instead of opening one that no marker closes."""
+
+    __slots__ = ("producer_epoch", "producer_id")
+
+    def __init__(self, producer_id: int, producer_epoch: int) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+
+    def __repr__(self) -> str:
+        return f"VerificationGuard(producer {self.producer_id}, epoch {self.producer_epoch})"
 
 
 class BatchMetadata(NamedTuple):
@@ -155,6 +175,7 @@ class ProducerStateManager:
         self.last_snapshot_offset = -1  # the newest snapshot written or loaded; -1 when none is known
         self.ongoing_txns: dict[int, int] = {}  # producer id -> first offset of its ongoing transaction
         self.unreplicated_txns: list[CompletedTxn] = []  # completed, marker not yet below the high watermark
+        self.verification_guards: dict[int, VerificationGuard] = {}  # producer id -> its verification under way
 
     # ---- validation on the append path --------------------------------------------------------
 
@@ -208,6 +229,8 @@ class ProducerStateManager:
         _apply(entry, header, first_offset, ts)
         if header.attributes & 0x10 and entry.current_txn_first_offset < 0:  # TRANSACTIONAL_MASK: opens one
             entry.current_txn_first_offset = self.ongoing_txns[pid] = first_offset
+            if self.verification_guards:
+                self.verification_guards.pop(pid, None)
         end = first_offset + header.last_offset_delta + 1
         if end > self.map_end_offset:
             self.map_end_offset = end
@@ -239,6 +262,7 @@ class ProducerStateManager:
         for pid, entry in pending.items():
             if entry.current_txn_first_offset >= 0 and pid not in self.ongoing_txns:
                 self.ongoing_txns[pid] = entry.current_txn_first_offset
+                self.verification_guards.pop(pid, None)
         self.map_end_offset = max(self.map_end_offset, end_offset)
 
     # ---- transactions -------------------------------------------------------------------------
@@ -271,6 +295,7 @@ class ProducerStateManager:
         if header.producer_epoch != entry.producer_epoch:
             entry.producer_epoch = header.producer_epoch
             entry.batches.clear()
+        self.verification_guards.pop(pid, None)  # a verification under way saw the transaction before this
         entry.last_timestamp = header.max_timestamp
         end = offset + header.last_offset_delta + 1
         if end > self.map_end_offset:
@@ -312,8 +337,46 @@ class ProducerStateManager:
             return None
         return min([*ongoing.values(), *(t.first_offset for t in unreplicated)])
 
-    def has_ongoing_txn(self, producer_id: int) -> bool:
-        return producer_id in self.ongoing_txns
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Kafka's ``producer.id.expiration.ms``: forget the producers whose last batch is ``expiration_ms`` old
+        or older and that have no transaction open here (the next snapshot leaves them out). A batch of a
+        forgotten producer is taken as one of a producer the log does not know (any sequence). Returns their ids."""
+        expired = [
+            pid
+            for pid, entry in self.producers.items()
+            if entry.current_txn_first_offset < 0 and now_ms - entry.last_timestamp >= expiration_ms
+        ]
+        for pid in expired:
+            del self.producers[pid]
+            self.verification_guards.pop(pid, None)
+        return expired
+
+    def has_ongoing_txn(self, producer_id: int, producer_epoch: int | None = None) -> bool:
+        """Whether the producer has a transaction open here (at ``producer_epoch``, when given: a transaction
+        of an older epoch, whose marker is yet to come, is not the producer's current one)."""
+        if producer_id not in self.ongoing_txns:
+            return False
+        return producer_epoch is None or self.producers[producer_id].producer_epoch == producer_epoch
+
+    def start_verification(self, producer_id: int, producer_epoch: int) -> VerificationGuard:
+        """The guard of a verification of the producer's transaction (the one under way, when there is one of
+        this epoch: concurrent requests of the producer share it)."""
+        guard = self.verification_guards.get(producer_id)
+        if guard is None or guard.producer_epoch != producer_epoch:
+            guard = self.verification_guards[producer_id] = VerificationGuard(producer_id, producer_epoch)
+        return guard
+
+    def check_verified(self, guard: VerificationGuard) -> None:
+        """Before a verified transactional batch is appended: refuse it (INVALID_TXN_STATE) when it would open
+        a transaction and its verification no longer holds (a marker of the producer landed meanwhile)."""
+        if self.has_ongoing_txn(guard.producer_id, guard.producer_epoch):
+            return
+        if self.verification_guards.get(guard.producer_id) is not guard:
+            raise KafkaError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"producer {guard.producer_id}'s transaction ended while the batch was verified; it is not part of"
+                " an ongoing transaction",
+            )
 
     # ---- replay on load -----------------------------------------------------------------------
 
@@ -375,6 +438,7 @@ class ProducerStateManager:
         self.producers = {}
         self.ongoing_txns = {}
         self.unreplicated_txns = []
+        self.verification_guards = {}
         self.map_end_offset = 0
         self.last_snapshot_offset = -1
         for offset in reversed(snapshot_offsets(self.dir)):
@@ -415,6 +479,7 @@ class ProducerStateManager:
         self.producers = {}
         self.ongoing_txns = {}
         self.unreplicated_txns = []
+        self.verification_guards = {}
         self.map_end_offset = 0
         self.delete_snapshots_above(-1)
 
@@ -512,6 +577,7 @@ __all__ = [
     "CompletedTxn",
     "ProducerStateEntry",
     "ProducerStateManager",
+    "VerificationGuard",
     "increment_sequence",
     "read_snapshot",
     "snapshot_file_name",

@@ -34,6 +34,7 @@ from rill.errors import ErrorCode, KafkaError
 from rill.log.log import LogAppendInfo
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
+from rill.log.producer_state import VerificationGuard
 from rill.metadata.store import MetadataDelta, MetadataStore, PartitionState, TopicState, is_older
 from rill.records.batch import BATCH_HEADER_SIZE, parse_header
 from rill.replica.isr_changes import IsrChanges
@@ -334,10 +335,21 @@ class ReplicaManager(IsrChanges):
 
     # -- produce -----------------------------------------------------------------------------------------
 
-    def append_records(self, tp: TopicPartition, records: memoryview, required_acks: int) -> LogAppendInfo:
+    def append_records(
+        self,
+        tp: TopicPartition,
+        records: memoryview,
+        required_acks: int,
+        *,
+        verification_guard: VerificationGuard | None = None,
+    ) -> LogAppendInfo:
         """Append as leader. An acks=all produce then waits for the records to be committed
-        (``wait_for_commit``), unless the high watermark is already past them."""
+        (``wait_for_commit``), unless the high watermark is already past them. Transactional records that
+        were verified (``needs_txn_verification``) come with their guard: when they would open a transaction
+        and a marker of the producer landed since the verification began, they are refused (INVALID_TXN_STATE)."""
         partition = self.leader_partition(tp)
+        if verification_guard is not None:
+            partition.log.producer_state.check_verified(verification_guard)
         hw = partition.high_watermark
         info = partition.append_records_as_leader(records, required_acks)
         if not info.duplicate:
@@ -346,18 +358,29 @@ class ReplicaManager(IsrChanges):
             self.produce_purgatory.check_and_complete(tp)
         return info
 
-    def needs_txn_verification(self, tp: TopicPartition, records: memoryview) -> tuple[int, int] | None:
-        """``(producer id, epoch)`` when ``records`` starts with a transactional batch of a producer that has
-        no ongoing transaction on ``tp`` (which the verifier must then allow); None otherwise."""
+    def needs_txn_verification(self, tp: TopicPartition, records: memoryview) -> VerificationGuard | None:
+        """A guard naming the producer and epoch when ``records`` starts with a transactional batch of a producer
+        that has no ongoing transaction of that epoch on ``tp`` (which the verifier must then allow, and which
+        ``append_records`` checks again); None otherwise."""
         if self.txn_verifier is None or len(records) < BATCH_HEADER_SIZE:
             return None
         header = parse_header(records)
         if not header.is_transactional or header.producer_id < 0:
             return None
-        partition = self._partitions.get(tp)
-        if partition is None or partition.log.has_ongoing_txn(header.producer_id):
+        return self.start_txn_verification(tp, header.producer_id, header.producer_epoch)
+
+    def start_txn_verification(
+        self, tp: TopicPartition, producer_id: int, producer_epoch: int
+    ) -> VerificationGuard | None:
+        """KIP-890: None when no verification is needed (none is set up, or the producer's transaction of this
+        epoch is ongoing on ``tp``); else the guard of a verification of the producer's transaction on ``tp``,
+        Kafka's VerificationGuard, to hand to ``append_records`` once the verifier allowed it."""
+        if self.txn_verifier is None:
             return None
-        return header.producer_id, header.producer_epoch
+        partition = self._partitions.get(tp)
+        if partition is None or partition.log.has_ongoing_txn(producer_id, producer_epoch):
+            return None
+        return partition.log.producer_state.start_verification(producer_id, producer_epoch)
 
     async def append_txn_marker(
         self,

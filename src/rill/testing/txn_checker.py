@@ -10,9 +10,11 @@ transaction>``; every fifth transaction is aborted on purpose and its values end
 :func:`run` feeds the input, starts the application and, until the group's committed offsets reach the end of
 the input, SIGKILLs it at random moments (a new instance with the same ``transactional.id`` fences the old one
 and aborts its open transaction) and now and then SIGKILLs the broker (a subprocess ``TestBroker``) and starts it
-again. Then one more instance is killed mid-transaction and never replaced: the coordinator must abort that
-*hanging* transaction when its ``transaction.timeout.ms`` expires. A read_committed consumer reads the output
-the whole time, and twice more at the end; :func:`check` reports
+again (on a cluster: the leader of an output partition, ``cluster_fault``; or the leader of the group's
+``__consumer_offsets`` partition, its followers paused first so that what it acknowledges meanwhile is on no
+follower, ``offsets_failover_fault``). Then one more instance is killed mid-transaction and never replaced: the
+coordinator must abort that *hanging* transaction when its ``transaction.timeout.ms`` expires. A read_committed
+consumer reads the output the whole time, and twice more at the end; :func:`check` reports
 
 - ``lost`` / ``duplicates``: inputs with no output, or with more than one;
 - ``aborted_reads``: records of aborted transactions that a read_committed read returned (Jepsen's "aborted
@@ -43,6 +45,7 @@ from typing import Any
 
 ABORT_EVERY = 5
 HANGING_TAG = "hanging"
+GROUP = "txn-app"  # the application's consumer group
 
 
 # -- the application ------------------------------------------------------------------------------------
@@ -55,7 +58,10 @@ def app(
 
     The consumer is assigned every input partition and starts at the group's committed offsets (the group
     only keeps offsets; zombies are fenced by the transactional id). ``pause_ms`` is spent inside each
-    transaction, before it ends, so that kills land mid-transaction."""
+    transaction, before it ends, so that kills land mid-transaction. The input offsets go into the transaction
+    twice, as an application committing as it goes does: those of the first half of its records, then, after
+    the pause, all of them (the second TxnOffsetCommit needs no new write to the transaction's state, so it
+    reaches the group's coordinator even while the followers of ``__transaction_state`` do not fetch)."""
     import confluent_kafka as ck
 
     instance = f"{os.getpid()}.{uuid.uuid4().hex[:6]}"
@@ -94,11 +100,16 @@ def app(
             for p, _, v in msgs:
                 value = f"{v}|{tag}|{len(msgs)}" + ("|abort" if abort else "")
                 producer.produce(target, value.encode(), partition=p)
+            first_half = {p: o + 1 for p, o, _ in msgs[: len(msgs) // 2]}
+            if first_half:
+                offsets = [ck.TopicPartition(source, p, o) for p, o in first_half.items()]
+                producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
+            producer.flush(30)
+            print(f"flushed {tag}", flush=True)
+            time.sleep(pause_ms / 1000)
             ends = {p: o + 1 for p, o, _ in msgs}
             offsets = [ck.TopicPartition(source, p, o) for p, o in ends.items()]
             producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
-            producer.flush(30)
-            time.sleep(pause_ms / 1000)
             if abort:
                 producer.abort_transaction(30)
                 _rewind(consumer)
@@ -327,6 +338,7 @@ CLUSTER_CONFIGS = {
     "transaction.state.log.replication.factor": "3",
     "transaction.state.log.min.isr": "2",
     "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "5",
     "min.insync.replicas": "2",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
     "group.min.session.timeout.ms": "500",
@@ -361,39 +373,28 @@ def _committed_total(bootstrap: str, group: str, topic: str, partitions: int) ->
         consumer.close()
 
 
-def single_broker_fault(b: Any) -> Callable[[], str]:
-    """SIGKILL the broker (a subprocess ``TestBroker``) and start it again on its port and data."""
-
-    def fault() -> str:
-        b.kill()
-        b.start()
-        return "broker"
-
-    return fault
+def _lines(app_log: Path, *starts: bytes) -> int:
+    """How many lines of the application's instances begin with one of ``starts``."""
+    text = b"\n" + app_log.read_bytes()
+    return sum(text.count(b"\n" + start) for start in starts)
 
 
-def cluster_fault(c: Any, topic: str, partitions: int, rng: random.Random, down_s: float = 1.0) -> Callable[[], str]:
-    """SIGKILL the leader of a random partition of ``topic`` of the cluster ``c`` (a ``TestCluster``), start it
-    again after ``down_s`` and wait until every partition of ``topic`` is led with its full ISR."""
-    from rill.testing.faults import _start, healed
-
-    def fault() -> str:
-        leader = c.leader(topic, rng.randrange(partitions))
-        victim = leader if leader >= 0 else rng.choice(c.brokers)
-        c.kill(victim)
-        time.sleep(down_s)
-        _start(c, victim)
-        c.wait_for(lambda: healed(c, topic, partitions), 60.0, "healing")
-        return f"broker {victim}"
-
-    return fault
+def _wait_for_lines(app_log: Path, proc: subprocess.Popen[bytes], count: int, *starts: bytes,
+                    timeout: float = 60.0) -> None:  # fmt: skip
+    """Wait until the application has written ``count`` more lines beginning with one of ``starts`` (or has
+    exited)."""
+    start = _lines(app_log, *starts)
+    deadline = time.monotonic() + timeout
+    while _lines(app_log, *starts) < start + count and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
 
 
 def run(
     bootstrap: str,
     workdir: Path,
     *,
-    kill_broker: Callable[[], str] | None = None,
+    kill_broker: Callable[..., str] | None = None,
+    transactional_id: str = "txn-app-1",
     replication_factor: int = 1,
     inputs: int = 3000,
     partitions: int = 3,
@@ -404,14 +405,20 @@ def run(
     deadline_s: float = 120.0,
     seed: int | None = None,
     log: Callable[[str], None] = print,
+    fault_while_running: bool = False,
 ) -> Report:
     """Run the workload against the brokers at ``bootstrap`` and check it; every ``broker_kill_every``-th kill of
-    the application also runs ``kill_broker`` (``single_broker_fault``, ``cluster_fault``)."""
+    the application also runs ``kill_broker`` (``single_broker_fault``, ``cluster_fault``). With
+    ``fault_while_running`` (``offsets_failover_fault``), every ``broker_kill_every``-th step runs ``kill_broker``
+    instead, while the application goes on: the fault begins as a transaction's writes are acknowledged and its
+    last TxnOffsetCommit is to come, and once the fault has killed the leader the application is SIGKILLed as
+    soon as it has committed one more transaction, so that its successor starts from the offsets that
+    transaction committed (lost offsets show as duplicates)."""
     import confluent_kafka as ck
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     rng = random.Random(seed)
-    source, target, group, txn_id = "txn-in", "txn-out", "txn-app", "txn-app-1"
+    source, target, group, txn_id = "txn-in", "txn-out", GROUP, transactional_id
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = [NewTopic(t, partitions, replication_factor) for t in (source, target)]
     for f in admin.create_topics(topics).values():
@@ -426,7 +433,9 @@ def run(
     watcher = Watcher(bootstrap, target, partitions)
     watcher.thread.start()
     deadline = time.monotonic() + deadline_s
-    proc = _spawn(app_args, workdir / "app.log")
+    app_log = workdir / "app.log"
+    proc = _spawn(app_args, app_log)
+    step = 0
     try:
         while _committed_total(bootstrap, group, source, partitions) < inputs:
             if time.monotonic() > deadline:
@@ -436,10 +445,29 @@ def run(
                 if proc.poll() is not None:
                     proc = _spawn(app_args, workdir / "app.log")
                 continue
+            step += 1
+            if fault_while_running and kill_broker is not None and step % broker_kill_every == 0:
+                _wait_for_lines(app_log, proc, 2, b"committed ", b"aborted ")  # transactions are flowing
+
+                def at_the_last_offsets(running: subprocess.Popen[bytes] = proc) -> None:
+                    _wait_for_lines(app_log, running, 1, b"flushed ")  # writes acknowledged, last offsets to come
+
+                def after_the_failover() -> None:
+                    nonlocal proc
+                    _wait_for_lines(app_log, proc, 1, b"committed ")
+                    _kill(proc)
+                    proc = _spawn(app_args, app_log)
+
+                detail = kill_broker(at_the_last_offsets, after_the_failover)
+                report.broker_kills += 1
+                log(f"fault {report.broker_kills} while the application runs: {detail}")
+                if proc.poll() is not None:  # a fatal error of its producer
+                    proc = _spawn(app_args, workdir / "app.log")
+                continue
             _kill(proc)
             report.app_kills += 1
             detail = ""
-            if kill_broker is not None and report.app_kills % broker_kill_every == 0:
+            if kill_broker is not None and not fault_while_running and report.app_kills % broker_kill_every == 0:
                 detail = f", killed {kill_broker()}"
                 report.broker_kills += 1
             log(f"kill {report.app_kills} (broker kills {report.broker_kills}{detail})")
@@ -492,6 +520,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--app-kills", type=int, default=30)
     parser.add_argument("--broker-kill-every", type=int, default=4)
     parser.add_argument("--brokers", type=int, default=1, help="1: one broker; 3: a cluster (replication factor 3)")
+    parser.add_argument("--fault", choices=["leader", "offsets"], default="leader",
+                        help="on a cluster: SIGKILL an output partition's leader, or the leader of the group's"
+                             " __consumer_offsets partition after pausing its followers")  # fmt: skip
     parser.add_argument("--deadline", type=float, default=900.0, help="seconds")
     parser.add_argument("--seed", type=int, default=None)
     ns = parser.parse_args(args)
@@ -499,8 +530,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from rill.testing import broker
     from rill.testing.cluster import cluster
+    from rill.testing.txn_faults import (
+        cluster_fault,
+        colocated_transactional_id,
+        offsets_failover_fault,
+        single_broker_fault,
+    )
 
     options: dict[str, Any] = {
+        "fault_while_running": ns.brokers > 1 and ns.fault == "offsets",
         "inputs": ns.inputs,
         "app_kills": ns.app_kills,
         "broker_kill_every": ns.broker_kill_every,
@@ -513,7 +551,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 report = run(b.bootstrap_servers, Path(tmp), kill_broker=single_broker_fault(b), **options)
         else:
             with cluster(ns.brokers, CLUSTER_CONFIGS) as c:
-                fault = cluster_fault(c, "txn-out", 3, random.Random(ns.seed))
+                if ns.fault == "offsets":
+                    fault = offsets_failover_fault(c, GROUP, [("txn-out", 3), ("txn-in", 3)])
+                    options["transactional_id"] = colocated_transactional_id(c, GROUP)
+                else:
+                    fault = cluster_fault(c, "txn-out", 3, random.Random(ns.seed))
                 report = run(c.bootstrap_servers, Path(tmp), kill_broker=fault, replication_factor=3, **options)
     print(json.dumps(report.__dict__, indent=2, default=str))
     return 0 if report.ok else 1

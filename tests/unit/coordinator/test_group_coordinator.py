@@ -161,7 +161,7 @@ def test_static_member_replaced_and_old_id_fenced(tmp_path: Path) -> None:
         assert again.leader_id == a.member_id  # the old leader id: the restarted member must not reassign
         assert (await gc.sync_group("g", 1, again.member_id, "i-1", None, None, {})).assignment == b"A"
         assert gc.heartbeat("g", a.member_id, "i-1", 1) == ErrorCode.FENCED_INSTANCE_ID
-        codes = gc.commit_offsets("g", a.member_id, "i-1", 1, {TopicPartition("t", 0): OffsetAndMetadata(5)})
+        codes = await gc.commit_offsets("g", a.member_id, "i-1", 1, {TopicPartition("t", 0): OffsetAndMetadata(5)})
         assert codes == {TopicPartition("t", 0): ErrorCode.FENCED_INSTANCE_ID}
         error, results = gc.leave_group("g", [("", "i-1", "bye")])
         assert error == ErrorCode.NO_ERROR and results[0][2] == ErrorCode.NO_ERROR
@@ -175,10 +175,10 @@ def test_commit_rules_fetch_delete_and_expiry(tmp_path: Path) -> None:
 
     async def body(gc: GroupCoordinator, _b: Broker) -> None:
         # A consumer without group management commits with generation -1 to a group that does not exist yet.
-        assert gc.commit_offsets("simple", "", None, -1, {tp0: OffsetAndMetadata(7, metadata="m")}) == {
+        assert await gc.commit_offsets("simple", "", None, -1, {tp0: OffsetAndMetadata(7, metadata="m")}) == {
             tp0: ErrorCode.NO_ERROR
         }
-        assert gc.commit_offsets("nogroup", "m", None, 3, {tp0: OffsetAndMetadata(1)}) == {
+        assert await gc.commit_offsets("nogroup", "m", None, 3, {tp0: OffsetAndMetadata(1)}) == {
             tp0: ErrorCode.ILLEGAL_GENERATION
         }
         error, offsets = gc.fetch_offsets("simple", [tp0, tp1])
@@ -186,23 +186,26 @@ def test_commit_rules_fetch_delete_and_expiry(tmp_path: Path) -> None:
         assert offsets[tp0].metadata == "m" and offsets[tp1] is None
         assert gc.fetch_offsets("simple", None)[1].keys() == {tp0}
         too_big = OffsetAndMetadata(1, metadata="x" * 5000)
-        assert gc.commit_offsets("simple", "", None, -1, {tp1: too_big}) == {tp1: ErrorCode.OFFSET_METADATA_TOO_LARGE}
+        codes = await gc.commit_offsets("simple", "", None, -1, {tp1: too_big})
+        assert codes == {tp1: ErrorCode.OFFSET_METADATA_TOO_LARGE}
 
         # While a group has members, only they commit, with their generation.
         a = await join_member(gc)
         await gc.sync_group("g", 1, a.member_id, None, None, None, {a.member_id: b"A"})
-        assert gc.commit_offsets("g", "", None, -1, {tp0: OffsetAndMetadata(1)}) == {tp0: ErrorCode.UNKNOWN_MEMBER_ID}
-        assert gc.commit_offsets("g", a.member_id, None, 1, {tp0: OffsetAndMetadata(3)}) == {tp0: ErrorCode.NO_ERROR}
-        assert gc.delete_groups(["g", "missing"]) == {
+        codes = await gc.commit_offsets("g", "", None, -1, {tp0: OffsetAndMetadata(1)})
+        assert codes == {tp0: ErrorCode.UNKNOWN_MEMBER_ID}
+        codes = await gc.commit_offsets("g", a.member_id, None, 1, {tp0: OffsetAndMetadata(3)})
+        assert codes == {tp0: ErrorCode.NO_ERROR}
+        assert await gc.delete_groups(["g", "missing"]) == {
             "g": ErrorCode.NON_EMPTY_GROUP,
             "missing": ErrorCode.GROUP_ID_NOT_FOUND,
         }
-        error, deleted = gc.delete_offsets("simple", [tp0])
+        error, deleted = await gc.delete_offsets("simple", [tp0])
         assert error == ErrorCode.NO_ERROR and deleted == {tp0: ErrorCode.NO_ERROR}
         assert gc.fetch_offsets("simple", [tp0])[1][tp0] is None
 
         # Offsets of empty groups expire after offsets.retention.minutes; the emptied group goes away.
-        gc.commit_offsets("simple", "", None, -1, {tp1: OffsetAndMetadata(9)})
+        await gc.commit_offsets("simple", "", None, -1, {tp1: OffsetAndMetadata(9)})
         gc.leave_group("g", [(a.member_id, None, None)])
         now = int(time.time() * 1000)
         assert gc.cleanup_group_metadata(now) == 0
@@ -219,10 +222,10 @@ def test_state_is_replayed_after_restart(tmp_path: Path) -> None:
     async def first(gc: GroupCoordinator, _b: Broker) -> None:
         a = await join_member(gc, instance="static-1", session_ms=30000)
         await gc.sync_group("g", 1, a.member_id, "static-1", None, None, {a.member_id: b"ASSIGN"})
-        gc.commit_offsets("g", a.member_id, "static-1", 1, {tp0: OffsetAndMetadata(42, 3, "meta")})
-        gc.commit_offsets("g", a.member_id, "static-1", 1, {tp0: OffsetAndMetadata(43, 3, "meta")})
-        gc.commit_offsets("gone", "", None, -1, {tp0: OffsetAndMetadata(1)})
-        assert gc.delete_groups(["gone"]) == {"gone": ErrorCode.NO_ERROR}
+        await gc.commit_offsets("g", a.member_id, "static-1", 1, {tp0: OffsetAndMetadata(42, 3, "meta")})
+        await gc.commit_offsets("g", a.member_id, "static-1", 1, {tp0: OffsetAndMetadata(43, 3, "meta")})
+        await gc.commit_offsets("gone", "", None, -1, {tp0: OffsetAndMetadata(1)})
+        assert await gc.delete_groups(["gone"]) == {"gone": ErrorCode.NO_ERROR}
 
     async def second(gc: GroupCoordinator, _b: Broker) -> None:
         group = gc.groups["g"]

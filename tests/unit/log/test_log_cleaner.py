@@ -21,6 +21,7 @@ from rill.log.log import Log
 from rill.log.log_cleaner import clean, plan_cleaning
 from rill.log.log_cleaner_manager import CLEANER_OFFSET_CHECKPOINT, CleanerConfig, LogCleaner
 from rill.log.log_config import LogConfig
+from rill.log.log_segment import SWAP_SUFFIX
 from rill.records import batch as b
 from rill.records.builder import build_batch
 from rill.records.record import Record
@@ -163,9 +164,10 @@ def test_a_swap_left_by_a_crash_is_completed_and_cleaned_files_deleted(tmp_path:
     result = clean(plan, OffsetMap(100))
     assert result is not None
     names = os.listdir(log.dir)
-    assert any(n.endswith(".log.swap") for n in names)
+    assert any(n.endswith(".log.cleaned") for n in names) and not any(n.endswith(".log.swap") for n in names)
     (log.dir / "00000000000000099999.log.cleaned").write_bytes(b"partial")
-    for seg in result.cleaned:
+    for seg in result.cleaned:  # the swap's first step: the cleaned segments are named .swap
+        seg.rename_suffix(SWAP_SUFFIX)
         seg.close()
     log.close(clean=False)  # the crash: the swap files are complete, the old segments still there
     log = Log(tmp_path / "t-0", config, recovery_point=0)
@@ -542,8 +544,8 @@ def test_a_cleaning_in_its_thread_leaves_the_event_loop_responsive(tmp_path: Pat
 
 def test_a_cleaning_whose_coroutine_was_cancelled_leaves_no_swap_files_after_stop(tmp_path: Path) -> None:
     """Stopping the broker cancels the cleaner's tasks; a cleaning finishing in its thread after that is
-    never swapped in, and its .swap files must not wait for the next start (the log may be truncated
-    meanwhile, and a .swap file is completed at start)."""
+    never swapped in: its files are removed at once (the next start would delete them too: only the swap names
+    them .swap)."""
     log = Log(tmp_path / "t-0", compact_config())
     fill(log, 200)
     cleaner = LogCleaner(CleanerConfig())
@@ -560,7 +562,7 @@ def test_a_cleaning_whose_coroutine_was_cancelled_leaves_no_swap_files_after_sto
     deadline = time.monotonic() + 10
     while cleaner._running and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert any(n.endswith(".swap") for n in os.listdir(log.dir))  # finished, never swapped in
+    assert any(n.endswith(".cleaned") for n in os.listdir(log.dir))  # finished, never swapped in
     cleaner.stop()
     assert not any(n.endswith((".swap", ".cleaned")) for n in os.listdir(log.dir))
     log.close()

@@ -15,6 +15,7 @@ from rill.log.cleaner_offset_map import OffsetMap
 from rill.log.log import Log
 from rill.log.log_cleaner import clean, plan_cleaning
 from rill.log.log_config import LogConfig
+from rill.log.log_segment import SWAP_SUFFIX
 from rill.records.batch import iter_batches
 from rill.records.builder import build_batch
 from rill.records.record import Record, decode_records_in
@@ -84,9 +85,11 @@ def test_a_crash_mid_swap_completes_with_the_aborted_transactions(tmp_path: Path
     assert plan is not None
     result = clean(plan, OffsetMap(1000))
     assert result is not None
-    assert any(n.endswith(".txnindex.swap") for n in os.listdir(log.dir))
-    for seg in result.cleaned:
+    assert any(n.endswith(".txnindex.cleaned") for n in os.listdir(log.dir))
+    for seg in result.cleaned:  # the swap's first step, then the crash
+        seg.rename_suffix(SWAP_SUFFIX)
         seg.close()
+    assert any(n.endswith(".txnindex.swap") for n in os.listdir(log.dir))
     log.close(clean=False)
     log = Log(tmp_path / "t-0", config, recovery_point=leo, high_watermark=hw, had_clean_shutdown=True)
     assert not any(n.endswith((".swap", ".cleaned")) for n in os.listdir(log.dir))

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from logtest_util import make_batch, open_log, small_config
+from logtest_util import BASE_TS, make_batch, open_log, small_config
 
 from rill.errors import ErrorCode, KafkaError
 from rill.log.producer_state import ProducerStateEntry, ProducerStateManager, read_snapshot, snapshot_offsets
 from rill.records.batch import parse_header
+from rill.records.builder import build_batch
+from rill.records.record import Record
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("append_input_kind")]
 
@@ -145,3 +148,29 @@ def test_the_single_batch_path_decides_as_the_general_one(ops: list[tuple[int, i
             offset += n
         assert single.producers == general.producers
         assert single.map_end_offset == general.map_end_offset
+
+
+def test_idle_producers_expire_but_not_an_open_transaction(tmp_path: Path) -> None:
+    """``producer.id.expiration.ms``: producers whose last batch is that old are forgotten (the next snapshot
+    leaves them out; a later batch of theirs is taken as one of an unknown producer); one with a transaction
+    open here stays, however old."""
+    log = open_log(tmp_path / "p-0")
+    log.append(make_batch(2, producer_id=1, producer_epoch=0, base_sequence=0, ts=BASE_TS), leader_epoch=0)
+    log.append(make_batch(2, producer_id=2, producer_epoch=0, base_sequence=0, ts=BASE_TS + 5000), leader_epoch=0)
+    records = [Record(0, BASE_TS, b"t", b"v")]
+    txn = build_batch(records, producer_id=3, producer_epoch=0, base_sequence=0, is_transactional=True)
+    log.append(txn, leader_epoch=0)
+    state = log.producer_state
+    assert log.remove_expired_producers(BASE_TS + 5000, 10_000) == 0
+    assert log.remove_expired_producers(BASE_TS + 10_001, 10_000) == 1  # producer 1's batch is 10 s old
+    assert sorted(state.producers) == [2, 3]
+    assert log.remove_expired_producers(BASE_TS + 60_000, 10_000) == 1  # 2 goes; 3's transaction is open
+    assert sorted(state.producers) == [3]
+    log.roll()  # a snapshot: only the producer still known
+    assert sorted(read_snapshot(tmp_path / "p-0" / f"{log.log_end_offset:020d}.snapshot")) == [3]
+    # a forgotten producer writes again at any sequence, as one the log does not know
+    assert not log.append(make_batch(1, producer_id=1, producer_epoch=0, base_sequence=40), leader_epoch=0).duplicate
+    log.append_txn_marker(3, 0, 0, True, leader_epoch=0)  # stamped now
+    later = int(time.time() * 1000) + 10_000
+    assert log.remove_expired_producers(later, 10_000) == 2  # its transaction ended: 3 goes too, with 1
+    log.close()

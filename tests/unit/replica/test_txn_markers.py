@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from rill.common import TopicPartition
-from rill.errors import ErrorCode
+from rill.errors import ErrorCode, KafkaError
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
 from rill.metadata.embedded import EmbeddedMetadataStore
@@ -112,10 +112,51 @@ def test_verification_is_asked_only_to_open_a_transaction(tmp_path: Path) -> Non
             return ErrorCode.NO_ERROR
 
         rm.txn_verifier = verifier
-        assert rm.needs_txn_verification(TP, _txn(1, 0, epoch=4)) == (1, 4)
-        rm.append_records(TP, _txn(1, 0, epoch=4), 1)
+        guard = rm.needs_txn_verification(TP, _txn(1, 0, epoch=4))
+        assert guard is not None and (guard.producer_id, guard.producer_epoch) == (1, 4)
+        rm.append_records(TP, _txn(1, 0, epoch=4), 1, verification_guard=guard)
         assert rm.needs_txn_verification(TP, _txn(1, 2, epoch=4)) is None  # ongoing here
         plain = memoryview(bytearray(build_batch([Record(0, 1, b"k", b"v")])))
         assert rm.needs_txn_verification(TP, plain) is None
+        # a transaction of an older epoch still open here is not the producer's current one: verified
+        bumped = rm.needs_txn_verification(TP, _txn(1, 0, epoch=5))
+        assert bumped is not None and bumped.producer_epoch == 5
 
     _run(tmp_path, (0,), body)
+
+
+def test_a_marker_during_the_verification_refuses_the_verified_batch(tmp_path: Path) -> None:
+    """Kafka's VerificationGuard: while the coordinator's answer is on its way the transaction is aborted (its
+    marker lands here, with nothing of the producer's to end); the verified batch must not open a transaction
+    then: none of the coordinator's markers would close it, the last stable offset would stop there, and the
+    producer's next commit would make the aborted batch visible."""
+
+    async def body(rm: ReplicaManager) -> None:
+        async def verifier(txn_id: str, pid: int, epoch: int, tp: TopicPartition) -> ErrorCode:
+            return ErrorCode.NO_ERROR
+
+        rm.txn_verifier = verifier
+        rm.request_timeout_ms = 1000
+        partition = rm.get_partition(TP)
+        guard = rm.needs_txn_verification(TP, _txn(9, 0))
+        assert guard is not None
+        marker = asyncio.ensure_future(rm.append_txn_marker(TP, 9, 0, 0, False))  # aborted meanwhile
+        await asyncio.sleep(0)
+        leo = partition.log_end_offset
+        rm.update_follower_fetch_state(TP, 1, leo)
+        assert await marker is ErrorCode.NO_ERROR
+        try:
+            rm.append_records(TP, _txn(9, 0), 1, verification_guard=guard)
+            refused = None
+        except KafkaError as e:
+            refused = e.code
+        assert refused is ErrorCode.INVALID_TXN_STATE
+        assert partition.log_end_offset == leo and not partition.log.has_ongoing_txn(9)
+        assert partition.last_stable_offset == partition.high_watermark
+        # verified again, the next transaction opens as usual
+        again = rm.needs_txn_verification(TP, _txn(9, 0))
+        assert again is not None and again is not guard
+        rm.append_records(TP, _txn(9, 0), 1, verification_guard=again)
+        assert partition.log.has_ongoing_txn(9, 0)
+
+    _run(tmp_path, (0, 1), body)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import re
 import time
@@ -155,13 +154,13 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin):
         if not kvs:
             return
         now = int(time.time() * 1000)
-        written: Any = self.classic.manager._append(  # type: ignore[func-returns-value]
-            group_id, [Record(0, now, key, value) for key, value in kvs], offsets=False
-        )
-        if inspect.isawaitable(written):
-            await written
-            if (code := self.classic.not_serving(group_id)) is not None:  # unloaded meanwhile: apply nothing
-                raise KafkaError(code, f"the coordinator of group {group_id} moved during the write")
+        manager = self.classic.manager
+        write = manager._append(group_id, [Record(0, now, key, value) for key, value in kvs], offsets=False)
+        code = await manager.complete(write, offsets=False)  # acks=all: answered once the ISR has it
+        if code != ErrorCode.NO_ERROR:
+            raise KafkaError(code, f"the records of group {group_id} were not replicated: {code.name}")
+        if (moved := self.classic.not_serving(group_id)) is not None:  # unloaded meanwhile: apply nothing
+            raise KafkaError(moved, f"the coordinator of group {group_id} moved during the write")
 
     @contextlib.asynccontextmanager
     async def _lock(self, group_id: str) -> AsyncIterator[None]:

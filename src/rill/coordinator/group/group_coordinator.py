@@ -15,9 +15,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+from rill.common import TopicPartition
 from rill.coordinator.group.consumer_group_heartbeat import ConsumerGroupCoordinator
+from rill.coordinator.group.deferred_writes import DeferredWrite
 from rill.coordinator.group.group_membership import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
     GroupMembershipMixin,
@@ -80,9 +83,11 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsM
         self.rebalance_count = 0  # completed rebalances and the time they took, for the metrics
         self.rebalance_time_ms_total = 0.0
         self._expiry_timer: asyncio.TimerHandle | None = None
-        self._led: set[int] = set()  # the partitions of __consumer_offsets whose groups are loaded here
+        # the partitions of __consumer_offsets whose groups are loaded here, with the leader epoch they were loaded at
+        self._led: dict[int, int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self.consumer = ConsumerGroupCoordinator(self)  # the groups of KIP-848's protocol
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -107,9 +112,29 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsM
         self._remove_offsets(lambda g: [tp for tp in g.offsets if tp.topic not in topics], now_ms(), "Removed")
         self._schedule_expiry()
 
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        """Run ``coro`` (the end of a request that waits for its write) as a task the coordinator owns."""
+        task = self.loop.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _when_written(self, write: DeferredWrite, then: Callable[[ErrorCode], None], name: str) -> None:
+        """``then(code)`` once ``write`` is replicated or failed: now when it was replicated as appended."""
+        if (code := self.manager.outcome(write, offsets=False)) is not None:
+            then(code)
+            return
+
+        async def wait() -> None:
+            then(await self.manager.complete(write, offsets=False))
+
+        self._spawn(wait(), name)
+
     async def shutdown(self) -> None:
         self.active = False
         self.consumer.shutdown()
+        for task in list(self._tasks):
+            task.cancel()
+        self.manager.writes.close()
         for handle in self._heartbeats.values():
             handle.cancel()
         for handle, _ in self._join_timers.values():
@@ -131,8 +156,12 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsM
         those of the partitions it no longer leads (their members are told NOT_COORDINATOR and find the new
         coordinator), as Kafka's coordinator follows its partitions' leadership."""
         led = self.manager.led_partitions()
-        gained, lost = led - self._led, self._led - led
+        # a partition led at a new epoch is loaded again: what this broker wrote at the old one may be gone
+        lost = {p for p, epoch in self._led.items() if led.get(p) != epoch}
+        gained = {p for p, epoch in led.items() if self._led.get(p) != epoch}
         self._led = led
+        for p in lost:
+            self.manager.writes.drop(TopicPartition(OFFSETS_TOPIC, p))
         for group_id in [g for g in self.groups if self.partition_for(g) in lost]:
             group = self.groups.pop(group_id)
             for member in group.all_members():
@@ -429,29 +458,37 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsM
         if group.is_in(GroupState.STABLE):
             if group.protocol_name == group.select_protocol():
                 # Same protocol: keep the assignment, persist the new member id, no rebalance.
+                def stored(code: ErrorCode) -> None:
+                    if group.members.get(new_id) is not member:  # the member left or was replaced meanwhile
+                        return
+                    if code != ErrorCode.NO_ERROR:
+                        member.awaiting_join = None
+                        self._cancel_heartbeat(group.group_id, new_id)
+                        group.replace_static_member(instance_id, new_id, old_id)
+                        group.update_member(member, old_state[0], old_state[1], old_state[2], None)
+                        self._schedule_heartbeat(group, member)
+                        callback(JoinGroupResult(code, ""))
+                        return
+                    # The old leader id is returned so that a restarted leader does not compute an assignment a
+                    # Stable group would never hand out.
+                    group.maybe_invoke_join_callback(
+                        member,
+                        JoinGroupResult(
+                            ErrorCode.NO_ERROR,
+                            new_id,
+                            group.generation_id,
+                            group.protocol_type,
+                            group.protocol_name,
+                            current_leader,
+                        ),
+                    )
+
                 try:
-                    self.manager.store_group(group, {m.member_id: m.assignment for m in group.all_members()})
+                    write = self.manager.store_group(group, {m.member_id: m.assignment for m in group.all_members()})
                 except KafkaError as e:
-                    member.awaiting_join = None
-                    self._cancel_heartbeat(group.group_id, new_id)
-                    group.replace_static_member(instance_id, new_id, old_id)
-                    group.update_member(member, old_state[0], old_state[1], old_state[2], None)
-                    self._schedule_heartbeat(group, member)
-                    callback(JoinGroupResult(e.code, ""))
+                    stored(e.code)
                     return
-                # The old leader id is returned so that a restarted leader does not compute an assignment a
-                # Stable group would never hand out.
-                group.maybe_invoke_join_callback(
-                    member,
-                    JoinGroupResult(
-                        ErrorCode.NO_ERROR,
-                        new_id,
-                        group.generation_id,
-                        group.protocol_type,
-                        group.protocol_name,
-                        current_leader,
-                    ),
-                )
+                self._when_written(write, stored, f"static-{group.group_id}")
             else:
                 self._maybe_prepare_rebalance(
                     group,
@@ -548,10 +585,14 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsM
         if group.is_in(GroupState.EMPTY):
             log.info("Group %s with generation %d is now empty", group.group_id, group.generation_id)
             self._rebalance_started.pop(group.group_id, None)
+            def stored(code: ErrorCode) -> None:
+                if code != ErrorCode.NO_ERROR:
+                    log.warning("Failed to write the metadata of empty group %s: %s", group.group_id, code.name)
+
             try:
-                self.manager.store_group(group, {})
+                self._when_written(self.manager.store_group(group, {}), stored, f"empty-{group.group_id}")
             except KafkaError as e:
-                log.warning("Failed to write the metadata of empty group %s: %s", group.group_id, e.message)
+                stored(e.code)
             return
         log.info(
             "Stabilized group %s generation %d (protocol %s) with %d member(s)",

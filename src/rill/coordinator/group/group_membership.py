@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+from rill.coordinator.group.deferred_writes import DeferredWrite
 from rill.coordinator.group.group_metadata import (
     GroupMetadata,
     GroupState,
@@ -68,6 +69,9 @@ class GroupMembershipMixin:
         raise NotImplementedError
 
     def _cancel_join_timer(self, group_id: str) -> None:
+        raise NotImplementedError
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         raise NotImplementedError
 
     # -- SyncGroup ---------------------------------------------------------------------------------------
@@ -144,14 +148,38 @@ class GroupMembershipMixin:
             return
         full = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
         try:
-            self.manager.store_group(group, full)
+            write = self.manager.store_group(group, full)
         except KafkaError as e:
-            log.warning("Failed to store the assignment of group %s: %s", group.group_id, e.message)
-            self._reset_and_propagate_assignment_error(group, e.code)
-            self._maybe_prepare_rebalance(group, f"storing the group's assignment failed ({e.code.name})")
+            self._assignment_not_stored(group, e.code)
+            return
+        if (code := self.manager.outcome(write, offsets=False)) is not None:  # replicated as it was appended
+            self._assignment_stored(group, group.generation_id, full, code)
+        else:
+            self._spawn(self._await_assignment(group, group.generation_id, full, write), f"sync-{group.group_id}")
+
+    async def _await_assignment(
+        self, group: GroupMetadata, generation_id: int, full: dict[str, bytes], write: DeferredWrite
+    ) -> None:
+        self._assignment_stored(group, generation_id, full, await self.manager.complete(write, offsets=False))
+
+    def _assignment_not_stored(self, group: GroupMetadata, code: ErrorCode) -> None:
+        log.warning("Failed to store the assignment of group %s: %s", group.group_id, code.name)
+        self._reset_and_propagate_assignment_error(group, code)
+        self._maybe_prepare_rebalance(group, f"storing the group's assignment failed ({code.name})")
+
+    def _assignment_stored(
+        self, group: GroupMetadata, generation_id: int, full: dict[str, bytes], code: ErrorCode
+    ) -> None:
+        """The leader's assignment is written (or failed to be): the members get it and the group is Stable, as
+        long as nothing changed the group meanwhile (another member joined: a rebalance is under way)."""
+        current = self.groups.get(group.group_id) is group and group.generation_id == generation_id
+        if not current or not group.is_in(GroupState.COMPLETING_REBALANCE):
+            return
+        if code != ErrorCode.NO_ERROR:
+            self._assignment_not_stored(group, code)
             return
         for m in group.iter_members():
-            m.assignment = full[m.member_id]
+            m.assignment = full.get(m.member_id, b"")
             if group.maybe_invoke_sync_callback(
                 m, SyncGroupResult(ErrorCode.NO_ERROR, group.protocol_type, group.protocol_name, m.assignment)
             ):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -53,6 +53,9 @@ class OffsetAndMetadata:
     metadata: str = ""
     commit_timestamp: int = -1
     expire_timestamp: int = -1  # only set by OffsetCommit v1 timestamps / v2-v4 retention times
+    # Where its record lies in ``__consumer_offsets`` (-1: not written yet). A transaction's commit marker makes
+    # its pending offsets the group's only where they are newer by this log order than the committed ones.
+    record_offset: int = field(default=-1, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +371,39 @@ class GroupMetadata:
 
     def has_offsets(self) -> bool:
         return bool(self.offsets)
+
+    def add_pending_txn_offsets(self, producer_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """A TxnOffsetCommit of the producer's open transaction, pending until its marker."""
+        if offsets:
+            self.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+
+    def complete_txn(self, producer_id: int, commit: bool) -> int:
+        """The producer's transaction ended: on a commit its pending offsets become the committed ones, except
+        where a commit newer in the log's order (a plain OffsetCommit after the TxnOffsetCommit) is there, as
+        Kafka keeps the most recent record; on an abort they go. Returns how many were pending."""
+        pending = self.pending_txn_offsets.pop(producer_id, None)
+        if not pending:
+            return 0
+        if commit:
+            for tp, om in pending.items():
+                current = self.offsets.get(tp)
+                if current is None or om.record_offset > current.record_offset:
+                    self.offsets[tp] = om
+        return len(pending)
+
+    def remove_offsets(self, tps: Iterable[TopicPartition]) -> None:
+        """Tombstones of ``tps``: the committed offsets go, and so do the offsets of open transactions for them
+        (Kafka's rule, so that a later commit marker does not bring back what was deleted)."""
+        for tp in tps:
+            self.offsets.pop(tp, None)
+            for producer_id in list(self.pending_txn_offsets):
+                pending = self.pending_txn_offsets[producer_id]
+                pending.pop(tp, None)
+                if not pending:
+                    del self.pending_txn_offsets[producer_id]
+
+    def pending_txn_partitions(self) -> set[TopicPartition]:
+        return {tp for pending in self.pending_txn_offsets.values() for tp in pending}
 
     def expired_offsets(self, now_ms: int, retention_ms: int) -> list[TopicPartition]:
         """Offsets past their retention. Only an Empty group's offsets expire: for a group that used group

@@ -25,10 +25,11 @@ from __future__ import annotations
 import logging
 import struct
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from rill.common import TopicPartition
+from rill.coordinator.group.deferred_writes import Apply, DeferredWrite, DeferredWriteQueue
 from rill.coordinator.group.group_metadata import (
     GroupMetadata,
     GroupState,
@@ -37,6 +38,7 @@ from rill.coordinator.group.group_metadata import (
 )
 from rill.coordinator.internal_topics import UnreadableRecords, maybe_create_internal_topic
 from rill.errors import ErrorCode, KafkaError
+from rill.log.producer_state import VerificationGuard
 from rill.metadata.store import OFFSETS_TOPIC, MetadataStore
 from rill.protocol import decode_versioned, encode_versioned
 from rill.records.builder import build_batch
@@ -217,6 +219,8 @@ class GroupMetadataManager:
         self.segment_bytes = int(get("offsets.topic.segment.bytes"))
         self.metadata = metadata
         self.replica_manager = replica_manager
+        # Kafka 4 writes with acks=all always (offsets.commit.required.acks is gone); this bounds the wait.
+        self.writes = DeferredWriteQueue(replica_manager, int(get("offsets.commit.timeout.ms")))
         self._unwritable: dict[int, tuple[float, str]] = {}  # partition -> (until, on monotonic time; why)
 
     @property
@@ -246,14 +250,25 @@ class GroupMetadataManager:
                                           configs, "offsets.topic.replication.factor")  # fmt: skip
 
     # -- writes ----------------------------------------------------------------------------------------
+    #
+    # Every write is appended as leader with acks=all and returns a DeferredWrite: its ``apply`` runs once the
+    # ISR has the records, in log order with the partition's other writes (``deferred_writes``); ``complete``
+    # waits for that, at most ``offsets.commit.timeout.ms``, and answers Kafka's error for the client.
 
     def _append(
-        self, group_id: str, records: list[Record], *, offsets: bool, producer: tuple[int, int] | None = None
-    ) -> None:
+        self,
+        group_id: str,
+        records: list[Record],
+        *,
+        offsets: bool,
+        producer: tuple[int, int] | None = None,
+        verification_guard: VerificationGuard | None = None,
+        apply: Apply | None = None,
+    ) -> DeferredWrite:
         tp = self.topic_partition_for(group_id)
         if self.metadata.topic(OFFSETS_TOPIC) is None:  # FindCoordinator creates it: a client asks that first
             raise KafkaError(
-                _coordinator_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, offsets=offsets),
+                coordinator_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, offsets=offsets),
                 f"{OFFSETS_TOPIC} does not exist yet",
             )
         if producer is None:
@@ -261,7 +276,9 @@ class GroupMetadataManager:
         else:
             batch = build_batch(records, producer_id=producer[0], producer_epoch=producer[1], is_transactional=True)
         try:
-            self.replica_manager.append_records(tp, memoryview(batch), -1)
+            info = self.replica_manager.append_records(
+                tp, memoryview(batch), -1, verification_guard=verification_guard
+            )
         except KafkaError as e:
             if e.code == ErrorCode.KAFKA_STORAGE_ERROR:
                 if tp.partition not in self._unwritable:
@@ -272,9 +289,23 @@ class GroupMetadataManager:
                         UNWRITABLE_BACKOFF_S,
                     )
                 self._unwritable[tp.partition] = (time.monotonic() + UNWRITABLE_BACKOFF_S, e.message)
-            raise KafkaError(_coordinator_error(e.code, offsets=offsets), e.message) from e
+            raise KafkaError(coordinator_error(e.code, offsets=offsets), e.message) from e
         if self._unwritable.pop(tp.partition, None) is not None:
             log.info("%s can be written again: its groups' coordinator is available", tp)
+        return self.writes.appended(tp, info.first_offset, info.last_offset + 1, apply)
+
+    @staticmethod
+    def outcome(write: DeferredWrite, *, offsets: bool) -> ErrorCode | None:
+        """What ``complete`` answers, when it is known already (the write was replicated as it was appended)."""
+        code = write.code
+        return code if code is None or code == ErrorCode.NO_ERROR else coordinator_error(code, offsets=offsets)
+
+    async def complete(self, write: DeferredWrite, *, offsets: bool) -> ErrorCode:
+        """Wait until ``write`` is replicated (``offsets.commit.timeout.ms`` at most): NO_ERROR, or Kafka's
+        coordinator error for what prevented it (COORDINATOR_NOT_AVAILABLE for a timeout or too small an ISR,
+        NOT_COORDINATOR when leadership moved)."""
+        code = await self.writes.wait(write)
+        return code if code == ErrorCode.NO_ERROR else coordinator_error(code, offsets=offsets)
 
     def unavailable_reason(self, group_id: str) -> str | None:
         """Why the coordinator of ``group_id`` is not offered now (its partition failed a write for lack of
@@ -286,19 +317,21 @@ class GroupMetadataManager:
             return None
         return f"the group's partition of {OFFSETS_TOPIC} cannot be written: {failed[1]}"
 
-    def store_group(self, group: GroupMetadata, assignment: Mapping[str, bytes]) -> None:
+    def store_group(self, group: GroupMetadata, assignment: Mapping[str, bytes]) -> DeferredWrite:
+        """The group's metadata and members' assignments (a GroupMetadataValue)."""
         now = _now_ms()
         value = group_metadata_value(group, assignment)
-        self._append(group.group_id, [Record(0, now, group_metadata_key(group.group_id), value)], offsets=False)
+        return self._append(group.group_id, [Record(0, now, group_metadata_key(group.group_id), value)], offsets=False)
 
-    def store_offsets(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        if not offsets:
-            return
-        now = _now_ms()
-        records = [
-            Record(0, now, offset_commit_key(group_id, tp), offset_commit_value(om)) for tp, om in offsets.items()
-        ]
-        self._append(group_id, records, offsets=True)
+    def store_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        apply: Callable[[Mapping[TopicPartition, OffsetAndMetadata]], None],
+    ) -> DeferredWrite:
+        """OffsetCommit: one record per partition; ``apply`` gets the offsets with their records' offsets."""
+        return self._append(group_id, self._offset_records(group_id, offsets), offsets=True,
+                            apply=_with_record_offsets(offsets, apply))  # fmt: skip
 
     def store_txn_offsets(
         self,
@@ -306,25 +339,32 @@ class GroupMetadataManager:
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         producer_id: int,
         producer_epoch: int,
-    ) -> None:
+        apply: Callable[[Mapping[TopicPartition, OffsetAndMetadata]], None],
+        verification_guard: VerificationGuard | None = None,
+    ) -> DeferredWrite:
         """TxnOffsetCommit: the offsets as one transactional batch of the producer (its id and epoch, base
         sequence -1), which the transaction's marker on this partition commits or aborts."""
-        if not offsets:
-            return
-        now = _now_ms()
-        records = [
-            Record(0, now, offset_commit_key(group_id, tp), offset_commit_value(om)) for tp, om in offsets.items()
-        ]
-        self._append(group_id, records, offsets=True, producer=(producer_id, producer_epoch))
+        return self._append(group_id, self._offset_records(group_id, offsets), offsets=True,
+                            producer=(producer_id, producer_epoch), verification_guard=verification_guard,
+                            apply=_with_record_offsets(offsets, apply))  # fmt: skip
 
-    def write_tombstones(self, group_id: str, tps: Iterable[TopicPartition], *, group: bool) -> None:
-        """Delete offsets (and the group's metadata record when ``group``) by writing null values."""
+    @staticmethod
+    def _offset_records(group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> list[Record]:
+        now = _now_ms()
+        return [Record(0, now, offset_commit_key(group_id, tp), offset_commit_value(om)) for tp, om in offsets.items()]
+
+    def write_tombstones(
+        self, group_id: str, tps: Iterable[TopicPartition], *, group: bool, apply: Apply | None = None
+    ) -> DeferredWrite | None:
+        """Delete offsets (and the group's metadata record when ``group``) by writing null values; None when
+        there is nothing to write."""
         now = _now_ms()
         records = [Record(0, now, offset_commit_key(group_id, tp), None) for tp in tps]
         if group:
             records.append(Record(0, now, group_metadata_key(group_id), None))
-        if records:
-            self._append(group_id, records, offsets=False)
+        if not records:
+            return None
+        return self._append(group_id, records, offsets=False, apply=apply)
 
     # -- load ------------------------------------------------------------------------------------------
 
@@ -336,13 +376,15 @@ class GroupMetadataManager:
             return True
         return topic.partitions[partition].leader == self.replica_manager.node_id
 
-    def led_partitions(self) -> set[int]:
+    def led_partitions(self) -> dict[int, int]:
+        """The partitions of ``__consumer_offsets`` this broker leads, with their leader epochs."""
         topic = self.metadata.topic(OFFSETS_TOPIC)
         if topic is None:
-            return set()
-        return {s.partition for s in topic.partitions if s.leader == self.replica_manager.node_id}
+            return {}
+        node = self.replica_manager.node_id
+        return {s.partition: s.leader_epoch for s in topic.partitions if s.leader == node}
 
-    def load_all(self, partitions: set[int] | None = None) -> dict[str, GroupMetadata]:
+    def load_all(self, partitions: Iterable[int] | None = None) -> dict[str, GroupMetadata]:
         """Replay the local ``__consumer_offsets`` partitions this broker leads (or ``partitions``) into groups."""
         groups: dict[str, GroupMetadata] = {}
         topic = self.metadata.topic(OFFSETS_TOPIC)
@@ -350,7 +392,7 @@ class GroupMetadataManager:
             return groups
         started = time.monotonic()
         count = 0
-        wanted = self.led_partitions() if partitions is None else partitions
+        wanted = set(self.led_partitions() if partitions is None else partitions)
         for state in topic.partitions:
             if state.partition not in wanted:
                 continue
@@ -359,8 +401,6 @@ class GroupMetadataManager:
             if partition is None:
                 continue
             count += self._load_partition(partition.log, groups)
-        for group_id in [g for g, grp in groups.items() if grp.is_in(GroupState.DEAD)]:
-            del groups[group_id]
         log.info(
             "Loaded %d group(s) from %d record(s) of %s in %.1f ms",
             len(groups),
@@ -371,18 +411,48 @@ class GroupMetadataManager:
         return groups
 
     def _load_partition(self, plog: object, groups: dict[str, GroupMetadata]) -> int:
-        """Replay one partition's log into ``groups``. A record that cannot be read is logged and skipped, a
-        batch that cannot be read likewise; a log that cannot be read further ends the replay there. None of
-        them stops the load: the bytes of the topic may be any."""
-        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        """Replay one partition's log into ``groups`` by the rules the coordinator applies its writes with:
+        the latest record of each key wins; a transaction's offsets stay pending per producer until its marker,
+        whose commit keeps, per partition, the newer of them and the committed offset by log order; a tombstone
+        removes an offset, with the pending offsets of that partition; a group's tombstone removes the group.
+
+        A record that cannot be read is logged and skipped, a batch that cannot be read likewise; a log that
+        cannot be read further ends the replay there. None of them stops the load: the bytes may be any."""
+        # offsets and pending offsets per group (kept apart from its metadata, which a later record replaces)
+        shells: dict[str, GroupMetadata] = {}
         metadata: dict[str, tuple[int, bytes | None]] = {}  # group -> (offset, latest GroupMetadataValue)
-        # TxnOffsetCommit records stay pending per producer until their marker: commit applies them, abort drops them
-        pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
         tp: TopicPartition = plog.topic_partition  # type: ignore[attr-defined]
         offset: int = plog.log_start_offset  # type: ignore[attr-defined]
         end: int = plog.log_end_offset  # type: ignore[attr-defined]
         unreadable = UnreadableRecords(tp)
         count = 0
+
+        def shell(group_id: str) -> GroupMetadata:
+            found = shells.get(group_id)
+            if found is None:
+                found = shells[group_id] = GroupMetadata(group_id)
+            return found
+
+        def replay(record: Record, producer_id: int, transactional: bool) -> None:
+            key = decode_key(record.key) if record.key is not None else None
+            if isinstance(key, OffsetKey):
+                group = shell(key.group_id)
+                if record.value is None:
+                    if transactional:
+                        group.pending_txn_offsets.get(producer_id, {}).pop(key.tp, None)
+                    else:
+                        group.remove_offsets([key.tp])
+                else:
+                    om = replace(decode_offset_value(record.value), record_offset=record.offset)
+                    if transactional:
+                        group.add_pending_txn_offsets(producer_id, {key.tp: om})
+                    else:
+                        group.offsets[key.tp] = om
+            elif isinstance(key, GroupKey) and not transactional:
+                metadata[key.group_id] = (record.offset, record.value)
+                if record.value is None:  # the group is deleted, with its offsets and pending ones
+                    shells.pop(key.group_id, None)
+
         while offset < end:
             data = plog.read_bytes(offset, _LOAD_CHUNK_BYTES)  # type: ignore[attr-defined]
             progressed = False
@@ -400,21 +470,15 @@ class GroupMetadataManager:
                         unreadable.skip(base_offset, f"its batch does not decode: {e.message}")
                         continue
                     if attributes & 0x20:  # control batch: a transaction's marker
-                        txn = pending.pop(producer_id, None)
-                        if txn is not None and _is_commit_marker(records):
-                            for group_id, committed in txn.items():
-                                offsets.setdefault(group_id, {}).update(committed)
+                        commit = _is_commit_marker(records)
+                        for group in shells.values():
+                            group.complete_txn(producer_id, commit)
                         continue
+                    transactional = bool(attributes & 0x10)  # TxnOffsetCommit
                     for record in records:
                         count += 1
                         try:
-                            if attributes & 0x10:  # transactional: TxnOffsetCommit
-                                key = decode_key(record.key) if record.key is not None else None
-                                if isinstance(key, OffsetKey) and record.value is not None:
-                                    by_group = pending.setdefault(producer_id, {}).setdefault(key.group_id, {})
-                                    by_group[key.tp] = decode_offset_value(record.value)
-                            else:
-                                self._replay(record, offsets, metadata)
+                            replay(record, producer_id, transactional)
                         except Exception as e:
                             unreadable.skip(record.offset, e)
             except KafkaError as e:  # framing: where the next batch starts is not known
@@ -430,43 +494,35 @@ class GroupMetadataManager:
                 groups[group_id] = decode_group_value(group_id, value)
             except Exception as e:
                 unreadable.skip(at, e)
-        for group_id, group_offsets in offsets.items():
-            if not group_offsets:
+        for group_id, found in shells.items():
+            if not found.offsets and not found.pending_txn_offsets:
                 continue
-            group = groups.get(group_id)
-            if group is None:
-                group = groups[group_id] = GroupMetadata(group_id)
-            group.offsets.update(group_offsets)
-        for producer_id, txn in pending.items():
-            for group_id, txn_group_offsets in txn.items():
-                group = groups.get(group_id)
-                if group is None:
-                    group = groups[group_id] = GroupMetadata(group_id)
-                group.pending_txn_offsets.setdefault(producer_id, {}).update(txn_group_offsets)
+            target = groups.get(group_id)
+            if target is None:
+                target = groups[group_id] = GroupMetadata(group_id)
+            target.offsets.update(found.offsets)
+            for producer_id, pending in found.pending_txn_offsets.items():
+                target.add_pending_txn_offsets(producer_id, pending)
         unreadable.done()
         return count
 
-    @staticmethod
-    def _replay(
-        record: Record,
-        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]],
-        metadata: dict[str, tuple[int, bytes | None]],
-    ) -> None:
-        if record.key is None:
-            return
-        key = decode_key(record.key)
-        if isinstance(key, OffsetKey):
-            group_offsets = offsets.setdefault(key.group_id, {})
-            if record.value is None:
-                group_offsets.pop(key.tp, None)
-            else:
-                group_offsets[key.tp] = decode_offset_value(record.value)
-        elif isinstance(key, GroupKey):
-            if record.value is None:
-                metadata[key.group_id] = (record.offset, None)
-                offsets.pop(key.group_id, None)
-            else:
-                metadata[key.group_id] = (record.offset, record.value)
+
+def _with_record_offsets(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    apply: Callable[[Mapping[TopicPartition, OffsetAndMetadata]], None],
+) -> Apply:
+    """The effect of an offsets write: ``apply`` given the offsets with the offsets of their records (one
+    record per partition, in order, from the batch's base offset)."""
+    items = list(offsets.items())
+
+    def applied(base_offset: int) -> None:
+        apply({
+            tp: OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata, om.commit_timestamp, om.expire_timestamp,
+                                  base_offset + i)
+            for i, (tp, om) in enumerate(items)
+        })  # fmt: skip
+
+    return applied
 
 
 def _is_commit_marker(records: list[Record]) -> bool:
@@ -477,7 +533,7 @@ def _is_commit_marker(records: list[Record]) -> bool:
     return False
 
 
-def _coordinator_error(code: ErrorCode, *, offsets: bool) -> ErrorCode:
+def coordinator_error(code: ErrorCode, *, offsets: bool) -> ErrorCode:
     """Kafka's mapping of a failed append to ``__consumer_offsets`` onto the errors group clients expect."""
     if code in (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

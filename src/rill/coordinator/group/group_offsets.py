@@ -5,6 +5,10 @@ the offsets of deleted topics.
 A commit is checked against the group's generation and members the way Kafka checks it: members commit with
 their member id and current generation (any state but CompletingRebalance); a consumer that uses no group
 management commits with generation -1 and an empty member id, which is allowed only while the group is Empty.
+
+Writes (commits, tombstones) are answered once replicated to the ISR and change the groups only then, in the
+log's order (``rill.coordinator.group.deferred_writes``). A group being deleted is Dead from the moment its
+tombstones are appended (no member joins it, nothing is committed to it) until they are replicated, when it goes.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rill.common import TopicPartition
+from rill.coordinator.group.deferred_writes import DeferredWrite
 from rill.coordinator.group.group_metadata import (
     CONSUMER_PROTOCOL_TYPE,
     GroupMetadata,
@@ -108,7 +113,7 @@ class GroupOffsetsMixin:
 
     # -- OffsetCommit ------------------------------------------------------------------------------------
 
-    def commit_offsets(
+    async def commit_offsets(
         self,
         group_id: str,
         member_id: str,
@@ -136,7 +141,7 @@ class GroupOffsetsMixin:
             return all_fail(ErrorCode.REBALANCE_IN_PROGRESS)
         if group.has(member_id):
             self._schedule_heartbeat(group, group.get(member_id))
-        return self._store_offsets(group, offsets)
+        return await self._store_offsets(group, offsets)
 
     def _validate_offset_commit(
         self, group: GroupMetadata, generation_id: int, member_id: str, group_instance_id: str | None
@@ -155,7 +160,7 @@ class GroupOffsetsMixin:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.NO_ERROR
 
-    def _store_offsets(
+    async def _store_offsets(
         self, group: GroupMetadata, offsets: Mapping[TopicPartition, OffsetAndMetadata]
     ) -> dict[TopicPartition, ErrorCode]:
         result: dict[TopicPartition, ErrorCode] = {}
@@ -168,14 +173,27 @@ class GroupOffsetsMixin:
                 result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
                 valid[tp] = om
+        if not valid:
+            return result
+        group_id = group.group_id
+
+        def apply(written: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+            target = self.groups.get(group_id)
+            if target is None:
+                target = self.groups[group_id] = GroupMetadata(group_id, current_state_timestamp=_now_ms())
+            target.offsets.update(written)
+
         try:
-            self.manager.store_offsets(group.group_id, valid)
+            write = self.manager.store_offsets(group_id, valid, apply)
         except KafkaError as e:
-            log.warning("Failed to store offsets of group %s: %s", group.group_id, e.message)
+            log.warning("Failed to store offsets of group %s: %s", group_id, e.message)
             result.update({tp: e.code for tp in valid})
             return result
-        group.offsets.update(valid)
-        result.update({tp: ErrorCode.NO_ERROR for tp in valid})
+        if (code := self.manager.outcome(write, offsets=True)) is None:
+            code = await self.manager.complete(write, offsets=True)
+        if code != ErrorCode.NO_ERROR:
+            log.info("Offsets of group %s not replicated in time (%s)", group_id, code.name)
+        result.update({tp: code for tp in valid})
         return result
 
     # -- OffsetFetch -------------------------------------------------------------------------------------
@@ -233,8 +251,9 @@ class GroupOffsetsMixin:
 
     # -- DeleteGroups / OffsetDelete ---------------------------------------------------------------------
 
-    def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         out: dict[str, ErrorCode] = {}
+        writes: list[tuple[str, DeferredWrite]] = []
         for group_id in group_ids:
             if (code := self.not_serving(group_id)) is not None:
                 out[group_id] = code
@@ -246,19 +265,51 @@ class GroupOffsetsMixin:
             if not group.is_in(GroupState.EMPTY) or group.pending_members:
                 out[group_id] = ErrorCode.NON_EMPTY_GROUP
                 continue
+            # the committed offsets and those of open transactions (their commit must not bring them back)
+            tps = list(group.offsets) + [tp for tp in group.pending_txn_partitions() if tp not in group.offsets]
             try:
-                self.manager.write_tombstones(group_id, list(group.offsets), group=True)
+                write = self.manager.write_tombstones(group_id, tps, group=True, apply=self._dropper(group, "Deleted"))
             except KafkaError as e:
                 out[group_id] = e.code
                 continue
-            group.transition_to(GroupState.DEAD, _now_ms())
-            self._cancel_group_timers(group_id)
-            del self.groups[group_id]
-            log.info("Deleted group %s and its %d committed offset(s)", group_id, len(group.offsets))
-            out[group_id] = ErrorCode.NO_ERROR
+            assert write is not None
+            self._kill(group)
+            writes.append((group_id, write))
+        codes = await asyncio.gather(*(self.manager.complete(w, offsets=False) for _, w in writes))
+        out.update({group_id: code for (group_id, _), code in zip(writes, codes, strict=True)})
         return out
 
-    def delete_offsets(
+    def _kill(self, group: GroupMetadata) -> None:
+        """A group whose tombstone is written: Dead (refusing members and commits) until it is replicated."""
+        if not group.is_in(GroupState.DEAD):
+            group.transition_to(GroupState.DEAD, _now_ms())
+        self._cancel_group_timers(group.group_id)
+
+    def _dropper(self, group: GroupMetadata, verb: str) -> Callable[[int], None]:
+        """The effect of a group's tombstone: the group goes (with its offsets and open transactions' offsets)."""
+
+        def drop(_offset: int) -> None:
+            self._kill(group)
+            if self.groups.get(group.group_id) is group:
+                del self.groups[group.group_id]
+            log.info("%s group %s and its %d committed offset(s)", verb, group.group_id, len(group.offsets))
+
+        return drop
+
+    @staticmethod
+    def _offsets_remover(
+        group: GroupMetadata, tps: list[TopicPartition], then: Callable[[int], None] | None = None
+    ) -> Callable[[int], None]:
+        """The effect of tombstones of ``tps``: the offsets go (with those of open transactions), then ``then``."""
+
+        def remove(offset: int) -> None:
+            group.remove_offsets(tps)
+            if then is not None:
+                then(offset)
+
+        return remove
+
+    async def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         if (code := self.not_serving(group_id)) is not None:
@@ -279,13 +330,16 @@ class GroupOffsetsMixin:
                     result[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                 else:
                     deletable.append(tp)
-        present = [tp for tp in deletable if tp in group.offsets]
+        pending = group.pending_txn_partitions()
+        present = [tp for tp in deletable if tp in group.offsets or tp in pending]
         try:
-            self.manager.write_tombstones(group_id, present, group=False)
+            write = self.manager.write_tombstones(group_id, present, group=False,
+                                                  apply=self._offsets_remover(group, present))  # fmt: skip
         except KafkaError as e:
             return e.code, {}
-        for tp in present:
-            del group.offsets[tp]
+        code = ErrorCode.NO_ERROR if write is None else await self.manager.complete(write, offsets=False)
+        if code != ErrorCode.NO_ERROR:
+            return code, {}
         result.update({tp: ErrorCode.NO_ERROR for tp in deletable})
         return ErrorCode.NO_ERROR, result
 
@@ -332,10 +386,12 @@ class GroupOffsetsMixin:
     def _remove_offsets(
         self, select: Callable[[GroupMetadata], list[TopicPartition]], now_ms: int, verb: str
     ) -> int:
-        """Remove the offsets ``select`` picks in each group (tombstones first), and drop a group left empty
-        with none; returns how many were removed."""
+        """Remove the offsets ``select`` picks in each group (their tombstones written; they go once
+        replicated), and a group left empty with none; returns how many were removed."""
         total = 0
         for group_id, group in list(self.groups.items()):
+            if group.is_in(GroupState.DEAD):
+                continue
             removed = select(group)
             dead = (
                 group.is_in(GroupState.EMPTY)
@@ -345,19 +401,18 @@ class GroupOffsetsMixin:
             )
             if not removed and not dead:
                 continue
+            apply = self._offsets_remover(group, removed, self._dropper(group, "Dropped") if dead else None)
             try:
-                self.manager.write_tombstones(group_id, removed, group=dead and group.generation_id > 0)
+                write = self.manager.write_tombstones(group_id, removed, group=dead and group.generation_id > 0,
+                                                      apply=apply)  # fmt: skip
             except KafkaError as e:
                 log.warning("Failed to remove offsets of group %s: %s", group_id, e.message)
                 continue
-            for tp in removed:
-                del group.offsets[tp]
+            if write is None:  # nothing to write: a group that never used group management, without offsets
+                apply(-1)
+            elif dead:
+                self._kill(group)
             total += len(removed)
             if removed:
                 log.info("%s %d offset(s) of group %s", verb, len(removed), group_id)
-            if dead:
-                group.transition_to(GroupState.DEAD, now_ms)
-                self._cancel_group_timers(group_id)
-                del self.groups[group_id]
-                log.info("Group %s is gone: empty, with no committed offsets", group_id)
         return total
