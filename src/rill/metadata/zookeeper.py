@@ -360,7 +360,9 @@ class ZkMetadataStore(ZkChanges):
             self._mark_topic(topic)
             return self._watched_topics.get(topic) is token
 
-        lasting_children_watch(self.zk, zl.partitions_path(topic), on_partitions)
+        # Not a lasting watch: one would outlive the topic, waiting for good on a name that may never come back.
+        with contextlib.suppress(NoNodeError):
+            self.zk.ChildrenWatch(zl.partitions_path(topic), on_partitions)
 
     async def _follow(self) -> None:
         """Apply what the watches marked, and the full re-read after a new session, in order, until cancelled: the
