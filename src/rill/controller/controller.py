@@ -51,7 +51,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from rill.controller.election import Election, elect
 from rill.metadata import zk_layout as zl
-from rill.metadata.zk_tx import lasting_children_watch
+from rill.metadata.zk_watches import lasting_children_watch
 
 log = logging.getLogger(__name__)
 
@@ -125,8 +125,8 @@ class KafkaController:
 
     def _watch(self) -> None:
         self.zk.DataWatch(zl.CONTROLLER, self._poke)
-        self.zk.ChildrenWatch(zl.BROKER_IDS, self._on_brokers)
-        self.zk.ChildrenWatch(zl.TOPICS, self._on_topics)
+        lasting_children_watch(self.zk, zl.BROKER_IDS, self._on_brokers)
+        lasting_children_watch(self.zk, zl.TOPICS, self._on_topics)
         lasting_children_watch(self.zk, zl.DELETE_TOPICS, self._poke)
         self.zk.DataWatch(zl.LEADER_ELECTION, self._poke)
 

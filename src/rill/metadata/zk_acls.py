@@ -28,6 +28,7 @@ from kazoo.exceptions import NoNodeError
 
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.zk_tx import after_lost_race, committed
+from rill.metadata.zk_watches import lasting_children_watch
 from rill.security.acl import (
     STORED_TYPES,
     AccessControlEntry,
@@ -88,7 +89,7 @@ class ZkAcls:
             for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
                 path = type_dir(resource_type, pattern_type)
                 self._zk.ensure_path(path)
-                self._zk.ChildrenWatch(path, self._children_watcher(resource_type, pattern_type))
+                lasting_children_watch(self._zk, path, self._children_watcher(resource_type, pattern_type))
 
     def _children_watcher(self, resource_type: ResourceType, pattern_type: PatternType) -> Callable[[list[str]], bool]:
         def on_children(names: list[str]) -> bool:

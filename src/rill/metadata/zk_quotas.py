@@ -24,7 +24,8 @@ from kazoo.exceptions import NoNodeError
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata import zk_layout as zl
 from rill.metadata.client_quotas import QUOTA_KEYS, ClientQuotas, QuotaChanges, QuotaEntity, format_value
-from rill.metadata.zk_tx import after_lost_race, committed, lasting_children_watch
+from rill.metadata.zk_tx import after_lost_race, committed
+from rill.metadata.zk_watches import lasting_children_watch
 
 log = logging.getLogger(__name__)
 

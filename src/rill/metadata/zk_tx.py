@@ -5,7 +5,7 @@ another writer (read again and retry), or failed."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -49,22 +49,3 @@ def after_lost_race(zk: KazooClient, attempt: int, parents: Iterable[str]) -> No
         raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, f"a ZooKeeper transaction lost {attempt} races in a row")
     for parent in parents:
         zk.ensure_path(parent)
-
-
-def lasting_children_watch(zk: KazooClient, path: str, func: Callable[[list[str]], Any]) -> None:
-    """kazoo's ``ChildrenWatch`` of ``path``, set again each time ``path`` is made again after a deletion (kazoo's
-    stops for good, silently, once its znode is deleted: a parent an operator deleted and a writer made again would
-    otherwise never be followed again)."""
-    gone = False
-
-    def on_data(_: bytes | None, stat: Any) -> bool:
-        nonlocal gone
-        if stat is None:
-            gone = True
-        elif gone:
-            gone = False
-            zk.ChildrenWatch(path, func)
-        return True
-
-    zk.ChildrenWatch(path, func)
-    zk.DataWatch(path, on_data)

@@ -24,6 +24,7 @@ from rill.errors import ErrorCode, KafkaError
 from rill.metadata import zk_layout as zl
 from rill.metadata.user_credentials import CredentialChanges, UserCredentials
 from rill.metadata.zk_tx import after_lost_race, committed
+from rill.metadata.zk_watches import lasting_children_watch
 from rill.security.scram import SCRAM_MECHANISMS, ScramCredential
 
 USERS = "/config/users"
@@ -46,7 +47,7 @@ class ZkUserCredentials:
         """Make the parents and watch the users (blocking: run in a thread)."""
         self._zk.ensure_path(USERS)
         self._zk.ensure_path(CONFIG_CHANGES)
-        self._zk.ChildrenWatch(USERS, self._on_users)
+        lasting_children_watch(self._zk, USERS, self._on_users)
 
     def _on_users(self, users: list[str]) -> bool:
         for user in users:

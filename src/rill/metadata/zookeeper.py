@@ -58,6 +58,7 @@ from rill.metadata.zk_client import ZkClientSecurity, make_zk_client
 from rill.metadata.zk_image import not_older, read_cluster, read_configs, read_topic_versioned
 from rill.metadata.zk_quotas import ZkClientQuotas
 from rill.metadata.zk_users import ZkUserCredentials
+from rill.metadata.zk_watches import lasting_children_watch
 from rill.security.acl import AccessControlEntry, AclCache, ResourcePattern
 from rill.security.scram import ScramCredential
 
@@ -118,7 +119,7 @@ class ZkMetadataStore(ZkChanges):
         self._wake = asyncio.Event()
         self._applied = asyncio.Condition()
         self._follower: asyncio.Task[None] | None = None
-        self._watched_topics: set[str] = set()
+        self._watched_topics: dict[str, object] = {}  # topic -> the token its watches live while it is there
         self._watched_states: set[str] = set()  # partition state znodes with a data watch (kazoo threads add)
         self._session_lost = False
         self._registered_session = 0  # the session that owns this broker's registration
@@ -157,6 +158,12 @@ class ZkMetadataStore(ZkChanges):
         await asyncio.to_thread(self.users.start)
         await asyncio.to_thread(self.acl_store.start)
         await self.quotas.start()
+        # What the watches' first calls marked (queued on the loop before the threads that set them returned) is
+        # all read now, after they were set: following starts from what changes later, rather than reading it all
+        # a second time.
+        self._dirty_cluster = False
+        self._dirty_topics.clear()
+        self._wake.clear()
         await self._refresh_cluster()
         self._follower = asyncio.create_task(self._follow(), name="zk-metadata")
 
@@ -308,15 +315,15 @@ class ZkMetadataStore(ZkChanges):
         self._from_kazoo(mark)
 
     def _watch_cluster(self) -> None:
-        """Watches (kazoo's recipes set them again after each event): brokers, the controller, the topic list,
-        the dynamic broker configs."""
-        self.zk.ChildrenWatch(zl.BROKER_IDS, self._mark_cluster)
+        """Watches (kazoo's recipes set them again after each event; the children watches also once their znode is
+        made again after a deletion): brokers, the controller, the topic list, the dynamic broker configs."""
+        lasting_children_watch(self.zk, zl.BROKER_IDS, self._mark_cluster)
         self.zk.DataWatch(zl.CONTROLLER, self._mark_cluster)
         self.zk.DataWatch(zl.broker_config_path(self._node_id), self._mark_cluster)
         self.zk.DataWatch(zl.broker_config_path(None), self._mark_cluster)
-        self.zk.ChildrenWatch(zl.TOPICS, self._on_topic_list)
+        lasting_children_watch(self.zk, zl.TOPICS, self._on_topic_list)
         self.zk.ensure_path(zl.GROUP_CONFIGS)
-        self.zk.ChildrenWatch(zl.GROUP_CONFIGS, self._on_group_config_list)
+        lasting_children_watch(self.zk, zl.GROUP_CONFIGS, self._on_group_config_list)
 
     def _on_group_config_list(self, names: list[str]) -> bool:
         for name in names:
@@ -333,11 +340,13 @@ class ZkMetadataStore(ZkChanges):
         return True
 
     def _watch_topic(self, topic: str) -> None:
-        """Watches on one topic's assignment, configs, partition list and partition states (kazoo thread)."""
+        """Watches on one topic's assignment, configs, partition list and partition states (kazoo thread); they end
+        once the topic is no longer watched with this token (a topic made again gets watches of its own)."""
+        token = self._watched_topics[topic]
 
         def on_change(*_: Any) -> bool:
             self._mark_topic(topic)
-            return topic in self._watched_topics
+            return self._watched_topics.get(topic) is token
 
         self.zk.DataWatch(zl.topic_path(topic), on_change)
         self.zk.DataWatch(zl.topic_config_path(topic), on_change)
@@ -349,8 +358,9 @@ class ZkMetadataStore(ZkChanges):
                     self._watched_states.add(path)
                     self.zk.DataWatch(path, on_change)
             self._mark_topic(topic)
-            return topic in self._watched_topics
+            return self._watched_topics.get(topic) is token
 
+        # Not a lasting watch: one would outlive the topic, waiting for good on a name that may never come back.
         with contextlib.suppress(NoNodeError):
             self.zk.ChildrenWatch(zl.partitions_path(topic), on_partitions)
 
@@ -388,12 +398,12 @@ class ZkMetadataStore(ZkChanges):
         self._brokers, self._controller_id = brokers, controller
         self._broker_configs, self._default_broker_configs = own, default
         new = [t for t in topics if t not in self._watched_topics]
-        self._watched_topics.update(new)
+        self._watched_topics.update((t, object()) for t in new)
         for t in new:
             await asyncio.to_thread(self._watch_topic, t)
         gone = [t for t in self._watched_topics if t not in topics]
         for t in gone:
-            self._watched_topics.discard(t)
+            del self._watched_topics[t]
             prefix = zl.partitions_path(t) + "/"
             self._watched_states -= {p for p in self._watched_states if p.startswith(prefix)}
         if new or gone:

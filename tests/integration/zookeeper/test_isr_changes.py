@@ -2,7 +2,7 @@
 
 One broker's metadata store (``ZkMetadataStore``) and replica manager run in the test, on real logs; the test
 plays the controller (it writes the topic's znodes) and the followers (their fetch positions). Its ZooKeeper
-client is a ``FaultyKazooClient``, so each race is a sequence of steps:
+client is a ``FaultInjectingKazooClient``, so each race is a sequence of steps:
 
 - maximal ISR (Kafka's PendingExpandIsr/PendingShrinkIsr): while the write that adds a follower to the ISR is
   in flight, the high watermark already counts that follower (once the write lands it is in the ISR, and every
@@ -29,7 +29,7 @@ from rill.metadata.store import BrokerInfo
 from rill.metadata.zookeeper import ZkMetadataStore
 from rill.replica.partition import Partition
 from rill.replica.replica_manager import ReplicaManager
-from rill.testing.faulty_zookeeper import FaultyKazooClient
+from rill.testing.zk_faults import Action, Fault, FaultInjectingKazooClient
 from rill.testing.zookeeper import ZooKeeperEnsemble
 
 pytestmark = pytest.mark.timeout(120)
@@ -44,14 +44,21 @@ def zk_server() -> Iterator[ZooKeeperEnsemble]:
         yield running
 
 
-Body = Callable[[ReplicaManager, FaultyKazooClient, Partition], Awaitable[None]]
+Body = Callable[[ReplicaManager, FaultInjectingKazooClient, Partition], Awaitable[None]]
 
 
 def _run(zk_server: ZooKeeperEnsemble, tmp_path: Path, isr: tuple[int, ...], body: Body) -> None:
     async def main() -> None:
         chroot = f"/isr-{uuid.uuid4().hex[:8]}"
+        made: list[FaultInjectingKazooClient] = []
+
+        def client(hosts: str, timeout: float) -> FaultInjectingKazooClient:
+            made.append(FaultInjectingKazooClient(hosts=hosts, timeout=timeout))
+            return made[-1]
+
         store = ZkMetadataStore(zk_server.connect_string + chroot, 0, BrokerInfo(0, "127.0.0.1", 9092),
-                                session_timeout_ms=4000, connection_timeout_ms=10000)  # fmt: skip
+                                session_timeout_ms=4000, connection_timeout_ms=10000,
+                                client_factory=client)  # fmt: skip
         await store.start()
         manager = LogManager([tmp_path / "logs"], LogConfig())
         manager.startup()
@@ -70,13 +77,10 @@ def _run(zk_server: ZooKeeperEnsemble, tmp_path: Path, isr: tuple[int, ...], bod
             async with asyncio.timeout(20):
                 while TP not in rm.partitions() or not rm.partitions()[TP].is_leader:
                     await asyncio.sleep(0.02)
-            faulty = FaultyKazooClient(store.zk)
-            store.zk = faulty  # type: ignore[assignment]
-            await body(rm, faulty, rm.get_partition(TP))
+            await body(rm, made[0], rm.get_partition(TP))
         finally:
-            if isinstance(store.zk, FaultyKazooClient):
-                store.zk.clear()  # whatever a failed step left held goes on
-                store.zk = store.zk.client
+            if made:
+                made[0].clear_faults()  # whatever a failed step left held goes on
             rm.shutdown()
             manager.shutdown()
             await store.close()
@@ -88,8 +92,8 @@ def _append(rm: ReplicaManager, n: int) -> None:
     rm.append_records(TP, memoryview(bytearray(make_batch(n))), 1)
 
 
-async def _zk_isr(faulty: FaultyKazooClient) -> tuple[int, ...]:
-    data, stat = await asyncio.to_thread(faulty.client.get, STATE)
+async def _zk_isr(faulty: FaultInjectingKazooClient) -> tuple[int, ...]:
+    data, stat = await asyncio.to_thread(faulty.get, STATE)
     return zl.decode_state(data, stat.version).isr
 
 
@@ -102,13 +106,13 @@ async def _until(condition: Callable[[], bool], what: str) -> None:
 def test_a_follower_being_added_counts_for_the_high_watermark_while_the_write_is_in_flight(
     zk_server: ZooKeeperEnsemble, tmp_path: Path
 ) -> None:
-    async def body(rm: ReplicaManager, faulty: FaultyKazooClient, partition: Partition) -> None:
+    async def body(rm: ReplicaManager, faulty: FaultInjectingKazooClient, partition: Partition) -> None:
         _append(rm, 5)
         rm.update_follower_fetch_state(TP, 1, 5)
         assert partition.high_watermark == 5
-        held = faulty.hold("set", STATE)
+        held = faulty.inject(Fault("set", STATE, Action.HOLD))
         rm.update_follower_fetch_state(TP, 2, 5)  # broker 2 reached the high watermark: it is added
-        await asyncio.to_thread(held.wait)
+        await asyncio.to_thread(held.wait_reached)
         _append(rm, 3)
         rm.update_follower_fetch_state(TP, 1, 8)
         assert partition.high_watermark == 5, "records past broker 2's log counted as committed"
@@ -125,13 +129,13 @@ def test_a_follower_being_added_counts_for_the_high_watermark_while_the_write_is
 def test_a_follower_being_removed_still_counts_until_the_write_lands(
     zk_server: ZooKeeperEnsemble, tmp_path: Path
 ) -> None:
-    async def body(rm: ReplicaManager, faulty: FaultyKazooClient, partition: Partition) -> None:
+    async def body(rm: ReplicaManager, faulty: FaultInjectingKazooClient, partition: Partition) -> None:
         _append(rm, 5)
         rm.update_follower_fetch_state(TP, 1, 5)
         rm.update_follower_fetch_state(TP, 2, 5)
-        held = faulty.hold("set", STATE)
+        held = faulty.inject(Fault("set", STATE, Action.HOLD))
         shrink = asyncio.create_task(rm._alter_isr(partition, [0, 1], "shrink"))
-        await asyncio.to_thread(held.wait)
+        await asyncio.to_thread(held.wait_reached)
         _append(rm, 3)
         rm.update_follower_fetch_state(TP, 1, 8)
         assert partition.high_watermark == 5, "broker 2 stopped counting before it left the ISR"
@@ -148,13 +152,14 @@ def test_an_expansion_whose_answer_was_lost_is_read_back(zk_server: ZooKeeperEns
     back (the topic's re-read waits), so only reading the znode again tells the leader that broker 2 is in the
     ISR: until it knows, the high watermark must not pass broker 2's log end."""
 
-    async def body(rm: ReplicaManager, faulty: FaultyKazooClient, partition: Partition) -> None:
+    async def body(rm: ReplicaManager, faulty: FaultInjectingKazooClient, partition: Partition) -> None:
         _append(rm, 5)
         rm.update_follower_fetch_state(TP, 1, 5)
-        rereads = faulty.hold("get", zl.topic_path("t"), times=None)
-        lost = faulty.apply_then_fail("set", STATE)
+        # the store's re-reads of the topic (not the calls of kazoo's watches, which only mark it to be read)
+        rereads = faulty.inject(Fault("get", zl.topic_path("t"), Action.HOLD, times=1_000_000, watch=False))
+        lost = faulty.inject(Fault("set", STATE, Action.APPLY_THEN_FAIL))
         rm.update_follower_fetch_state(TP, 2, 5)
-        await asyncio.to_thread(lost.wait)
+        await asyncio.to_thread(lost.wait_reached)
         await _until(lambda: TP not in rm._isr_changing, "the expansion's end")
         assert await _zk_isr(faulty) == (0, 1, 2)
         assert partition.state.isr == (0, 1, 2), "the expansion that was made is not known"
@@ -167,12 +172,12 @@ def test_an_expansion_whose_answer_was_lost_is_read_back(zk_server: ZooKeeperEns
 
 
 def test_an_expansion_lost_before_it_was_made_is_made(zk_server: ZooKeeperEnsemble, tmp_path: Path) -> None:
-    async def body(rm: ReplicaManager, faulty: FaultyKazooClient, partition: Partition) -> None:
+    async def body(rm: ReplicaManager, faulty: FaultInjectingKazooClient, partition: Partition) -> None:
         _append(rm, 5)
         rm.update_follower_fetch_state(TP, 1, 5)
-        lost = faulty.fail("set", STATE)
+        lost = faulty.inject(Fault("set", STATE, Action.FAIL))
         rm.update_follower_fetch_state(TP, 2, 5)
-        await asyncio.to_thread(lost.wait)
+        await asyncio.to_thread(lost.wait_reached)
         await _until(lambda: TP not in rm._isr_changing, "the expansion's end")
         assert await _zk_isr(faulty) == (0, 1, 2), "the expansion was not made after the lost write"
         assert partition.state.isr == (0, 1, 2)
@@ -184,17 +189,17 @@ def test_a_late_answer_never_takes_the_state_back(zk_server: ZooKeeperEnsemble, 
     """The expansion is written, but its answer reaches the leader only after the store's watch brought that
     state and a later one (the controller took broker 1 out): the leader keeps the later state."""
 
-    async def body(rm: ReplicaManager, faulty: FaultyKazooClient, partition: Partition) -> None:
+    async def body(rm: ReplicaManager, faulty: FaultInjectingKazooClient, partition: Partition) -> None:
         _append(rm, 5)
         rm.update_follower_fetch_state(TP, 1, 5)
-        late = faulty.apply_then_hold("set", STATE)
+        late = faulty.inject(Fault("set", STATE, Action.HOLD_ANSWER))
         rm.update_follower_fetch_state(TP, 2, 5)
-        await asyncio.to_thread(late.wait)
+        assert await asyncio.to_thread(late.answered.wait, 10), "the expansion was not made"  # its answer held
 
         def controller_shrinks() -> None:
-            data, stat = faulty.client.get(STATE)
+            data, stat = faulty.get(STATE)
             s = zl.decode_state(data, stat.version)
-            faulty.client.set(STATE, zl.encode_state(zl.LeaderAndIsr(0, 0, (0, 2), s.controller_epoch)),
+            faulty.set(STATE, zl.encode_state(zl.LeaderAndIsr(0, 0, (0, 2), s.controller_epoch)),
                               version=stat.version)  # fmt: skip
 
         await asyncio.to_thread(controller_shrinks)
