@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
@@ -29,6 +30,7 @@ from referencing.jsonschema import DRAFT7
 
 from rill.registry.errors import invalid_schema
 
+Resolver = Any  # referencing.Registry.resolver(): the package does not export its type
 _NUMERIC_WIDER = {"integer": {"number"}}  # a reader of "number" accepts what a writer of "integer" wrote
 _CHECKED = {
     "type", "enum", "const", "properties", "required", "additionalProperties", "items", "minimum", "maximum",
@@ -45,25 +47,27 @@ class ParsedJsonSchema:
     def __init__(self, document: Any, registry: Registry[Any]) -> None:
         self.document = document
         self.registry = registry
+        # the document itself is the root: "#" and "#/definitions/..." resolve within it
+        root = Resource.from_contents(document, default_specification=DRAFT7)
+        self.root: Resolver = registry.resolver_with_root(root)
 
     def validator(self) -> Any:
         cls = jsonschema.validators.validator_for(self.document, default=jsonschema.Draft7Validator)
         return cls(self.document, registry=self.registry)
 
-    def resolve(self, node: Any) -> Any:
-        """``node`` with a ``$ref`` followed (within this schema or into a referenced one)."""
+    def resolve(self, node: Any, resolver: Resolver | None = None) -> tuple[Any, Resolver]:
+        """``node`` with a ``$ref`` followed (within its document or into a referenced one), and the resolver of
+        the document it is in (a ``$ref`` inside a referenced schema is relative to that schema)."""
+        resolver = resolver or self.root
         seen = 0
         while isinstance(node, dict) and isinstance(node.get("$ref"), str) and seen < 32:
             try:
-                node = self.registry.resolver(base_uri=_base(self.document)).lookup(node["$ref"]).contents
+                resolved = resolver.lookup(node["$ref"])
             except Exception:
-                return node
+                return node, resolver
+            node, resolver = resolved.contents, resolved.resolver
             seen += 1
-        return node
-
-
-def _base(document: Any) -> str:
-    return str(document.get("$id", "")) if isinstance(document, dict) else ""
+        return node, resolver
 
 
 def canonical(text: str) -> str:
@@ -104,8 +108,22 @@ def parse(text: str, referenced: Sequence[tuple[str, str]]) -> ParsedJsonSchema:
 def incompatibilities(reader: ParsedJsonSchema, writer: ParsedJsonSchema) -> list[str]:
     """Why ``reader`` does not accept every document ``writer`` accepts (empty: it does)."""
     out: list[str] = []
-    _compare(reader, reader.document, writer, writer.document, "#", out, 0)
+    walk = _Walk(reader, writer, {})
+    _compare(walk, reader.document, reader.root, writer.document, writer.root, "#", out, 0)
     return out
+
+
+@dataclass
+class _Walk:
+    """One comparison. ``compared`` holds each pair of (resolved) reader and writer nodes met so far: a
+    recursive schema (a ``$ref`` back to an enclosing node) meets the same pairs again and again, and walking
+    them each time costs the product of the branchings at every level. A pair met again is not walked again:
+    still being compared, it is taken as compatible (a cycle adds nothing the first walk does not find);
+    compared already, it repeats what was found there (the path of its first problem, or nothing)."""
+
+    reader: ParsedJsonSchema
+    writer: ParsedJsonSchema
+    compared: dict[tuple[int, int], str | None]  # the first problem's path, None while clean or in progress
 
 
 def _types(node: Any) -> set[str] | None:
@@ -124,12 +142,28 @@ def _accepts_all(node: Any) -> bool:
     return node is True or node == {}
 
 
-def _compare(rs: ParsedJsonSchema, r: Any, ws: ParsedJsonSchema, w: Any, at: str, out: list[str], depth: int) -> None:
+def _compare(walk: _Walk, r: Any, rr: Resolver, w: Any, wr: Resolver, at: str, out: list[str],
+             depth: int) -> None:  # fmt: skip
     if depth > 64:
         return
-    r, w = rs.resolve(r), ws.resolve(w)
-    if _accepts_all(r) or (r == w and rs.registry is ws.registry):
+    (r, rr), (w, wr) = walk.reader.resolve(r, rr), walk.writer.resolve(w, wr)
+    if _accepts_all(r) or (r == w and walk.reader.registry is walk.writer.registry):
         return
+    pair = (id(r), id(w))
+    if pair in walk.compared:
+        first = walk.compared[pair]
+        if first is not None:
+            out.append(f"{{errorType:'SCHEMA_CHANGED', description:'at {at}: as at {first}'}}")
+        return
+    walk.compared[pair] = None
+    before = len(out)
+    _compare_nodes(walk, r, rr, w, wr, at, out, depth)
+    if len(out) > before:
+        walk.compared[pair] = at
+
+
+def _compare_nodes(walk: _Walk, r: Any, rr: Resolver, w: Any, wr: Resolver, at: str, out: list[str],
+                   depth: int) -> None:  # fmt: skip
     if w is False:
         return
     if r is False or not isinstance(r, dict) or not isinstance(w, dict):
@@ -150,28 +184,28 @@ def _compare(rs: ParsedJsonSchema, r: Any, ws: ParsedJsonSchema, w: Any, at: str
     if "const" in r and w.get("const", object()) != r["const"]:
         out.append(f"{{errorType:'CONST_CHANGED', description:'at {at}: const changed'}}")
     _bounds(r, w, at, out)
-    _properties(rs, r, ws, w, at, out, depth)
+    _properties(walk, r, rr, w, wr, at, out, depth)
     if "items" in r and isinstance(r["items"], dict | bool):
-        _compare(rs, r["items"], ws, w.get("items", True) if isinstance(w.get("items", True), dict | bool) else True,
-                 f"{at}/items", out, depth + 1)  # fmt: skip
+        w_items = w.get("items", True) if isinstance(w.get("items", True), dict | bool) else True
+        _compare(walk, r["items"], rr, w_items, wr, f"{at}/items", out, depth + 1)
     for key in ("oneOf", "anyOf"):
         if key in r:
             branches = w.get(key, [w])
             for i, branch in enumerate(branches):
-                if not any(not _sub(rs, rb, ws, branch, depth) for rb in r[key]):
+                if not any(not _sub(walk, rb, rr, branch, wr, depth) for rb in r[key]):
                     out.append(f"{{errorType:'COMBINED_TYPE_SUBSCHEMAS_CHANGED', description:'at {at}/{key}: "
                                f"branch {i} of the old schema matches no branch'}}")  # fmt: skip
     if "allOf" in r:
         for i, rb in enumerate(r["allOf"]):
-            _compare(rs, rb, ws, w, f"{at}/allOf/{i}", out, depth + 1)
+            _compare(walk, rb, rr, w, wr, f"{at}/allOf/{i}", out, depth + 1)
     for key in set(r) - _CHECKED - _DESCRIPTIVE:
         if r.get(key) != w.get(key):
             out.append(f"{{errorType:'SCHEMA_CHANGED', description:'at {at}: {key} changed'}}")
 
 
-def _sub(rs: ParsedJsonSchema, r: Any, ws: ParsedJsonSchema, w: Any, depth: int) -> list[str]:
+def _sub(walk: _Walk, r: Any, rr: Resolver, w: Any, wr: Resolver, depth: int) -> list[str]:
     found: list[str] = []
-    _compare(rs, r, ws, w, "#", found, depth + 1)
+    _compare(walk, r, rr, w, wr, "#", found, depth + 1)
     return found
 
 
@@ -197,7 +231,7 @@ def _bounds(r: dict[str, Any], w: dict[str, Any], at: str, out: list[str]) -> No
         out.append(f"{{errorType:'UNIQUE_ITEMS_ADDED', description:'at {at}: uniqueItems added'}}")
 
 
-def _properties(rs: ParsedJsonSchema, r: dict[str, Any], ws: ParsedJsonSchema, w: dict[str, Any], at: str,
+def _properties(walk: _Walk, r: dict[str, Any], rr: Resolver, w: dict[str, Any], wr: Resolver, at: str,
                 out: list[str], depth: int) -> None:  # fmt: skip
     rp: dict[str, Any] = r.get("properties", {}) if isinstance(r.get("properties"), dict) else {}
     wp: dict[str, Any] = w.get("properties", {}) if isinstance(w.get("properties"), dict) else {}
@@ -210,16 +244,16 @@ def _properties(rs: ParsedJsonSchema, r: dict[str, Any], ws: ParsedJsonSchema, w
     for name in sorted(set(wp) | set(rp)):
         where = f"{at}/properties/{name}"
         if name in rp and name in wp:
-            _compare(rs, rp[name], ws, wp[name], where, out, depth + 1)
+            _compare(walk, rp[name], rr, wp[name], wr, where, out, depth + 1)
         elif name in wp:  # the reader dropped it: old documents may carry it
             extra = r.get("additionalProperties", True)
             if extra is False:
                 out.append(f"{{errorType:'PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL', description:'at {where}'}}")
             elif isinstance(extra, dict):
-                _compare(rs, extra, ws, wp[name], where, out, depth + 1)
+                _compare(walk, extra, rr, wp[name], wr, where, out, depth + 1)
         elif _open(w) and not _accepts_all(rp[name]):  # the writer allowed anything under that name
             writer_extra = w.get("additionalProperties", True)
             if writer_extra is True:
                 out.append(f"{{errorType:'PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL', description:'at {where}'}}")
             else:
-                _compare(rs, rp[name], ws, writer_extra, where, out, depth + 1)
+                _compare(walk, rp[name], rr, writer_extra, wr, where, out, depth + 1)

@@ -1,0 +1,64 @@
+"""Schemas built to make the registry work hard: each request must be answered in bounded time, and the
+registry must go on serving others meanwhile."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from rill.registry.server import RegistryThread
+
+
+def _post(reg: RegistryThread, path: str, body: Any, timeout: float = 60.0) -> tuple[int, Any]:
+    request = urllib.request.Request(reg.url + path, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def _node(width: int, closed: bool) -> dict[str, Any]:
+    """An object whose ``width`` properties are each this same schema again (through the reference node.json)."""
+    doc: dict[str, Any] = {"type": "object", "properties": {f"p{i}": {"$ref": "node.json"} for i in range(width)}}
+    if closed:
+        doc["additionalProperties"] = False
+    return doc
+
+
+def test_a_recursive_json_schema_checks_compatibility_in_bounded_time(reg: RegistryThread) -> None:
+    for subject, closed in (("node-open", False), ("node-closed", True)):
+        status, body = _post(reg, f"/subjects/{subject}/versions",
+                             {"schemaType": "JSON", "schema": json.dumps(_node(4, closed))})  # fmt: skip
+        assert status == 200, body
+    tree = json.dumps({"$ref": "node.json"})
+    status, body = _post(reg, "/subjects/tree-value/versions", {"schemaType": "JSON", "schema": tree,
+                         "references": [{"name": "node.json", "subject": "node-open", "version": 1}]})  # fmt: skip
+    assert status == 200, body
+    # the same recursive shape, closed: every pair of nodes of the two trees differs, so a checker that walks the
+    # unrolled trees visits 4**depth pairs
+    started = time.monotonic()
+    status, body = _post(reg, "/compatibility/subjects/tree-value/versions/latest",
+                         {"schemaType": "JSON", "schema": tree,
+                          "references": [{"name": "node.json", "subject": "node-closed", "version": 1}]})  # fmt: skip
+    took = time.monotonic() - started
+    assert status == 200, body
+    assert body["is_compatible"] is False
+    assert took < 10.0, f"the check took {took:.1f} s"
+
+
+def test_a_changed_local_definition_is_checked(reg: RegistryThread) -> None:
+    def schema(kind: str) -> str:
+        return json.dumps({"type": "object", "properties": {"a": {"$ref": "#/definitions/n"}},
+                           "definitions": {"n": {"type": kind}}})  # fmt: skip
+
+    status, body = _post(reg, "/subjects/local-ref-value/versions", {"schemaType": "JSON", "schema": schema("number")})
+    assert status == 200, body
+    # a string where numbers were written cannot read the old documents; an integer-or-number widening can
+    status, body = _post(reg, "/compatibility/subjects/local-ref-value/versions/latest",
+                         {"schemaType": "JSON", "schema": schema("string")})  # fmt: skip
+    assert (status, body["is_compatible"]) == (200, False), body
