@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -306,3 +308,57 @@ def test_a_killed_broker_shows_as_down_with_under_replicated_partitions(env: Env
     assert "down" in page.inner_text("#brokers") and seen < 30
     assert page.locator("#attention tbody tr").count() > 0
     tab.close()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any) -> None:
+        return None
+
+
+def _http_sign_in(base: str, user: str, password: str, next_: str = "/") -> tuple[int, str, str]:
+    """Status, Location and session cookie of a sign-in posted as a form (raw HTTP, no redirects followed)."""
+    opener = urllib.request.build_opener(_NoRedirect)
+    data = urllib.parse.urlencode({"username": user, "password": password, "next": next_}).encode()
+    try:
+        with opener.open(urllib.request.Request(base + "/login", data=data), timeout=60) as r:
+            return r.status, r.headers.get("Location", ""), ""
+    except urllib.error.HTTPError as e:
+        cookie = (e.headers.get("Set-Cookie") or "").split(";")[0]
+        return e.code, e.headers.get("Location", ""), cookie
+
+
+def _get_json(base: str, path: str, cookie: str) -> tuple[int, Any]:
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(urllib.request.Request(base + path, headers={"Cookie": cookie}), timeout=60) as r:
+            body = r.read()
+            return r.status, json.loads(body) if path.startswith("/api/") else body.decode()
+    except urllib.error.HTTPError as e:
+        return e.code, None
+
+
+def test_sign_in_goes_back_only_to_a_page_of_the_console(env: Env) -> None:
+    for target in ("//evil.example/x", "/\\evil.example/x", "https://evil.example/", "/\t/evil.example"):
+        status, location, cookie = _http_sign_in(env.login_console, "alice", "alice-secret", target)
+        assert status == 303 and cookie, (target, status)
+        assert location == "/", (target, location)
+    status, location, _ = _http_sign_in(env.login_console, "alice", "alice-secret", "/topics/public?x=1")
+    assert (status, location) == (303, "/topics/public?x=1")
+
+
+def test_a_group_s_lag_history_is_only_shown_to_who_may_see_the_group(env: Env) -> None:
+    _group_with_lag(env.cluster.bootstrap_servers, "public", "payroll", 5)
+    _, _, admin = _http_sign_in(env.login_console, "admin", "admin-secret")
+    _, _, alice = _http_sign_in(env.login_console, "alice", "alice-secret")
+    assert admin and alice
+    status, _ = _get_json(env.login_console, "/groups/payroll", admin)  # admin views it: sampled as admin
+    assert status == 200
+    status, history = _get_json(env.login_console, "/api/lag/payroll", admin)
+    assert status == 200 and history["t"], history
+    # alice may not describe the group: its page refuses her, and so must its history
+    status, history = _get_json(env.login_console, "/api/lag/payroll", alice)
+    assert status != 200 or not history["t"], history
+    # a group nobody uses is not sampled (any id in the URL would otherwise be watched, and kept, for good)
+    status, _ = _get_json(env.login_console, "/groups/nobody-uses-this-group", admin)
+    status, history = _get_json(env.login_console, "/api/lag/nobody-uses-this-group", admin)
+    assert status != 200 or not history["t"], history
