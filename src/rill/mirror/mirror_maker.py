@@ -118,7 +118,8 @@ class MirrorMaker:
         self.stats = MirrorStats()
         self._pattern = re.compile(config.topics)
         self._groups_pattern = re.compile(config.groups)
-        self._sync_store = OffsetSyncStore(config.target, config.name, config.group_id, config.target_props)
+        self._sync_store = OffsetSyncStore(config.target, config.name, config.group_id, config.target_props,
+                                           config.prefix)  # fmt: skip
         self._syncs_topic = self._sync_store.topic
         self._syncs: dict[TopicPart, PartitionSyncs] = {}
         self._copying: dict[TopicPart, PartitionStatus] = {}  # by source (topic, partition)
