@@ -3,6 +3,7 @@ registry must go on serving others meanwhile."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import urllib.error
@@ -62,3 +63,32 @@ def test_a_changed_local_definition_is_checked(reg: RegistryThread) -> None:
     status, body = _post(reg, "/compatibility/subjects/local-ref-value/versions/latest",
                          {"schemaType": "JSON", "schema": schema("string")})  # fmt: skip
     assert (status, body["is_compatible"]) == (200, False), body
+
+
+def _descriptor(**field: Any) -> str:
+    from google.protobuf import descriptor_pb2
+
+    fd = descriptor_pb2.FieldDescriptorProto
+    fdp = descriptor_pb2.FileDescriptorProto(name="order.proto", package="shop", syntax="proto3")
+    message = fdp.message_type.add(name="Order")
+    message.field.add(name="id", number=1, label=fd.LABEL_OPTIONAL, type=fd.TYPE_STRING)
+    message.field.add(**{"name": "extra", "number": 2, "label": fd.LABEL_OPTIONAL, **field})
+    return base64.standard_b64encode(fdp.SerializeToString()).decode()
+
+
+def test_a_protobuf_descriptor_sent_by_a_client_is_checked_as_protoc_checks_text(reg: RegistryThread) -> None:
+    from google.protobuf import descriptor_pb2
+
+    fd = descriptor_pb2.FieldDescriptorProto
+    status, body = _post(reg, "/subjects/descriptor-ok-value/versions",
+                         {"schemaType": "PROTOBUF", "schema": _descriptor(type=fd.TYPE_INT64)})  # fmt: skip
+    assert status == 200, body
+    for broken in (_descriptor(type=fd.TYPE_MESSAGE, type_name=".nowhere.Missing"),  # a type that does not exist
+                   _descriptor(type=fd.TYPE_INT64, oneof_index=7),  # a oneof the message does not declare
+                   _descriptor(type=fd.TYPE_INT64, name="id")):  # a field name used twice
+        status, body = _post(reg, "/subjects/descriptor-broken-value/versions",
+                             {"schemaType": "PROTOBUF", "schema": broken})  # fmt: skip
+        assert (status, body.get("error_code")) == (422, 42201), body
+    status, body = _post(reg, "/subjects/descriptor-broken-value/versions", {"schemaType": "PROTOBUF", "schema":
+                         _descriptor(type=fd.TYPE_MESSAGE, type_name=".google.protobuf.Timestamp")})  # fmt: skip
+    assert (status, body.get("error_code")) == (422, 42201), body  # it does not import timestamp.proto
