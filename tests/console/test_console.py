@@ -362,3 +362,36 @@ def test_a_group_s_lag_history_is_only_shown_to_who_may_see_the_group(env: Env) 
     status, _ = _get_json(env.login_console, "/groups/nobody-uses-this-group", admin)
     status, history = _get_json(env.login_console, "/api/lag/nobody-uses-this-group", admin)
     assert status != 200 or not history["t"], history
+
+
+def _zigzag(n: int) -> bytes:
+    n, out = (n << 1) ^ (n >> 63), bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    return bytes([*out, n])
+
+
+def test_hostile_records_do_not_stop_a_topic_s_messages_from_showing(env: Env) -> None:
+    bootstrap = env.cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("hostile", 1, 1)])["hostile"].result(60)
+    schema = json.dumps({"schema": json.dumps({"type": "array", "items": "null"})}).encode()
+    request = urllib.request.Request(env.registry + "/subjects/hostile-value/versions", method="POST", data=schema,
+                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})  # fmt: skip
+    with urllib.request.urlopen(request, timeout=30) as r:
+        schema_id = json.loads(r.read())["id"]
+    producer = Producer({"bootstrap.servers": bootstrap})
+    # ten bytes saying "five million nulls": Avro spends no byte on a null, so nothing bounds the count
+    producer.produce("hostile", value=b"\0" + schema_id.to_bytes(4, "big") + _zigzag(5_000_000) + _zigzag(0))
+    producer.produce("hostile", value=b"[" * 100_000 + b"]" * 100_000)  # JSON nested past Python's recursion limit
+    producer.produce("hostile", value=bytes(range(256)) * 3000)  # 768 KB of binary, shown as hex
+    assert producer.flush(30) == 0
+    started = time.monotonic()
+    status, page = _get_json(env.console, "/topics/hostile/messages?start=oldest&limit=50", "")
+    took = time.monotonic() - started
+    assert status == 200, page
+    assert len(page) < 1_000_000, f"a page of {len(page)} characters"
+    assert took < 30, f"{took:.1f} s"
+    assert page.count("<tr>") == 4, page[-3000:]  # the header and each record, shown
+    assert "not decoded: items that take no byte" in page and "more bytes not shown" in page

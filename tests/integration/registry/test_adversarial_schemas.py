@@ -92,3 +92,48 @@ def test_a_protobuf_descriptor_sent_by_a_client_is_checked_as_protoc_checks_text
     status, body = _post(reg, "/subjects/descriptor-broken-value/versions", {"schemaType": "PROTOBUF", "schema":
                          _descriptor(type=fd.TYPE_MESSAGE, type_name=".google.protobuf.Timestamp")})  # fmt: skip
     assert (status, body.get("error_code")) == (422, 42201), body  # it does not import timestamp.proto
+
+
+def _zigzag(n: int) -> bytes:
+    n, out = (n << 1) ^ (n >> 63), bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    return bytes([*out, n])
+
+
+def test_the_spark_decoders_answer_a_hostile_record_with_its_row_s_error(reg: RegistryThread) -> None:
+    """The executors' decoders (rill.spark.typed) on records that cost far more to read than their size."""
+    import pyarrow as pa
+
+    from rill.spark.typed import ColumnDecoder, JsonColumnDecoder, RegistryClient
+
+    client = RegistryClient(reg.url)
+    where = ("hostile", 0, pa.array([0, 1]))
+    status, body = _post(reg, "/subjects/free-items-value/versions",
+                         {"schema": json.dumps({"type": "array", "items": "null"})})  # fmt: skip
+    assert status == 200, body
+    avro = client.version("free-items-value", None)
+    decoder = ColumnDecoder(client, avro, pa.list_(pa.null()))
+    framed = b"\0" + avro.schema_id.to_bytes(4, "big")
+    errors: list[str | None] = [None, None]
+    started = time.monotonic()
+    # a few bytes claiming five million nulls (Avro spends no byte on a null: 2**62 costs ten bytes as well, and a
+    # reader's memory and time), and an honest record: a schema that allows it is not read at all
+    column = decoder.column(pa.array([framed + _zigzag(5_000_000) + _zigzag(0), framed + _zigzag(2) + _zigzag(0)]),
+                            errors, where, "value")  # fmt: skip
+    assert time.monotonic() - started < 10
+    assert column.to_pylist() == [None, None] and all("no byte" in (e or "") for e in errors), errors
+
+    status, body = _post(reg, "/subjects/deep-json-value/versions",
+                         {"schemaType": "JSON", "schema": json.dumps({"type": "array"})})  # fmt: skip
+    assert status == 200, body
+    json_schema = client.version("deep-json-value", None, "json")
+    from pyspark.sql import types as T
+
+    decoder_json = JsonColumnDecoder(json_schema, T.ArrayType(T.LongType()), pa.list_(pa.int64()))
+    framed = b"\0" + json_schema.schema_id.to_bytes(4, "big")
+    errors = [None, None]
+    column = decoder_json.column(pa.array([framed + b"[" * 100_000 + b"]" * 100_000, framed + b"[1]"]), errors,
+                                 where, "value")  # fmt: skip
+    assert errors[0] and errors[1] is None, errors
