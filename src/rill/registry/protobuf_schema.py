@@ -24,6 +24,7 @@ import binascii
 import os
 import sys
 import tempfile
+import weakref
 from collections.abc import Iterator, Sequence
 
 from google.protobuf import descriptor_pb2
@@ -34,6 +35,10 @@ FDP = descriptor_pb2.FileDescriptorProto
 FD = descriptor_pb2.FieldDescriptorProto
 WELL_KNOWN_PREFIX = "google/protobuf/"
 _COMPILE_TIMEOUT_S = 30.0
+# protoc runs in a Python process of its own (grpc_tools): tens of MB and a core each. Requests beyond this many
+# at once wait for a turn rather than start more (per event loop: a process may run several registries).
+MAX_COMPILES = max(2, os.cpu_count() or 1)
+_compile_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 _WIRE_GROUPS = [
     {FD.TYPE_INT32, FD.TYPE_INT64, FD.TYPE_UINT32, FD.TYPE_UINT64, FD.TYPE_BOOL},
     {FD.TYPE_SINT32, FD.TYPE_SINT64},
@@ -101,6 +106,16 @@ async def compile_schema(text: str, referenced: Sequence[tuple[str, descriptor_p
         own = name if all(name != path for path, _ in referenced) else f"rill-registered-{name}"
         _check_builds(normalized(given, own), referenced)
         return normalized(given)
+    loop = asyncio.get_running_loop()
+    turns = _compile_turns.get(loop)
+    if turns is None:
+        turns = _compile_turns[loop] = asyncio.Semaphore(MAX_COMPILES)
+    async with turns:
+        return await _protoc(text, referenced, name)
+
+
+async def _protoc(text: str, referenced: Sequence[tuple[str, descriptor_pb2.FileDescriptorProto]],
+                  name: str) -> descriptor_pb2.FileDescriptorProto:  # fmt: skip
     import grpc_tools
 
     include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")

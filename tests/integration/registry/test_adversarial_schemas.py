@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -137,3 +139,38 @@ def test_the_spark_decoders_answer_a_hostile_record_with_its_row_s_error(reg: Re
     column = decoder_json.column(pa.array([framed + b"[" * 100_000 + b"]" * 100_000, framed + b"[1]"]), errors,
                                  where, "value")  # fmt: skip
     assert errors[0] and errors[1] is None, errors
+
+
+def _protoc_children() -> int:
+    """protoc processes this process runs now (the registry runs in a thread of it)."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            if ppid != os.getpid():
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                count += b"grpc_tools.protoc" in f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+    return count
+
+
+def test_protoc_runs_a_bounded_number_of_times_at_once(reg: RegistryThread) -> None:
+    """Each .proto text sent is compiled by a protoc process: many sent at once must not start as many."""
+    results: list[int] = []
+    peak = 0
+    texts = [f'syntax = "proto3";\npackage burst{i};\nmessage M{i} {{ string a = 1; }}\n' for i in range(12)]
+    threads = [threading.Thread(target=lambda i=i, t=t: results.append(
+        _post(reg, f"/subjects/burst-{i}-value/versions", {"schemaType": "PROTOBUF", "schema": t}, timeout=120)[0]))
+        for i, t in enumerate(texts)]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        peak = max(peak, _protoc_children())
+        time.sleep(0.01)
+    assert results == [200] * 12
+    assert 1 <= peak <= max(2, os.cpu_count() or 1), f"{peak} protoc processes at once"
