@@ -395,3 +395,20 @@ def test_hostile_records_do_not_stop_a_topic_s_messages_from_showing(env: Env) -
     assert took < 30, f"{took:.1f} s"
     assert page.count("<tr>") == 4, page[-3000:]  # the header and each record, shown
     assert "not decoded: items that take no byte" in page and "more bytes not shown" in page
+
+
+def test_a_console_on_a_loopback_address_answers_only_loopback_host_names(env: Env) -> None:
+    """DNS rebinding: a page of another site whose name the attacker points at 127.0.0.1 reaches the console
+    with its own name in Host, and would read the pages (and their form tokens) as the same origin."""
+    import http.client
+
+    port = urllib.parse.urlsplit(env.console).port
+    for host, expected in ((f"rebind.evil.example:{port}", 400), (f"127.0.0.1:{port}", 200),
+                           (f"localhost:{port}", 200)):  # fmt: skip
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            conn.request("GET", "/topics", headers={"Host": host})
+            status = conn.getresponse().status
+        finally:
+            conn.close()
+        assert status == expected, (host, status)

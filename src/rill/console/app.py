@@ -19,6 +19,8 @@ from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -44,6 +46,9 @@ class Settings:
     metrics_urls: list[str] = field(default_factory=list)
     registry_url: str | None = None
     interval_s: float = 5.0
+    # the names the console answers to (the Host header); None: any. A console on a loopback address answers
+    # only loopback names, so a site whose name is pointed at 127.0.0.1 (DNS rebinding) gets nothing
+    allowed_hosts: list[str] | None = None
 
 
 class Console:
@@ -92,6 +97,23 @@ class Console:
         response = self.page(request, "error.html", session, message=message)
         response.status_code = status
         return response
+
+
+LOOPBACK_NAMES = ["localhost", "127.0.0.1", "::1", "[::1]"]
+
+
+def allowed_hosts(listen_host: str, extra: list[str]) -> list[str] | None:
+    """The Host names a console listening on ``listen_host`` answers: loopback names (and ``extra``) on a
+    loopback address; ``extra`` only when given; any otherwise."""
+    import ipaddress
+
+    try:
+        loopback = listen_host == "localhost" or ipaddress.ip_address(listen_host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = False
+    if loopback:
+        return LOOPBACK_NAMES + extra
+    return list(extra) or None
 
 
 def human_bytes(n: float | None) -> str:
@@ -186,7 +208,11 @@ def create_app(settings: Settings) -> Starlette:
         finally:
             console.sampler.stop()
 
+    middleware = []
+    if settings.allowed_hosts is not None:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=settings.allowed_hosts,
+                                     www_redirect=False))  # fmt: skip
     app = Starlette(routes=routes, exception_handlers={404: not_found}, lifespan=lifespan,
-                    max_body_size=MAX_BODY_BYTES)  # fmt: skip
+                    max_body_size=MAX_BODY_BYTES, middleware=middleware)  # fmt: skip
     app.state.console = console
     return app
