@@ -412,3 +412,25 @@ def test_a_console_on_a_loopback_address_answers_only_loopback_host_names(env: E
         finally:
             conn.close()
         assert status == expected, (host, status)
+
+
+
+def test_refused_sign_ins_cannot_hold_the_console_up(env: Env) -> None:
+    """A refused sign-in waits for the cluster's answer (seconds): many sent at once, by anyone (no session is
+    needed), must not take every worker thread from the console's other requests."""
+    import threading
+
+    attempts = [threading.Thread(target=_http_sign_in, args=(env.login_console, "alice", f"wrong-{i}"))
+                for i in range(48)]  # fmt: skip
+    for attempt in attempts:
+        attempt.start()
+    try:
+        time.sleep(1)  # the attempts are in (each one takes seconds to be refused)
+        started = time.monotonic()
+        with urllib.request.urlopen(env.login_console + "/static/console.css", timeout=60) as r:
+            assert r.status == 200
+        took = time.monotonic() - started
+        assert took < 3, f"a static file took {took:.1f} s while sign-ins were refused"
+    finally:
+        for attempt in attempts:
+            attempt.join(120)

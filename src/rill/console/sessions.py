@@ -31,6 +31,13 @@ class Session:
     cluster: ConsoleCluster | None = None
 
 
+    def close(self) -> None:
+        """Disconnect this identity's client, if it has one."""
+        cluster, self.cluster = self.cluster, None
+        if cluster is not None:
+            cluster.close()
+
+
 class Sessions:
     def __init__(self) -> None:
         self._by_token: dict[str, Session] = {}

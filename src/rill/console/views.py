@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from rill.console import extras
-from rill.console.app import Console, call
+from rill.console.app import Busy, Console, call, sign_in_call
 from rill.console.cluster import ConsoleError, Unsupported
 from rill.console.messages import Browse, Decoder, browse
 from rill.console.sessions import SESSION_COOKIE, Session
@@ -251,8 +251,15 @@ def login_page(console: Console) -> Any:
                      "sasl.jaas.config": _jaas(console.settings.login_mechanism, user, password)}  # fmt: skip
             session = Session(user, props)
             try:
-                await call(console.cluster(session).overview)  # a refused login fails here
+                await sign_in_call(console.cluster(session).overview)  # a refused login fails here
+            except Busy:
+                session.close()
+                response = console.page(request, "login.html", None, next=request.query_params.get("next", "/"),
+                                        error="too many sign-ins at once: try again in a moment")  # fmt: skip
+                response.status_code = 503
+                return response
             except ConsoleError as e:
+                session.close()
                 error = f"cannot sign in as {user}: {e}"
             else:
                 token = console.sessions.open(session)
@@ -289,6 +296,7 @@ def logout(console: Console) -> Any:
         closed = console.sessions.close(request.cookies.get(SESSION_COOKIE))
         if closed is not None:
             console.sampler.forget(closed.sid)
+            closed.close()
         response = RedirectResponse("/login" if console.settings.login else "/", status_code=303)
         response.delete_cookie(SESSION_COOKIE)
         return response
