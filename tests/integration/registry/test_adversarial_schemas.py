@@ -4,6 +4,7 @@ registry must go on serving others meanwhile."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import threading
@@ -174,3 +175,23 @@ def test_protoc_runs_a_bounded_number_of_times_at_once(reg: RegistryThread) -> N
         time.sleep(0.01)
     assert results == [200] * 12
     assert 1 <= peak <= max(2, os.cpu_count() or 1), f"{peak} protoc processes at once"
+
+
+def test_json_nested_past_the_parser_s_depth_is_refused_as_invalid(reg: RegistryThread) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    for depth in (400, 900):  # JSON the parser takes, nested deeper than the checks go
+        nested = json.dumps(functools.reduce(lambda inner, _: {"type": "array", "items": inner}, range(depth),
+                                             {"type": "string"}))  # fmt: skip
+        status, body = _post(reg, f"/subjects/nested-{depth}-value/versions", {"schemaType": "JSON", "schema": nested})
+        assert status in (200, 422), body
+    status, body = _post(reg, "/subjects/deep-value/versions", {"schemaType": "JSON", "schema": deep})
+    assert (status, body.get("error_code")) == (422, 42201), body
+    status, body = _post(reg, "/subjects/deep-value/versions", {"schema": deep})  # Avro
+    assert (status, body.get("error_code")) == (422, 42201), body
+    request = urllib.request.Request(reg.url + "/subjects/deep-value/versions", data=deep.encode(), method="POST",
+                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})  # fmt: skip
+    try:
+        urllib.request.urlopen(request, timeout=60)
+        raise AssertionError("a body nested that deep was taken")
+    except urllib.error.HTTPError as e:
+        assert e.code == 400, e.read()
