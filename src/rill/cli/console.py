@@ -40,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
                         help="a host name the console answers to (repeat); on a loopback address it answers only "
                              "loopback names and these, elsewhere any name unless some are given")  # fmt: skip
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="logging level (default INFO)")  # fmt: skip
     return parser
 
 
