@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -306,3 +308,129 @@ def test_a_killed_broker_shows_as_down_with_under_replicated_partitions(env: Env
     assert "down" in page.inner_text("#brokers") and seen < 30
     assert page.locator("#attention tbody tr").count() > 0
     tab.close()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any) -> None:
+        return None
+
+
+def _http_sign_in(base: str, user: str, password: str, next_: str = "/") -> tuple[int, str, str]:
+    """Status, Location and session cookie of a sign-in posted as a form (raw HTTP, no redirects followed)."""
+    opener = urllib.request.build_opener(_NoRedirect)
+    data = urllib.parse.urlencode({"username": user, "password": password, "next": next_}).encode()
+    try:
+        with opener.open(urllib.request.Request(base + "/login", data=data), timeout=60) as r:
+            return r.status, r.headers.get("Location", ""), ""
+    except urllib.error.HTTPError as e:
+        cookie = (e.headers.get("Set-Cookie") or "").split(";")[0]
+        return e.code, e.headers.get("Location", ""), cookie
+
+
+def _get_json(base: str, path: str, cookie: str) -> tuple[int, Any]:
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(urllib.request.Request(base + path, headers={"Cookie": cookie}), timeout=60) as r:
+            body = r.read()
+            return r.status, json.loads(body) if path.startswith("/api/") else body.decode()
+    except urllib.error.HTTPError as e:
+        return e.code, None
+
+
+def test_sign_in_goes_back_only_to_a_page_of_the_console(env: Env) -> None:
+    for target in ("//evil.example/x", "/\\evil.example/x", "https://evil.example/", "/\t/evil.example"):
+        status, location, cookie = _http_sign_in(env.login_console, "alice", "alice-secret", target)
+        assert status == 303 and cookie, (target, status)
+        assert location == "/", (target, location)
+    status, location, _ = _http_sign_in(env.login_console, "alice", "alice-secret", "/topics/public?x=1")
+    assert (status, location) == (303, "/topics/public?x=1")
+
+
+def test_a_group_s_lag_history_is_only_shown_to_who_may_see_the_group(env: Env) -> None:
+    _group_with_lag(env.cluster.bootstrap_servers, "public", "payroll", 5)
+    _, _, admin = _http_sign_in(env.login_console, "admin", "admin-secret")
+    _, _, alice = _http_sign_in(env.login_console, "alice", "alice-secret")
+    assert admin and alice
+    status, _ = _get_json(env.login_console, "/groups/payroll", admin)  # admin views it: sampled as admin
+    assert status == 200
+    status, history = _get_json(env.login_console, "/api/lag/payroll", admin)
+    assert status == 200 and history["t"], history
+    # alice may not describe the group: its page refuses her, and so must its history
+    status, history = _get_json(env.login_console, "/api/lag/payroll", alice)
+    assert status != 200 or not history["t"], history
+    # a group nobody uses is not sampled (any id in the URL would otherwise be watched, and kept, for good)
+    status, _ = _get_json(env.login_console, "/groups/nobody-uses-this-group", admin)
+    status, history = _get_json(env.login_console, "/api/lag/nobody-uses-this-group", admin)
+    assert status != 200 or not history["t"], history
+
+
+def _zigzag(n: int) -> bytes:
+    n, out = (n << 1) ^ (n >> 63), bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    return bytes([*out, n])
+
+
+def test_hostile_records_do_not_stop_a_topic_s_messages_from_showing(env: Env) -> None:
+    bootstrap = env.cluster.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("hostile", 1, 1)])["hostile"].result(60)
+    schema = json.dumps({"schema": json.dumps({"type": "array", "items": "null"})}).encode()
+    request = urllib.request.Request(env.registry + "/subjects/hostile-value/versions", method="POST", data=schema,
+                                     headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})  # fmt: skip
+    with urllib.request.urlopen(request, timeout=30) as r:
+        schema_id = json.loads(r.read())["id"]
+    producer = Producer({"bootstrap.servers": bootstrap})
+    # ten bytes saying "five million nulls": Avro spends no byte on a null, so nothing bounds the count
+    producer.produce("hostile", value=b"\0" + schema_id.to_bytes(4, "big") + _zigzag(5_000_000) + _zigzag(0))
+    producer.produce("hostile", value=b"[" * 100_000 + b"]" * 100_000)  # JSON nested past Python's recursion limit
+    producer.produce("hostile", value=bytes(range(256)) * 3000)  # 768 KB of binary, shown as hex
+    assert producer.flush(30) == 0
+    started = time.monotonic()
+    status, page = _get_json(env.console, "/topics/hostile/messages?start=oldest&limit=50", "")
+    took = time.monotonic() - started
+    assert status == 200, page
+    assert len(page) < 1_000_000, f"a page of {len(page)} characters"
+    assert took < 30, f"{took:.1f} s"
+    assert page.count("<tr>") == 4, page[-3000:]  # the header and each record, shown
+    assert "not decoded: items that take no byte" in page and "more bytes not shown" in page
+
+
+def test_a_console_on_a_loopback_address_answers_only_loopback_host_names(env: Env) -> None:
+    """DNS rebinding: a page of another site whose name the attacker points at 127.0.0.1 reaches the console
+    with its own name in Host, and would read the pages (and their form tokens) as the same origin."""
+    import http.client
+
+    port = urllib.parse.urlsplit(env.console).port
+    for host, expected in ((f"rebind.evil.example:{port}", 400), (f"127.0.0.1:{port}", 200),
+                           (f"localhost:{port}", 200)):  # fmt: skip
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            conn.request("GET", "/topics", headers={"Host": host})
+            status = conn.getresponse().status
+        finally:
+            conn.close()
+        assert status == expected, (host, status)
+
+
+
+def test_refused_sign_ins_cannot_hold_the_console_up(env: Env) -> None:
+    """A refused sign-in waits for the cluster's answer (seconds): many sent at once, by anyone (no session is
+    needed), must not take every worker thread from the console's other requests."""
+    import threading
+
+    attempts = [threading.Thread(target=_http_sign_in, args=(env.login_console, "alice", f"wrong-{i}"))
+                for i in range(48)]  # fmt: skip
+    for attempt in attempts:
+        attempt.start()
+    try:
+        time.sleep(1)  # the attempts are in (each one takes seconds to be refused)
+        started = time.monotonic()
+        with urllib.request.urlopen(env.login_console + "/static/console.css", timeout=60) as r:
+            assert r.status == 200
+        took = time.monotonic() - started
+        assert took < 3, f"a static file took {took:.1f} s while sign-ins were refused"
+    finally:
+        for attempt in attempts:
+            attempt.join(120)

@@ -37,7 +37,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--schema-registry", metavar="URL", help="decode Avro and JSON Schema records, show schemas")
     parser.add_argument("--sample-interval", type=float, default=5.0, metavar="SECONDS",
                         help="how often the charts sample (default 5)")  # fmt: skip
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                        help="a host name the console answers to (repeat); on a loopback address it answers only "
+                             "loopback names and these, elsewhere any name unless some are given")  # fmt: skip
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        help="logging level (default INFO)")  # fmt: skip
     return parser
 
 
@@ -57,10 +61,11 @@ def main(argv: Sequence[str]) -> int:
         return 2
     import uvicorn
 
-    from rill.console.app import Settings, create_app
+    from rill.console.app import Settings, allowed_hosts, create_app
 
     settings = Settings(args.bootstrap_server, props, args.allow_writes, args.login, args.login_mechanism,
-                        args.metrics, args.schema_registry, args.sample_interval)  # fmt: skip
+                        args.metrics, args.schema_registry, args.sample_interval,
+                        allowed_hosts(host, args.allowed_host))  # fmt: skip
     config = uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning", access_log=False,
                             lifespan="on")  # fmt: skip
     server = uvicorn.Server(config)

@@ -10,6 +10,7 @@ log: who, what, and whether the cluster took it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -17,8 +18,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import anyio
+import anyio.to_thread
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -44,6 +48,9 @@ class Settings:
     metrics_urls: list[str] = field(default_factory=list)
     registry_url: str | None = None
     interval_s: float = 5.0
+    # the names the console answers to (the Host header); None: any. A console on a loopback address answers
+    # only loopback names, so a site whose name is pointed at 127.0.0.1 (DNS rebinding) gets nothing
+    allowed_hosts: list[str] | None = None
 
 
 class Console:
@@ -94,6 +101,23 @@ class Console:
         return response
 
 
+LOOPBACK_NAMES = ["localhost", "127.0.0.1", "::1", "[::1]"]
+
+
+def allowed_hosts(listen_host: str, extra: list[str]) -> list[str] | None:
+    """The Host names a console listening on ``listen_host`` answers: loopback names (and ``extra``) on a
+    loopback address; ``extra`` only when given; any otherwise."""
+    import ipaddress
+
+    try:
+        loopback = listen_host == "localhost" or ipaddress.ip_address(listen_host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = False
+    if loopback:
+        return LOOPBACK_NAMES + extra
+    return list(extra) or None
+
+
 def human_bytes(n: float | None) -> str:
     if n is None:
         return "-"
@@ -104,9 +128,41 @@ def human_bytes(n: float | None) -> str:
     return f"{n:.1f} TiB"
 
 
+CLUSTER_THREADS = 32  # cluster calls at once; the worker threads beyond them stay for the rest (static files)
+SIGN_IN_THREADS = 4  # sign-ins being checked at once: anyone may send one, and a refusal takes seconds
+_limiters: dict[str, anyio.CapacityLimiter] = {}
+
+
+def _limiter(name: str, tokens: int) -> anyio.CapacityLimiter:
+    found = _limiters.get(name)
+    if found is None:  # made on the event loop, at its first use
+        found = _limiters[name] = anyio.CapacityLimiter(tokens)
+    return found
+
+
 async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """A blocking cluster call in a worker thread."""
-    return await run_in_threadpool(fn, *args, **kwargs)
+    """A blocking cluster call in a worker thread (at most ``CLUSTER_THREADS`` at once)."""
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs),
+                                          limiter=_limiter("cluster", CLUSTER_THREADS))  # fmt: skip
+
+
+class Busy(Exception):
+    """As many sign-ins as ``SIGN_IN_THREADS`` are being checked already."""
+
+
+async def sign_in_call(fn: Callable[..., Any], *args: Any) -> Any:
+    """A sign-in's check against the cluster: refused at once (``Busy``) when ``SIGN_IN_THREADS`` are being
+    checked, so that requests anyone may send never wait in line for, nor take, the worker threads."""
+    turns = _limiter("sign-in", SIGN_IN_THREADS)
+    try:
+        turns.acquire_nowait()
+    except anyio.WouldBlock:
+        raise Busy from None
+    try:  # threads of their own: the turn taken above bounds them
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args),
+                                              limiter=_limiter("sign-in-threads", SIGN_IN_THREADS))  # fmt: skip
+    finally:
+        turns.release()
 
 
 Handler = Callable[[Console, Request, Session], Awaitable[Response]]
@@ -186,7 +242,11 @@ def create_app(settings: Settings) -> Starlette:
         finally:
             console.sampler.stop()
 
+    middleware = []
+    if settings.allowed_hosts is not None:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=settings.allowed_hosts,
+                                     www_redirect=False))  # fmt: skip
     app = Starlette(routes=routes, exception_handlers={404: not_found}, lifespan=lifespan,
-                    max_body_size=MAX_BODY_BYTES)  # fmt: skip
+                    max_body_size=MAX_BODY_BYTES, middleware=middleware)  # fmt: skip
     app.state.console = console
     return app

@@ -20,10 +20,12 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from rill.console.cluster import ConsoleError
+from rill.registry.avro_limits import has_free_items
 
 MAX_SCANNED = 5000
 MAX_LIMIT = 500
 POLL_BUDGET_S = 10.0
+MAX_SHOWN = 8192  # characters of a key or a value shown; a page of MAX_LIMIT records stays a few MB at most
 
 
 @dataclass
@@ -68,9 +70,16 @@ class Decoder:
         return found
 
     def decode(self, data: bytes | None) -> tuple[str | None, str]:
-        """The text shown and what it was decoded as (text, json, avro, json-schema, protobuf, binary)."""
+        """The text shown (at most ``MAX_SHOWN`` characters, then how much more there is) and what it was
+        decoded as (text, json, avro, json-schema, protobuf, binary)."""
         if data is None:
             return None, "null"
+        text, kind = self._decode(data)
+        if len(text) > MAX_SHOWN:
+            text = text[:MAX_SHOWN] + f"\n… ({len(text) - MAX_SHOWN:,} more characters not shown)"
+        return text, kind
+
+    def _decode(self, data: bytes) -> tuple[str, str]:
         if len(data) >= 5 and data[0] == 0 and self.registry_url is not None:
             schema_id = int.from_bytes(data[1:5], "big")
             schema = self._schema(schema_id)
@@ -80,26 +89,36 @@ class Decoder:
                     if kind == "AVRO":
                         import fastavro
 
-                        parsed = fastavro.parse_schema(json.loads(schema["schema"]))
+                        writer = json.loads(schema["schema"])
+                        if has_free_items(writer):  # its records may claim any number of items for free
+                            return _hex(data[5:]), f"avro #{schema_id} (not decoded: items that take no byte)"
+                        parsed = fastavro.parse_schema(writer)
                         value = fastavro.schemaless_reader(io.BytesIO(data[5:]), parsed, None)
                         return json.dumps(value, default=str, indent=2, ensure_ascii=False), f"avro #{schema_id}"
                     if kind == "JSON":
                         document = json.loads(data[5:])
                         return json.dumps(document, indent=2, ensure_ascii=False), f"json-schema #{schema_id}"
-                except (ValueError, EOFError, KeyError, TypeError, IndexError):
+                except (ValueError, EOFError, KeyError, TypeError, IndexError, RecursionError):
                     pass
-                return data[5:].hex(" "), f"{kind.lower()} #{schema_id}"
+                return _hex(data[5:]), f"{kind.lower()} #{schema_id}"
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            return data.hex(" "), "binary"
+            return _hex(data), "binary"
         try:
             parsed_json = json.loads(text)
             if isinstance(parsed_json, dict | list):
                 return json.dumps(parsed_json, indent=2, ensure_ascii=False), "json"
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than a parser goes
             pass
         return text, "text"
+
+
+def _hex(data: bytes) -> str:
+    """Bytes as hex, only as many as are shown, then how many more there are."""
+    shown = (MAX_SHOWN - 64) // 3  # and the note fits in MAX_SHOWN
+    text = data[:shown].hex(" ")
+    return text + f"\n… ({len(data) - shown:,} more bytes not shown)" if len(data) > shown else text
 
 
 @dataclass(frozen=True)

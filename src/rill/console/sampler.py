@@ -5,8 +5,11 @@ starts them afresh; the console stores nothing).
   ``interval_s``: produce bytes/s (``kafka_server_brokertopicmetrics_bytesin_total``), consume bytes/s
   (``..._bytesout_total``), requests/s and the mean request time (``kafka_network_requestmetrics_*``),
   summed over the brokers that answered. Any Kafka exporter with Kafka's names works.
-- Consumer lag, per group, sampled with the console's own identity when a group page is viewed and then
-  every ``interval_s`` while it was viewed in the last ``LAG_KEEP_S``.
+- Consumer lag, per group and per session: sampled with the identity of the session that views a group's
+  page, then every ``interval_s`` while that session viewed it in the last ``LAG_KEEP_S``; a session sees
+  only the history its own identity sampled (the cluster's ACLs decide, as for the page). At most
+  ``MAX_LAG_WATCHED`` histories are kept (the least recently viewed goes first); one is dropped once
+  ``LAG_KEEP_S`` passed since its last view, or when its session signs out.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ log = logging.getLogger(__name__)
 
 HISTORY = 360
 LAG_KEEP_S = 600.0
+MAX_LAG_WATCHED = 64
+LagKey = tuple[str, str]  # (session id, group id)
 
 
 @dataclass(frozen=True)
@@ -59,8 +64,8 @@ class Sampler:
         self.urls = metrics_urls
         self.interval_s = interval_s
         self.points: collections.deque[Point] = collections.deque(maxlen=HISTORY)
-        self.lag: dict[str, collections.deque[tuple[float, dict[str, int]]]] = {}
-        self._lag_sources: dict[str, tuple[float, Callable[[], dict[str, int]]]] = {}
+        self.lag: dict[LagKey, collections.deque[tuple[float, dict[str, int]]]] = {}
+        self._lag_sources: dict[LagKey, tuple[float, Callable[[], dict[str, int]]]] = {}
         self._last: dict[str, float] | None = None
         self._last_t = 0.0
         self._lock = threading.Lock()
@@ -73,28 +78,41 @@ class Sampler:
     def stop(self) -> None:
         self._stop.set()
 
-    def watch_lag(self, group_id: str, source: Callable[[], dict[str, int]]) -> None:
-        """Sample ``source`` (partition -> lag) for ``group_id`` now and for a while."""
+    def watch_lag(self, key: LagKey, source: Callable[[], dict[str, int]]) -> None:
+        """Sample ``source`` (partition -> lag) for ``key`` (session, group) now and for a while."""
         with self._lock:
-            self._lag_sources[group_id] = (time.monotonic(), source)
-        self._sample_lag(group_id, source)
+            self._lag_sources.pop(key, None)
+            self._lag_sources[key] = (time.monotonic(), source)  # the most recently viewed last
+            while len(self._lag_sources) > MAX_LAG_WATCHED:
+                oldest = next(iter(self._lag_sources))
+                del self._lag_sources[oldest]
+                self.lag.pop(oldest, None)
+        self._sample_lag(key, source)
 
-    def lag_history(self, group_id: str) -> list[tuple[float, dict[str, int]]]:
+    def lag_history(self, key: LagKey) -> list[tuple[float, dict[str, int]]]:
         with self._lock:
-            return list(self.lag.get(group_id, ()))
+            return list(self.lag.get(key, ()))
+
+    def forget(self, session_id: str) -> None:
+        """Stop sampling for a session that signed out, and drop its histories."""
+        with self._lock:
+            for key in [k for k in self._lag_sources if k[0] == session_id]:
+                del self._lag_sources[key]
+                self.lag.pop(key, None)
 
     def history(self) -> list[Point]:
         with self._lock:
             return list(self.points)
 
-    def _sample_lag(self, group_id: str, source: Callable[[], dict[str, int]]) -> None:
+    def _sample_lag(self, key: LagKey, source: Callable[[], dict[str, int]]) -> None:
         try:
             lag = source()
         except Exception as e:
-            log.debug("lag of %s: %s", group_id, e)
+            log.debug("lag of %s: %s", key[1], e)
             return
         with self._lock:
-            self.lag.setdefault(group_id, collections.deque(maxlen=HISTORY)).append((time.time(), lag))
+            if key in self._lag_sources:  # not forgotten meanwhile
+                self.lag.setdefault(key, collections.deque(maxlen=HISTORY)).append((time.time(), lag))
 
     def _scrape(self) -> None:
         totals = {"in": 0.0, "out": 0.0, "requests": 0.0, "time_sum": 0.0, "time_count": 0.0}
@@ -125,7 +143,10 @@ class Sampler:
                 self._scrape()
             with self._lock:
                 now = time.monotonic()
-                sources = [(g, s) for g, (seen, s) in self._lag_sources.items() if now - seen < LAG_KEEP_S]
-            for group_id, source in sources:
-                self._sample_lag(group_id, source)
+                for key in [k for k, (seen, _) in self._lag_sources.items() if now - seen >= LAG_KEEP_S]:
+                    del self._lag_sources[key]
+                    self.lag.pop(key, None)
+                sources = [(k, s) for k, (_, s) in self._lag_sources.items()]
+            for key, source in sources:
+                self._sample_lag(key, source)
             self._stop.wait(self.interval_s)

@@ -26,8 +26,16 @@ class Session:
     user: str
     props: dict[str, Any]  # Kafka client properties of this identity (Java names, as --command-config)
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    sid: str = field(default_factory=lambda: secrets.token_hex(16))  # names what is kept for this session only
     created: float = field(default_factory=time.monotonic)
     cluster: ConsoleCluster | None = None
+
+
+    def close(self) -> None:
+        """Disconnect this identity's client, if it has one."""
+        cluster, self.cluster = self.cluster, None
+        if cluster is not None:
+            cluster.close()
 
 
 class Sessions:
@@ -52,9 +60,9 @@ class Sessions:
                 return None
             return found
 
-    def close(self, token: str | None) -> None:
+    def close(self, token: str | None) -> Session | None:
         with self._lock:
-            self._by_token.pop(token or "", None)
+            return self._by_token.pop(token or "", None)
 
     def _expire(self) -> None:
         now = time.monotonic()

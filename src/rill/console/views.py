@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from rill.console import extras
-from rill.console.app import Console, call
+from rill.console.app import Busy, Console, call, sign_in_call
 from rill.console.cluster import ConsoleError, Unsupported
 from rill.console.messages import Browse, Decoder, browse
 from rill.console.sessions import SESSION_COOKIE, Session
@@ -134,12 +134,13 @@ async def group(console: Console, request: Request, session: Session) -> Respons
     def lag_source() -> dict[str, int]:
         return {f"{t}-{p}": lag for (t, p), (_, _, lag) in cluster.lag(group_id).items()}
 
-    await call(console.sampler.watch_lag, group_id, lag_source)
+    if info.state.upper() != "DEAD" or info.lag:  # a group id nobody uses is not watched
+        await call(console.sampler.watch_lag, (session.sid, group_id), lag_source)
     return console.page(request, "group.html", session, group=info)
 
 
 async def lag_history(console: Console, request: Request, session: Session) -> Response:
-    history = console.sampler.lag_history(request.path_params["group_id"])
+    history = console.sampler.lag_history((session.sid, request.path_params["group_id"]))
     series = sorted({k for _, lag in history for k in lag})
     return JSONResponse({"t": [t for t, _ in history], "series": {s: [lag.get(s) for _, lag in history]
                                                                    for s in series}})  # fmt: skip
@@ -250,18 +251,34 @@ def login_page(console: Console) -> Any:
                      "sasl.jaas.config": _jaas(console.settings.login_mechanism, user, password)}  # fmt: skip
             session = Session(user, props)
             try:
-                await call(console.cluster(session).overview)  # a refused login fails here
+                await sign_in_call(console.cluster(session).overview)  # a refused login fails here
+            except Busy:
+                session.close()
+                response = console.page(request, "login.html", None, next=request.query_params.get("next", "/"),
+                                        error="too many sign-ins at once: try again in a moment")  # fmt: skip
+                response.status_code = 503
+                return response
             except ConsoleError as e:
+                session.close()
                 error = f"cannot sign in as {user}: {e}"
             else:
                 token = console.sessions.open(session)
-                target = str(form.get("next") or "/")
-                response = RedirectResponse(target if target.startswith("/") else "/", status_code=303)
+                response = RedirectResponse(_local(str(form.get("next") or "/")), status_code=303)
                 response.set_cookie(SESSION_COOKIE, token, httponly=True, samesite="strict")
                 return response
         return console.page(request, "login.html", None, error=error, next=request.query_params.get("next", "/"))
 
     return endpoint
+
+
+def _local(target: str) -> str:
+    """``target`` when it is a path of this console, else ``/``: ``//host``, ``/\\host`` and paths with control
+    characters (browsers drop a tab or a line break, so ``/<tab>/host`` is ``//host``) lead elsewhere."""
+    parts = urllib.parse.urlsplit(target)
+    if (not target.startswith("/") or target.startswith(("//", "/\\")) or parts.scheme or parts.netloc
+            or "\\" in target or any(ord(c) < 0x20 or ord(c) == 0x7F for c in target)):  # fmt: skip
+        return "/"
+    return target
 
 
 def _jaas(mechanism: str, user: str, password: str) -> str:
@@ -276,7 +293,10 @@ def _quoted(text: str) -> str:
 
 def logout(console: Console) -> Any:
     async def endpoint(request: Request) -> Response:
-        console.sessions.close(request.cookies.get(SESSION_COOKIE))
+        closed = console.sessions.close(request.cookies.get(SESSION_COOKIE))
+        if closed is not None:
+            console.sampler.forget(closed.sid)
+            closed.close()
         response = RedirectResponse("/login" if console.settings.login else "/", status_code=303)
         response.delete_cookie(SESSION_COOKIE)
         return response

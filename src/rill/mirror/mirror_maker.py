@@ -118,7 +118,8 @@ class MirrorMaker:
         self.stats = MirrorStats()
         self._pattern = re.compile(config.topics)
         self._groups_pattern = re.compile(config.groups)
-        self._sync_store = OffsetSyncStore(config.target, config.name, config.group_id, config.target_props)
+        self._sync_store = OffsetSyncStore(config.target, config.name, config.group_id, config.target_props,
+                                           config.prefix)  # fmt: skip
         self._syncs_topic = self._sync_store.topic
         self._syncs: dict[TopicPart, PartitionSyncs] = {}
         self._copying: dict[TopicPart, PartitionStatus] = {}  # by source (topic, partition)
@@ -229,6 +230,20 @@ class MirrorMaker:
         # process of the mirror takes them (it starts from the committed position). With transactions, every
         # batch was committed with its position already.
         self._commit(force=True)
+        self._drop(partitions)
+
+    def _on_lost(self, consumer: Any, partitions: list[Any]) -> None:
+        # This process was out of touch with the source group past its session timeout (paused, cut off): the
+        # group gave these partitions away, and their positions can no longer be committed. The next owner
+        # copies again from the last committed position (at least once). What is in flight is waited for
+        # first: its acknowledgements must not be taken for records of a later copy of the same partition.
+        log.warning("lost %d partition(s) to the source group (session expired): copying them again from their "
+                    "committed positions once they are assigned", len(partitions))  # fmt: skip
+        if self._txn is None:
+            self._make_durable()
+        self._drop(partitions)
+
+    def _drop(self, partitions: list[Any]) -> None:
         with self._lock:
             for tp in partitions:
                 key = (tp.topic, tp.partition)
@@ -285,7 +300,8 @@ class MirrorMaker:
         if topics != self._topics:
             self._topics = topics
             if topics:
-                self._consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
+                self._consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                         on_lost=self._on_lost)  # fmt: skip
             else:
                 self._consumer.unsubscribe()
             log.info("mirroring %d topic(s): %s", len(topics), ", ".join(topics))

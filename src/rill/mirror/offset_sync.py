@@ -15,7 +15,8 @@ before it were never copied by this mirror: nothing copied is skipped).
 
 Syncs are kept in a topic of the target cluster, ``mirror.<name>.offset-syncs`` (one partition, infinite
 retention), so a restarted mirror, or another process of the same mirror that takes the partition over, can
-translate positions copied before it. Record layout: key ``<topic>:<partition>`` (UTF-8), value
+translate positions copied before it. Record layout: key ``<target topic>:<partition>`` (UTF-8; a reader files it
+under the source topic, the name without the mirror's prefix), value
 ``<source offset> <target offset>`` (ASCII decimal).
 """
 

@@ -30,8 +30,9 @@ READ_TIMEOUT_S = 60.0  # an open transaction of a dead process holds read_commit
 
 
 class OffsetSyncStore:
-    def __init__(self, target: str, name: str, group_id: str, target_props: dict[str, Any]) -> None:
+    def __init__(self, target: str, name: str, group_id: str, target_props: dict[str, Any], prefix: str = "") -> None:
         self.topic = syncs_topic(name)
+        self._prefix = prefix  # a sync names the target topic, prefix + the source topic
         self._target = target
         self._group_id = group_id
         self._props = target_props
@@ -51,8 +52,9 @@ class OffsetSyncStore:
                 raise
 
     def catch_up(self, syncs: MutableMapping[TopicPart, PartitionSyncs], copying: Collection[TopicPart]) -> int:
-        """Read the syncs written since the last read, up to the topic's end now, into ``syncs``, except those
-        of the partitions in ``copying``. Returns how many were read."""
+        """Read the syncs written since the last read, up to the topic's end now, into ``syncs`` (by source
+        topic and partition, as ``copying``), except those of the partitions in ``copying``. Returns how many
+        were read."""
         from confluent_kafka import Consumer, TopicPartition
 
         if self._reader is None:
@@ -85,6 +87,9 @@ class OffsetSyncStore:
                 if sync is None:
                     continue
                 t, p, s, tgt = sync
+                if not t.startswith(self._prefix) or len(t) == len(self._prefix):
+                    continue  # not a topic this mirror writes
+                t = t[len(self._prefix) :]
                 if (t, p) not in copying:
                     syncs.setdefault((t, p), PartitionSyncs()).load(s, tgt)
                     read += 1

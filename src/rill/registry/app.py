@@ -58,7 +58,7 @@ def _body(raw: bytes) -> Any:
         return {}
     try:
         return json.loads(raw)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # RecursionError: nested past the parser's depth
         raise RegistryError(400, f"Unrecognized request body (not JSON): {e}", status=400) from None
 
 

@@ -104,7 +104,7 @@ def canonical(text: str) -> str:
     """The schema as compact JSON (its identity); 42201 if it is not JSON."""
     try:
         return json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # RecursionError: nested past the parser's depth
         raise invalid_schema(f"not JSON: {e}") from None
 
 
@@ -112,7 +112,7 @@ def parse(text: str, referenced: Sequence[tuple[str, str]]) -> ParsedJsonSchema:
     """Parse and check a JSON schema; ``referenced`` is (reference name, schema text) of each reference."""
     try:
         document = json.loads(text)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # RecursionError: nested past the parser's depth
         raise invalid_schema(f"not JSON: {e}") from None
     if not isinstance(document, dict | bool):
         raise invalid_schema("a JSON schema is an object or a boolean")
@@ -120,7 +120,7 @@ def parse(text: str, referenced: Sequence[tuple[str, str]]) -> ParsedJsonSchema:
     for name, ref_text in referenced:
         try:
             ref_doc = json.loads(ref_text)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # RecursionError: nested past the parser's depth
             raise invalid_schema(f"reference {name!r} is not JSON: {e}") from None
         resources.append((name, Resource.from_contents(ref_doc, default_specification=DRAFT7)))
         if isinstance(ref_doc, dict) and isinstance(ref_doc.get("$id"), str):
@@ -134,6 +134,8 @@ def parse(text: str, referenced: Sequence[tuple[str, str]]) -> ParsedJsonSchema:
         cls.check_schema(document)
     except jsonschema.SchemaError as e:
         raise invalid_schema(f"not a valid JSON schema: {e.message}") from None
+    except RecursionError:
+        raise invalid_schema("not a valid JSON schema: nested too deep") from None
     return parsed
 
 

@@ -103,6 +103,8 @@ async def compile_schema(text: str, referenced: Sequence[tuple[str, descriptor_p
     given = decode(text)
     if given is not None:
         _check_imports(given, referenced)
+        own = name if all(name != path for path, _ in referenced) else f"rill-registered-{name}"
+        _check_builds(normalized(given, own), referenced)
         return normalized(given)
     loop = asyncio.get_running_loop()
     turns = _compiles.get(loop)
@@ -153,6 +155,54 @@ def _check_imports(fdp: descriptor_pb2.FileDescriptorProto,
     for dep in fdp.dependency:
         if not dep.startswith(WELL_KNOWN_PREFIX) and dep not in known:
             raise invalid_schema(f"import {dep!r} has no reference naming it")
+
+
+def _check_builds(fdp: descriptor_pb2.FileDescriptorProto,
+                  referenced: Sequence[tuple[str, descriptor_pb2.FileDescriptorProto]]) -> None:  # fmt: skip
+    """42201 unless ``fdp`` builds as protoc would have built it from text: every type it names exists, every
+    field's oneof is declared, no name or number is used twice (a descriptor a client sends is only bytes)."""
+    from google.protobuf import descriptor_pool
+
+    _import_well_known()
+    pool = descriptor_pool.DescriptorPool()
+    loaded: set[str] = set()
+
+    def load(f: descriptor_pb2.FileDescriptorProto) -> None:
+        for dep in f.dependency:
+            if dep.startswith(WELL_KNOWN_PREFIX) and dep not in loaded:
+                try:
+                    known = descriptor_pool.Default().FindFileByName(dep)
+                except KeyError:
+                    raise invalid_schema(f"import {dep!r}: no such well-known type") from None
+                proto = FDP()
+                known.CopyToProto(proto)
+                load(proto)
+        pool.AddSerializedFile(f.SerializeToString())
+        loaded.add(f.name)
+
+    try:
+        for import_path, dep in referenced:
+            if import_path not in loaded:
+                load(normalized(dep, import_path))
+        load(fdp)
+    except TypeError as e:  # the pool's refusal: "Couldn't build proto file into descriptor pool: ..."
+        raise invalid_schema(str(e).split(": ", 1)[-1]) from None
+
+
+def _import_well_known() -> None:
+    """Google's well-known types in the default descriptor pool (imported, each module adds its file)."""
+    from google.protobuf import (  # noqa: F401
+        any_pb2,
+        api_pb2,
+        duration_pb2,
+        empty_pb2,
+        field_mask_pb2,
+        source_context_pb2,
+        struct_pb2,
+        timestamp_pb2,
+        type_pb2,
+        wrappers_pb2,
+    )
 
 
 # -- printing ----------------------------------------------------------------------------------------------

@@ -101,7 +101,7 @@ def schema_from_request(body: Any) -> SchemaText:
         return SchemaText(kind, text, tuple(refs))
     try:
         parsed = json.loads(text)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # RecursionError: nested past the parser's depth
         raise invalid_schema(f"not JSON: {e}") from None
     compact = json.dumps(parsed, separators=(",", ":"), ensure_ascii=False)
     return SchemaText(kind, compact, tuple(refs))
@@ -152,7 +152,7 @@ def parse_avro(schema: SchemaText, referenced: Sequence[SchemaText] = ()) -> avr
         for ref in referenced:
             avro.schema.make_avsc_object(json.loads(ref.text), names)
         return avro.schema.make_avsc_object(json.loads(schema.text), names)
-    except (avro.errors.AvroException, ValueError, TypeError, KeyError, AttributeError) as e:
+    except (avro.errors.AvroException, ValueError, TypeError, KeyError, AttributeError, RecursionError) as e:
         raise invalid_schema(str(e) or type(e).__name__) from None
 
 

@@ -36,6 +36,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from rill.registry import wire
+from rill.registry.avro_limits import has_free_items
 from rill.spark.avro_types import AvroTypeError, converter, has_record_union, spark_type
 
 FORMATS = ("binary", "avro", "json", "protobuf")
@@ -288,6 +289,7 @@ class _Parsed:
     """Parsed schemas, per process: fastavro's parse is costly, and each writer schema recurs."""
 
     cache: dict[str, Any] = {}
+    free_items: dict[str, bool] = {}  # has_free_items of each writer schema
 
     @classmethod
     def get(cls, text: str) -> Any:
@@ -298,6 +300,17 @@ class _Parsed:
             found = fastavro.parse_schema(json.loads(text))
             cls.cache[text] = found
         return found
+
+    @classmethod
+    def writer(cls, text: str) -> Any:
+        """A writer schema, parsed; ValueError when its records may claim items that take no byte (a few
+        bytes would then cost the reader any memory and time they say)."""
+        free = cls.free_items.get(text)
+        if free is None:
+            free = cls.free_items[text] = has_free_items(json.loads(text))
+        if free:
+            raise ValueError("the writer schema has an array of items that take no byte: not decoded")
+        return cls.get(text)
 
 
 def column_type(registry: RegistryClient, reader: RegisteredSchema) -> Any:
@@ -338,7 +351,8 @@ class _Decoder:
                 continue
             try:
                 out.append(self.decode(value))
-            except (TypedError, wire.WireFormatError, ValueError, EOFError, KeyError, TypeError, IndexError) as e:
+            except (TypedError, wire.WireFormatError, ValueError, EOFError, KeyError, TypeError, IndexError,
+                    RecursionError) as e:  # fmt: skip
                 topic, partition, offsets = where
                 message = (
                     f"cannot decode the {side} of {topic}-{partition} at offset {offsets[row].as_py()} with "
@@ -371,7 +385,7 @@ class ColumnDecoder(_Decoder):
 
         schema_id, payload = wire.decode(value)
         writer_text = self.registry.schema(schema_id).schema
-        writer = _Parsed.get(writer_text)
+        writer = _Parsed.writer(writer_text)
         # Resolution costs half the read: skip it when the record was written with the reader schema.
         reader = None if schema_id == self.reader.schema_id or writer_text == self.reader.schema else self.parsed
         buffer = io.BytesIO(payload)

@@ -58,13 +58,16 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
     assert producer.flush(30) == 0
 
 
+# With a prefix, the syncs name the target topic ("dc1.events") and the partitions copied are known by their
+# source topic ("events"): the syncs read back must be filed under the source topic to be found.
+@pytest.mark.parametrize("prefix", ["", "dc1."])
 def test_group_offsets_translated_after_a_takeover_use_the_previous_owners_syncs(
-    clusters: tuple[TestBroker, TestBroker],
+    clusters: tuple[TestBroker, TestBroker], prefix: str
 ) -> None:
     source, target = clusters
     src, dst = source.bootstrap_servers, target.bootstrap_servers
-    config = MirrorConfig(src, dst, "events", name="pair", refresh_interval_s=0.5, commit_interval_s=0.3,
-                          group_sync_interval_s=0.3)  # fmt: skip
+    config = MirrorConfig(src, dst, "events", name="pair", prefix=prefix, refresh_interval_s=0.5,
+                          commit_interval_s=0.3, group_sync_interval_s=0.3)  # fmt: skip
     # Both processes start (and read the offset syncs, none yet) before the topic exists.
     first, second = _Process(config), _Process(config)
     try:
@@ -90,9 +93,9 @@ def test_group_offsets_translated_after_a_takeover_use_the_previous_owners_syncs
 
     admin = AdminClient({"bootstrap.servers": dst})
     offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("app")])["app"].result(15)
-    assert [(tp.topic, tp.partition, tp.offset) for tp in offsets.topic_partitions] == [("events", 0, 50)]
+    assert [(tp.topic, tp.partition, tp.offset) for tp in offsets.topic_partitions] == [(f"{prefix}events", 0, 50)]
     resumed = Consumer({"bootstrap.servers": dst, "group.id": "app", "enable.auto.commit": False})
-    resumed.subscribe(["events"])
+    resumed.subscribe([f"{prefix}events"])
     values: list[bytes] = []
     deadline = time.monotonic() + 30
     while len(values) < 60 and time.monotonic() < deadline:
