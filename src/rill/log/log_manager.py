@@ -131,7 +131,9 @@ class LogManager(LogDirCheckpoints):
                 hint = ""
                 if e.errno == errno.EMFILE:
                     limit = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-                    hint = f" (the hard limit on open files is {limit}; about five are needed per segment)"
+                    hint = (
+                        f" (the hard limit on open files is {limit}; one is needed per segment, one more per index map)"
+                    )
                 log.error("Log dir %s is offline: %s%s", log_dir, e, hint)
                 self.offline_dirs.add(log_dir)
         # Entries of logs that are gone (deleted before a crash let the checkpoints catch up) must not
