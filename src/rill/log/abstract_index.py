@@ -55,6 +55,7 @@ class AbstractIndex:
         self._length = 0  # the file's length, which the map (when there is one) covers
         self._mm: mmap.mmap | None = None
         self._last: tuple[int, ...] | None = None  # the last entry, once read or written
+        self._unsynced = False  # entries written or removed since the last flush
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             length = os.fstat(fd).st_size
@@ -212,6 +213,7 @@ class AbstractIndex:
         self.ENTRY.pack_into(mm, position, first, second)
         self._entries += 1
         self._last = (first, second)
+        self._unsynced = True
         return self._entries >= self._max_entries
 
     def _make_room(self, end: int) -> mmap.mmap:
@@ -261,6 +263,8 @@ class AbstractIndex:
         mm = self._mapped() if n < self._entries else None
         if mm is not None:
             mm[n * self.entry_size : self._entries * self.entry_size] = bytes((self._entries - n) * self.entry_size)
+        if n != self._entries:
+            self._unsynced = True
         self._entries = n
         self._last = None
 
@@ -268,12 +272,17 @@ class AbstractIndex:
         self._truncate_entries(0)
 
     def flush(self) -> None:
-        """fsync the file (pages stored through the map belong to the page cache of this file)."""
+        """fsync the file (pages stored through the map belong to the page cache of this file), when entries were
+        written or removed since the last flush: an index whose entries a crash loses is rebuilt or searched
+        less precisely, never wrong, so its length alone (a trim) is not worth a sync."""
+        if not self._unsynced:
+            return
         fd = os.open(self.path, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+        self._unsynced = False
 
     def close(self) -> None:
         self._reserved = 0

@@ -1,0 +1,47 @@
+"""CreateTopics on a 3-broker cluster as the cluster grows (the controller's work per new topic).
+
+`python bench/controller_bench.py [--topics N] [--at 0,300,1000] [--sample N] [--partitions N]`
+
+ZooKeeper and three `rill broker` processes on this machine. Topics of `--partitions` partitions (3 by
+default), replication factor 3, are created one CreateTopics after another (each waits until the controller has
+elected the new partitions' leaders) until `--topics` exist; for each count in `--at`, the median and largest
+time of the `--sample` creations made from that count on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from rill.testing.cluster import TestCluster
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--topics", type=int, default=1020)
+    ap.add_argument("--at", default="0,300,1000")
+    ap.add_argument("--sample", type=int, default=20)
+    ap.add_argument("--partitions", type=int, default=3)
+    args = ap.parse_args()
+    marks = [int(x) for x in args.at.split(",")]
+    times: list[float] = []
+    with TestCluster(3, {"offsets.topic.replication.factor": "3"}) as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        for i in range(args.topics):
+            t = time.monotonic()
+            for f in admin.create_topics([NewTopic(f"t{i}", args.partitions, 3)], request_timeout=120).values():
+                f.result(180)
+            times.append(time.monotonic() - t)
+    print(f"| topics existing | CreateTopics ({args.partitions} partitions, RF 3) median | largest |")
+    print("| --- | --- | --- |")
+    for m in marks:
+        got = times[m : m + args.sample]
+        if got:
+            print(f"| {m} | {statistics.median(got) * 1000:.0f} ms | {max(got) * 1000:.0f} ms |")
+
+
+if __name__ == "__main__":
+    main()
