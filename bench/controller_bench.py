@@ -14,9 +14,17 @@ import argparse
 import statistics
 import time
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from rill.testing.cluster import TestCluster
+
+
+def _controller(admin: AdminClient) -> int:
+    try:
+        return int(admin.list_topics(timeout=10).controller_id)
+    except KafkaException:
+        return -1
 
 
 def main() -> None:
@@ -28,8 +36,13 @@ def main() -> None:
     args = ap.parse_args()
     marks = [int(x) for x in args.at.split(",")]
     times: list[float] = []
-    with TestCluster(3, {"offsets.topic.replication.factor": "3"}) as c:
+    with TestCluster(3, {"offsets.topic.replication.factor": "3"}).start() as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        deadline = time.monotonic() + 120
+        while _controller(admin) < 0:  # clients learn the controller from Metadata
+            if time.monotonic() > deadline:
+                raise SystemExit("no controller within 120 s")
+            time.sleep(0.2)
         for i in range(args.topics):
             t = time.monotonic()
             for f in admin.create_topics([NewTopic(f"t{i}", args.partitions, 3)], request_timeout=120).values():
