@@ -68,10 +68,11 @@ class AbstractIndex:
             if self._entries == 0 and self.FIRST_MAY_BE_ZERO and length == self.entry_size:
                 self._entries = 1  # trimmed to a single all-zero entry
             self._reserved = self._entries * self.entry_size
+            if self._entries > 0:
+                self._last = self.entry(self._entries - 1)
             if writable:
                 self._resize(fd, self._max_entries * self.entry_size)
-            if self._entries == 0:
-                self._unmap()  # mapped again by the first entry written
+            self._unmap()  # mapped again by the first lookup or entry written
         except BaseException:
             self.close()
             raise
@@ -80,9 +81,10 @@ class AbstractIndex:
 
     # ---- mapping ---------------------------------------------------------------------------
     # The file's own descriptor is closed once the file is mapped (Python's map keeps a duplicate
-    # of its own), and an index with no entries is not mapped at all: a partition whose active
-    # segment holds less than ``index.interval.bytes`` keeps one descriptor, its ``.log``.
-    # Growing, trimming and syncing open the file by its path for the time they take.
+    # of its own), and an index is mapped only by its first lookup or entry written (opening it
+    # reads its last entry, then lets the map go): a partition whose indexes nothing has searched
+    # or written since the broker started keeps one descriptor, its ``.log``. Growing, trimming
+    # and syncing open the file by its path for the time they take.
 
     def _map(self, fd: int) -> None:
         self._unmap()
