@@ -96,6 +96,10 @@ class AbstractIndex:
             self._mm.close()
             self._mm = None
 
+    def release_map(self) -> None:
+        """Let the map go (and its descriptor) until the next lookup or entry written."""
+        self._unmap()
+
     def _mapped(self) -> mmap.mmap | None:
         """The map, made when the index has none yet (None for an empty file)."""
         mm = self._mm

@@ -79,6 +79,10 @@ def test_thousands_of_partitions_under_a_low_open_files_limit(tmp_path: Path) ->
         assert pid is not None
         assert _open_files(pid) < PARTITIONS + 300
         _produce_to_all(b.bootstrap_servers)
+        # And after SIGKILL: recovering a segment rebuilds its indexes, whose maps it used to keep.
+        b.kill()
+        b.start()
+        _produce_to_all(b.bootstrap_servers)
         b.kill()
     finally:
         b.close()
