@@ -8,7 +8,11 @@ the epoch znode's version, so a controller that lost its session (a paused "zomb
 successor.
 
 The controller watches the live brokers, the topics' assignments and the deletions asked for, and makes the
-partition states agree with them (``reconcile``, idempotent, run after every change it watches):
+partition states agree with them (``reconcile``, idempotent, run after every change it watches). A pass reads
+what changed: every topic when the live brokers (or their epochs) changed, when it became the controller, after a
+pass that failed and at each imbalance check; otherwise only the topics whose assignment or configs changed or
+that appeared, those being reassigned and those with a partition offline. So CreateTopics costs the controller
+the new topics' reads, however many topics exist:
 
 - a new partition gets as leader its first live replica, and the live replicas as ISR (with none live, it
   gets no state until one is);
@@ -43,6 +47,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 import time
 from typing import Any
 
@@ -90,6 +95,13 @@ class KafkaController:
         self.election_time_ms = 0.0  # summed over the elections: from the start of the pass to its write
         self._watched: set[str] = set()  # znodes with a data watch (added on kazoo's threads)
         self._broker_epochs: dict[int, int] = {}  # each live broker's epoch as of the last pass fully written
+        # What the next pass reads (set on kazoo's threads, taken by the pass): every topic, or those named.
+        self._changes = threading.Lock()
+        self._all_topics = True
+        self._changed_topics: set[str] = set()
+        self._registered_seen: tuple[set[int], set[int], dict[int, int]] | None = None  # as of the last full pass
+        self._reassigning_topics: set[str] = set()
+        self._offline_topics: set[str] = set()  # with a partition whose ISR has no live member
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -150,13 +162,36 @@ class KafkaController:
         return on_change
 
     def _on_topics(self, names: list[str]) -> bool:
-        """Watch each topic's assignment, and its configs (``unclean.leader.election.enable`` may change)."""
+        """Watch each topic's assignment, and its configs (``unclean.leader.election.enable`` may change): a
+        change of either (and the first answer of the watch: a new topic) makes the next pass read the topic."""
         for name in names:
             for path in (zl.topic_path(name), zl.topic_config_path(name)):
                 if path not in self._watched:
                     self._watched.add(path)
-                    self.zk.DataWatch(path, self._on_registration(path))
+                    self.zk.DataWatch(path, self._on_topic_change(name, path))
         return self._poke()
+
+    def _on_topic_change(self, topic: str, path: str) -> Any:
+        def on_change(data: bytes | None, *_: Any) -> bool:
+            with self._changes:
+                self._changed_topics.add(topic)
+            self._poke()
+            if data is None:  # gone: a topic made again under this name gets a new watch
+                self._watched.discard(path)
+                return False
+            return True
+
+        return on_change
+
+    def _read_all_next(self) -> None:
+        with self._changes:
+            self._all_topics = True
+
+    def _take_changes(self) -> tuple[bool, set[str]]:
+        with self._changes:
+            every, topics = self._all_topics, self._changed_topics
+            self._all_topics, self._changed_topics = False, set()
+        return every, topics
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -243,6 +278,7 @@ class KafkaController:
     def _became_controller(self, epoch: int, epoch_version: int) -> None:
         if epoch != self.epoch:  # a new term: the broker epochs are taken as they are (as Kafka's new controller)
             self._broker_epochs = {}
+        self._read_all_next()
         self.epoch, self._epoch_version, self.active = epoch, epoch_version, True
         log.info("Broker %d is the controller (controller epoch %d)", self.node_id, epoch)
 
@@ -275,20 +311,35 @@ class KafkaController:
         whether or not this controller saw it gone) counts as not live for this pass, as after a failure: the
         partitions it led get a new leader (or go offline at a new leader epoch), it leaves the ISRs; the next pass
         sees it back (Kafka's bounced brokers)."""
+        every, changed = self._take_changes()
+        try:
+            self._reconcile(every, changed)
+        except BaseException:
+            self._read_all_next()
+            raise
+
+    def _reconcile(self, every: bool, changed: set[str]) -> None:
         started = time.monotonic()
         marked: list[str] = []
         with contextlib.suppress(NoNodeError):  # deleted by an operator: a DeleteTopics makes it again
             marked = self.zk.get_children(zl.DELETE_TOPICS)
         for topic in marked:
             self._delete_topic(topic)
-        live, stopping, epochs = self._registered()
+        registered = live, stopping, epochs = self._registered()
+        every = every or self._rebalance_due or registered != self._registered_seen
         bounced = {b for b, e in epochs.items() if self._broker_epochs.get(b, e) != e}
         if bounced:
             log.info("Brokers %s registered again (new broker epochs): handled as failed, then back", sorted(bounced))
             live, stopping = live - bounced, stopping - bounced
+        if every:
+            topics = self.zk.get_children(zl.TOPICS)
+            self._reassigning_topics, self._offline_topics = set(), set()
+        else:
+            topics = sorted(changed | self._reassigning_topics | self._offline_topics)
+        self._offline_topics -= set(topics)
         writes: list[Election] = []
         unclean_by_topic: dict[str, bool] = {}
-        for topic in self.zk.get_children(zl.TOPICS):
+        for topic in topics:
             assignment = self._assignment(topic)
             if assignment is None:
                 continue
@@ -318,24 +369,33 @@ class KafkaController:
                     elected = current is not None and new.leader not in (-1, current.leader)
                     unclean = elected and current is not None and new.leader not in current.isr
                     writes.append(Election(topic, p, new, version, why, elected, unclean))
-        self._complete_reassignments(live)
+                after = change[0] if change is not None else current
+                if after is None or after.leader < 0:  # looked at again by every pass until it has a leader
+                    self._offline_topics.add(topic)
+        self._complete_reassignments(live, topics)
         requested = self.zk.exists(zl.LEADER_ELECTION)
         writes += self._requested_elections(live, {(w.topic, w.partition) for w in writes})
         if not writes or self._write(writes, started):
             self._broker_epochs = epochs
+            if every:
+                self._registered_seen = registered
             if bounced:
+                self._read_all_next()
                 self._poke()  # the next pass sees them live again
+        else:
+            self._read_all_next()
         if requested is not None:  # done: a request written since (another version) stays for the next pass
             with contextlib.suppress(NoNodeError, BadVersionError):
                 self.zk.delete(zl.LEADER_ELECTION, version=requested.version)
 
-    def _complete_reassignments(self, live: set[int]) -> None:
+    def _complete_reassignments(self, live: set[int], topics: list[str]) -> None:
         """A reassigned partition whose target replicas are all in the ISR gets them as its replicas: the
         others leave (their brokers drop the partition), the ISR keeps only targets, and a leader outside the
         targets hands over to the first live target in the ISR (leader epoch + 1). One transaction per
         partition, checked against the controller epoch, the partition state's and the assignment's versions."""
         self._reassigning = False
-        for topic in self.zk.get_children(zl.TOPICS):
+        self._reassigning_topics -= set(topics)
+        for topic in topics:
             try:
                 data, astat = self.zk.get(zl.topic_path(topic))
                 a = zl.decode_assignment(data)
@@ -343,6 +403,7 @@ class KafkaController:
                 continue
             for p in sorted(set(a.adding) | set(a.removing)):
                 self._reassigning = True
+                self._reassigning_topics.add(topic)
                 target = tuple(r for r in a.partitions[p] if r not in a.removing.get(p, ()))
                 try:
                     s = zl.decode_state(*self._get_state(topic, p))
@@ -365,7 +426,8 @@ class KafkaController:
                 tx.set_data(zl.state_path(topic, p), zl.encode_state(new_state), version=s.partition_epoch)
                 tx.set_data(zl.topic_path(topic), zl.encode_assignment(done), version=astat.version)
                 if any(isinstance(r, Exception) for r in tx.commit()):
-                    self._poke()  # raced with another change: the next pass tries again
+                    self._read_all_next()  # raced with another change: the next pass tries again
+                    self._poke()
                     return
                 log.info("Partition %s-%d reassigned to %s: leader %d, leader epoch %d, ISR %s", topic, p,
                          list(target), leader, epoch, list(new_state.isr))  # fmt: skip

@@ -18,7 +18,6 @@ as no entry lies in a hole.
 
 from __future__ import annotations
 
-import contextlib
 import mmap
 import os
 import struct
@@ -53,33 +52,65 @@ class AbstractIndex:
         self._max_entries = max(1, max_index_size // self.entry_size)
         self._entries = 0  # used slots
         self._reserved = 0  # bytes of the file with disk blocks reserved, all inside the map
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._length = 0  # the file's length, which the map (when there is one) covers
         self._mm: mmap.mmap | None = None
         self._last: tuple[int, ...] | None = None  # the last entry, once read or written
+        self._unsynced = False  # entries written or removed since the last flush
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            length = os.fstat(self._fd).st_size
+            length = os.fstat(fd).st_size
             if length % self.entry_size:
                 length -= length % self.entry_size
-                os.ftruncate(self._fd, length)
-            self._map(length)
-            self._entries = self._count_used(_data_end(self._fd, length) // self.entry_size)
+                os.ftruncate(fd, length)
+            self._length = length
+            self._map(fd)
+            self._entries = self._count_used(_data_end(fd, length) // self.entry_size)
             if self._entries == 0 and self.FIRST_MAY_BE_ZERO and length == self.entry_size:
                 self._entries = 1  # trimmed to a single all-zero entry
             self._reserved = self._entries * self.entry_size
+            if self._entries > 0:
+                self._last = self.entry(self._entries - 1)
             if writable:
-                self.resize(self._max_entries * self.entry_size)
+                self._resize(fd, self._max_entries * self.entry_size)
+            self._unmap()  # mapped again by the first lookup or entry written
         except BaseException:
             self.close()
             raise
+        finally:
+            os.close(fd)
 
     # ---- mapping ---------------------------------------------------------------------------
+    # The file's own descriptor is closed once the file is mapped (Python's map keeps a duplicate
+    # of its own), and an index is mapped only by its first lookup or entry written (opening it
+    # reads its last entry, then lets the map go): a partition whose indexes nothing has searched
+    # or written since the broker started keeps one descriptor, its ``.log``. Growing, trimming
+    # and syncing open the file by its path for the time they take.
 
-    def _map(self, length: int) -> None:
+    def _map(self, fd: int) -> None:
+        self._unmap()
+        if self._length > 0:
+            self._mm = mmap.mmap(fd, self._length)
+
+    def _unmap(self) -> None:
         if self._mm is not None:
             self._mm.close()
             self._mm = None
-        if length > 0:
-            self._mm = mmap.mmap(self._fd, length)
+
+    def release_map(self) -> None:
+        """Let the map go (and its descriptor) until the next lookup or entry written."""
+        self._unmap()
+
+    def _mapped(self) -> mmap.mmap | None:
+        """The map, made when the index has none yet (None for an empty file)."""
+        mm = self._mm
+        if mm is None and self._length > 0:
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                self._map(fd)
+            finally:
+                os.close(fd)
+            mm = self._mm
+        return mm
 
     def _count_used(self, slots: int) -> int:
         """Number of slots up to the last non-zero one (unused slots of a preallocated file are zero;
@@ -107,31 +138,39 @@ class AbstractIndex:
 
     def resize(self, new_length: int) -> None:
         """Set the file length (whole entries); growing reserves the blocks on disk."""
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            self._resize(fd, new_length)
+        finally:
+            os.close(fd)
+
+    def _resize(self, fd: int, new_length: int) -> None:
         new_length -= new_length % self.entry_size
         new_length = max(new_length, self._entries * self.entry_size)
-        current = os.fstat(self._fd).st_size
-        if new_length == current and (self._mm is not None or new_length == 0):
+        current = os.fstat(fd).st_size
+        if new_length == current and (self._mm is not None or new_length == 0 or self._entries == 0):
+            self._length = current
             return
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        os.ftruncate(self._fd, new_length)
+        self._unmap()
+        os.ftruncate(fd, new_length)
+        self._length = new_length
         self._reserved = min(self._reserved, new_length)
-        self._map(new_length)
+        if self._entries > 0:
+            self._map(fd)
         self._max_entries = max(self._max_entries, new_length // self.entry_size)
         if new_length > current:
-            self._reserve((self._entries + 1) * self.entry_size)
+            self._reserve(fd, (self._entries + 1) * self.entry_size)
 
-    def _reserve(self, end: int) -> None:
+    def _reserve(self, fd: int, end: int) -> None:
         """Allocate disk blocks up to at least ``end`` (a chunk at a time). Raises OSError (ENOSPC)."""
         start = self._reserved
-        stop = min(len(self._mm) if self._mm is not None else 0, max(end, start + RESERVE_CHUNK))
+        stop = min(self._length, max(end, start + RESERVE_CHUNK))
         if stop <= start:
             return
         zeros = bytes(stop - start)
         written = 0
         while written < len(zeros):
-            written += os.pwrite(self._fd, memoryview(zeros)[written:], start + written)
+            written += os.pwrite(fd, memoryview(zeros)[written:], start + written)
         self._reserved = stop
 
     def trim(self) -> None:
@@ -153,12 +192,14 @@ class AbstractIndex:
         return self._entries >= self._max_entries
 
     @property
-    def fd(self) -> int:
-        return self._fd
+    def mapped(self) -> bool:
+        """Whether the file is mapped (a map holds a descriptor)."""
+        return self._mm is not None
 
     def entry(self, n: int) -> tuple[int, ...]:
-        assert self._mm is not None
-        return self.ENTRY.unpack_from(self._mm, n * self.entry_size)
+        mm = self._mapped()
+        assert mm is not None
+        return self.ENTRY.unpack_from(mm, n * self.entry_size)
 
     def last_values(self) -> tuple[int, ...] | None:
         """The fields of the last entry, or None when the index is empty."""
@@ -178,27 +219,36 @@ class AbstractIndex:
         self.ENTRY.pack_into(mm, position, first, second)
         self._entries += 1
         self._last = (first, second)
+        self._unsynced = True
         return self._entries >= self._max_entries
 
     def _make_room(self, end: int) -> mmap.mmap:
         """Make the slot ending at ``end`` writable (reserving disk blocks) and return the map, or raise
         IndexFullError. Blocks up to ``_reserved`` are always inside the map, so below it no check is needed."""
-        mm = self._mm
-        if self._entries >= self._max_entries or mm is None:
+        if self._entries >= self._max_entries or self._length == 0:
             raise IndexFullError(f"index {self.path.name} is full ({self._entries} entries)")
-        if end > len(mm):
+        if end > self._length:
             raise IndexFullError(f"index {self.path.name} is not writable")
         try:
-            self._reserve(end)
+            if end > self._reserved:
+                fd = os.open(self.path, os.O_RDWR)
+                try:
+                    self._reserve(fd, end)
+                finally:
+                    os.close(fd)
+            mm = self._mapped()
         except OSError as e:  # no disk space for the index: it is full, and the segment will roll
             self._max_entries = self._entries
             raise IndexFullError(f"index {self.path.name}: cannot reserve space: {e}") from e
+        assert mm is not None
         return mm
 
     def _largest_lower_bound(self, key: int, field: int) -> int:
         """Slot of the last entry whose ``field`` is <= key, or -1."""
-        mm = self._mm
-        if mm is None or self._entries == 0:
+        if self._entries == 0:
+            return -1
+        mm = self._mapped()
+        if mm is None:
             return -1
         unpack = self.ENTRY.unpack_from
         size = self.entry_size
@@ -216,10 +266,11 @@ class AbstractIndex:
     def _truncate_entries(self, n: int) -> None:
         """Keep the first ``n`` entries, zeroing the rest of the used slots."""
         n = max(0, min(n, self._entries))
-        if self._mm is not None and n < self._entries:
-            self._mm[n * self.entry_size : self._entries * self.entry_size] = bytes(
-                (self._entries - n) * self.entry_size
-            )
+        mm = self._mapped() if n < self._entries else None
+        if mm is not None:
+            mm[n * self.entry_size : self._entries * self.entry_size] = bytes((self._entries - n) * self.entry_size)
+        if n != self._entries:
+            self._unsynced = True
         self._entries = n
         self._last = None
 
@@ -227,18 +278,21 @@ class AbstractIndex:
         self._truncate_entries(0)
 
     def flush(self) -> None:
-        """fsync the file (pages stored through the map belong to the page cache of this file)."""
-        os.fsync(self._fd)
+        """fsync the file (pages stored through the map belong to the page cache of this file), when entries were
+        written or removed since the last flush: an index whose entries a crash loses is rebuilt or searched
+        less precisely, never wrong, so its length alone (a trim) is not worth a sync."""
+        if not self._unsynced:
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._unsynced = False
 
     def close(self) -> None:
         self._reserved = 0
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        if self._fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = -1
+        self._unmap()
 
     def rename(self, new_path: Path) -> None:
         os.rename(self.path, new_path)

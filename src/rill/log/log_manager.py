@@ -31,6 +31,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
 STRAY_DIR_SUFFIX = "-stray"
+SHUTDOWN_THREADS = 8  # threads that flush and close the logs at a clean stop
 
 
 class LogDirInUseError(RuntimeError):
@@ -134,7 +136,9 @@ class LogManager(LogDirCheckpoints):
                 hint = ""
                 if e.errno == errno.EMFILE:
                     limit = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-                    hint = f" (the hard limit on open files is {limit}; about five are needed per segment)"
+                    hint = (
+                        f" (the hard limit on open files is {limit}; one is needed per segment, one more per index map)"
+                    )
                 log.error("Log dir %s is offline: %s%s", log_dir, e, hint)
                 self.offline_dirs.add(log_dir)
         # Entries of logs that are gone (deleted before a crash let the checkpoints catch up) must not
@@ -505,14 +509,24 @@ class LogManager(LogDirCheckpoints):
         """Flush and close every log, write checkpoints and the clean-shutdown markers (blocking)."""
         self.cleaner.stop()
         dirty_dirs: set[Path] = set()
-        for tp, plog in list(self._logs.items()):
+
+        def close(item: tuple[TopicPartition, Log]) -> TopicPartition | None:
+            tp, plog = item
             try:
                 plog.flush()
                 plog.close(clean=True)
             except OSError as e:
                 log.error("%s: shutdown flush failed: %s", tp, e)
-                dirty_dirs.add(self._log_dir_of[tp])
                 plog.close(clean=False)
+                return tp
+            return None
+
+        # Logs are closed by several threads at once: their fsyncs then share the file system's journal
+        # commits (one after another, a stop of 1,000 written partitions took 19 s here, under load).
+        with ThreadPoolExecutor(SHUTDOWN_THREADS, thread_name_prefix="log-close") as pool:
+            for failed in pool.map(close, list(self._logs.items())):
+                if failed is not None:
+                    dirty_dirs.add(self._log_dir_of[failed])
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()

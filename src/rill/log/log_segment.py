@@ -314,6 +314,10 @@ class LogSegment:
             os.ftruncate(self._fd, pos)
         self.size = pos
         self.next_offset = expected
+        # Each map holds a descriptor: the next lookup or entry maps them again (a start that recovers
+        # 10,000 partitions would otherwise keep three descriptors for each).
+        self.offset_index.release_map()
+        self.time_index.release_map()
         return truncated
 
     # ---- writing ------------------------------------------------------------------------------

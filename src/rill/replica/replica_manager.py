@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from rill.common import FileRegion, TopicPartition
 from rill.errors import ErrorCode, KafkaError
+from rill.fsutil import open_descriptors
 from rill.log.log import LogAppendInfo
 from rill.log.log_config import LogConfig
 from rill.log.log_manager import LogManager
@@ -56,10 +57,10 @@ EffectiveConfigs = Callable[[Mapping[str, str]], Mapping[str, str]]
 
 # How many new logs a metadata change makes before the loop serves other work again.
 LOG_CREATION_CHUNK = 32
-# Descriptors a hosted partition keeps open (its active segment's log, offset index and time index), and
-# those kept free for connections and everything else when the broker takes on new partitions (at most a
-# quarter of the limit).
-FILES_PER_PARTITION = 3
+# Descriptors a new partition keeps open (its segment's .log; its indexes are mapped, a map holding one
+# descriptor, only once it has entries), and those kept free for connections, index maps and everything
+# else when the broker takes on new partitions (at most a quarter of the limit).
+FILES_PER_PARTITION = 1
 OPEN_FILES_RESERVE = 1024
 
 
@@ -286,20 +287,23 @@ class ReplicaManager(IsrChanges):
             log.info("Deleted partition %s", tp)
 
     def capacity_problem(self, new_partitions: int) -> str | None:
-        """Why this broker cannot host ``new_partitions`` more partitions (each keeps its segment and index
-        files open: ``FILES_PER_PARTITION`` descriptors, under the open-files limit less a reserve for
-        connections), or None when it can."""
+        """Why this broker cannot host ``new_partitions`` more partitions (each keeps ``FILES_PER_PARTITION``
+        descriptors open, on top of those open now, under the open-files limit less a reserve for
+        connections and index maps), or None when it can."""
         limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         if limit == resource.RLIM_INFINITY:
             return None
         reserve = min(OPEN_FILES_RESERVE, limit // 4)
-        needed = (len(self._partitions) + new_partitions) * FILES_PER_PARTITION + reserve
+        open_now = open_descriptors()
+        if open_now is None:  # no /proc: the partitions' own
+            open_now = len(self._partitions) * FILES_PER_PARTITION
+        needed = open_now + new_partitions * FILES_PER_PARTITION + reserve
         if needed <= limit:
             return None
-        most = max(0, (limit - reserve) // FILES_PER_PARTITION - len(self._partitions))
+        most = max(0, (limit - reserve - open_now) // FILES_PER_PARTITION)
         return (
-            f"{new_partitions} new partitions would need {needed} open files on broker {self.node_id}, over its "
-            f"open-files limit of {limit}; at most {most} more fit"
+            f"{new_partitions} new partitions would need {needed} open files on broker {self.node_id} ({open_now} "
+            f"open now, {reserve} kept free), over its open-files limit of {limit}; at most {most} more fit"
         )
 
     async def persist_log_start_offsets(self, moved: Mapping[TopicPartition, int]) -> set[TopicPartition]:

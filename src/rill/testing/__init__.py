@@ -77,6 +77,14 @@ class TestBroker:
     # ------------------------------------------------------------------ public
 
     @property
+    def pid(self) -> int | None:
+        """The broker process's id (subprocess mode, once started)."""
+        from rill.testing._process import ProcessRunner
+
+        runner = self._runner
+        return runner.pid if isinstance(runner, ProcessRunner) else None
+
+    @property
     def bootstrap_servers(self) -> str:
         return f"{self.host}:{self.port}"
 

@@ -36,6 +36,10 @@ class ProcessRunner:
         self.log_path = data_dir / "broker.log"
         self._proc: sp.Popen[str] | None = None
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
     def descriptors_to_drop_after_fork(self) -> list[int]:
         proc = self._proc
         if proc is None or proc.stdin is None or proc.stdin.closed:

@@ -64,8 +64,7 @@ def test_an_untrimmed_index_reopens_without_reading_its_holes(tmp_path: Path, ki
         else:
             idx.maybe_append(1_000 + i, i)
     assert path.stat().st_size >= 10 * 1024 * 1024 - idx.entry_size
-    idx._mm.close()  # the process dies: no trim
-    os.close(idx._fd)
+    idx._unmap()  # the process dies: no trim
     # This thread's faults only: threads other tests left behind (clients, pools) fault pages of their own.
     faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
     again = kind(path, 0, 10 * 1024 * 1024, True)
