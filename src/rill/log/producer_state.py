@@ -47,6 +47,7 @@ import contextlib
 import logging
 import os
 import struct
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,13 +91,16 @@ class VerificationGuard:
     producer's transaction includes the partition (KIP-890), and checked when the batch is appended. A marker
     of the producer (its transaction ended meanwhile, e.g. aborted while the answer was on its way) or the
     start of its transaction here clears it, so a verified batch that would open a transaction after its
-    transaction ended is refused instead of opening one that no marker closes."""
+    transaction ended is refused instead of opening one that no marker closes. ``last_used_ms`` (wall clock) is
+    when a verification last took it: a guard whose verification was refused (nothing clears it) goes after
+    ``producer.id.expiration.ms``, as Kafka's verification entries do."""
 
-    __slots__ = ("producer_epoch", "producer_id")
+    __slots__ = ("last_used_ms", "producer_epoch", "producer_id")
 
-    def __init__(self, producer_id: int, producer_epoch: int) -> None:
+    def __init__(self, producer_id: int, producer_epoch: int, now_ms: int = -1) -> None:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
+        self.last_used_ms = int(time.time() * 1000) if now_ms < 0 else now_ms
 
     def __repr__(self) -> str:
         return f"VerificationGuard(producer {self.producer_id}, epoch {self.producer_epoch})"
@@ -340,7 +344,9 @@ class ProducerStateManager:
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
         """Kafka's ``producer.id.expiration.ms``: forget the producers whose last batch is ``expiration_ms`` old
         or older and that have no transaction open here (the next snapshot leaves them out). A batch of a
-        forgotten producer is taken as one of a producer the log does not know (any sequence). Returns their ids."""
+        forgotten producer is taken as one of a producer the log does not know (any sequence). Verification
+        guards unused as long go too (those of refused verifications, e.g. of producer ids no coordinator
+        knows, which nothing else clears). Returns the producers' ids."""
         expired = [
             pid
             for pid, entry in self.producers.items()
@@ -349,6 +355,10 @@ class ProducerStateManager:
         for pid in expired:
             del self.producers[pid]
             self.verification_guards.pop(pid, None)
+        if self.verification_guards:
+            stale = [pid for pid, g in self.verification_guards.items() if now_ms - g.last_used_ms >= expiration_ms]
+            for pid in stale:
+                del self.verification_guards[pid]
         return expired
 
     def has_ongoing_txn(self, producer_id: int, producer_epoch: int | None = None) -> bool:
@@ -364,6 +374,8 @@ class ProducerStateManager:
         guard = self.verification_guards.get(producer_id)
         if guard is None or guard.producer_epoch != producer_epoch:
             guard = self.verification_guards[producer_id] = VerificationGuard(producer_id, producer_epoch)
+        else:
+            guard.last_used_ms = int(time.time() * 1000)
         return guard
 
     def check_verified(self, guard: VerificationGuard) -> None:

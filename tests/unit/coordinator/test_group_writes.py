@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from pathlib import Path
 
 from tests.unit.coordinator.test_group_coordinator import join_member, run
@@ -134,3 +135,22 @@ def test_writes_not_replicated_when_leadership_moves_are_dropped(tmp_path: Path)
         assert _committed(gc, "g") is None
 
     run(tmp_path, body)
+
+
+def test_refused_verifications_leave_no_state_past_the_producer_id_expiration(tmp_path: Path) -> None:
+    """A TxnOffsetCommit of producer ids the transaction coordinator does not know is refused; the verification
+    guards each one took on the group's partition go with ``producer.id.expiration.ms``, as Kafka's verification
+    entries do (a client sending made-up producer ids would otherwise grow the broker's memory without end)."""
+
+    async def body(gc: GroupCoordinator, broker: Broker) -> None:
+        tp = gc.manager.topic_partition_for("g")
+        state = gc.manager.replica_manager.get_partition(tp).log.producer_state
+        for pid in range(1000, 1020):
+            codes = await gc.txn_commit_offsets("g", "no-such-txn", pid, 0, "", None, -1, {TP0: OffsetAndMetadata(1)})
+            assert codes[TP0] != ErrorCode.NO_ERROR
+        assert len(state.verification_guards) == 20  # taken before the coordinator answered
+        assert broker.log_manager is not None
+        broker.log_manager.remove_expired_producers(int(time.time() * 1000) + 60_000)
+        assert state.verification_guards == {}
+
+    run(tmp_path, body, **{"producer.id.expiration.ms": "10000"})
