@@ -384,7 +384,7 @@ def test_a_topic_whose_logs_cannot_all_be_made_is_taken_back(tmp_path) -> None:
     try:
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
         with pytest.raises(KafkaException) as e:
-            admin.create_topics([NewTopic("wide", 200, 1)])["wide"].result(60)
+            admin.create_topics([NewTopic("wide", 600, 1)])["wide"].result(60)  # one descriptor each: 600 > 300
         assert e.value.args[0].name() == "POLICY_VIOLATION" and "open-files limit" in e.value.args[0].str()
         assert "wide" not in admin.list_topics(timeout=10).topics
         assert not [d for d in data.iterdir() if d.name.startswith("wide-") and not d.name.endswith("-delete")]

@@ -127,7 +127,7 @@ def test_an_unresolvable_listener_host_is_named(tmp_path: Path) -> None:
     assert time.monotonic() - started < TIMEOUT_S
 
 
-def test_an_unforeseen_start_failure_says_what_the_start_was_doing_and_where(tmp_path: Path) -> None:
+def test_a_corrupt_metadata_snapshot_stops_the_start_naming_the_file(tmp_path: Path) -> None:
     from rill.metadata.journal import SNAPSHOT_FILE
 
     data = tmp_path / "data"
@@ -136,7 +136,7 @@ def test_an_unforeseen_start_failure_says_what_the_start_was_doing_and_where(tmp
     line = start_failure(
         rill_broker("--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={data}", cwd=tmp_path)
     )
-    assert line.startswith(f"rill broker: cannot start: loading the metadata in {data}: "), line
+    assert line.startswith(f"rill broker: cannot start: {data / SNAPSHOT_FILE} is corrupt: "), line
 
 
 def test_a_data_dir_another_broker_took_meanwhile_is_not_removed(tmp_path: Path) -> None:
