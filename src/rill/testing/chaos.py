@@ -376,7 +376,7 @@ def run(
     down_s: float = 6.0,
     quiet_s: float = 3.0,
     seed: int | None = None,
-    heal_timeout: float = 60.0,
+    heal_timeout: float = 120.0,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Write while the faults named in ``schedule`` run one after another, then read back and check."""
