@@ -109,6 +109,17 @@ def _stable_offsets(w: Wire, group: str, topic: str, partitions: list[int]) -> d
         time.sleep(0.05)
 
 
+def _stable_offsets_after_restart(rill_broker: Any, group: str, topic: str) -> dict[int, int]:
+    """Partition 0's committed offset once the broker restarted and replayed ``__consumer_offsets``."""
+    rill_broker.restart()
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        _group_coordinator(w, group)
+        return _stable_offsets(w, group, topic, [0])
+    finally:
+        w.close()
+
+
 def _offsets_partition_is_stable(w: Wire, group: str) -> bool:
     """Whether the group's partition of ``__consumer_offsets`` has no open transaction: its last stable offset
     (ListOffsets read_committed) is its high watermark."""
@@ -167,13 +178,7 @@ def test_a_transactions_offsets_do_not_replace_a_newer_commit(rill_broker: Any, 
     assert end_txn(wire, txn_id, pid, epoch, True) == 0
     wait_for_state(wire, txn_id, "CompleteCommit")
     in_memory = _stable_offsets(wire, group, topic, [0])
-    rill_broker.restart()
-    w = Wire(rill_broker.bootstrap_servers, timeout=30)
-    try:
-        _group_coordinator(w, group)
-        replayed = _stable_offsets(w, group, topic, [0])
-    finally:
-        w.close()
+    replayed = _stable_offsets_after_restart(rill_broker, group, topic)
     assert (in_memory, replayed) == ({0: 200}, {0: 200})
 
 
@@ -190,13 +195,7 @@ def test_a_deleted_groups_transactional_offsets_do_not_come_back(rill_broker: An
     assert end_txn(wire, txn_id, pid, epoch, True) == 0
     wait_for_state(wire, txn_id, "CompleteCommit")
     in_memory = _stable_offsets(wire, group, topic, [0])
-    rill_broker.restart()
-    w = Wire(rill_broker.bootstrap_servers, timeout=30)
-    try:
-        _group_coordinator(w, group)
-        replayed = _stable_offsets(w, group, topic, [0])
-    finally:
-        w.close()
+    replayed = _stable_offsets_after_restart(rill_broker, group, topic)
     assert (in_memory, replayed) == ({0: -1}, {0: -1})
 
 
