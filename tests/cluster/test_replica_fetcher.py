@@ -43,6 +43,20 @@ def _names(topic: str) -> Any:
     return has
 
 
+def _kill_leader_after_records_only_it_holds(
+    c: TestCluster, topic: str, leader: int, follower: int, count: int
+) -> None:
+    """``count`` records both replicas hold, then ``count`` more the follower never copies (its fetches held);
+    then the leader is killed and the follower's fetches let go."""
+    with connect(c, leader) as conn:
+        assert produce(conn, topic, count, acks=-1) == (0, 0)
+        held = c.interceptor(leader).hold(ApiKey.FETCH, source=follower, predicate=_names(topic))
+        held.wait()
+        assert produce(conn, topic, count, acks=1) == (0, count)
+    c.kill(leader)
+    held.release()
+
+
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -87,13 +101,7 @@ def test_a_follower_whose_log_runs_past_the_leaders_truncates_to_the_leaders_end
     it asks the leader's end (ListOffsets as a replica) and truncates there, then follows again."""
     create_assigned(c, "oor", [2, 0], **{"unclean.leader.election.enable": "true"})
     wait_isr(c, "oor", {0, 2})
-    with connect(c, 2) as conn:
-        assert produce(conn, "oor", 3, acks=-1) == (0, 0)
-        held = c.interceptor(2).hold(ApiKey.FETCH, source=0, predicate=_names("oor"))
-        held.wait()
-        assert produce(conn, "oor", 3, acks=1) == (0, 3)  # broker 2 alone holds 3..5
-    c.kill(2)
-    held.release()
+    _kill_leader_after_records_only_it_holds(c, "oor", leader=2, follower=0, count=3)  # broker 2 alone held 3..5
     c.wait_for(lambda: state(c, "oor")["leader"] == 0, 30, "broker 0 leading")
 
     def end_at_six(body: dict[str, Any]) -> dict[str, Any]:
@@ -142,13 +150,7 @@ def test_an_epoch_the_follower_led_without_records_leaves_its_cache(c: TestClust
     epoch 1 (Kafka truncates the cache even when the log truncation is a no-op)."""
     create_assigned(c, "epochs", [1, 2], **{"unclean.leader.election.enable": "true"})
     wait_isr(c, "epochs", {1, 2})
-    with connect(c, 1) as conn:
-        assert produce(conn, "epochs", 5, acks=-1) == (0, 0)
-        held = c.interceptor(1).hold(ApiKey.FETCH, source=2, predicate=_names("epochs"))
-        held.wait()
-        assert produce(conn, "epochs", 5, acks=1) == (0, 5)  # broker 1 alone holds 5..9
-    c.kill(1)
-    held.release()
+    _kill_leader_after_records_only_it_holds(c, "epochs", leader=1, follower=2, count=5)  # broker 1 alone holds 5..9
     c.wait_for(lambda: state(c, "epochs")["leader"] == 2, 30, "broker 2 leading")
     c.wait_for(lambda: _epochs(c, 2, "epochs") == [(0, 0), (1, 5)], 10, "broker 2's epoch 1 from offset 5")
     # Broker 1 comes back but cannot truncate to broker 2 (which would cut its records 5..9).
