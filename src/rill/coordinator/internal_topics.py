@@ -2,14 +2,19 @@
 needed, as Kafka does: not while fewer brokers than its replication factor are alive (COORDINATOR_NOT_AVAILABLE,
 which clients retry), so a cluster starting up or with brokers down never gets an internal topic with fewer
 replicas than configured, one it could never repair; a topic another broker created meanwhile is taken as is.
-And the records of an internal topic a coordinator cannot read while loading it (``UnreadableRecords``)."""
+And loading an internal topic's partition: its batches chunk by chunk (``iter_log_chunks``), and the records a
+coordinator cannot read (``UnreadableRecords``)."""
 
 from __future__ import annotations
 
 import logging
+import struct
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import MetadataStore
+from rill.records.record import iter_batch_views
 
 log = logging.getLogger(__name__)
 
@@ -57,3 +62,36 @@ class UnreadableRecords:
     def done(self) -> None:
         if self.count > self.LOGGED:
             log.warning("%s: skipped %d records in all that cannot be read", self.where, self.count)
+
+
+LOAD_CHUNK_BYTES = 1 << 20
+
+
+class LoadedBatch(NamedTuple):
+    base_offset: int
+    attributes: int
+    producer_id: int
+    view: memoryview
+
+
+def iter_log_chunks(plog: Any, where: object) -> Iterator[list[LoadedBatch]]:
+    """The batches of a partition log from its start to its end, one list per chunk read (a caller that shares
+    the loop yields between chunks). A batch whose framing cannot be read ends the walk there, logged: where the
+    next batch starts is not known, and the bytes of an internal topic may be any."""
+    offset: int = plog.log_start_offset
+    end: int = plog.log_end_offset
+    while offset < end:
+        data = plog.read_bytes(offset, LOAD_CHUNK_BYTES)
+        chunk: list[LoadedBatch] = []
+        try:
+            for batch in iter_batch_views(data):
+                base_offset, attributes, last_delta = struct.unpack_from(">q13xhi", batch, 0)
+                (producer_id,) = struct.unpack_from(">q", batch, 43)
+                chunk.append(LoadedBatch(base_offset, attributes, producer_id, batch))
+                offset = base_offset + last_delta + 1
+        except KafkaError as e:
+            log.error("%s: loading stopped at offset %d, the log cannot be read further: %s", where, offset, e.message)
+            end = offset  # what was read before the bad framing is still given
+        if not chunk:
+            return
+        yield chunk

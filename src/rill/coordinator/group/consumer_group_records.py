@@ -26,8 +26,9 @@ from rill.coordinator.group.consumer_group import (
     ConsumerGroupMember,
     MemberState,
 )
+from rill.coordinator.internal_topics import iter_log_chunks
 from rill.protocol import decode_versioned, encode_versioned
-from rill.records.record import Record, decode_batch_records, iter_batch_views
+from rill.records.record import Record, decode_batch_records
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,6 @@ _NAMES = {
     CURRENT_ASSIGNMENT: "ConsumerGroupCurrentMemberAssignment",
 }
 _INT16 = struct.Struct(">h")
-_LOAD_CHUNK_BYTES = 1 << 20
 
 
 def _key(version: int, group_id: str, member_id: str | None = None) -> bytes:
@@ -227,30 +227,19 @@ class ConsumerGroupReplay:
 def load_partition_log(plog: Any, replay: ConsumerGroupReplay) -> int:
     """Replay the consumer group records of one ``__consumer_offsets`` partition log (they are never
     transactional; control and transactional batches are left to the offsets' loader). Returns the count."""
-    offset: int = plog.log_start_offset
-    end: int = plog.log_end_offset
     count = 0
-    while offset < end:
-        data = plog.read_bytes(offset, _LOAD_CHUNK_BYTES)
-        progressed = False
-        for batch in iter_batch_views(data):
-            (base_offset,) = struct.unpack_from(">q", batch, 0)
-            (last_delta,) = struct.unpack_from(">i", batch, 23)
-            (attributes,) = struct.unpack_from(">h", batch, 21)
-            offset = base_offset + last_delta + 1
-            progressed = True
-            if attributes & 0x30:  # control or transactional
+    for chunk in iter_log_chunks(plog, "__consumer_offsets"):
+        for batch in chunk:
+            if batch.attributes & 0x30:  # control or transactional
                 continue
             try:
-                records: list[Record] = decode_batch_records(batch)
+                records: list[Record] = decode_batch_records(batch.view)
             except Exception as e:
-                log.warning("Skipped an unreadable batch of __consumer_offsets at offset %d: %s", base_offset, e)
+                log.warning("Skipped an unreadable batch of __consumer_offsets at offset %d: %s", batch.base_offset, e)
                 continue
             for record in records:
                 if is_consumer_group_key(record.key):
                     assert record.key is not None
                     replay.replay(record.key, record.value)
                     count += 1
-        if not progressed:
-            break
     return count

@@ -36,13 +36,13 @@ from rill.coordinator.group.group_metadata import (
     MemberMetadata,
     OffsetAndMetadata,
 )
-from rill.coordinator.internal_topics import UnreadableRecords, maybe_create_internal_topic
+from rill.coordinator.internal_topics import UnreadableRecords, iter_log_chunks, maybe_create_internal_topic
 from rill.errors import ErrorCode, KafkaError
 from rill.log.producer_state import VerificationGuard
 from rill.metadata.store import OFFSETS_TOPIC, MetadataStore
 from rill.protocol import decode_versioned, encode_versioned
 from rill.records.builder import build_batch
-from rill.records.record import Record, decode_batch_records, iter_batch_views
+from rill.records.record import Record, decode_batch_records
 from rill.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,6 @@ GROUP_METADATA_KEY_VERSION = 2
 GROUP_METADATA_VALUE_VERSION = 3
 
 _INT16 = struct.Struct(">h")
-_LOAD_CHUNK_BYTES = 1 << 20
 UNWRITABLE_BACKOFF_S = 2.0
 """After a write to a ``__consumer_offsets`` partition fails for lack of storage (a full disk), its groups'
 coordinator is not offered (FindCoordinator answers COORDINATOR_NOT_AVAILABLE) for this long before the
@@ -422,8 +421,6 @@ class GroupMetadataManager:
         shells: dict[str, GroupMetadata] = {}
         metadata: dict[str, tuple[int, bytes | None]] = {}  # group -> (offset, latest GroupMetadataValue)
         tp: TopicPartition = plog.topic_partition  # type: ignore[attr-defined]
-        offset: int = plog.log_start_offset  # type: ignore[attr-defined]
-        end: int = plog.log_end_offset  # type: ignore[attr-defined]
         unreadable = UnreadableRecords(tp)
         count = 0
 
@@ -453,40 +450,25 @@ class GroupMetadataManager:
                 if record.value is None:  # the group is deleted, with its offsets and pending ones
                     shells.pop(key.group_id, None)
 
-        while offset < end:
-            data = plog.read_bytes(offset, _LOAD_CHUNK_BYTES)  # type: ignore[attr-defined]
-            progressed = False
-            try:
-                for batch in iter_batch_views(data):
-                    (base_offset,) = struct.unpack_from(">q", batch, 0)
-                    (last_delta,) = struct.unpack_from(">i", batch, 23)
-                    (attributes,) = struct.unpack_from(">h", batch, 21)
-                    offset = base_offset + last_delta + 1
-                    progressed = True
-                    (producer_id,) = struct.unpack_from(">q", batch, 43)
+        for chunk in iter_log_chunks(plog, tp):
+            for batch in chunk:
+                try:
+                    records = decode_batch_records(batch.view)
+                except KafkaError as e:
+                    unreadable.skip(batch.base_offset, f"its batch does not decode: {e.message}")
+                    continue
+                if batch.attributes & 0x20:  # control batch: a transaction's marker
+                    commit = _is_commit_marker(records)
+                    for group in shells.values():
+                        group.complete_txn(batch.producer_id, commit)
+                    continue
+                transactional = bool(batch.attributes & 0x10)  # TxnOffsetCommit
+                for record in records:
+                    count += 1
                     try:
-                        records = decode_batch_records(batch)
-                    except KafkaError as e:
-                        unreadable.skip(base_offset, f"its batch does not decode: {e.message}")
-                        continue
-                    if attributes & 0x20:  # control batch: a transaction's marker
-                        commit = _is_commit_marker(records)
-                        for group in shells.values():
-                            group.complete_txn(producer_id, commit)
-                        continue
-                    transactional = bool(attributes & 0x10)  # TxnOffsetCommit
-                    for record in records:
-                        count += 1
-                        try:
-                            replay(record, producer_id, transactional)
-                        except Exception as e:
-                            unreadable.skip(record.offset, e)
-            except KafkaError as e:  # framing: where the next batch starts is not known
-                log.error("%s: loading stopped at offset %d, the log cannot be read further: %s", tp, offset,
-                          e.message)  # fmt: skip
-                break
-            if not progressed:
-                break
+                        replay(record, batch.producer_id, transactional)
+                    except Exception as e:
+                        unreadable.skip(record.offset, e)
         for group_id, (at, value) in metadata.items():
             if value is None:
                 continue

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from rill.common import TopicPartition
 from rill.coordinator.group.group_metadata_manager import partition_for
-from rill.coordinator.internal_topics import UnreadableRecords, maybe_create_internal_topic
+from rill.coordinator.internal_topics import UnreadableRecords, iter_log_chunks, maybe_create_internal_topic
 from rill.coordinator.transaction.transaction_log import (
     decode_key,
     decode_value,
@@ -38,14 +37,13 @@ from rill.errors import ErrorCode, KafkaError
 from rill.log.log import Log
 from rill.metadata.store import TRANSACTION_STATE_TOPIC, MetadataStore
 from rill.records.builder import build_batch
-from rill.records.record import Record, decode_batch_records, iter_batch_views
+from rill.records.record import Record, decode_batch_records
 from rill.replica.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
 WRITE_TIMEOUT_MS = 30000
 """How long a state record may take to reach the ISR (Kafka's default ``request.timeout.ms``)."""
-_LOAD_CHUNK_BYTES = 1 << 20
 
 
 def _now_ms() -> int:
@@ -235,46 +233,30 @@ async def replay_log(tp: TopicPartition, plog: Log, loaded: TxnPartition) -> int
     """Replay the log of ``tp`` into ``loaded``; returns the records read. A record or batch that cannot be
     read is logged and skipped; a log that cannot be read further ends the replay there: the bytes of the
     topic may be any."""
-    offset = plog.log_start_offset
-    end = plog.log_end_offset
     latest: dict[str, tuple[int, TxnTransitMetadata | None]] = {}
     unreadable = UnreadableRecords(tp)
     count = 0
-    while offset < end:
-        data = plog.read_bytes(offset, _LOAD_CHUNK_BYTES)
-        progressed = False
-        try:
-            for batch in iter_batch_views(data):
-                (base_offset,) = struct.unpack_from(">q", batch, 0)
-                (last_delta,) = struct.unpack_from(">i", batch, 23)
-                (attributes,) = struct.unpack_from(">h", batch, 21)
-                offset = base_offset + last_delta + 1
-                progressed = True
-                if attributes & 0x20:  # control batch
+    for chunk in iter_log_chunks(plog, tp):
+        for batch in chunk:
+            if batch.attributes & 0x20:  # control batch
+                continue
+            try:
+                records = decode_batch_records(batch.view)
+            except KafkaError as e:
+                unreadable.skip(batch.base_offset, f"its batch does not decode: {e.message}")
+                continue
+            for record in records:
+                if record.key is None:
                     continue
+                count += 1
                 try:
-                    records = decode_batch_records(batch)
-                except KafkaError as e:
-                    unreadable.skip(base_offset, f"its batch does not decode: {e.message}")
-                    continue
-                for record in records:
-                    if record.key is None:
+                    txn_id = decode_key(record.key)
+                    if txn_id is None:
                         continue
-                    count += 1
-                    try:
-                        txn_id = decode_key(record.key)
-                        if txn_id is None:
-                            continue
-                        value = None if record.value is None else decode_value(record.value)
-                        latest[txn_id] = (record.offset, value)
-                    except Exception as e:
-                        unreadable.skip(record.offset, e)
-        except KafkaError as e:  # framing: where the next batch starts is not known
-            log.error("%s: loading stopped at offset %d, the log cannot be read further: %s", tp, offset,
-                      e.message)  # fmt: skip
-            break
-        if not progressed:
-            break
+                    value = None if record.value is None else decode_value(record.value)
+                    latest[txn_id] = (record.offset, value)
+                except Exception as e:
+                    unreadable.skip(record.offset, e)
         await asyncio.sleep(0)  # other requests are served between chunks
     for txn_id, (at, transit) in latest.items():
         if transit is not None and transit.state != TransactionState.DEAD:
