@@ -188,6 +188,7 @@ class Broker:
         )
         self.services.group_coordinator = self._maybe_start_group_coordinator()
         self.services.txn_coordinator = self._start_txn_coordinator()
+        self.services.share_coordinator = self._start_share_coordinator()
         if metrics is not None:
             metrics.attach(self)
         if self.controller is not None:
@@ -319,6 +320,24 @@ class Broker:
         assert self.services is not None
         return TransactionCoordinator.create(self.services)
 
+    def _start_share_coordinator(self) -> Any:
+        from rill.coordinator.share.share_coordinator import ShareCoordinator
+
+        assert self.metadata is not None and self.replica_manager is not None
+        coordinator = ShareCoordinator(self.config, self.metadata, self.replica_manager,
+                                       single_broker=self.controller is None)  # fmt: skip
+        self.metadata.add_listener(coordinator.on_metadata_delta)
+        coordinator.follow_leadership()
+        return coordinator
+
+    async def _stop_share_parts(self) -> None:
+        if self.services is None:
+            return
+        if self.services.share_coordinator is not None:
+            self.services.share_coordinator.shutdown()
+        if self.services.share is not None:
+            await self.services.share.close()
+
     async def stop(self) -> None:
         await self._maybe_controlled_shutdown()
         server, self._server = self._server, None
@@ -332,6 +351,7 @@ class Broker:
         txn_coordinator = self.services.txn_coordinator if self.services else None
         if txn_coordinator is not None:
             await txn_coordinator.shutdown()
+        await self._stop_share_parts()
         if self.replica_manager is not None:
             self.replica_manager.fetch_purgatory.close()
         if server is not None:
@@ -385,6 +405,7 @@ class Broker:
         txn_coordinator = self.services.txn_coordinator if self.services else None
         if txn_coordinator is not None:
             await txn_coordinator.shutdown()
+        await self._stop_share_parts()
         await self._stop_background()
         await self._leave_cluster()
         if self.metadata is not None:

@@ -42,8 +42,17 @@ CLUSTER_CHECKS: dict[int, AclOperation] = {
     ApiKey.DELETE_ACLS: AclOperation.ALTER,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: AclOperation.DESCRIBE_CONFIGS,
     ApiKey.ALTER_CLIENT_QUOTAS: AclOperation.ALTER_CONFIGS,
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: AclOperation.CLUSTER_ACTION,
+    ApiKey.READ_SHARE_GROUP_STATE: AclOperation.CLUSTER_ACTION,
+    ApiKey.WRITE_SHARE_GROUP_STATE: AclOperation.CLUSTER_ACTION,
+    ApiKey.DELETE_SHARE_GROUP_STATE: AclOperation.CLUSTER_ACTION,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: AclOperation.CLUSTER_ACTION,
 }
 """APIs refused as a whole (CLUSTER_AUTHORIZATION_FAILED) unless the caller may do the operation on the cluster."""
+
+SHARE_STATE_APIS = frozenset({ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE,
+                              ApiKey.WRITE_SHARE_GROUP_STATE, ApiKey.DELETE_SHARE_GROUP_STATE,
+                              ApiKey.READ_SHARE_GROUP_STATE_SUMMARY})  # fmt: skip
 
 
 def authorize(
@@ -119,6 +128,12 @@ def cluster_refusal(api_key: int, request: dict[str, Any]) -> dict[str, Any]:
                            for e in request["entries"]]  # fmt: skip
     elif api_key == ApiKey.CREATE_ACLS:
         body["results"] = [{"error_code": code, "error_message": message} for _ in request["creations"]]
+    elif api_key in SHARE_STATE_APIS:
+        body["results"] = [
+            {"topic_id": t["topic_id"], "partitions": [
+                {"partition": p["partition"], "error_code": code, "error_message": message} for p in t["partitions"]]}
+            for t in request.get("topics") or []
+        ]  # fmt: skip
     elif api_key == ApiKey.DELETE_ACLS:
         body["filter_results"] = [{"error_code": code, "error_message": message, "matching_acls": []}
                                   for _ in request["filters"]]  # fmt: skip

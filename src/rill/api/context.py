@@ -25,6 +25,7 @@ class BrokerServices:
     producer_ids: Any  # rill.api.init_producer_id.ProducerIdManager
     group_coordinator: Any = None  # rill.coordinator.group.GroupCoordinator once it exists
     txn_coordinator: Any = None  # rill.coordinator.transaction.TransactionCoordinator once it exists
+    share_coordinator: Any = None  # rill.coordinator.share.share_coordinator.ShareCoordinator once it exists
     metrics: Any = None  # rill.metrics.BrokerMetrics when metrics are on
     security: Any = None  # rill.security.listener_configs.BrokerSecurity: each listener's TLS and SASL
     authorizer: Any = None  # rill.security.authorizer.AclAuthorizer when authorizer.class.name is set

@@ -8,8 +8,9 @@ of a topic the caller may not read answers TOPIC_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
+import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from rill.api._quotas import quota_client_id, quota_user
 from rill.api._topics import ZERO_UUID
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
+from rill.cluster.network_client import NetworkClient
 from rill.coordinator.share.share_group_coordinator import ShareGroupCoordinator
 from rill.coordinator.share.share_partition_manager import (
     FINAL_EPOCH,
@@ -28,15 +30,50 @@ from rill.coordinator.share.share_partition_manager import (
     ShareTopicPartition,
     now_ms,
 )
-from rill.coordinator.share.share_state import ShareStateStore
+from rill.coordinator.share.share_persister import DefaultStatePersister
 from rill.errors import ErrorCode
 from rill.protocol import ApiKey
+from rill.security.inter_broker import client_config
+
+log = logging.getLogger(__name__)
+
+LEGACY_STATE_DIR = "__share_group_state"  # where earlier versions kept each group's state, one JSON file each
 
 
 @dataclass(slots=True)
 class ShareServices:
     coordinator: ShareGroupCoordinator
     partitions: SharePartitionManager
+    clients: list[NetworkClient] = field(default_factory=list)  # the persister's channel to other brokers
+
+    async def close(self) -> None:
+        clients, self.clients[:] = list(self.clients), []
+        for client in clients:
+            await client.close()
+
+
+def _persister(services: Any, clients: list[NetworkClient]) -> DefaultStatePersister | None:
+    if services.share_coordinator is None:
+        return None
+    node_id, metadata = services.node_id, services.metadata
+
+    def client() -> NetworkClient:
+        if not clients:
+            clients.append(NetworkClient(client_config(f"broker-{node_id}-share-persister", services.config)))
+        for b in metadata.brokers():
+            if b.node_id != node_id:
+                clients[0].set_node(b.node_id, b.host, b.port)
+        return clients[0]
+
+    return DefaultStatePersister(node_id, services.share_coordinator, client)
+
+
+def _note_legacy_state(log_dir: Path) -> None:
+    legacy = log_dir / LEGACY_STATE_DIR
+    if legacy.is_dir() and any(legacy.glob("*.json")):
+        log.warning("%s holds share-group state files of an earlier version: they are not read (the state is kept "
+                    "in the internal topic %s now; the groups' share partitions start afresh)", legacy,
+                    LEGACY_STATE_DIR)  # fmt: skip
 
 
 def share_services(ctx: RequestContext) -> ShareServices:
@@ -49,9 +86,11 @@ def share_services(ctx: RequestContext) -> ShareServices:
         def topics() -> dict[str, tuple[uuid.UUID, int]]:
             return {name: (t.topic_id, len(t.partitions)) for name, t in metadata.topics().items() if not t.internal}
 
+        _note_legacy_state(Path(config.log_dirs[0]))
+        clients: list[NetworkClient] = []
         manager = SharePartitionManager(
             services.replica_manager,
-            ShareStateStore(Path(config.log_dirs[0])),
+            _persister(services, clients),
             lock_duration_ms=int(config.get("group.share.record.lock.duration.ms")),
             delivery_count_limit=int(config.get("group.share.delivery.count.limit")),
             max_in_flight=int(config.get("group.share.partition.max.record.locks")),
@@ -63,7 +102,7 @@ def share_services(ctx: RequestContext) -> ShareServices:
             max_size=int(config.get("group.share.max.size")),
             on_member_gone=manager.release_member,
         )
-        services.share = ShareServices(coordinator, manager)
+        services.share = ShareServices(coordinator, manager, clients)
     share: ShareServices = services.share
     return share
 
@@ -147,23 +186,37 @@ def _top_error(api: str, code: ErrorCode, message: str | None = None) -> Body:
     return body
 
 
+Acks = dict[tuple[uuid.UUID, int], tuple[ShareTopicPartition, ErrorCode, int]]
+
+
 def _acknowledge_all(
     ctx: RequestContext, share: ShareServices, group_id: str, member_id: str, topics: list[Body],
     readable: dict[uuid.UUID, bool],
-) -> dict[tuple[uuid.UUID, int], tuple[ShareTopicPartition, ErrorCode]]:  # fmt: skip
-    out: dict[tuple[uuid.UUID, int], tuple[ShareTopicPartition, ErrorCode]] = {}
+) -> Acks:  # fmt: skip
+    """Apply the acknowledgements: each partition's code, and the number of the change it made (0: none)."""
+    out: Acks = {}
     for t in topics:
         for p in t["partitions"]:
             batches = _ack_batches(p["acknowledgement_batches"])
             if not batches:
                 continue
             tp = _topic_partition(ctx, t["topic_id"], p["partition_index"])
+            change = 0
             if not _may_read(ctx, tp, readable):
                 code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             else:
                 code = share.partitions.acknowledge(group_id, member_id, tp, batches)
-            out[tp.key] = (tp, code)
+                change = share.partitions.last_change(group_id, tp) if code == ErrorCode.NO_ERROR else 0
+            out[tp.key] = (tp, code, change)
     return out
+
+
+def _durable_acks(share: ShareServices, group_id: str, acks: Acks) -> dict[tuple[uuid.UUID, int],
+                                                                          tuple[ShareTopicPartition, ErrorCode]]:
+    """After the flush: an acknowledgement whose change is not durable answers why (its partition is read
+    again: the records come back)."""
+    return {k: (tp, share.partitions.outcome(group_id, tp, change) if code == ErrorCode.NO_ERROR else code)
+            for k, (tp, code, change) in acks.items()}  # fmt: skip
 
 
 def _group_by_topic(parts: list[tuple[uuid.UUID, Body]]) -> list[Body]:
@@ -204,8 +257,8 @@ async def handle_share_fetch(ctx: RequestContext, request: Body) -> Body:
     fetch_quota = quotas.fetch if quotas is not None and quotas.fetch.enabled else None
     user, client_id = quota_user(ctx), quota_client_id(ctx)
     readable: dict[uuid.UUID, bool] = {}
-    acks = {} if epoch == INITIAL_EPOCH else _acknowledge_all(ctx, share, group_id, member_id, request["topics"],
-                                                               readable)  # fmt: skip
+    applied = {} if epoch == INITIAL_EPOCH else _acknowledge_all(ctx, share, group_id, member_id, request["topics"],
+                                                                  readable)  # fmt: skip
     fetched: list[PartitionFetch] = []
     if epoch == FINAL_EPOCH:
         share.partitions.close_session(group_id, member_id)
@@ -220,6 +273,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Body) -> Body:
         denied = [tp for tp in session.partitions.values() if not _may_read(ctx, tp, readable)]
         fetched.extend(PartitionFetch(tp, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for tp in denied)
     await share.partitions.flush()
+    acks = _durable_acks(share, group_id, applied)
     parts: list[tuple[uuid.UUID, Body]] = []
     seen: set[tuple[uuid.UUID, int]] = set()
     for f in fetched:
@@ -279,10 +333,11 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Body) -> Body:
     code, session = share.partitions.open_or_update_session(group_id, member_id, epoch, [], [])
     if session is None:
         return _top_error("ack", code)
-    acks = _acknowledge_all(ctx, share, group_id, member_id, request["topics"], {})
+    applied = _acknowledge_all(ctx, share, group_id, member_id, request["topics"], {})
     if epoch == FINAL_EPOCH:
         share.partitions.close_session(group_id, member_id)
     await share.partitions.flush()
+    acks = _durable_acks(share, group_id, applied)
     parts: list[tuple[uuid.UUID, Any]] = [
         (tp.topic_id, {"partition_index": tp.partition, "error_code": ack_code, "current_leader": _leader(ctx, tp)})
         for tp, ack_code in acks.values()
@@ -302,7 +357,7 @@ def list_share_groups(ctx: RequestContext, states: set[str] | None) -> list[tupl
 async def delete_share_groups(ctx: RequestContext, names: list[str]) -> dict[str, ErrorCode]:
     """DeleteGroups of the share groups among ``names`` (the others are left out of the answer): an empty one is
     deleted with its state, one with members answers NON_EMPTY_GROUP."""
-    if ctx.services.share is None and not ShareStateStore(Path(ctx.services.config.log_dirs[0])).groups():
+    if ctx.services.share is None:
         return {}
     share = share_services(ctx)
     share.coordinator.expire_all(now_ms())
@@ -315,9 +370,20 @@ async def delete_share_groups(ctx: RequestContext, names: list[str]) -> dict[str
             results[name] = ErrorCode.NON_EMPTY_GROUP
             continue
         share.coordinator.groups.pop(name, None)
-        await share.partitions.delete_group(name)
-        results[name] = ErrorCode.NO_ERROR
+        keys = _partitions_of(ctx, group.topics_seen if group is not None else {})
+        failed = await share.partitions.delete_group(name, keys)
+        results[name] = ErrorCode.COORDINATOR_NOT_AVAILABLE if failed else ErrorCode.NO_ERROR
     return results
+
+
+def _partitions_of(ctx: RequestContext, topics: Any) -> list[tuple[uuid.UUID, int]]:
+    """Every partition of the named topics that exist, as (topic id, partition)."""
+    out = []
+    for name in topics:
+        topic = ctx.services.metadata.topic(name)
+        if topic is not None:
+            out += [(topic.topic_id, p) for p in range(len(topic.partitions))]
+    return out
 
 
 # -- ShareGroupDescribe ------------------------------------------------------------------------------------
@@ -371,8 +437,11 @@ async def handle_describe_share_group_offsets(ctx: RequestContext, request: Body
             groups.append({"group_id": group_id, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
             continue
         share = share_services(ctx)
-        starts = share.partitions.start_offsets(group_id)
-        if not starts and group_id not in share.coordinator.groups:
+        known = share.coordinator.groups.get(group_id)
+        asked = [] if g["topics"] is None else [t["topic_name"] for t in g["topics"]]
+        starts = await share.partitions.read_start_offsets(
+            group_id, _partitions_of(ctx, [*asked, *(known.topics_seen if known is not None else ())]))
+        if not starts and known is None:
             groups.append({"group_id": group_id, "topics": [], "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
                            "error_message": f"Group {group_id} not found."})  # fmt: skip
             continue

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from rill.config.config_def import INT, MEDIUM, at_least, between
+from rill.config.config_def import HIGH, INT, MEDIUM, SHORT, at_least, between
 from rill.config.definitions import BROKER_CONFIGS
 
 for _name, _default, _doc, _validator in [
@@ -23,3 +23,20 @@ for _name, _default, _doc, _validator in [
     ("group.share.max.size", 200, "Members of one share group at most.", between(1, 1000)),
 ]:  # fmt: skip
     BROKER_CONFIGS.define(_name, INT, _default, _doc, _validator, MEDIUM)
+
+# The share coordinator and __share_group_state (Kafka's names and defaults; a single broker, with no cluster,
+# takes the replication factor and min ISR as 1).
+for _name, _type, _default, _doc, _validator in [
+    ("share.coordinator.state.topic.num.partitions", INT, 50, "Partitions of __share_group_state.", at_least(1)),
+    ("share.coordinator.state.topic.replication.factor", SHORT, 3,
+     "Replication factor of __share_group_state (1 on a broker with no cluster).", at_least(1)),
+    ("share.coordinator.state.topic.min.isr", SHORT, 2,
+     "min.insync.replicas of __share_group_state (1 on a broker with no cluster).", at_least(1)),
+    ("share.coordinator.state.topic.segment.bytes", INT, 104857600, "Segment size of __share_group_state.",
+     at_least(1)),
+    ("share.coordinator.snapshot.update.records.per.snapshot", INT, 500,
+     "ShareUpdate records of one share partition between two ShareSnapshot records.", between(0, 500)),
+    ("share.coordinator.write.timeout.ms", INT, 5000,
+     "How long a write to __share_group_state may take to reach the ISR.", at_least(1)),
+]:  # fmt: skip
+    BROKER_CONFIGS.define(_name, _type, _default, _doc, _validator, HIGH)

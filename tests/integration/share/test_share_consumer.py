@@ -24,6 +24,12 @@ def _create(bootstrap: str, topic: str, partitions: int) -> None:
     admin.create_topics([NewTopic(topic, partitions)])[topic].result(10)
 
 
+def _coordinated(b: rill.testing.TestBroker, group: str) -> list[Any]:
+    """The share partitions of ``group`` whose state the broker's share coordinator holds."""
+    coordinator = b.broker.services.share_coordinator
+    return [k for p in list(coordinator.partitions.values()) for k in list(p.shard.states) if k.group_id == group]
+
+
 def _share_partition(b: rill.testing.TestBroker, group: str, partition: int) -> Any:
     share = b.broker.services.share
     return next(sp for (g, _, p), sp in share.partitions.partitions.items() if g == group and p == partition)
@@ -201,8 +207,7 @@ def test_delete_groups_deletes_an_empty_share_group_and_its_state() -> None:
                 admin.delete_consumer_groups(["doomed"])["doomed"].result(10)
         finally:
             c.close()
-        state = b.data_dir / "logs" / "__share_group_state" / "doomed.json"
-        assert state.exists()
+        assert _coordinated(b, "doomed")  # the share coordinator keeps the group's state in __share_group_state
         deadline = time.monotonic() + 30
         while True:  # the member's leave reaches the broker as the consumer closes
             try:
@@ -211,5 +216,5 @@ def test_delete_groups_deletes_an_empty_share_group_and_its_state() -> None:
             except KafkaException as e:
                 assert "NON_EMPTY_GROUP" in str(e) and time.monotonic() < deadline
                 time.sleep(0.2)
-        assert not state.exists()
+        assert not _coordinated(b, "doomed")
         assert "doomed" not in b.broker.services.share.coordinator.groups

@@ -3,9 +3,15 @@ and reading the log for them through the replica manager.
 
 A share session belongs to one member of one group; ShareSessionEpoch 0 opens it with the partitions listed,
 each later request carries the next epoch and lists only partitions to add (and forgotten ones to drop), and -1
-closes it (its acknowledgements are applied, then what the member still holds is released). A share partition
-is created on its group's first fetch of it: from the persisted state when there is one, otherwise at the log end
-(``share.auto.offset.reset`` latest, Kafka's default).
+closes it (its acknowledgements are applied, then what the member still holds is released).
+
+A share partition's state is kept by the share coordinator through a ``Persister``: the leader reads it
+(ReadShareGroupState, with its leader epoch) before it serves the first ShareFetch of the partition at that
+epoch; one never initialized starts at the log end (``share.auto.offset.reset`` latest, Kafka's default) and is
+written. Every change is written (WriteShareGroupState) before the ShareFetch or ShareAcknowledge that made it is
+answered (``flush``). A share partition whose leader epoch moved (leadership lost, or gained again) is dropped
+and read again; so is one whose write failed, so the next fetch starts from what is durable. A write fenced by a
+newer leader epoch (a new leader read the state) tells this broker it is a stale leader.
 """
 
 from __future__ import annotations
@@ -15,13 +21,13 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rill.common import TopicPartition
 from rill.coordinator.share.share_partition import AcquiredRange, SharePartition
-from rill.coordinator.share.share_state import GroupState, ShareStateStore
+from rill.coordinator.share.share_persister import PartitionState, Persister
 from rill.errors import ErrorCode
 from rill.records.batch import BATCH_HEADER_SIZE, iter_batches
 
@@ -34,6 +40,19 @@ FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
 _NOT_SERVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                          ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.KAFKA_STORAGE_ERROR})  # fmt: skip
+
+ShareKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
+
+
+def client_error(code: ErrorCode) -> ErrorCode:
+    """What a share consumer is told when the share state of a partition could not be read or written (Kafka's
+    mapping): a fenced leader epoch is a moved leader; the coordinator's own errors are its unavailability."""
+    if code == ErrorCode.FENCED_LEADER_EPOCH:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if code in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NETWORK_EXCEPTION,
+                ErrorCode.REQUEST_TIMED_OUT):  # fmt: skip
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return code
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +90,7 @@ class SharePartitionManager:
     def __init__(
         self,
         replica_manager: ReplicaManager,
-        store: ShareStateStore | None,
+        persister: Persister | None,
         *,
         lock_duration_ms: int,
         delivery_count_limit: int,
@@ -79,15 +98,21 @@ class SharePartitionManager:
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self._rm = replica_manager
-        self._store = store
+        self.persister = persister
         self.lock_duration_ms = lock_duration_ms
         self.delivery_count_limit = delivery_count_limit
         self.max_in_flight = max_in_flight
         self._clock = clock
-        self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
+        self.partitions: dict[ShareKey, SharePartition] = {}
+        self.epochs: dict[ShareKey, tuple[int, int]] = {}  # (leader epoch, state epoch) each was read at
         self.sessions: dict[tuple[str, str], ShareSession] = {}
-        self._loaded: dict[str, GroupState] = {}
-        self._dirty: set[str] = set()
+        self._loading: dict[ShareKey, asyncio.Future[ErrorCode]] = {}
+        # Each change of a share partition takes the next sequence number; a change is durable once a write of
+        # a state taken after it succeeded, and lost when its share partition was dropped before that.
+        self._seq = 0
+        self._dirty: dict[ShareKey, int] = {}  # the latest change not yet written
+        self._durable: dict[ShareKey, int] = {}
+        self._losses: dict[ShareKey, list[tuple[int, int, ErrorCode]]] = {}  # (durable then, lost up to, why)
         self._write_lock = asyncio.Lock()
 
     # -- sessions ------------------------------------------------------------------------------------
@@ -129,85 +154,200 @@ class SharePartitionManager:
 
     def release_member(self, group_id: str, member_id: str) -> None:
         """The member left the group, timed out or closed its session: what it held is available again."""
-        for (g, _, _), sp in self.partitions.items():
-            if g == group_id and sp.release_member(member_id):
-                self._dirty.add(group_id)
+        for key, sp in self.partitions.items():
+            if key[0] == group_id and sp.release_member(member_id):
+                self._changed(key)
 
     # -- share partitions ----------------------------------------------------------------------------
 
+    def _leader_epoch(self, tp: ShareTopicPartition) -> int | None:
+        """The leader epoch of the partition when this broker leads it now, else None."""
+        if tp.topic is None:
+            return None
+        partition = self._rm.partitions().get(TopicPartition(tp.topic, tp.partition))
+        if partition is None or not partition.is_leader:
+            return None
+        return partition.leader_epoch
+
+    def _changed(self, key: ShareKey) -> None:
+        self._seq += 1
+        self._dirty[key] = self._seq
+
+    def _lost(self, key: ShareKey, upto: int, code: ErrorCode) -> None:
+        losses = self._losses.setdefault(key, [])
+        losses.append((self._durable.get(key, 0), upto, code))
+        del losses[:-8]
+
+    def _drop(self, key: ShareKey, code: ErrorCode = ErrorCode.NOT_LEADER_OR_FOLLOWER) -> None:
+        self.partitions.pop(key, None)
+        self.epochs.pop(key, None)
+        unwritten = self._dirty.pop(key, None)
+        if unwritten is not None:
+            self._lost(key, unwritten, code)
+
+    def last_change(self, group_id: str, tp: ShareTopicPartition) -> int:
+        """The sequence number of the share partition's latest change not yet written (0: none)."""
+        return self._dirty.get((group_id, tp.topic_id, tp.partition), 0)
+
+    def outcome(self, group_id: str, tp: ShareTopicPartition, change: int) -> ErrorCode:
+        """After a flush: NO_ERROR when the change numbered ``change`` is durable, else why it was lost."""
+        key = (group_id, tp.topic_id, tp.partition)
+        if change <= 0 or self.persister is None:
+            return ErrorCode.NO_ERROR
+        for durable_then, lost_upto, code in self._losses.get(key, ()):
+            if durable_then < change <= lost_upto:
+                return code
+        if self._durable.get(key, 0) >= change:
+            return ErrorCode.NO_ERROR
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE  # not written yet: no flush since (not expected)
+
     def share_partition(self, group_id: str, tp: ShareTopicPartition) -> tuple[ErrorCode, SharePartition | None]:
+        """The loaded share partition (``load`` reads it), while this broker leads the partition at the epoch it
+        was read at; one whose leader epoch moved is dropped."""
         if tp.topic is None:
             return ErrorCode.UNKNOWN_TOPIC_ID, None
         key = (group_id, tp.topic_id, tp.partition)
         sp = self.partitions.get(key)
-        if sp is not None:
+        epoch = self._leader_epoch(tp)
+        if sp is not None and epoch is not None and self.epochs[key][0] == epoch:
             return ErrorCode.NO_ERROR, sp
+        if sp is not None:
+            self._drop(key)
+        if epoch is None:
+            probe = self._rm.read(TopicPartition(tp.topic, tp.partition), 0, 0, min_one_batch=False)
+            return (probe.error if probe.error in _NOT_SERVED else ErrorCode.NOT_LEADER_OR_FOLLOWER), None
+        return ErrorCode.INVALID_RECORD_STATE, None  # led, not read yet: nothing of it is acquired
+
+    async def load(self, group_id: str, tps: Iterable[ShareTopicPartition]) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+        """Read the state of the share partitions of ``tps`` this broker leads and has not read at their current
+        leader epoch; returns the errors of those that could not be read."""
+        wanted = []
+        for tp in tps:
+            code, sp = self.share_partition(group_id, tp)
+            if sp is None and code == ErrorCode.INVALID_RECORD_STATE:
+                wanted.append(tp)
+        codes = await asyncio.gather(*(self._load_one(group_id, tp) for tp in wanted))
+        return {tp.key: code for tp, code in zip(wanted, codes, strict=True) if code}
+
+    async def _load_one(self, group_id: str, tp: ShareTopicPartition) -> ErrorCode:
+        key = (group_id, tp.topic_id, tp.partition)
+        running = self._loading.get(key)
+        if running is not None:
+            return await asyncio.shield(running)
+        future: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        self._loading[key] = future
+        try:
+            code = await self._read_state(key, tp)
+        except Exception:
+            log.exception("reading the share state of %s-%s for %s failed", tp.topic, tp.partition, group_id)
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
+        finally:
+            del self._loading[key]
+        future.set_result(code)
+        return code
+
+    async def _read_state(self, key: ShareKey, tp: ShareTopicPartition) -> ErrorCode:
+        assert tp.topic is not None
+        epoch = self._leader_epoch(tp)
+        if epoch is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        state = PartitionState()
+        if self.persister is not None:
+            code, state = await self.persister.read(key[0], (tp.topic_id, tp.partition), epoch)
+            if code:
+                log.info("share state of %s-%d for %s not read: %s", tp.topic, tp.partition, key[0], code.name)
+                return client_error(code)
+        if self._leader_epoch(tp) != epoch:  # leadership moved while the state was read
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         probe = self._rm.read(TopicPartition(tp.topic, tp.partition), 0, 0, min_one_batch=False)
         if probe.error in _NOT_SERVED or probe.high_watermark < 0:
-            return probe.error or ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+            return probe.error or ErrorCode.NOT_LEADER_OR_FOLLOWER
         sp = SharePartition(
             probe.high_watermark,
             lock_duration_ms=self.lock_duration_ms,
             delivery_count_limit=self.delivery_count_limit,
             max_in_flight=self.max_in_flight,
         )
-        persisted = self._group_state(group_id).get((tp.topic_id.hex, tp.partition))
-        if persisted is not None:
-            sp.restore(persisted[0], persisted[1])
-        else:
-            self._dirty.add(group_id)
-        sp.move_start_to(probe.log_start_offset)
+        if state.start_offset >= 0:
+            sp.restore(state.start_offset, state.batches)
+        else:  # never initialized: from the log end, written before the fetch that made it is answered
+            self._changed(key)
+        if sp.start_offset < probe.log_start_offset:
+            sp.move_start_to(probe.log_start_offset)
+            self._changed(key)
         self.partitions[key] = sp
-        return ErrorCode.NO_ERROR, sp
+        self.epochs[key] = (epoch, state.state_epoch)
+        return ErrorCode.NO_ERROR
 
-    def _group_state(self, group_id: str) -> GroupState:
-        if group_id not in self._loaded:
-            self._loaded[group_id] = self._store.read(group_id) if self._store is not None else {}
-        return self._loaded[group_id]
-
-    async def flush(self) -> None:
-        """Persist the state of every group changed since the last flush; returns once every change made before
-        it is on disk (callers answer after it). Files are written in a worker thread, one flush at a time, each
-        state taken when its write starts, so the disk never goes back to an older state."""
-        if self._store is None:
+    async def flush(self) -> dict[ShareKey, ErrorCode]:
+        """Write the state of every share partition changed since the last flush; returns once every change
+        made before it is durable (callers answer after it), with the share partitions whose write failed
+        (dropped: read again at their next fetch). One flush at a time, each state taken when its write
+        starts, so the coordinator never goes back to an older state."""
+        if self.persister is None:
             self._dirty.clear()
-            return
+            return {}
+        persister = self.persister
         async with self._write_lock:
-            groups, self._dirty = sorted(self._dirty), set()
-            for group_id in groups:
-                state: GroupState = dict(self._group_state(group_id))
-                for (g, topic_id, p), sp in self.partitions.items():
-                    if g == group_id:
-                        state[(topic_id.hex, p)] = (sp.start_offset, sp.snapshot())
-                self._loaded[group_id] = state
-                await asyncio.to_thread(self._store.write, group_id, state)
+            taken, self._dirty = self._dirty, {}
+            writes = []
+            for key, seq in sorted(taken.items(), key=lambda i: (i[0][0], str(i[0][1]), i[0][2])):
+                sp = self.partitions.get(key)
+                if sp is None:
+                    continue
+                leader_epoch, state_epoch = self.epochs[key]
+                state = PartitionState(state_epoch, sp.start_offset, tuple(sp.snapshot()))
+                writes.append((key, seq, sp, persister.write(key[0], (key[1], key[2]), state, leader_epoch)))
+            codes = await asyncio.gather(*(w for *_, w in writes))
+            failed: dict[ShareKey, ErrorCode] = {}
+            for (key, seq, sp, _), code in zip(writes, codes, strict=True):
+                if code == ErrorCode.NO_ERROR:
+                    self._durable[key] = max(self._durable.get(key, 0), seq)
+                    continue
+                log.warning("share state of %s not written: %s; it is read again", key, code.name)
+                failed[key] = client_error(code)
+                self._lost(key, seq, failed[key])
+                if self.partitions.get(key) is sp:
+                    self._drop(key, failed[key])
+        return failed
 
-    async def delete_group(self, group_id: str) -> None:
-        """Forget a share group's partitions, sessions and persisted state (DeleteGroups of an empty group)."""
+    async def delete_group(self, group_id: str, keys: Iterable[tuple[uuid.UUID, int]] = ()) -> dict[
+            tuple[uuid.UUID, int], ErrorCode]:  # fmt: skip
+        """Forget a share group's partitions and sessions here, and delete its persisted state: of the share
+        partitions this broker has, and of ``keys``. Returns the partitions whose state could not be deleted."""
         async with self._write_lock:
-            for key in [k for k in self.partitions if k[0] == group_id]:
-                del self.partitions[key]
+            mine = [k for k in self.partitions if k[0] == group_id]
+            for key in mine:
+                self._drop(key)
+                self._losses.pop(key, None)
+                self._durable.pop(key, None)
             for session in [k for k in self.sessions if k[0] == group_id]:
                 del self.sessions[session]
-            self._loaded.pop(group_id, None)
-            self._dirty.discard(group_id)
-            if self._store is not None:
-                await asyncio.to_thread(self._store.delete, group_id)
+            if self.persister is None:
+                return {}
+            codes = await self.persister.delete(group_id, [*((k[1], k[2]) for k in mine), *keys])
+        return {k: c for k, c in codes.items() if c}
 
     def has_state(self, group_id: str) -> bool:
         return bool(self.start_offsets(group_id))
 
     def start_offsets(self, group_id: str) -> dict[tuple[uuid.UUID, int], int]:
-        """Each share partition of the group with its start offset (SPSO), from memory or the persisted state."""
-        out: dict[tuple[uuid.UUID, int], int] = {}
-        for (tid_hex, p), (start, _) in self._group_state(group_id).items():
-            try:
-                out[(uuid.UUID(hex=tid_hex), p)] = start
-            except ValueError:
-                continue
-        for (g, topic_id, p), sp in self.partitions.items():
-            if g == group_id:
-                out[(topic_id, p)] = sp.start_offset
+        """Each share partition of the group this broker has, with its start offset (SPSO)."""
+        return {(topic_id, p): sp.start_offset for (g, topic_id, p), sp in self.partitions.items() if g == group_id}
+
+    async def read_start_offsets(self, group_id: str, keys: Iterable[tuple[uuid.UUID, int]]) -> dict[
+            tuple[uuid.UUID, int], int]:  # fmt: skip
+        """The persisted start offsets of the share partitions ``keys`` (ReadShareGroupStateSummary), those this
+        broker has in memory taken from there; a partition with no state is left out."""
+        out = {k: v for k, v in self.start_offsets(group_id).items()}
+        wanted = [k for k in dict.fromkeys(keys) if k not in out]
+        if self.persister is None or not wanted:
+            return out
+        persister = self.persister
+        results = await asyncio.gather(*(persister.read_summary(group_id, k) for k in wanted))
+        for k, (code, state) in zip(wanted, results, strict=True):
+            if code == ErrorCode.NO_ERROR and state.start_offset >= 0:
+                out[k] = state.start_offset
         return out
 
     # -- acknowledgements ----------------------------------------------------------------------------
@@ -220,7 +360,7 @@ class SharePartitionManager:
             return code
         code = sp.acknowledge(member_id, batches, self._clock())
         if code == ErrorCode.NO_ERROR:
-            self._dirty.add(group_id)
+            self._changed((group_id, tp.topic_id, tp.partition))
         return code
 
     # -- fetching ------------------------------------------------------------------------------------
@@ -237,11 +377,16 @@ class SharePartitionManager:
         """Acquire records for the member from its session's partitions, waiting up to ``max_wait_ms`` for some
         to be available (new records appended, or a lock expiring)."""
         deadline = time.monotonic() + max(max_wait_ms, 0) / 1000.0
+        unread = await self.load(group_id, tps)
         while True:
-            results = self._acquire_all(group_id, member_id, tps, max_bytes, max_records)
+            results = self._acquire_all(group_id, member_id, tps, max_bytes, max_records, unread)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or any(r.acquired or r.error for r in results) or not tps:
-                await self.flush()
+                failed = await self.flush()
+                for r in results:
+                    code = failed.get((group_id, r.tp.topic_id, r.tp.partition))
+                    if code:  # not durable: dropped, and read again at the next fetch; nothing is handed out
+                        r.error, r.records, r.acquired = code, b"", []
                 return results
             if self._dirty:  # (a lock expired into the archive, a share partition was made): persist, then look
                 await self.flush()  # again, as records may have been appended meanwhile, unseen by a waiter
@@ -257,8 +402,9 @@ class SharePartitionManager:
             await asyncio.sleep(0)
 
     def _acquire_all(
-        self, group_id: str, member_id: str, tps: list[ShareTopicPartition], max_bytes: int, max_records: int
-    ) -> list[PartitionFetch]:
+        self, group_id: str, member_id: str, tps: list[ShareTopicPartition], max_bytes: int, max_records: int,
+        unread: dict[tuple[uuid.UUID, int], ErrorCode],
+    ) -> list[PartitionFetch]:  # fmt: skip
         results: list[PartitionFetch] = []
         used = 0
         left = max_records
@@ -267,7 +413,10 @@ class SharePartitionManager:
             results.append(result)
             code, sp = self.share_partition(group_id, tp)
             if sp is None:
-                result.error = code
+                # led but not read (its read failed, or its leader epoch moved since): the read's error, or the
+                # partition is read at the next fetch
+                result.error = unread.get(tp.key, code if code != ErrorCode.INVALID_RECORD_STATE else
+                                          ErrorCode.NOT_LEADER_OR_FOLLOWER)  # fmt: skip
                 continue
             if left <= 0 or used >= max_bytes:
                 continue
@@ -288,23 +437,24 @@ class SharePartitionManager:
         max_records: int,
     ) -> None:
         assert tp.topic is not None
+        key = (group_id, tp.topic_id, tp.partition)
         now = self._clock()
         if sp.expire_locks(now):
-            self._dirty.add(group_id)
+            self._changed(key)
         if not sp.has_available() and not sp.can_acquire_new():
             return
         offset = sp.next_fetch_offset()
         read = self._rm.read(TopicPartition(tp.topic, tp.partition), offset, max_bytes, min_one_batch=first)
         if read.error == ErrorCode.OFFSET_OUT_OF_RANGE and read.log_start_offset >= 0:
             sp.move_start_to(read.log_start_offset)
-            self._dirty.add(group_id)
+            self._changed(key)
             return
         if read.error:
             result.error = read.error
             return
         if read.log_start_offset > sp.start_offset:
             sp.move_start_to(read.log_start_offset)
-            self._dirty.add(group_id)
+            self._changed(key)
         data = b"".join(os.pread(r.fd, r.length, r.position) for r in read.regions)
         spans: list[tuple[int, int, int]] = []  # (base offset, last offset, end position) of whole batches
         batches: list[tuple[int, int]] = []
@@ -320,7 +470,7 @@ class SharePartitionManager:
         acquired = sp.acquire(member_id, batches, now, max_records)
         if not acquired:
             return
-        self._dirty.add(group_id)
+        self._changed(key)
         last = acquired[-1].last_offset
         end = next((e for _, lo, e in spans if lo >= last), len(data))
         result.records = data[:end]

@@ -22,6 +22,7 @@ from rill.protocol.messages import (
     quotas,
     security,
     share,
+    share_state,
     topics,
     transactions,
     txn_markers,
@@ -46,6 +47,7 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *txn_markers.APIS,
     *quotas.APIS,
     *share.APIS,
+    *share_state.APIS,
 ]
 
-DATA_MESSAGES: list[Message] = [*group_data.DATA, *consumer_group.DATA]
+DATA_MESSAGES: list[Message] = [*group_data.DATA, *consumer_group.DATA, *share_state.DATA]
