@@ -4,6 +4,8 @@ coordinator; these handlers translate between request bodies and its calls."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import dataclasses
 import logging
@@ -21,13 +23,14 @@ from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.api.share_groups import delete_share_groups, list_share_groups
 from rill.errors import ErrorCode, KafkaError
-from rill.metadata.store import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from rill.metadata.store import OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from rill.protocol import ApiKey
 
 log = logging.getLogger(__name__)
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+SHARE_KEY_TYPE = 2
 CLASSIC_GROUP_TYPE = "classic"
 CONSUMER_GROUP_TYPE = "consumer"
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -69,6 +72,8 @@ async def _find_one(ctx: RequestContext, key: str, key_type: int) -> tuple[Error
         ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
     ):
         return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
+    if key_type == SHARE_KEY_TYPE:
+        return await _find_share_coordinator(ctx, key)
     coordinator = coordinator_of(ctx)
     if key_type == TRANSACTION_KEY_TYPE:
         return await _find_transaction_coordinator(ctx, key)
@@ -114,6 +119,42 @@ async def _find_transaction_coordinator(ctx: RequestContext, key: str) -> tuple[
             return ErrorCode.NO_ERROR, None, node_id, broker.host, broker.port
     partition = coordinator.manager.partition_for(key)
     return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{TRANSACTION_STATE_TOPIC}-{partition} has no live leader", -1, "", -1
+
+
+async def _find_share_coordinator(ctx: RequestContext, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+    """The share coordinator of a share partition, keyed ``groupId:topicId:partition``: the leader of its
+    partition of ``__share_group_state`` (created on the first lookup). Brokers ask it: CLUSTER_ACTION."""
+    if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, -1, "", -1
+    if ctx.api_version < 6:
+        return ErrorCode.INVALID_REQUEST, "key type SHARE needs FindCoordinator v6", -1, "", -1
+    parts = key.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0] or not parts[2].isdigit() or not _is_topic_id(parts[1]):
+        return ErrorCode.INVALID_REQUEST, f"{key!r} is not a share coordinator key (groupId:topicId:partition)", \
+            -1, "", -1
+    coordinator = ctx.services.share_coordinator
+    if coordinator is None or not coordinator.active:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+    try:
+        await coordinator.maybe_create_topic()
+    except KafkaError as e:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"cannot create {SHARE_GROUP_STATE_TOPIC}: {e.message}", \
+            -1, "", -1
+    partition = coordinator.partition_for_coordinator_key(key)
+    node_id = coordinator.leader_of(partition)
+    for broker in broker_endpoints(ctx):
+        if broker["node_id"] == node_id:
+            return ErrorCode.NO_ERROR, None, node_id, broker["host"], broker["port"]
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{SHARE_GROUP_STATE_TOPIC}-{partition} has no live leader", \
+        -1, "", -1
+
+
+def _is_topic_id(text: str) -> bool:
+    """Whether ``text`` is a topic id as Kafka prints one (URL-safe base64 of its 16 bytes, no padding)."""
+    try:
+        return len(base64.urlsafe_b64decode(text + "==")) == 16
+    except (ValueError, binascii.Error):
+        return False
 
 
 @handler(ApiKey.FIND_COORDINATOR, 0, 6)

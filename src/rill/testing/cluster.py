@@ -93,6 +93,10 @@ class TestCluster:
         props["transaction.state.log.replication.factor"] = str(
             min(int(props["transaction.state.log.replication.factor"]), brokers)
         )
+        props.setdefault("share.coordinator.state.topic.replication.factor", str(min(3, brokers)))
+        props.setdefault("share.coordinator.state.topic.min.isr", str(min(2, brokers)))
+        for name in ("share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr"):
+            props[name] = str(min(int(props[name]), brokers))
         props["offsets.topic.replication.factor"] = str(min(int(props["offsets.topic.replication.factor"]), brokers))
         props["default.replication.factor"] = str(min(int(props["default.replication.factor"]), brokers))
         self._props = props

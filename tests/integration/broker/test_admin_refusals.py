@@ -218,8 +218,35 @@ def _share(draw: st.DrawFn) -> Refused:
     return ("ShareAcknowledge", ApiKey.SHARE_ACKNOWLEDGE, 1, body, lambda r: [r["error_code"]])
 
 
+def _share_state_codes(r: dict[str, Any]) -> list[int]:
+    return [p["error_code"] for t in r["results"] for p in t["partitions"]]
+
+
+@st.composite
+def _share_state(draw: st.DrawFn) -> Refused:
+    """The share coordinator's inter-broker requests that must be refused: no group id, a negative partition, a
+    topic id no topic has, a state batch no leader writes, a start offset below -1."""
+    kind = draw(st.sampled_from(["no group", "negative", "unknown topic", "bad batch", "bad start"]))
+    group = "" if kind == "no group" else draw(st.sampled_from(["sg", "g"]))
+    partition = -1 if kind == "negative" else draw(st.integers(0, 1))
+    batches = [{"first_offset": 0, "last_offset": 4, "delivery_state": 2, "delivery_count": 1}]
+    if kind == "bad batch":
+        batches = [draw(st.sampled_from([{"first_offset": 5, "last_offset": 4, "delivery_state": 2,
+                                          "delivery_count": 1},
+                                         {"first_offset": 0, "last_offset": 4, "delivery_state": 1,
+                                          "delivery_count": 1}]))]  # fmt: skip
+    part = {"partition": partition, "state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "state_batches": batches}
+    if kind == "bad start" or (kind != "bad batch" and draw(st.booleans())):
+        key, name = ApiKey.INITIALIZE_SHARE_GROUP_STATE, "InitializeShareGroupState"
+        part = {"partition": partition, "state_epoch": 1, "start_offset": -5 if kind == "bad start" else 0}
+    else:
+        key, name = ApiKey.WRITE_SHARE_GROUP_STATE, "WriteShareGroupState"
+    body = {"group_id": group, "topics": [{"topic_id": uuid.uuid4(), "partitions": [part]}]}
+    return (name, key, 0, body, _share_state_codes)
+
+
 _REFUSED = st.one_of(_create_topics(), _delete_topics(), _create_partitions(), _alter_configs(), _delete_records(),
-                     _groups(), _share())  # fmt: skip
+                     _groups(), _share(), _share_state())  # fmt: skip
 
 
 # -- the test ------------------------------------------------------------------------------------------------
@@ -241,8 +268,26 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[rill.test
         consumer = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "g", "enable.auto.commit": False})
         consumer.commit(offsets=[TopicPartition("plain", 0, 4), TopicPartition("plain", 1, 2)], asynchronous=False)
         consumer.close()
+        _make_share_group_state(w)
         w.close()
         yield b, data / "logs"
+
+
+def _make_share_group_state(w: Wire) -> None:
+    """Create ``__share_group_state`` (FindCoordinator of a share partition) and wait for its partitions to load,
+    so the refused share-state requests reach the coordinator."""
+    key = "sg:ASNFZ4mrze8BI0VniavN7w:0"
+    got = w.call(ApiKey.FIND_COORDINATOR, 6, {"key_type": 2, "coordinator_keys": [key]})["coordinators"][0]
+    assert got["error_code"] in (0, ErrorCode.COORDINATOR_NOT_AVAILABLE), got
+    deadline = time.monotonic() + 30
+    while True:
+        body = {"group_id": "sg", "topics": [{"topic_id": uuid.uuid4(), "partitions": [
+            {"partition": p, "leader_epoch": -1} for p in range(50)]}]}  # fmt: skip
+        codes = set(_share_state_codes(w.call(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, body)))
+        if codes == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION} or codes == {0}:
+            return
+        assert time.monotonic() < deadline, codes
+        time.sleep(0.1)
 
 
 def test_refused_admin_requests_change_nothing(seeded: tuple[rill.testing.TestBroker, Path]) -> None:

@@ -43,6 +43,21 @@ SEEDS = [
                                                                       "acknowledgement_batches": [
                                                                           {"first_offset": 0, "last_offset": 2,
                                                                            "acknowledge_types": [1, 2, 3]}]}]}]}),
+    encode_request(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 9, "fuzz", {"group_id": "sg", "topics": [
+        {"topic_id": uuid.uuid4(), "partitions": [{"partition": 0, "state_epoch": 0, "leader_epoch": 0,
+                                                   "start_offset": 0, "state_batches": [
+                                                       {"first_offset": 0, "last_offset": 3, "delivery_state": 2,
+                                                        "delivery_count": 1}]}]}]}),
+    encode_request(ApiKey.READ_SHARE_GROUP_STATE, 0, 10, "fuzz", {"group_id": "sg", "topics": [
+        {"topic_id": uuid.uuid4(), "partitions": [{"partition": 0, "leader_epoch": 0}]}]}),
+    encode_request(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 11, "fuzz", {"group_id": "sg", "topics": [
+        {"topic_id": uuid.uuid4(), "partitions": [{"partition": 0, "state_epoch": 1, "start_offset": 0}]}]}),
+    encode_request(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 12, "fuzz", {"group_id": "sg", "topics": [
+        {"topic_id": uuid.uuid4(), "partitions": [{"partition": 0}]}]}),
+    encode_request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 13, "fuzz", {"group_id": "sg", "topics": [
+        {"topic_id": uuid.uuid4(), "partitions": [{"partition": 0, "leader_epoch": -1}]}]}),
+    encode_request(ApiKey.FIND_COORDINATOR, 6, 14, "fuzz", {"key_type": 2,
+                                                            "coordinator_keys": ["sg:ASNFZ4mrze8BI0VniavN7w:0"]}),
 ]
 
 

@@ -106,6 +106,8 @@ def _cases(t: str = "secret", g: str = "g", tx: str = "tx") -> dict[int, list[tu
         ApiKey.FIND_COORDINATOR: [
             (3, {"key": g, "key_type": 0}, lambda r: r["error_code"] == GAF),
             (3, {"key": tx, "key_type": 1}, lambda r: r["error_code"] == TXN),
+            (6, {"key_type": 2, "coordinator_keys": [f"{g}:ASNFZ4mrze8BI0VniavN7w:0"]},
+             lambda r: _first(r, "coordinators", 0, "error_code") == CAF),
         ],
         ApiKey.JOIN_GROUP: [(5, {"group_id": g, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
                                  "member_id": "", "protocol_type": "consumer",
@@ -218,6 +220,16 @@ def _cases(t: str = "secret", g: str = "g", tx: str = "tx") -> dict[int, list[tu
             {"topic_id": uuid.uuid4(), "partitions": [{"partition_index": 0, "acknowledgement_batches": [
                 {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]}]}]},
             lambda r: r["error_code"] == GAF and r["responses"] == [])],
+        **{api: [(0, {"group_id": g, "topics": [{"topic_id": uuid.uuid4(), "partitions": [part]}]},
+                  lambda r: _first(r, "results", 0, "partitions", 0, "error_code") == CAF)]
+           for api, part in [
+               (ApiKey.INITIALIZE_SHARE_GROUP_STATE, {"partition": 0, "state_epoch": 1, "start_offset": 0}),
+               (ApiKey.READ_SHARE_GROUP_STATE, {"partition": 0, "leader_epoch": 0}),
+               (ApiKey.WRITE_SHARE_GROUP_STATE, {"partition": 0, "state_epoch": 0, "leader_epoch": 0,
+                                                 "start_offset": 0, "state_batches": []}),
+               (ApiKey.DELETE_SHARE_GROUP_STATE, {"partition": 0}),
+               (ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, {"partition": 0, "leader_epoch": 0}),
+           ]},
         ApiKey.DESCRIBE_CLUSTER: [(0, {"include_cluster_authorized_operations": True},
                                    lambda r: r["cluster_authorized_operations"] == 0)],
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [(0, {"users": None}, lambda r: r["error_code"] == CAF)],

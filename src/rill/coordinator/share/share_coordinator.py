@@ -168,6 +168,8 @@ class ShareCoordinator:
         code, p, loaded = self._loaded(key)
         if loaded is None:
             return code, None
+        if not self._known_partition(key):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
         pending = loaded.last_written.get(key)
         if pending is not None:  # the key's last write may not be committed yet: its state is read once it is
             code = await self.replica_manager.wait_for_commit(TopicPartition(SHARE_GROUP_STATE_TOPIC, p), pending,
