@@ -1,7 +1,8 @@
 """Creating a coordinator's internal topic (``__consumer_offsets``, ``__transaction_state``, ``__share_group_state``)
 the first time it is needed, as Kafka does: not while fewer brokers than its replication factor are alive
-(COORDINATOR_NOT_AVAILABLE, which clients retry), so a cluster starting up or with brokers down never gets an internal topic with fewer
-replicas than configured, one it could never repair; a topic another broker created meanwhile is taken as is.
+(COORDINATOR_NOT_AVAILABLE, which clients retry), so a cluster starting up or with brokers down never gets an
+internal topic with fewer replicas than configured, one it could never repair; a topic another broker created
+meanwhile is taken as is.
 And loading an internal topic's partition: its batches chunk by chunk (``iter_log_chunks``), and the records a
 coordinator cannot read (``UnreadableRecords``)."""
 

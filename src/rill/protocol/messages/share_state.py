@@ -22,52 +22,52 @@ def _state_batches() -> Field:
     ])
 
 
-def _request(name: str, api_key: int, partition_fields: list[Field]) -> Message:
+def _request(name: str, api_key: int, data: str, partition_fields: list[Field]) -> Message:
     return message(f"{name}Request", api_key, "0", "0+", [
         field("GroupId", "string", "0+"),
-        field("Topics", "[]TopicData", "0+", fields=[
+        field("Topics", f"[]{data}Data", "0+", fields=[
             field("TopicId", "uuid", "0+"),
             field("Partitions", "[]PartitionData", "0+", fields=[field("Partition", "int32", "0+"), *partition_fields]),
         ]),
     ])
 
 
-def _response(name: str, api_key: int, result_fields: list[Field]) -> Message:
+def _response(name: str, api_key: int, data: str, result_fields: list[Field]) -> Message:
     return message(f"{name}Response", api_key, "0", "0+", [
-        field("Results", "[]Result", "0+", fields=[
+        field("Results", f"[]{data}Result", "0+", fields=[
             field("TopicId", "uuid", "0+"),
             field("Partitions", "[]PartitionResult", "0+", fields=[*_RESULT, *result_fields]),
         ]),
     ])
 
 
-INITIALIZE_SHARE_GROUP_STATE_REQUEST = _request("InitializeShareGroupState", 83, [
+INITIALIZE_SHARE_GROUP_STATE_REQUEST = _request("InitializeShareGroupState", 83, "InitializeState", [
     field("StateEpoch", "int32", "0+"),
     field("StartOffset", "int64", "0+"),
 ])
-INITIALIZE_SHARE_GROUP_STATE_RESPONSE = _response("InitializeShareGroupState", 83, [])
+INITIALIZE_SHARE_GROUP_STATE_RESPONSE = _response("InitializeShareGroupState", 83, "InitializeState", [])
 
-READ_SHARE_GROUP_STATE_REQUEST = _request("ReadShareGroupState", 84, [field("LeaderEpoch", "int32", "0+")])
-READ_SHARE_GROUP_STATE_RESPONSE = _response("ReadShareGroupState", 84, [
+READ_SHARE_GROUP_STATE_REQUEST = _request("ReadShareGroupState", 84, "ReadState", [field("LeaderEpoch", "int32", "0+")])
+READ_SHARE_GROUP_STATE_RESPONSE = _response("ReadShareGroupState", 84, "ReadState", [
     field("StateEpoch", "int32", "0+"),
     field("StartOffset", "int64", "0+"),
     _state_batches(),
 ])
 
-WRITE_SHARE_GROUP_STATE_REQUEST = _request("WriteShareGroupState", 85, [
+WRITE_SHARE_GROUP_STATE_REQUEST = _request("WriteShareGroupState", 85, "WriteState", [
     field("StateEpoch", "int32", "0+"),
     field("LeaderEpoch", "int32", "0+"),
     field("StartOffset", "int64", "0+"),
     _state_batches(),
 ])
-WRITE_SHARE_GROUP_STATE_RESPONSE = _response("WriteShareGroupState", 85, [])
+WRITE_SHARE_GROUP_STATE_RESPONSE = _response("WriteShareGroupState", 85, "WriteState", [])
 
-DELETE_SHARE_GROUP_STATE_REQUEST = _request("DeleteShareGroupState", 86, [])
-DELETE_SHARE_GROUP_STATE_RESPONSE = _response("DeleteShareGroupState", 86, [])
+DELETE_SHARE_GROUP_STATE_REQUEST = _request("DeleteShareGroupState", 86, "DeleteState", [])
+DELETE_SHARE_GROUP_STATE_RESPONSE = _response("DeleteShareGroupState", 86, "DeleteState", [])
 
-READ_SHARE_GROUP_STATE_SUMMARY_REQUEST = _request("ReadShareGroupStateSummary", 87,
+READ_SHARE_GROUP_STATE_SUMMARY_REQUEST = _request("ReadShareGroupStateSummary", 87, "ReadStateSummary",
                                                   [field("LeaderEpoch", "int32", "0+")])  # fmt: skip
-READ_SHARE_GROUP_STATE_SUMMARY_RESPONSE = _response("ReadShareGroupStateSummary", 87, [
+READ_SHARE_GROUP_STATE_SUMMARY_RESPONSE = _response("ReadShareGroupStateSummary", 87, "ReadStateSummary", [
     field("StateEpoch", "int32", "0+"),
     field("StartOffset", "int64", "0+"),
 ])
