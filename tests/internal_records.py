@@ -102,6 +102,26 @@ txn_keys = st.none() | _cut(st.builds(encode_key, _txn_ids) | _other_versions) |
 txn_values = st.none() | _cut(_txn_values | _other_versions) | raw
 txn_records: st.SearchStrategy[KeyValue] = st.tuples(txn_keys, txn_values)
 
+# -- __share_group_state (ShareSnapshot and ShareUpdate, key versions 0 and 1) -------------------------------
+
+_share_key_body = st.fixed_dictionaries({"group_id": st.sampled_from(["sg", "after-share"]) | names,
+                                         "topic_id": st.uuids(), "partition": int32})  # fmt: skip
+_share_keys = (_versioned("ShareSnapshotKey", st.just(0), _share_key_body)
+               | _versioned("ShareUpdateKey", st.just(1), _share_key_body))  # fmt: skip
+_state_batches = st.lists(st.fixed_dictionaries({"first_offset": int64, "last_offset": int64,
+                                                 "delivery_state": st.integers(-128, 127),
+                                                 "delivery_count": int16}), max_size=3)  # fmt: skip
+_share_values = _versioned("ShareSnapshotValue", st.just(0), st.fixed_dictionaries({
+    "snapshot_epoch": int32, "state_epoch": int32, "leader_epoch": int32, "start_offset": int64,
+    "create_timestamp": int64, "write_timestamp": int64, "state_batches": _state_batches,
+})) | _versioned("ShareUpdateValue", st.just(0), st.fixed_dictionaries({
+    "snapshot_epoch": int32, "leader_epoch": int32, "start_offset": int64, "state_batches": _state_batches,
+}))  # fmt: skip
+
+share_state_keys = st.none() | _cut(_share_keys | _other_versions) | raw
+share_state_values = st.none() | _cut(_share_values | _other_versions) | raw
+share_state_records: st.SearchStrategy[KeyValue] = st.tuples(share_state_keys, share_state_values)
+
 # -- _schemas (JSON keys and values of Confluent's layout) ----------------------------------------------------
 
 _json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | names

@@ -1,8 +1,9 @@
 """Nothing a client writes stops a broker, a registry or a mirror from starting, or from serving: records of any
 bytes (the writers' layouts with any field values, cut short, random) written straight into the logs of
-``__consumer_offsets`` and ``__transaction_state`` (clients can no longer produce there, but a file can hold
-anything), produced to a registry's ``_schemas`` topic and to a mirror's offset syncs topic. Each starts, and
-real clients produce, consume, commit, describe groups, run a transaction, register schemas, mirror a topic."""
+``__consumer_offsets``, ``__transaction_state`` and ``__share_group_state`` (clients can no longer produce
+there, but a file can hold anything), produced to a registry's ``_schemas`` topic and to a mirror's offset syncs
+topic. Each starts, and real clients produce, consume, commit, describe groups, run a transaction, read a share
+group, register schemas, mirror a topic."""
 
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tests.integration._internal_log import append_on_disk
 from tests.integration.broker._wire import Wire
+from tests.integration.share._share import share_consumer, warm_up
 from tests.integration.transactions._txn import find_txn_coordinator
-from tests.internal_records import KeyValue, offsets_records, schemas_records, txn_records
+from tests.internal_records import KeyValue, offsets_records, schemas_records, share_state_records, txn_records
 
 import rill.testing
 from rill.common import TopicPartition as TP
@@ -127,6 +129,49 @@ def test_a_broker_starts_and_serves_whatever_its_internal_logs_hold(
     template: Path, offsets: list[KeyValue], txns: list[KeyValue]
 ) -> None:
     _start_on(template, offsets, txns)
+
+
+# -- __share_group_state ----------------------------------------------------------------------------------------
+
+SHARE_CONFIGS = {"share.coordinator.state.topic.num.partitions": "2", "group.share.heartbeat.interval.ms": "500"}
+
+
+@pytest.fixture(scope="module")
+def share_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The data directory of a stopped broker whose share group ``sg`` read topic ``queue``."""
+    data = tmp_path_factory.mktemp("share-template")
+    with rill.testing.broker(SHARE_CONFIGS, data_dir=data) as b:
+        _create(b.bootstrap_servers, NewTopic("queue", 1))
+        c = share_consumer(b.bootstrap_servers, "sg", ["queue"])
+        try:
+            warm_up(b.bootstrap_servers, c, "queue", 1)
+        finally:
+            c.close()
+    return data
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                               HealthCheck.too_slow, HealthCheck.data_too_large])
+@example(records=[(b"\x00", b"v"), (b"\x00\x00\x00\x02sg", None)])
+@given(records=st.lists(share_state_records, min_size=1, max_size=40))
+def test_a_broker_starts_and_serves_share_groups_whatever_its_share_state_holds(
+    share_template: Path, records: list[KeyValue]
+) -> None:
+    work = Path(tempfile.mkdtemp(prefix="rill-share-state-"))
+    try:
+        data = work / "data"
+        shutil.copytree(share_template, data)
+        for p in range(2):
+            append_on_disk(data / "logs", TP("__share_group_state", p), records, per_batch=3)
+        with rill.testing.broker(SHARE_CONFIGS, data_dir=data) as b:
+            for group in ("sg", "after-share"):
+                c = share_consumer(b.bootstrap_servers, group, ["queue"])
+                try:
+                    warm_up(b.bootstrap_servers, c, "queue", 1)
+                finally:
+                    c.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 # -- the schema registry --------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rill.common import TopicPartition
-from rill.coordinator.share.share_partition import AcquiredRange, SharePartition
+from rill.coordinator.share.share_partition import AcquiredRange, SharePartition, StateBatch
 from rill.coordinator.share.share_persister import PartitionState, Persister
 from rill.errors import ErrorCode
 from rill.records.batch import BATCH_HEADER_SIZE, iter_batches
@@ -269,7 +269,9 @@ class SharePartitionManager:
             max_in_flight=self.max_in_flight,
         )
         if state.start_offset >= 0:
-            sp.restore(state.start_offset, state.batches)
+            partition = self._rm.partitions().get(TopicPartition(tp.topic, tp.partition))
+            log_end = partition.log.log_end_offset if partition is not None else probe.high_watermark
+            sp.restore(state.start_offset, _clipped(state.batches, state.start_offset, log_end, self.max_in_flight))
         else:  # never initialized: from the log end, written before the fetch that made it is answered
             self._changed(key)
         if sp.start_offset < probe.log_start_offset:
@@ -475,6 +477,19 @@ class SharePartitionManager:
         end = next((e for _, lo, e in spans if lo >= last), len(data))
         result.records = data[:end]
         result.acquired = acquired
+
+
+def _clipped(batches: Iterable[StateBatch], start: int, log_end: int, max_in_flight: int) -> list[StateBatch]:
+    """The state batches of a state read, within what a leader can have in flight: below the log end (offsets
+    beyond it were never fetched from this log) and at most ``max_in_flight`` past the start offset. A state no
+    leader wrote (bytes of the state topic it did not write) then costs no more than a real one."""
+    end = min(log_end, start + max_in_flight) - 1
+    out = []
+    for b in batches:
+        if b.first_offset > end or b.last_offset < start:
+            continue
+        out.append(StateBatch(max(b.first_offset, start), min(b.last_offset, end), b.state, b.delivery_count))
+    return out
 
 
 def _whole_batches(data: bytes) -> int:

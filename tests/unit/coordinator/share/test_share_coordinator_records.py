@@ -221,3 +221,20 @@ def test_junk_is_counted() -> None:
     shard = _load([(b"\x00", b"v"), VALID_RECORD, (None, b"x"), (VALID_RECORD[0], b"\x00\x00\x01")], 1)
     assert shard.states[VALID] == VALID_STATE
     assert shard.skipped == 3
+
+
+def test_a_state_read_is_clipped_to_what_a_leader_can_have_in_flight() -> None:
+    """A state batch beyond the log end or the in-flight limit (no leader wrote it) costs no more than a real
+    one: the share partition restored from it holds at most ``max_in_flight`` offsets."""
+    from rill.coordinator.share.share_partition import RecordState, SharePartition, StateBatch
+    from rill.coordinator.share.share_partition_manager import _clipped
+
+    huge = [StateBatch(0, 2**62, RecordState.ACKNOWLEDGED, 1),
+            StateBatch(2**62 + 1, 2**63 - 1, RecordState.AVAILABLE, 1)]
+    clipped = _clipped(huge, 10, 1_000_000, 2000)
+    assert clipped == [StateBatch(10, 2009, RecordState.ACKNOWLEDGED, 1)]
+    sp = SharePartition(0, max_in_flight=2000)
+    sp.restore(10, clipped)
+    assert sp.start_offset == 2010 and sp.end_offset == 2010  # all acknowledged: the SPSO moved past them
+    assert _clipped([StateBatch(5, 30, RecordState.AVAILABLE, 2)], 10, 20, 2000) == [
+        StateBatch(10, 19, RecordState.AVAILABLE, 2)]
