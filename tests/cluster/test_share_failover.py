@@ -2,7 +2,8 @@
 partitions' state lives with the share coordinator in ``__share_group_state`` (replicated), not on the
 share-partition leader. A data partition's leader SIGKILLed: its new leader reads the state, so no accepted
 record is delivered again and every other record is. The share coordinator SIGKILLed: acknowledgements made
-while it moves are kept by the next one, and a new data leader reads them from there."""
+while it moves are kept by the next one, and a new data leader reads them from there. And one broker that led
+both, SIGKILLed."""
 
 from __future__ import annotations
 
@@ -48,9 +49,9 @@ def _state_partition(group: str, topic_id: uuid.UUID) -> int:
     return partition_for(SharePartitionKey(group, topic_id, 0).coordinator_key(), STATE_PARTITIONS)
 
 
-def _setup(c: TestCluster) -> tuple[str, int, int]:
+def _setup(c: TestCluster, *, together: bool = False) -> tuple[str, int, int]:
     """Topic ``t`` (one partition, three replicas) and a share group whose share coordinator is not the
-    partition's leader: (group, data leader, coordinator)."""
+    partition's leader (``together``: is): (group, data leader, coordinator)."""
     admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
     admin.create_topics([NewTopic("t", 1, 3)])["t"].result(30)
     c.wait_for(lambda: c.leader("t", 0) >= 0 and len(c.isr("t", 0)) == 3, 60, "t-0 led with three in sync")
@@ -65,10 +66,10 @@ def _setup(c: TestCluster) -> tuple[str, int, int]:
         group = f"sg{i}"
         p = _state_partition(group, topic_id)
         coordinator = c.leader(SHARE_GROUP_STATE_TOPIC, p)
-        if coordinator >= 0 and coordinator != leader:
+        if coordinator >= 0 and (coordinator == leader) == together:
             c.wait_for(lambda p=p: len(c.isr(SHARE_GROUP_STATE_TOPIC, p)) == 3, 60, "the state partition in sync")
             return group, leader, coordinator
-    raise AssertionError("no group's share coordinator is off the data leader")
+    raise AssertionError(f"no group's share coordinator is {'on' if together else 'off'} the data leader")
 
 
 def _accept(consumer: Any, want: set[bytes], timeout: float = 90.0) -> None:
@@ -158,5 +159,28 @@ def test_share_coordinator_killed_keeps_acknowledgements(c: TestCluster) -> None
         consumer.close()
     got = _delivered_up_to_end(c, group)
     accepted = before | during
+    assert not set(got) & accepted, f"accepted records delivered again: {sorted(set(got) & accepted)}"
+    assert set(later) <= set(got), f"records lost: {sorted(set(later) - set(got))}"
+
+
+def test_data_leader_and_share_coordinator_killed_at_once(c: TestCluster) -> None:
+    """One broker leads the data partition and the share partition's state partition: both move at once, and the
+    new data leader reads the state from a coordinator that loaded it from the replicated log."""
+    group, leader, coordinator = _setup(c, together=True)
+    assert leader == coordinator
+    consumer = share_consumer(c.bootstrap_servers, group, ["t"], explicit=True)
+    try:
+        warm_up(c.bootstrap_servers, consumer, "t", 1, explicit=True, timeout=90)
+        accepted = {b"a%d" % i for i in range(10)}
+        produce(c.bootstrap_servers, "t", [(0, v) for v in sorted(accepted)])
+        _accept(consumer, accepted)
+        later = [b"b%d" % i for i in range(10)]
+        produce(c.bootstrap_servers, "t", [(0, v) for v in later])
+        _hold(consumer)
+        c.kill(leader)
+        c.wait_for(lambda: c.leader("t", 0) not in (-1, leader), 60, "a new leader of t-0")
+    finally:
+        consumer.close()
+    got = _delivered_up_to_end(c, group)
     assert not set(got) & accepted, f"accepted records delivered again: {sorted(set(got) & accepted)}"
     assert set(later) <= set(got), f"records lost: {sorted(set(later) - set(got))}"
