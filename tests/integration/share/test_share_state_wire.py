@@ -158,3 +158,46 @@ def test_a_fenced_leader_does_not_answer_acknowledgements_as_durable() -> None:
         finally:
             w.close()
             consumer.close()
+
+
+def test_initialize_resets_a_share_partition_its_leader_serves() -> None:
+    """The persister's initialize, as a reset calls it through the share partition manager: the share partition
+    starts again at the offset given, at a new state epoch, and what was accepted after it is delivered again."""
+    import asyncio
+
+    with rill.testing.broker(CONFIGS) as b:
+        topic_id, _ = _topic(b, "t")
+        consumer = share_consumer(b.bootstrap_servers, "sg", ["t"])
+        try:
+            warm_up(b.bootstrap_servers, consumer, "t", 1)
+            produce(b.bootstrap_servers, "t", [(0, b"r%d" % i) for i in range(5)])
+            got: list[Any] = []
+            deadline = time.monotonic() + 30
+            while len(got) < 5:
+                assert time.monotonic() < deadline, got
+                got += [m for m in consumer.poll(0.5) if m.error() is None and m.value() != b"warm"]
+            consumer.commit_sync(10)
+        finally:
+            consumer.close()
+        first = min(m.offset() for m in got)
+        manager = b.broker.services.share.partitions
+        loop = b.broker._background.get_loop()
+        reset = asyncio.run_coroutine_threadsafe(manager.initialize("sg", (topic_id, 0), first), loop).result(30)
+        assert reset == ErrorCode.NO_ERROR
+        w = Wire(b.bootstrap_servers)
+        try:
+            summary = _call(w, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, "sg", topic_id,
+                            {"partition": 0, "leader_epoch": -1})  # fmt: skip
+            assert (summary["state_epoch"], summary["start_offset"]) == (1, first)
+        finally:
+            w.close()
+        again = share_consumer(b.bootstrap_servers, "sg", ["t"])
+        try:
+            seen: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while len(seen) < 5:
+                assert time.monotonic() < deadline, seen
+                seen += [m.value() for m in again.poll(0.5) if m.error() is None and m.value() != b"warm"]
+            assert sorted(seen) == [b"r%d" % i for i in range(5)]
+        finally:
+            again.close()

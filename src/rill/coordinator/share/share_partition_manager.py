@@ -330,6 +330,20 @@ class SharePartitionManager:
             codes = await self.persister.delete(group_id, [*((k[1], k[2]) for k in mine), *keys])
         return {k: c for k, c in codes.items() if c}
 
+    async def initialize(self, group_id: str, key: tuple[uuid.UUID, int], start_offset: int) -> ErrorCode:
+        """Start a share partition afresh at ``start_offset`` (a reset): written at the next state epoch, which
+        fences the writes of a leader that read the state before (FENCED_STATE_EPOCH: it reads it again); this
+        broker's copy is dropped and read again at its next fetch."""
+        if self.persister is None:
+            return ErrorCode.NO_ERROR
+        code, state = await self.persister.read_summary(group_id, key)
+        if code:
+            return code
+        code = await self.persister.initialize(group_id, key, start_offset, state.state_epoch + 1)
+        if code == ErrorCode.NO_ERROR and (group_id, *key) in self.partitions:
+            self._drop((group_id, key[0], key[1]), ErrorCode.FENCED_STATE_EPOCH)
+        return code
+
     def has_state(self, group_id: str) -> bool:
         return bool(self.start_offsets(group_id))
 
