@@ -42,6 +42,7 @@ _NOT_SERVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOP
                          ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.KAFKA_STORAGE_ERROR})  # fmt: skip
 
 ShareKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
+MIN_READ_WAIT_S = 0.5  # how long a ShareFetch waits for the state of its partitions at least
 
 
 def client_error(code: ErrorCode) -> ErrorCode:
@@ -107,6 +108,7 @@ class SharePartitionManager:
         self.epochs: dict[ShareKey, tuple[int, int]] = {}  # (leader epoch, state epoch) each was read at
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._loading: dict[ShareKey, asyncio.Future[ErrorCode]] = {}
+        self._reads: set[asyncio.Future[ErrorCode]] = set()
         # Each change of a share partition takes the next sequence number; a change is durable once a write of
         # a state taken after it succeeded, and lost when its share partition was dropped before that.
         self._seq = 0
@@ -218,16 +220,25 @@ class SharePartitionManager:
             return (probe.error if probe.error in _NOT_SERVED else ErrorCode.NOT_LEADER_OR_FOLLOWER), None
         return ErrorCode.INVALID_RECORD_STATE, None  # led, not read yet: nothing of it is acquired
 
-    async def load(self, group_id: str, tps: Iterable[ShareTopicPartition]) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+    async def load(
+        self, group_id: str, tps: Iterable[ShareTopicPartition], timeout_s: float | None = None
+    ) -> dict[tuple[uuid.UUID, int], ErrorCode]:
         """Read the state of the share partitions of ``tps`` this broker leads and has not read at their current
-        leader epoch; returns the errors of those that could not be read."""
+        leader epoch, waiting at most ``timeout_s`` (a read still going on then goes on: its partition is served
+        by a later fetch); returns the errors of those that could not be read."""
         wanted = []
         for tp in tps:
             code, sp = self.share_partition(group_id, tp)
             if sp is None and code == ErrorCode.INVALID_RECORD_STATE:
                 wanted.append(tp)
-        codes = await asyncio.gather(*(self._load_one(group_id, tp) for tp in wanted))
-        return {tp.key: code for tp, code in zip(wanted, codes, strict=True) if code}
+        if not wanted:
+            return {}
+        reads = [asyncio.ensure_future(self._load_one(group_id, tp)) for tp in wanted]
+        for read in reads:  # held until done: one still going on when this fetch answers finishes on its own
+            self._reads.add(read)
+            read.add_done_callback(self._reads.discard)
+        await asyncio.wait(reads, timeout=timeout_s)
+        return {tp.key: r.result() for tp, r in zip(wanted, reads, strict=True) if r.done() and r.result()}
 
     async def _load_one(self, group_id: str, tp: ShareTopicPartition) -> ErrorCode:
         key = (group_id, tp.topic_id, tp.partition)
@@ -251,6 +262,8 @@ class SharePartitionManager:
         epoch = self._leader_epoch(tp)
         if epoch is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        # the log end when the group first fetches the partition: where it starts if it never did before
+        first = self._rm.read(TopicPartition(tp.topic, tp.partition), 0, 0, min_one_batch=False).high_watermark
         state = PartitionState()
         if self.persister is not None:
             code, state = await self.persister.read(key[0], (tp.topic_id, tp.partition), epoch)
@@ -263,7 +276,7 @@ class SharePartitionManager:
         if probe.error in _NOT_SERVED or probe.high_watermark < 0:
             return probe.error or ErrorCode.NOT_LEADER_OR_FOLLOWER
         sp = SharePartition(
-            probe.high_watermark,
+            first if 0 <= first <= probe.high_watermark else probe.high_watermark,
             lock_duration_ms=self.lock_duration_ms,
             delivery_count_limit=self.delivery_count_limit,
             max_in_flight=self.max_in_flight,
@@ -393,7 +406,7 @@ class SharePartitionManager:
         """Acquire records for the member from its session's partitions, waiting up to ``max_wait_ms`` for some
         to be available (new records appended, or a lock expiring)."""
         deadline = time.monotonic() + max(max_wait_ms, 0) / 1000.0
-        unread = await self.load(group_id, tps)
+        unread = await self.load(group_id, tps, max(max_wait_ms / 1000.0, MIN_READ_WAIT_S))
         while True:
             results = self._acquire_all(group_id, member_id, tps, max_bytes, max_records, unread)
             remaining = deadline - time.monotonic()
@@ -429,6 +442,8 @@ class SharePartitionManager:
             results.append(result)
             code, sp = self.share_partition(group_id, tp)
             if sp is None:
+                if (group_id, tp.topic_id, tp.partition) in self._loading:
+                    continue  # its state is still being read: nothing from it yet
                 # led but not read (its read failed, or its leader epoch moved since): the read's error, or the
                 # partition is read at the next fetch
                 result.error = unread.get(tp.key, code if code != ErrorCode.INVALID_RECORD_STATE else
