@@ -81,6 +81,7 @@ class PartitionFetch:
     error: ErrorCode = ErrorCode.NO_ERROR
     records: bytes = b""
     acquired: list[AcquiredRange] = field(default_factory=list)
+    change: int = 0  # the number of the change the acquisition made (``SharePartitionManager.outcome``)
 
 
 def now_ms() -> int:
@@ -115,7 +116,8 @@ class SharePartitionManager:
         self._dirty: dict[ShareKey, int] = {}  # the latest change not yet written
         self._durable: dict[ShareKey, int] = {}
         self._losses: dict[ShareKey, list[tuple[int, int, ErrorCode]]] = {}  # (durable then, lost up to, why)
-        self._write_lock = asyncio.Lock()
+        self._key_locks: dict[ShareKey, asyncio.Lock] = {}  # one write of a share partition at a time
+        self._writing: set[asyncio.Future[ErrorCode]] = set()
 
     # -- sessions ------------------------------------------------------------------------------------
 
@@ -296,51 +298,67 @@ class SharePartitionManager:
 
     async def flush(self) -> dict[ShareKey, ErrorCode]:
         """Write the state of every share partition changed since the last flush; returns once every change
-        made before it is durable (callers answer after it), with the share partitions whose write failed
-        (dropped: read again at their next fetch). One flush at a time, each state taken when its write
-        starts, so the coordinator never goes back to an older state."""
+        made before it is durable (callers answer after it: this flush's writes and those still going on that
+        began before it), with the share partitions whose write of this flush failed (dropped: read again at
+        their next fetch). The writes of one share partition go one at a time, each state taken when its write
+        starts, so the coordinator never goes back to an older state; those of others do not wait for them."""
         if self.persister is None:
             self._dirty.clear()
             return {}
-        persister = self.persister
-        async with self._write_lock:
-            taken, self._dirty = self._dirty, {}
-            writes = []
-            for key, seq in sorted(taken.items(), key=lambda i: (i[0][0], str(i[0][1]), i[0][2])):
-                sp = self.partitions.get(key)
-                if sp is None:
-                    continue
-                leader_epoch, state_epoch = self.epochs[key]
-                state = PartitionState(state_epoch, sp.start_offset, tuple(sp.snapshot()))
-                writes.append((key, seq, sp, persister.write(key[0], (key[1], key[2]), state, leader_epoch)))
-            codes = await asyncio.gather(*(w for *_, w in writes))
-            failed: dict[ShareKey, ErrorCode] = {}
-            for (key, seq, sp, _), code in zip(writes, codes, strict=True):
-                if code == ErrorCode.NO_ERROR:
-                    self._durable[key] = max(self._durable.get(key, 0), seq)
-                    continue
-                log.warning("share state of %s not written: %s; it is read again", key, code.name)
-                failed[key] = client_error(code)
-                self._lost(key, seq, failed[key])
-                if self.partitions.get(key) is sp:
-                    self._drop(key, failed[key])
-        return failed
+        taken, self._dirty = self._dirty, {}
+        earlier = list(self._writing)
+        mine = [asyncio.ensure_future(self._write_one(key, seq)) for key, seq in taken.items()]
+        for write in mine:
+            self._writing.add(write)
+            write.add_done_callback(self._writing.discard)
+        if earlier:
+            await asyncio.wait(earlier)
+        codes = await asyncio.gather(*mine)
+        return {key: code for key, code in zip(taken, codes, strict=True) if code}
+
+    async def _write_one(self, key: ShareKey, seq: int) -> ErrorCode:
+        assert self.persister is not None
+        lock = self._key_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            sp = self.partitions.get(key)
+            if sp is None:  # dropped since the change (its leader epoch moved): the change is lost with it
+                self._lost(key, seq, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            leader_epoch, state_epoch = self.epochs[key]
+            state = PartitionState(state_epoch, sp.start_offset, tuple(sp.snapshot()))
+            try:
+                code = await self.persister.write(key[0], (key[1], key[2]), state, leader_epoch)
+            except Exception:
+                log.exception("writing the share state of %s failed", key)
+                code = ErrorCode.UNKNOWN_SERVER_ERROR
+            if code == ErrorCode.NO_ERROR:
+                self._durable[key] = max(self._durable.get(key, 0), seq)
+                return code
+            log.warning("share state of %s not written: %s; it is read again", key, code.name)
+            failed = client_error(code)
+            self._lost(key, seq, failed)
+            if self.partitions.get(key) is sp:
+                self._drop(key, failed)
+            return failed
 
     async def delete_group(self, group_id: str, keys: Iterable[tuple[uuid.UUID, int]] = ()) -> dict[
             tuple[uuid.UUID, int], ErrorCode]:  # fmt: skip
         """Forget a share group's partitions and sessions here, and delete its persisted state: of the share
         partitions this broker has, and of ``keys``. Returns the partitions whose state could not be deleted."""
-        async with self._write_lock:
-            mine = [k for k in self.partitions if k[0] == group_id]
-            for key in mine:
-                self._drop(key)
-                self._losses.pop(key, None)
-                self._durable.pop(key, None)
-            for session in [k for k in self.sessions if k[0] == group_id]:
-                del self.sessions[session]
-            if self.persister is None:
-                return {}
-            codes = await self.persister.delete(group_id, [*((k[1], k[2]) for k in mine), *keys])
+        mine = [k for k in self.partitions if k[0] == group_id]
+        for key in mine:
+            self._drop(key)
+        for session in [k for k in self.sessions if k[0] == group_id]:
+            del self.sessions[session]
+        if self._writing:  # a write of the group's state still going on lands before the delete
+            await asyncio.wait(list(self._writing))
+        for key in mine:
+            self._losses.pop(key, None)
+            self._durable.pop(key, None)
+            self._key_locks.pop(key, None)
+        if self.persister is None:
+            return {}
+        codes = await self.persister.delete(group_id, [*((k[1], k[2]) for k in mine), *keys])
         return {k: c for k, c in codes.items() if c}
 
     async def initialize(self, group_id: str, key: tuple[uuid.UUID, int], start_offset: int) -> ErrorCode:
@@ -411,9 +429,9 @@ class SharePartitionManager:
             results = self._acquire_all(group_id, member_id, tps, max_bytes, max_records, unread)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or any(r.acquired or r.error for r in results) or not tps:
-                failed = await self.flush()
+                await self.flush()
                 for r in results:
-                    code = failed.get((group_id, r.tp.topic_id, r.tp.partition))
+                    code = self.outcome(group_id, r.tp, r.change) if r.acquired else ErrorCode.NO_ERROR
                     if code:  # not durable: dropped, and read again at the next fetch; nothing is handed out
                         r.error, r.records, r.acquired = code, b"", []
                 return results
@@ -502,6 +520,7 @@ class SharePartitionManager:
         if not acquired:
             return
         self._changed(key)
+        result.change = self._dirty[key]
         last = acquired[-1].last_offset
         end = next((e for _, lo, e in spans if lo >= last), len(data))
         result.records = data[:end]
