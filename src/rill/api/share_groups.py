@@ -134,7 +134,7 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Body) -> Bo
         f"/{ctx.client_host}",
         now_ms(),
     )
-    await share.partitions.flush()  # what a member that left or timed out held is released
+    await share.partitions.flush(())  # what a member that left or timed out held is released
     body: Body = {
         "error_code": result.error,
         "error_message": result.message,
@@ -272,7 +272,7 @@ async def handle_share_fetch(ctx: RequestContext, request: Body) -> Body:
                                                max_records)  # fmt: skip
         denied = [tp for tp in session.partitions.values() if not _may_read(ctx, tp, readable)]
         fetched.extend(PartitionFetch(tp, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for tp in denied)
-    await share.partitions.flush()
+    await share.partitions.flush([(group_id, *k) for k in applied])
     acks = _durable_acks(share, group_id, applied)
     parts: list[tuple[uuid.UUID, Body]] = []
     seen: set[tuple[uuid.UUID, int]] = set()
@@ -336,7 +336,7 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Body) -> Body:
     applied = _acknowledge_all(ctx, share, group_id, member_id, request["topics"], {})
     if epoch == FINAL_EPOCH:
         share.partitions.close_session(group_id, member_id)
-    await share.partitions.flush()
+    await share.partitions.flush([(group_id, *k) for k in applied])
     acks = _durable_acks(share, group_id, applied)
     parts: list[tuple[uuid.UUID, Any]] = [
         (tp.topic_id, {"partition_index": tp.partition, "error_code": ack_code, "current_leader": _leader(ctx, tp)})

@@ -117,7 +117,7 @@ class SharePartitionManager:
         self._durable: dict[ShareKey, int] = {}
         self._losses: dict[ShareKey, list[tuple[int, int, ErrorCode]]] = {}  # (durable then, lost up to, why)
         self._key_locks: dict[ShareKey, asyncio.Lock] = {}  # one write of a share partition at a time
-        self._writing: set[asyncio.Future[ErrorCode]] = set()
+        self._writing: dict[asyncio.Future[ErrorCode], ShareKey] = {}  # writes going on
 
     # -- sessions ------------------------------------------------------------------------------------
 
@@ -296,25 +296,30 @@ class SharePartitionManager:
         self.epochs[key] = (epoch, state.state_epoch)
         return ErrorCode.NO_ERROR
 
-    async def flush(self) -> dict[ShareKey, ErrorCode]:
+    async def flush(self, keys: Iterable[ShareKey] | None = None) -> dict[ShareKey, ErrorCode]:
         """Write the state of every share partition changed since the last flush; returns once every change
-        made before it is durable (callers answer after it: this flush's writes and those still going on that
-        began before it), with the share partitions whose write of this flush failed (dropped: read again at
+        made before it to the share partitions ``keys`` (None: to every one) is written or lost (callers answer
+        after it, ``outcome`` telling which): this flush's writes, and those of ``keys`` still going on that
+        began before it. Returns the share partitions whose write of this flush failed (dropped: read again at
         their next fetch). The writes of one share partition go one at a time, each state taken when its write
         starts, so the coordinator never goes back to an older state; those of others do not wait for them."""
         if self.persister is None:
             self._dirty.clear()
             return {}
         taken, self._dirty = self._dirty, {}
-        earlier = list(self._writing)
+        wanted = None if keys is None else set(keys)
+        earlier = [w for w, k in self._writing.items() if wanted is None or k in wanted]
         mine = [asyncio.ensure_future(self._write_one(key, seq)) for key, seq in taken.items()]
-        for write in mine:
-            self._writing.add(write)
-            write.add_done_callback(self._writing.discard)
+        for key, write in zip(taken, mine, strict=True):
+            self._writing[write] = key
+            write.add_done_callback(self._written)
         if earlier:
             await asyncio.wait(earlier)
         codes = await asyncio.gather(*mine)
         return {key: code for key, code in zip(taken, codes, strict=True) if code}
+
+    def _written(self, write: asyncio.Future[ErrorCode]) -> None:
+        self._writing.pop(write, None)
 
     async def _write_one(self, key: ShareKey, seq: int) -> ErrorCode:
         assert self.persister is not None
@@ -350,8 +355,9 @@ class SharePartitionManager:
             self._drop(key)
         for session in [k for k in self.sessions if k[0] == group_id]:
             del self.sessions[session]
-        if self._writing:  # a write of the group's state still going on lands before the delete
-            await asyncio.wait(list(self._writing))
+        going_on = [w for w, k in self._writing.items() if k[0] == group_id]
+        if going_on:  # a write of the group's state still going on lands before the delete
+            await asyncio.wait(going_on)
         for key in mine:
             self._losses.pop(key, None)
             self._durable.pop(key, None)
@@ -429,14 +435,14 @@ class SharePartitionManager:
             results = self._acquire_all(group_id, member_id, tps, max_bytes, max_records, unread)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or any(r.acquired or r.error for r in results) or not tps:
-                await self.flush()
+                await self.flush((group_id, tp.topic_id, tp.partition) for tp in tps)
                 for r in results:
                     code = self.outcome(group_id, r.tp, r.change) if r.acquired else ErrorCode.NO_ERROR
                     if code:  # not durable: dropped, and read again at the next fetch; nothing is handed out
                         r.error, r.records, r.acquired = code, b"", []
                 return results
             if self._dirty:  # (a lock expired into the archive, a share partition was made): persist, then look
-                await self.flush()  # again, as records may have been appended meanwhile, unseen by a waiter
+                await self.flush(())  # again, as records may have been appended meanwhile, unseen by a waiter
                 continue
             wait = remaining
             for tp in tps:
