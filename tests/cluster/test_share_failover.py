@@ -184,3 +184,61 @@ def test_data_leader_and_share_coordinator_killed_at_once(c: TestCluster) -> Non
     got = _delivered_up_to_end(c, group)
     assert not set(got) & accepted, f"accepted records delivered again: {sorted(set(got) & accepted)}"
     assert set(later) <= set(got), f"records lost: {sorted(set(later) - set(got))}"
+
+
+def test_a_stalled_share_coordinator_holds_up_only_its_share_partitions() -> None:
+    """Two share groups read one partition; group A's share coordinator is another broker, group B's the
+    partition's leader itself. A's state writes to its coordinator are held (the interceptor): A's acknowledgement
+    waits for them, while B's acknowledgements go on, answered as durable."""
+    import threading
+
+    from rill.protocol import ApiKey
+
+    with cluster(brokers=3, overrides=OVERRIDES, interceptors=True) as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin.create_topics([NewTopic("t", 1, 3)])["t"].result(30)
+        c.wait_for(lambda: c.leader("t", 0) >= 0 and len(c.isr("t", 0)) == 3, 60, "t-0 led with three in sync")
+        first = share_consumer(c.bootstrap_servers, "starter", ["t"])
+        try:
+            warm_up(c.bootstrap_servers, first, "t", 1, timeout=90)
+        finally:
+            first.close()
+        topic_id, leader = _topic_id(admin, "t"), c.leader("t", 0)
+
+        def group(on_leader: bool) -> tuple[str, int]:
+            for i in range(200):
+                coordinator = c.leader(SHARE_GROUP_STATE_TOPIC, _state_partition(f"g{i}", topic_id))
+                if coordinator >= 0 and (coordinator == leader) == on_leader:
+                    return f"g{i}", coordinator
+            raise AssertionError("no such group")
+
+        (a, remote), (b, _) = group(False), group(True)
+        ca = share_consumer(c.bootstrap_servers, a, ["t"], explicit=True)
+        cb = share_consumer(c.bootstrap_servers, b, ["t"], explicit=True)
+        try:
+            warm_up(c.bootstrap_servers, ca, "t", 1, explicit=True, timeout=90)
+            warm_up(c.bootstrap_servers, cb, "t", 1, explicit=True, timeout=90)
+            produce(c.bootstrap_servers, "t", [(0, b"r%d" % i) for i in range(5)])
+            got: list[Any] = []
+            deadline = time.monotonic() + 30
+            while len(got) < 5:
+                assert time.monotonic() < deadline, got
+                got += [m for m in ca.poll(0.5) if m.error() is None]
+            held = c.interceptor(remote).hold(ApiKey.WRITE_SHARE_GROUP_STATE, source=leader, times=None,
+                                              predicate=lambda r: r.body["group_id"] == a)  # fmt: skip
+            for m in got:
+                ca.acknowledge(m, AcknowledgeType.ACCEPT)
+            committed: list[Any] = []
+            commit = threading.Thread(target=lambda: committed.append(ca.commit_sync(60)))
+            commit.start()
+            held.wait(timeout=30)  # A's acknowledgement is on its way to its coordinator, and held there
+            started = time.monotonic()
+            _accept(cb, {b"r%d" % i for i in range(5)}, timeout=30)  # B goes on meanwhile
+            assert time.monotonic() - started < 20
+            assert commit.is_alive(), "A's acknowledgement was answered while its write was held"
+            held.release()
+            commit.join(60)
+            assert committed and all(e is None for e in committed[0].values()), committed
+        finally:
+            ca.close()
+            cb.close()

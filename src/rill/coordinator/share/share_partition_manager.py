@@ -439,7 +439,7 @@ class SharePartitionManager:
                 for r in results:
                     code = self.outcome(group_id, r.tp, r.change) if r.acquired else ErrorCode.NO_ERROR
                     if code:  # not durable: dropped, and read again at the next fetch; nothing is handed out
-                        r.error, r.records, r.acquired = code, b"", []
+                        r.error, r.records, r.acquired = _fetch_error(code), b"", []
                 return results
             if self._dirty:  # (a lock expired into the archive, a share partition was made): persist, then look
                 await self.flush(())  # again, as records may have been appended meanwhile, unseen by a waiter
@@ -470,8 +470,8 @@ class SharePartitionManager:
                     continue  # its state is still being read: nothing from it yet
                 # led but not read (its read failed, or its leader epoch moved since): the read's error, or the
                 # partition is read at the next fetch
-                result.error = unread.get(tp.key, code if code != ErrorCode.INVALID_RECORD_STATE else
-                                          ErrorCode.NOT_LEADER_OR_FOLLOWER)  # fmt: skip
+                result.error = _fetch_error(unread.get(tp.key, code if code != ErrorCode.INVALID_RECORD_STATE else
+                                                       ErrorCode.NOT_LEADER_OR_FOLLOWER))  # fmt: skip
                 continue
             if left <= 0 or used >= max_bytes:
                 continue
@@ -531,6 +531,15 @@ class SharePartitionManager:
         end = next((e for _, lo, e in spans if lo >= last), len(data))
         result.records = data[:end]
         result.acquired = acquired
+
+
+def _fetch_error(code: ErrorCode) -> ErrorCode:
+    """The error a ShareFetch answers for a partition whose state could not be read or written now: none when a
+    later fetch may do (the share coordinator moving or unavailable, a reset's new state epoch; the partition
+    answers no records meanwhile: share consumers take these codes as fatal), else the code (a moved leader)."""
+    if code in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.FENCED_STATE_EPOCH, ErrorCode.UNKNOWN_SERVER_ERROR):
+        return ErrorCode.NO_ERROR
+    return code
 
 
 def _clipped(batches: Iterable[StateBatch], start: int, log_end: int, max_in_flight: int) -> list[StateBatch]:
