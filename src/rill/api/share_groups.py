@@ -20,7 +20,7 @@ from rill.api._quotas import quota_client_id, quota_user
 from rill.api._topics import ZERO_UUID
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
-from rill.coordinator.share.share_group_coordinator import ShareGroupCoordinator
+from rill.coordinator.share.share_group_coordinator import ShareGroup, ShareGroupCoordinator
 from rill.coordinator.share.share_partition_manager import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -310,9 +310,14 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Body) -> Body:
 
 def list_share_groups(ctx: RequestContext, states: set[str] | None) -> list[tuple[str, str]]:
     """(group id, state) of the share groups this broker keeps, for ListGroups."""
-    coordinator = share_services(ctx).coordinator
+    if ctx.services.share is None and not ShareStateStore(Path(ctx.services.config.log_dirs[0])).groups():
+        return []  # (no share group used since the start, none persisted: nothing to make)
+    share = share_services(ctx)
+    coordinator = share.coordinator
     coordinator.expire_all(now_ms())
     listed = [(g.group_id, g.state) for g in coordinator.groups.values()]
+    # a group with a persisted state and no member since the broker started is an empty group (Kafka keeps it)
+    listed += [(g, "Empty") for g in share.partitions.groups_with_state() if g not in coordinator.groups]
     return [(gid, state) for gid, state in sorted(listed) if states is None or state in states]
 
 
@@ -351,6 +356,8 @@ async def handle_share_group_describe(ctx: RequestContext, request: Body) -> Bod
             groups.append({**body, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
             continue
         group = share_services(ctx).coordinator.groups.get(group_id)
+        if group is None and share_services(ctx).partitions.has_state(group_id):
+            group = ShareGroup(group_id)  # kept by its state alone (no member since the broker started): Empty
         if group is None:
             groups.append({**body, "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
                            "error_message": f"Group {group_id} not found."})  # fmt: skip

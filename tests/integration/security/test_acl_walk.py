@@ -208,16 +208,23 @@ def _cases(t: str = "secret", g: str = "g", tx: str = "tx") -> dict[int, list[tu
                                        lambda r: _first(r, "groups", 0, "error_code") == GAF)],
         ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: [(0, {"groups": [{"group_id": g, "topics": None}]},
                                                lambda r: _first(r, "groups", 0, "error_code") == GAF)],
-        ApiKey.SHARE_FETCH: [(1, {"group_id": g, "member_id": "m", "share_session_epoch": 0, "max_wait_ms": 0,
-                                  "min_bytes": 1, "max_records": 10, "batch_size": 10, "topics": [
-                                      {"topic_id": uuid.uuid4(), "partitions": [
-                                          {"partition_index": 0, "acknowledgement_batches": []}]}],
-                                  "forgotten_topics_data": []},
-                              lambda r: r["error_code"] == GAF and r["responses"] == [])],
-        ApiKey.SHARE_ACKNOWLEDGE: [(1, {"group_id": g, "member_id": "m", "share_session_epoch": 1, "topics": [
+        ApiKey.SHARE_FETCH: [(version, {"group_id": g, "member_id": "m", "share_session_epoch": 0,
+                                        "max_wait_ms": 0, "min_bytes": 1, "max_records": 10, "batch_size": 10,
+                                        "share_acquire_mode": 1, "is_renew_ack": False, "topics": [
+                                            {"topic_id": uuid.uuid4(), "partitions": [
+                                                {"partition_index": 0, "acknowledgement_batches": []}]}],
+                                        "forgotten_topics_data": []},
+                              lambda r: r["error_code"] == GAF and r["responses"] == []) for version in (1, 2)],
+        ApiKey.SHARE_ACKNOWLEDGE: [(version, {"group_id": g, "member_id": "m", "share_session_epoch": 1,
+                                              "is_renew_ack": False, "topics": [
             {"topic_id": uuid.uuid4(), "partitions": [{"partition_index": 0, "acknowledgement_batches": [
                 {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]}]}]},
-            lambda r: r["error_code"] == GAF and r["responses"] == [])],
+            lambda r: r["error_code"] == GAF and r["responses"] == []) for version in (1, 2)],
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS: [(0, {"group_id": g, "topics": [{"topic_name": t, "partitions": [
+            {"partition_index": 0, "start_offset": 0}]}]},
+            lambda r: r["error_code"] == GAF and _first(r, "responses", 0, "partitions", 0, "error_code") == GAF)],
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS: [(0, {"group_id": g, "topics": [{"topic_name": t}]},
+                                             lambda r: r["error_code"] == GAF and r["responses"] == [])],
         ApiKey.DESCRIBE_CLUSTER: [(0, {"include_cluster_authorized_operations": True},
                                    lambda r: r["cluster_authorized_operations"] == 0)],
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: [(0, {"users": None}, lambda r: r["error_code"] == CAF)],

@@ -295,15 +295,14 @@ def test_share_fetch_and_acknowledge_v2(broker: rill.testing.TestBroker) -> None
         sp = next(sp for (g, _, _), sp in broker.broker.services.share.partitions.partitions.items() if g == "v2g")
         old = sp.records[0].lock_deadline_ms
         renew = [{"first_offset": 0, "last_offset": 2, "acknowledge_types": [4]}]
+        topics = [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": renew}]}]
         v1 = w.call(ApiKey.SHARE_ACKNOWLEDGE, 1, {"group_id": "v2g", "member_id": member, "share_session_epoch": 2,
-                                                  "topics": [{"topic_id": topic_id, "partitions": [
-                                                      {"partition_index": 0, "acknowledgement_batches": renew}]}]})  # fmt: skip
+                                                  "topics": topics})  # fmt: skip
         assert [p["error_code"] for t in v1["responses"] for p in t["partitions"]] == [ErrorCode.INVALID_REQUEST]
         assert sp.records[0].lock_deadline_ms == old
         time.sleep(0.05)  # (the lock's new deadline is later than the old: not a bound on anything measured)
         v2 = w.call(ApiKey.SHARE_ACKNOWLEDGE, 2, {"group_id": "v2g", "member_id": member, "share_session_epoch": 3,
-                                                  "is_renew_ack": True, "topics": [{"topic_id": topic_id, "partitions": [
-                                                      {"partition_index": 0, "acknowledgement_batches": renew}]}]})  # fmt: skip
+                                                  "is_renew_ack": True, "topics": topics})  # fmt: skip
         assert [p["error_code"] for t in v2["responses"] for p in t["partitions"]] == [0]
         assert v2["acquisition_lock_timeout_ms"] == 1000
         assert sp.records[0].lock_deadline_ms > old and sp.state_of(0).name == "ACQUIRED"
@@ -315,3 +314,23 @@ def test_share_fetch_and_acknowledge_v2(broker: rill.testing.TestBroker) -> None
         assert [p["acknowledge_error_code"] for t in r["responses"] for p in t["partitions"]] == [0]
     finally:
         w.close()
+
+
+def test_a_group_given_offsets_is_kept_across_a_restart(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """A share group that only has a state (reset before any consumer came) is still listed and described, as
+    Empty, after the broker restarts."""
+    with rill.testing.broker(data_dir=tmp_path) as b:
+        _create(b.bootstrap_servers, "kept-t", 1)
+        w = Wire(b.bootstrap_servers)
+        try:
+            assert _partition_codes(_alter(w, "kept", {"kept-t": [(0, 0)]})) == {("kept-t", 0): 0}
+        finally:
+            w.close()
+        b.restart()
+        bs = b.bootstrap_servers
+        assert share_groups(["list", "--state", "--bootstrap-server", bs]) == 0
+        assert capsys.readouterr().out.splitlines()[1].split() == ["kept", "Empty"]
+        assert share_groups(["describe", "kept", "--state", "--bootstrap-server", bs]) == 0
+        assert capsys.readouterr().out.splitlines()[1].split()[:3] == ["kept", "simple", "Empty"]
+        assert share_groups(["describe", "kept", "--bootstrap-server", bs]) == 0
+        assert capsys.readouterr().out.splitlines()[1].split() == ["kept", "kept-t", "0", "0"]

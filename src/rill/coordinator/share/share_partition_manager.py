@@ -247,6 +247,11 @@ class SharePartitionManager:
             if self._store is not None:
                 await asyncio.to_thread(self._store.delete, group_id)
 
+    def groups_with_state(self) -> list[str]:
+        """The groups that have a share-partition state, in memory or persisted (a restarted broker's groups)."""
+        stored = self._store.groups() if self._store is not None else []
+        return sorted(g for g in {*stored, *self._loaded, *(k[0] for k in self.partitions)} if self.has_state(g))
+
     def has_state(self, group_id: str) -> bool:
         return bool(self.start_offsets(group_id))
 
