@@ -230,13 +230,11 @@ class SharePartition:
     def skip_to(self, offset: int) -> None:
         """The log holds nothing to deliver below ``offset`` past the SPEO (transaction markers, records of
         aborted transactions under read_committed): those offsets are archived as gaps, so later fetches read on
-        from ``offset`` instead of reading them again."""
-        if offset <= self.end_offset:
-            return
-        for o in range(self.end_offset, offset):
-            self.records[o] = InFlightRecord(RecordState.ARCHIVED, 0)
-        self.end_offset = offset
-        self._advance_start()
+        from ``offset`` instead of reading them again (as far as the in-flight limit allows)."""
+        while self.end_offset < offset and self.can_acquire_new():  # never past the in-flight limit
+            self.records[self.end_offset] = InFlightRecord(RecordState.ARCHIVED, 0)
+            self.end_offset += 1
+            self._advance_start()
 
     # -- persistence ---------------------------------------------------------------------------------
 
