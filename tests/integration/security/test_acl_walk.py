@@ -288,3 +288,32 @@ def test_every_api_refuses_a_principal_without_acls(acl_broker: rill.testing.Tes
     assert (quotas["error_code"], quotas["entries"]) == (0, [])
     names = {t["name"] for t in plain.call(ApiKey.METADATA, 12, {"topics": None})["topics"]}
     assert names == {"secret", "__consumer_offsets"}  # neither created nor auto-created anything
+
+
+def test_share_group_offsets_need_read_on_each_topic(acl_broker: rill.testing.TestBroker) -> None:
+    """AlterShareGroupOffsets needs READ on the group and on each topic, DeleteShareGroupOffsets DELETE on the group
+    and READ on each topic (Kafka's KafkaApis): a topic the caller may not read is refused and keeps its state."""
+    admin = AdminClient({"bootstrap.servers": acl_broker.bootstrap_servers})
+    admin.create_topics([NewTopic("secret", 1, 1)])["secret"].result(timeout=15)
+    plain = Wire(acl_broker.bootstrap_servers)
+    alter = {"group_id": "sg", "topics": [{"topic_name": "secret", "partitions": [
+        {"partition_index": 0, "start_offset": 0}]}]}  # fmt: skip
+    assert plain.call(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, alter)["responses"][0]["partitions"][0]["error_code"] == 0
+    for operation in (3, 6):  # READ and DELETE on the group, nothing on the topic
+        created = plain.call(ApiKey.CREATE_ACLS, 1, {"creations": [
+            {"resource_type": 3, "resource_name": "sg", "resource_pattern_type": 3, "principal": "User:alice",
+             "host": "*", "operation": operation, "permission_type": 3}]})  # fmt: skip
+        assert created["results"][0]["error_code"] == 0
+    describe = {"groups": [{"group_id": "sg", "topics": None}]}
+    before = plain.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, describe)
+    alice = sasl_wire(acl_broker.listener_address("SASL_PLAINTEXT"), "alice", "alice-secret")
+    try:
+        r = alice.call(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {**alter, "topics": [
+            {"topic_name": "secret", "partitions": [{"partition_index": 0, "start_offset": 0}]}]})  # fmt: skip
+        assert (r["error_code"], _first(r, "responses", 0, "partitions", 0, "error_code")) == (0, TAF)
+        r = alice.call(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": "sg", "topics": [{"topic_name": "secret"}]})
+        assert (r["error_code"], _first(r, "responses", 0, "error_code")) == (0, TAF)
+        assert plain.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, describe) == before
+    finally:
+        alice.close()
+        plain.close()
