@@ -158,6 +158,8 @@ def _alter(conn: Any, group: str, plan: dict[TopicPartition, int]) -> None:
 
 def delete_group(client: KafkaClient, args: argparse.Namespace) -> int:
     conn = client.coordinator(args.group)
+    if _members(conn, args.group) is None:  # never a consumer group of that id: DeleteGroups takes any type
+        raise CliError(f"Share group '{args.group}' does not exist.")
     _, body = conn.request(ApiKey.DELETE_GROUPS, {"groups_names": [args.group]}, version=2)
     code = ErrorCode(body["results"][0]["error_code"])
     if code == ErrorCode.NON_EMPTY_GROUP:

@@ -149,6 +149,9 @@ def test_refused_alter_and_delete_change_nothing(
         consumer.close()
         assert _alter(w, "classic", {"busy-t": [(0, 0)]})["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
         assert _starts(w, "classic")[0] == ErrorCode.GROUP_ID_NOT_FOUND
+        assert share_groups(["delete", "--group", "classic", "--bootstrap-server", bs]) != 0  # not a share group's
+        assert "Share group 'classic' does not exist" in capsys.readouterr().err
+        assert "classic" in {g["group_id"] for g in w.call(ApiKey.LIST_GROUPS, 4, {"states_filter": []})["groups"]}
         assert (_starts(w, "busy"), state_file.read_bytes()) == before
     finally:
         w.close()
