@@ -1,14 +1,15 @@
 """AlterShareGroupOffsets (91) and DeleteShareGroupOffsets (92): set or forget the share-partition start offsets
 of an empty share group (KIP-932), as Kafka 4.2 serves them (version 0).
 
-Alter needs READ on the group and on each topic; Delete DELETE on the group and READ on each topic. A group with
-members answers NON_EMPTY_GROUP, a group id that belongs to a consumer group GROUP_ID_NOT_FOUND, both for the
-whole request. Every partition is checked before anything is written: a topic the caller may not read answers
-TOPIC_AUTHORIZATION_FAILED, a topic or partition that does not exist UNKNOWN_TOPIC_OR_PARTITION, a partition this
-broker does not lead NOT_LEADER_OR_FOLLOWER, a start offset below 0 INVALID_REQUEST and one past the high
-watermark OFFSET_OUT_OF_RANGE; those change nothing, and the others are applied together. Alter of a group that
-does not exist creates it (empty), so offsets can be set before its first consumer starts; Delete of one answers
-GROUP_ID_NOT_FOUND.
+Alter needs READ on the group and on each topic; Delete DELETE on the group and READ on each topic. Both are
+answered by the group's coordinator (NOT_COORDINATOR elsewhere, so a reset never goes by a broker that does not
+know the group's members). A group with members answers NON_EMPTY_GROUP, a group id that belongs to a consumer
+group GROUP_ID_NOT_FOUND, both for the whole request. Every partition is checked before anything is written: a
+topic the caller may not read answers TOPIC_AUTHORIZATION_FAILED, a topic or partition that does not exist
+UNKNOWN_TOPIC_OR_PARTITION, a partition this broker does not lead NOT_LEADER_OR_FOLLOWER, a start offset below 0
+INVALID_REQUEST and one past the high watermark OFFSET_OUT_OF_RANGE; those change nothing, and the others are
+applied together. Alter of a group that does not exist creates it (empty), so offsets can be set before its first
+consumer starts; Delete of one answers GROUP_ID_NOT_FOUND.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import uuid
 from rill.api._authorized import AclOperation, ResourceType, authorize
 from rill.api._topics import ZERO_UUID
 from rill.api.context import RequestContext
-from rill.api.groups import coordinator_of
+from rill.api.groups import writing_coordinator_of
 from rill.api.registry import Body, handler
 from rill.api.share_groups import ShareServices, share_services
 from rill.common import TopicPartition
@@ -31,12 +32,18 @@ from rill.protocol import ApiKey
 log = logging.getLogger(__name__)
 
 
-def _group_refusal(
+async def _group_refusal(
     ctx: RequestContext, share: ShareServices, group_id: str, must_exist: bool
 ) -> tuple[ErrorCode, str | None]:
-    """Why the whole request is refused, if it is: not a share group, unknown (``must_exist``), not empty."""
-    coordinator = coordinator_of(ctx)
-    if coordinator is not None and (coordinator.consumer.is_consumer_group(group_id) or group_id in coordinator.groups):
+    """Why the whole request is refused, if it is: not this group's coordinator, not a share group, unknown
+    (``must_exist``), not empty."""
+    coordinator = await writing_coordinator_of(ctx)
+    if coordinator is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+    not_serving = coordinator.not_serving(group_id)
+    if not_serving is not None:
+        return not_serving, None
+    if coordinator.consumer.is_consumer_group(group_id) or group_id in coordinator.groups:
         return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
     group = share.coordinator.groups.get(group_id)
     if group is not None:
@@ -76,7 +83,7 @@ async def handle_alter_share_group_offsets(ctx: RequestContext, request: Body) -
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
         return _alter_refused(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     share = share_services(ctx)
-    code, message = _group_refusal(ctx, share, group_id, must_exist=False)
+    code, message = await _group_refusal(ctx, share, group_id, must_exist=False)
     if code:
         return _alter_refused(request, code, message)
     metadata = ctx.services.metadata
@@ -129,7 +136,7 @@ async def handle_delete_share_group_offsets(ctx: RequestContext, request: Body) 
     if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, group_id):
         return _delete_refused(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     share = share_services(ctx)
-    code, message = _group_refusal(ctx, share, group_id, must_exist=True)
+    code, message = await _group_refusal(ctx, share, group_id, must_exist=True)
     if code:
         return _delete_refused(code, message)
     metadata = ctx.services.metadata
