@@ -1,15 +1,16 @@
-"""AlterShareGroupOffsets (91) and DeleteShareGroupOffsets (92): set or forget the share-partition start offsets
-of an empty share group (KIP-932), as Kafka 4.2 serves them (version 0).
+"""AlterShareGroupOffsets (91) and DeleteShareGroupOffsets (92): set or forget the share-partition start offsets of an
+empty share group (KIP-932), as Kafka 4.2 serves them (version 0).
 
 Alter needs READ on the group and on each topic; Delete DELETE on the group and READ on each topic. Both are
-answered by the group's coordinator (NOT_COORDINATOR elsewhere, so a reset never goes by a broker that does not
-know the group's members). A group with members answers NON_EMPTY_GROUP, a group id that belongs to a consumer
-group GROUP_ID_NOT_FOUND, both for the whole request. Every partition is checked before anything is written: a
-topic the caller may not read answers TOPIC_AUTHORIZATION_FAILED, a topic or partition that does not exist
+answered by the group's coordinator (NOT_COORDINATOR elsewhere, so a reset never goes by a broker that does not know
+the group's members). A group with members answers NON_EMPTY_GROUP, a group id that belongs to a consumer group
+GROUP_ID_NOT_FOUND, both for the whole request. Every partition is checked before anything is written: a topic the
+caller may not read answers TOPIC_AUTHORIZATION_FAILED, a topic or partition that does not exist
 UNKNOWN_TOPIC_OR_PARTITION, a partition this broker does not lead NOT_LEADER_OR_FOLLOWER, a start offset below 0
-INVALID_REQUEST and one past the high watermark OFFSET_OUT_OF_RANGE; those change nothing, and the others are
-applied together. Alter of a group that does not exist creates it (empty), so offsets can be set before its first
-consumer starts; Delete of one answers GROUP_ID_NOT_FOUND.
+INVALID_REQUEST and one past the high watermark OFFSET_OUT_OF_RANGE (Delete: a topic with a partition this broker
+does not lead); those change nothing, and the others are applied together. Alter of a group that does not exist
+creates it (empty), so offsets can be set before its first consumer starts; Delete of one answers
+GROUP_ID_NOT_FOUND.
 """
 
 from __future__ import annotations
@@ -151,6 +152,9 @@ async def handle_delete_share_group_offsets(ctx: RequestContext, request: Body) 
             code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif topic is None or topic.internal:
             code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
+        elif elsewhere := [p for p in range(len(topic.partitions)) if _leads(ctx, name, p)[0]]:
+            code = ErrorCode.NOT_LEADER_OR_FOLLOWER  # its state there is not this broker's to forget
+            message = f"Partitions {elsewhere} of {name} are led by another broker, which keeps their state."
         else:
             forget.extend(key for key in starts if key[0] == topic.topic_id)
         topic_id = topic.topic_id if topic is not None and code != ErrorCode.TOPIC_AUTHORIZATION_FAILED else ZERO_UUID
