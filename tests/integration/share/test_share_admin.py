@@ -103,6 +103,14 @@ def test_reset_to_earliest_then_a_share_consumer_reads_from_there(
         assert rows == [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], ["rg", "reset-t", "0", "0"],
                         ["rg", "reset-t", "1", "0"]]  # fmt: skip
         assert _starts(w, "rg")[0] == ErrorCode.GROUP_ID_NOT_FOUND
+        other = ["reset-offsets", "--group", "rg", "--bootstrap-server", bs, "--dry-run"]
+        assert share_groups([*other, "--topic", "reset-t:1", "--to-offset", "1000"]) == 0  # moved to the log end
+        out, err = capsys.readouterr()
+        assert out.splitlines()[1].split() == ["rg", "reset-t", "1", "3"] and "Value will be set to 3" in err
+        assert share_groups([*other, "--topic", "reset-t:0", "--to-datetime", "2999-01-01T00:00:00"]) == 0
+        assert capsys.readouterr().out.splitlines()[1].split() == ["rg", "reset-t", "0", "3"]  # no record: the end
+        assert share_groups([*other, "--topic", "no-such-topic", "--to-earliest"]) != 0
+        assert "Topic no-such-topic does not exist" in capsys.readouterr().err
         assert share_groups([*argv, "--execute"]) == 0  # a group that does not exist yet is created
         assert _starts(w, "rg") == (0, {("reset-t", 0): 0, ("reset-t", 1): 0})
     finally:
