@@ -3,8 +3,9 @@
 
     rill share-groups list [--state]
     rill share-groups describe GROUP [--members | --state]
-    rill share-groups reset-offsets --group G --topic T[:P,P] (--to-earliest | --to-latest | --to-offset N |
-                                    --to-datetime DT | --by-duration PnDTnHnMnS) [--dry-run | --execute]
+    rill share-groups reset-offsets --group G (--topic T[:P,P] | --all-topics)
+        (--to-earliest | --to-latest | --to-offset N | --to-datetime DT | --by-duration PnDTnHnMnS)
+        [--dry-run | --execute]
     rill share-groups delete --group G
     rill share-groups delete-offsets --group G --topic T
 

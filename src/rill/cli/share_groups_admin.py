@@ -1,7 +1,8 @@
 """``rill share-groups reset-offsets``, ``delete`` and ``delete-offsets`` (kafka-share-groups.sh's
 ``--reset-offsets``, ``--delete`` and ``--delete-offsets``).
 
-A reset computes a new start offset (SPSO) for each partition in scope (``--topic T[:P,P]``, repeatable),
+A reset computes a new start offset (SPSO) for each partition in scope (``--topic T[:P,P]``, repeatable, or
+``--all-topics``: the partitions the group has a start offset for),
 prints the plan (GROUP TOPIC PARTITION NEW-OFFSET) and writes it (AlterShareGroupOffsets) only with
 ``--execute``. Offsets outside a partition's log are moved to its nearest end, with a warning. Only a group
 without members can be reset (or one that does not exist yet: the reset creates it); the broker checks again
@@ -27,7 +28,9 @@ EARLIEST, LATEST = -2, -1
 
 def add_reset_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group", required=True, help="the share group")
-    p.add_argument("--topic", action="append", required=True, metavar="T[:P,P]", help="topic, or some partitions")
+    scope = p.add_mutually_exclusive_group(required=True)
+    scope.add_argument("--topic", action="append", metavar="T[:P,P]", help="topic, or some of its partitions")
+    scope.add_argument("--all-topics", action="store_true", help="every partition the group has a start offset for")
     spec = p.add_mutually_exclusive_group(required=True)
     spec.add_argument("--to-earliest", action="store_true", help="the first offset still in the log")
     spec.add_argument("--to-latest", action="store_true", help="the log end offset (skip everything)")
@@ -61,6 +64,18 @@ def _partitions(client: KafkaClient, specs: list[str]) -> list[TopicPartition]:
             raise CliError(f"Topic {name} has no partition {missing[0]} (it has {len(known)}).")
         out.extend(TopicPartition(name, p) for p in wanted)
     return sorted(dict.fromkeys(out), key=lambda tp: (tp.topic, tp.partition))
+
+
+def _partitions_with_state(conn: Any, group: str) -> list[TopicPartition]:
+    """The partitions the group has a start offset for (DescribeShareGroupOffsets)."""
+    request = {"groups": [{"group_id": group, "topics": None}]}
+    _, body = conn.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, request, version=0)
+    described = body["groups"][0]
+    if described["error_code"] not in (ErrorCode.NONE, ErrorCode.GROUP_ID_NOT_FOUND):
+        raise CliError(f"cannot describe the offsets of share group {group}: {ErrorCode(described['error_code']).name}")
+    tps = [TopicPartition(t["topic_name"], p["partition_index"]) for t in described["topics"] for p in t["partitions"]
+           if p["error_code"] == 0 and p["start_offset"] >= 0]  # fmt: skip
+    return sorted(tps, key=lambda tp: (tp.topic, tp.partition))
 
 
 def _offsets(client: KafkaClient, tps: list[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
@@ -120,8 +135,8 @@ def reset_offsets(client: KafkaClient, args: argparse.Namespace) -> int:
     if members:
         raise CliError(f"Share group '{args.group}' is not empty: it has {members} member(s). Offsets can only be "
                        "reset when the group is inactive: stop its consumers first.")  # fmt: skip
-    tps = _partitions(client, args.topic)
-    plan = _plan(client, args, tps)
+    tps = _partitions(client, args.topic) if args.topic else _partitions_with_state(conn, args.group)
+    plan = _plan(client, args, tps) if tps else {}
     if args.execute:
         _alter(conn, args.group, plan)
     elif not args.dry_run:

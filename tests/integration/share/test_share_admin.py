@@ -113,6 +113,11 @@ def test_reset_to_earliest_then_a_share_consumer_reads_from_there(
         assert "Topic no-such-topic does not exist" in capsys.readouterr().err
         assert share_groups([*argv, "--execute"]) == 0  # a group that does not exist yet is created
         assert _starts(w, "rg") == (0, {("reset-t", 0): 0, ("reset-t", 1): 0})
+        capsys.readouterr()
+        assert share_groups(["reset-offsets", "--group", "rg", "--all-topics", "--to-latest", "--bootstrap-server", bs,
+                             "--dry-run"]) == 0  # fmt: skip
+        assert [line.split()[1:] for line in capsys.readouterr().out.splitlines()[1:]] == [
+            ["reset-t", "0", "3"], ["reset-t", "1", "3"]]  # fmt: skip
     finally:
         w.close()
     c = share_consumer(bs, "rg", ["reset-t"])
