@@ -290,7 +290,7 @@ async def handle_list_groups(ctx: RequestContext, request: Body) -> Body:
                 state = group.state.value
                 if not states or state.lower() in states:
                     groups.append((group.group_id, CONSUMER_PROTOCOL_TYPE, state, CONSUMER_GROUP_TYPE))
-    if (not types or SHARE_GROUP_TYPE in types) and ctx.services.share is not None:
+    if not types or SHARE_GROUP_TYPE in types:
         share_states = set(request.get("states_filter") or []) or None
         groups += [(gid, "share", state, SHARE_GROUP_TYPE) for gid, state in list_share_groups(ctx, share_states)]
     if types:

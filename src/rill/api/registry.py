@@ -59,6 +59,7 @@ HANDLER_MODULES = (
     "rill.api.write_txn_markers",
     "rill.api.describe_producers",
     "rill.api.share_groups",
+    "rill.api.share_group_offsets",
 )
 
 

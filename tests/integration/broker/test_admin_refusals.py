@@ -26,7 +26,7 @@ from rill.protocol import ApiKey
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
@@ -44,6 +44,7 @@ def _state(w: Wire, log_dir: Path) -> dict[str, Any]:
     )  # fmt: skip
     resources = [{"resource_type": TOPIC, "resource_name": name, "configuration_keys": None} for name, _, _ in topics]
     resources += [{"resource_type": BROKER, "resource_name": n, "configuration_keys": None} for n in ("0", "")]
+    resources += [{"resource_type": GROUP, "resource_name": "sg", "configuration_keys": None}]
     described = w.call(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": resources, "include_synonyms": False,
                                                     "include_documentation": False})["results"]  # fmt: skip
     configs = sorted((r["resource_name"], c["name"], c["value"], c["config_source"]) for r in described
@@ -218,8 +219,41 @@ def _share(draw: st.DrawFn) -> Refused:
     return ("ShareAcknowledge", ApiKey.SHARE_ACKNOWLEDGE, 1, body, lambda r: [r["error_code"]])
 
 
+@st.composite
+def _share_admin(draw: st.DrawFn) -> Refused:
+    """Share-group administration that must be refused: start offsets of partitions that do not exist, past the
+    log end or negative, of a consumer group or of no group; a bad share.auto.offset.reset or
+    share.isolation.level (the share group "sg" has a state, seeded)."""
+    kind = draw(st.sampled_from(["alter", "delete", "config"]))
+    if kind == "alter":
+        group = draw(st.sampled_from(["sg", "g", ""]))
+        wanted = draw(st.sampled_from([("missing", 0, 0), ("plain", 7, 0), ("plain", 0, 10**6), ("plain", 1, -1),
+                                       ("__consumer_offsets", 0, 0)]))  # fmt: skip
+        if group != "sg":
+            wanted = ("plain", 0, 0)  # valid, but the group is not a share group, or has no id
+        body = {"group_id": group, "topics": [{"topic_name": wanted[0], "partitions": [
+            {"partition_index": wanted[1], "start_offset": wanted[2]}]}]}  # fmt: skip
+        return ("AlterShareGroupOffsets", ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, body,
+                lambda r: [r["error_code"] or p["error_code"]
+                           for t in r["responses"] for p in t["partitions"]])  # fmt: skip
+    if kind == "delete":
+        group, topic = draw(st.sampled_from([("sg", "missing"), ("g", "plain"), ("nobody", "plain"), ("", "plain")]))
+        body = {"group_id": group, "topics": [{"topic_name": topic}]}
+        return ("DeleteShareGroupOffsets", ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, body,
+                lambda r: [r["error_code"] or t["error_code"]
+                           for t in r["responses"]] or [r["error_code"]])  # fmt: skip
+    name, value = draw(st.sampled_from([("share.auto.offset.reset", "first"),
+                                        ("share.auto.offset.reset", "by_duration:1h"),
+                                        ("share.auto.offset.reset", "by_duration:-PT1S"),
+                                        ("share.isolation.level", "read_most")]))  # fmt: skip
+    body = {"resources": [{"resource_type": GROUP, "resource_name": "sg", "configs": [
+        {"name": name, "config_operation": SET, "value": value}]}], "validate_only": draw(st.booleans())}  # fmt: skip
+    return ("IncrementalAlterConfigs", ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body,
+            lambda r: [x["error_code"] for x in r["responses"]])  # fmt: skip
+
+
 _REFUSED = st.one_of(_create_topics(), _delete_topics(), _create_partitions(), _alter_configs(), _delete_records(),
-                     _groups(), _share())  # fmt: skip
+                     _groups(), _share(), _share_admin())  # fmt: skip
 
 
 # -- the test ------------------------------------------------------------------------------------------------
@@ -241,6 +275,9 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[rill.test
         consumer = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "g", "enable.auto.commit": False})
         consumer.commit(offsets=[TopicPartition("plain", 0, 4), TopicPartition("plain", 1, 2)], asynchronous=False)
         consumer.close()
+        body = {"group_id": "sg", "topics": [{"topic_name": "plain", "partitions": [
+            {"partition_index": 0, "start_offset": 3}]}]}  # fmt: skip
+        assert w.call(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, body)["responses"][0]["partitions"][0]["error_code"] == 0
         w.close()
         yield b, data / "logs"
 

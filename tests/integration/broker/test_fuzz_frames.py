@@ -43,6 +43,25 @@ SEEDS = [
                                                                       "acknowledgement_batches": [
                                                                           {"first_offset": 0, "last_offset": 2,
                                                                            "acknowledge_types": [1, 2, 3]}]}]}]}),
+    encode_request(ApiKey.SHARE_FETCH, 2, 9, "fuzz", {"group_id": "sg", "member_id": "m", "share_session_epoch": 1,
+                                                       "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 0,
+                                                       "max_records": 0, "batch_size": 0, "share_acquire_mode": 1,
+                                                       "is_renew_ack": True, "topics": [{"topic_id": uuid.uuid4(),
+                                                       "partitions": [{"partition_index": 0,
+                                                                       "acknowledgement_batches": [
+                                                                           {"first_offset": 0, "last_offset": 1,
+                                                                            "acknowledge_types": [4]}]}]}],
+                                                       "forgotten_topics_data": []}),
+    encode_request(ApiKey.SHARE_ACKNOWLEDGE, 2, 10, "fuzz", {"group_id": "sg", "member_id": "m",
+                                                              "share_session_epoch": 1, "is_renew_ack": True,
+                                                              "topics": [{"topic_id": uuid.uuid4(), "partitions": [
+                                                                  {"partition_index": 0, "acknowledgement_batches": [
+                                                                      {"first_offset": 0, "last_offset": 0,
+                                                                       "acknowledge_types": [4]}]}]}]}),
+    encode_request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 11, "fuzz", {"group_id": "sg", "topics": [
+        {"topic_name": "fuzz", "partitions": [{"partition_index": 0, "start_offset": 0}]}]}),
+    encode_request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 12, "fuzz", {"group_id": "sg",
+                                                                       "topics": [{"topic_name": "fuzz"}]}),
 ]
 
 
