@@ -249,7 +249,8 @@ def test_an_empty_group_changes_protocol_and_keeps_its_offsets(rill_broker) -> N
         fetched = w.call(ApiKey.OFFSET_FETCH, 1, {"group_id": GROUP, "topics": [
             {"name": "kip848-switch", "partition_indexes": [0]}]})  # fmt: skip
         assert fetched["topics"][0]["partitions"][0]["committed_offset"] == 7
-        # Now a live classic group: a consumer-protocol member is refused.
+        # Now a live classic group whose member's subscription cannot be read: it cannot be upgraded, so a
+        # consumer-protocol member is refused.
         refused = _hb(w, "m2", 0, rebalance_timeout_ms=5000, subscribed_topic_names=["kip848-switch"],
                       topic_partitions=[])  # fmt: skip
         assert refused["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
