@@ -138,10 +138,10 @@ def test_a_partition_moves_only_after_its_owner_revoked_it(rill_broker) -> None:
         assert (left["error_code"], left["member_epoch"]) == (0, -1)
         b = _hb(w, "member-b", 2)
         assert b["member_epoch"] == 3 and _parts(b) == {topic_id: {0, 1, 2, 3}}
-        # A classic member cannot join the consumer group.
+        # A classic member of another protocol type than the consumer's cannot join the consumer group.
         joined = w.call(ApiKey.JOIN_GROUP, 5, {"group_id": GROUP, "session_timeout_ms": 10_000,
                                                "rebalance_timeout_ms": 10_000, "member_id": "",
-                                               "group_instance_id": None, "protocol_type": "consumer",
+                                               "group_instance_id": None, "protocol_type": "connect",
                                                "protocols": [{"name": "range", "metadata": b""}]})  # fmt: skip
         assert joined["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 

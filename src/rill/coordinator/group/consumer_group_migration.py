@@ -66,13 +66,19 @@ def decode_subscription(data: bytes) -> dict[str, Any]:
     return body
 
 
-def decode_assignment(data: bytes) -> dict[str, list[int]]:
+# Assignors whose assignment user data is only their own memory of past assignments (librdkafka's sticky
+# assignors keep it there): the server-side assignor is sticky by itself, and the subscription's owned partitions
+# tell a client-side assignor the same after a downgrade, so losing it loses nothing.
+STICKY_ASSIGNORS = frozenset({"sticky", "cooperative-sticky"})
+
+
+def decode_assignment(data: bytes, protocol: str) -> dict[str, list[int]]:
     """A ConsumerProtocolAssignment's partitions by topic name; refused (KafkaError) when it carries user data a
-    server-side assignor would lose (a custom assignor's)."""
+    server-side assignor would lose (a custom assignor's), as Kafka refuses it."""
     if not data:
         return {}
     _, body = decode_versioned("ConsumerProtocolAssignment", data)
-    if body.get("user_data"):
+    if body.get("user_data") and protocol not in STICKY_ASSIGNORS:
         raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, "an unsupported custom assignor is in use")
     out: dict[str, list[int]] = {}
     for entry in body["assigned_partitions"]:
@@ -166,7 +172,7 @@ class MigrationMixin:
             for m in classic.all_members():
                 protocol = classic.protocol_name or (m.protocols()[0] if m.supported_protocols else "")
                 subscription = decode_subscription(m.metadata(protocol))
-                assigned = self._by_ids(decode_assignment(m.assignment))
+                assigned = self._by_ids(decode_assignment(m.assignment, protocol))
                 member = ConsumerGroupMember(
                     member_id=m.member_id,
                     instance_id=m.group_instance_id,
