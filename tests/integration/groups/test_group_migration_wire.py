@@ -149,8 +149,8 @@ def test_upgrade_serves_classic_members_then_downgrade(rill_broker) -> None:
         assert c["error_code"] == 0, c
         assert c["member_epoch"] == gen + 1 and _assigned(c) == set()  # what it is to get is still held
         assert _group_type(w) == "consumer"
-        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [GROUP]})["groups"][0]
-        assert sorted(m["member_id"] for m in d["members"]) == sorted([a, b, "member-c"])
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [GROUP]})["groups"][0]
+        assert {m["member_id"]: m["member_type"] for m in d["members"]} == {a: 0, b: 0, "member-c": 1}
         held = {m["member_id"]: {p for tp in m["assignment"]["topic_partitions"] for p in tp["partitions"]}
                 for m in d["members"]}  # fmt: skip
         assert held == {a: {0, 1}, b: {2, 3}, "member-c": set()}
