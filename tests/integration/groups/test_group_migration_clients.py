@@ -137,3 +137,50 @@ def test_a_group_migrates_to_the_consumer_protocol_and_back_under_load(rill_brok
         wire.close()
     assert not ownership.overlaps(), ownership.overlaps()
     assert sum(committed.values()) == len(produced)
+
+
+@pytest.mark.rill_broker_config(**CONFIGS, **{"group.consumer.migration.policy": "disabled"})
+def test_a_consumer_protocol_member_is_refused_when_migration_is_disabled(rill_broker) -> None:
+    bootstrap, group, topic = rill_broker.bootstrap_servers, "no-migration", "no-migration"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    ownership = Ownership()
+    classic_conf: dict[str, Any] = {"group.protocol": "classic", "session.timeout.ms": 6000,
+                                    "heartbeat.interval.ms": 300}  # fmt: skip
+    members = [ConsumerThread(f"classic-{i}", bootstrap, group, topic, ownership, **classic_conf) for i in range(2)]
+    for m in members:
+        m.start()
+    errors: list[confluent_kafka.KafkaError] = []
+    refused = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                                        "error_cb": errors.append})  # fmt: skip
+    # librdkafka hands the fatal error to poll() as an error event (and may to error_cb as well)
+    try:
+        _wait(lambda: len({s[0] for s in ownership.spans if s[3] is None}) == PARTITIONS, 60, "the classic group")
+        refused.subscribe([topic])
+        deadline = time.monotonic() + 60
+        def fatal(e: confluent_kafka.KafkaError) -> bool:
+            return bool(e.fatal() or e.code() == confluent_kafka.KafkaError._FATAL)
+
+        while not any(fatal(e) for e in errors):
+            assert time.monotonic() < deadline, f"the consumer-protocol member was not refused: {errors}"
+            msg = refused.poll(0.2)
+            if msg is not None and msg.error() is not None:
+                errors.append(msg.error())
+        # As Kafka answers: GROUP_ID_NOT_FOUND, fatal for the consumer; the classic group carries on untouched.
+        assert any("group id does not exist" in e.str().lower() for e in errors if fatal(e)), errors
+        assert not refused.assignment()
+        wire = Wire(bootstrap, timeout=30)
+        try:
+            groups = wire.call(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})["groups"]
+            assert [(g["group_id"], g["group_type"]) for g in groups] == [(group, "classic")]
+        finally:
+            wire.close()
+        with ownership.lock:
+            open_spans = [s for s in ownership.spans if s[3] is None]
+        assert len({s[0] for s in open_spans}) == PARTITIONS
+        assert {s[1] for s in open_spans} <= {"classic-0", "classic-1"}
+    finally:
+        refused.close()
+        for m in members:
+            m.stop()
+    assert not ownership.overlaps()

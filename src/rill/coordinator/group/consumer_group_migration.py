@@ -250,8 +250,6 @@ class MigrationMixin:
         staying = [m for mid, m in group.members.items() if mid not in leaving]
         if not staying or any(m.classic is None for m in staying):
             return False
-        if not any(group.members[mid].classic is None for mid in leaving if mid in group.members):
-            return False  # only classic members leave: the group stays what it is
         if self.migration_policy not in ("bidirectional", "downgrade"):
             log.info("Cannot downgrade consumer group %s to a classic group: online downgrade is disabled",
                      group.group_id)  # fmt: skip
