@@ -278,3 +278,30 @@ def test_a_restarted_broker_keeps_the_mixed_group(rill_broker, kill: bool) -> No
         assert _fetched(w) == 3
     finally:
         w.close()
+
+
+@pytest.mark.rill_broker_config(**CONFIGS, **{"group.consumer.migration.policy": "upgrade"})
+def test_without_downgrades_the_group_keeps_serving_its_classic_members(rill_broker) -> None:
+    _create_topic(rill_broker.bootstrap_servers, TOPIC, 4)
+    generations, _ = _classic_group(rill_broker.bootstrap_servers)
+    (a, gen), (b, _) = generations.items()
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        assert _cg_heartbeat(w, "member-c", 0)["error_code"] == 0
+        assert _cg_heartbeat(w, "member-c", -1)["error_code"] == 0  # the last consumer-protocol member leaves
+        assert _group_type(w) == "consumer"
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [GROUP]})["groups"][0]
+        assert {m["member_id"]: m["member_type"] for m in d["members"]} == {a: 0, b: 0}
+        assert _heartbeat(w, a, gen) == ErrorCode.REBALANCE_IN_PROGRESS
+        joined = _join(w, a, [0, 1])
+        assert joined["error_code"] == 0 and joined["generation_id"] == d["group_epoch"]
+        assert _partitions(_sync(w, a, joined["generation_id"])["assignment"]) == {0, 1}
+        # A classic member leaving is removed like any member; the group stays what it is.
+        left = w.call(ApiKey.LEAVE_GROUP, 3, {"group_id": GROUP, "members": [{"member_id": b,
+                                                                             "group_instance_id": None}]})
+        assert left["error_code"] == 0 and left["members"][0]["error_code"] == 0
+        assert _group_type(w) == "consumer"
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [GROUP]})["groups"][0]
+        assert [m["member_id"] for m in d["members"]] == [a]
+    finally:
+        w.close()
