@@ -231,6 +231,11 @@ def test_a_mixed_group_outlives_its_coordinator(rill3c: TestCluster) -> None:
     assignments when the coordinator is SIGKILLed: the new one replays the conversion's records."""
     c, group, topic = rill3c, "mixed-failover", "mixed-fo"
     create_topic(c, topic, partitions=4)
+    w = _wire(c, c.brokers[0])
+    try:  # creates __consumer_offsets if this test runs alone
+        assert w.call(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})["error_code"] == 0
+    finally:
+        w.close()
     offsets_partition = partition_for(group, 3)
     c.wait_for(lambda: len(c.isr(OFFSETS_TOPIC, offsets_partition)) == 3, 40, "the full ISR of the group's partition")
     coordinator = c.leader(OFFSETS_TOPIC, offsets_partition)
