@@ -14,7 +14,7 @@ import pytest
 from tests.integration.broker._wire import Wire
 from tests.integration.groups.test_consumer_group_wire import _create_topic
 
-from rill.errors import ErrorCode
+from rill.errors import ErrorCode, KafkaError
 from rill.protocol import ApiKey, decode_versioned, encode_versioned
 
 GROUP = "migrating"
@@ -305,3 +305,35 @@ def test_without_downgrades_the_group_keeps_serving_its_classic_members(rill_bro
         assert [m["member_id"] for m in d["members"]] == [a]
     finally:
         w.close()
+
+
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_a_conversion_whose_write_fails_leaves_the_classic_group(rill_broker) -> None:
+    _create_topic(rill_broker.bootstrap_servers, TOPIC, 4)
+    generations, _ = _classic_group(rill_broker.bootstrap_servers)
+    (a, gen), (b, _) = generations.items()
+    consumer = rill_broker.broker.services.group_coordinator.consumer
+    written = consumer._write
+
+    async def fail_once(group_id: str, kvs: list[Any]) -> None:  # the seam: the conversion's write fails
+        consumer._write = written
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the write failed")
+
+    consumer._write = fail_once
+    walls = [Wire(rill_broker.bootstrap_servers, timeout=30) for _ in range(2)]
+    try:
+        w = walls[0]
+        assert _cg_heartbeat(w, "member-c", 0)["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert _group_type(w) == "classic"
+        # The classic group goes on with a rebalance its members join again.
+        assert _heartbeat(w, a, gen) == ErrorCode.REBALANCE_IN_PROGRESS
+        with ThreadPoolExecutor(2) as pool:
+            rejoined = [pool.submit(_join, walls[i], m, []) for i, m in enumerate((a, b))]
+            answers = [f.result(30) for f in rejoined]
+        assert [r["error_code"] for r in answers] == [0, 0] and answers[0]["generation_id"] == gen + 1
+        # Nothing of it was written: the next consumer-protocol member converts the group.
+        assert _cg_heartbeat(w, "member-c", 0)["error_code"] == 0
+        assert _group_type(w) == "consumer"
+    finally:
+        for w in walls:
+            w.close()

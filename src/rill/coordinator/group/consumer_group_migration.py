@@ -225,7 +225,10 @@ class MigrationMixin:
             return
         for member in classic.all_members():
             self.classic._schedule_heartbeat(classic, member)
-        self.classic._maybe_prepare_rebalance(classic, "its upgrade to a consumer group failed")
+        if classic.is_in(GroupState.PREPARING_REBALANCE):  # its join timer was stopped: the rebalance goes on
+            self.classic._schedule_join(classic, classic.rebalance_timeout_ms())
+        else:
+            self.classic._maybe_prepare_rebalance(classic, "its upgrade to a consumer group failed")
 
     def finish_upgrade(self, classic: GroupMetadata, group: ConsumerGroup) -> None:
         """The conversion is written: the classic group's object keeps only the offsets (it holds them for the
