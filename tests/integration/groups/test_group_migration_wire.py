@@ -337,3 +337,54 @@ def test_a_conversion_whose_write_fails_leaves_the_classic_group(rill_broker) ->
     finally:
         for w in walls:
             w.close()
+
+
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_a_static_classic_member_of_a_consumer_group_restarts_into_its_place(rill_broker) -> None:
+    _create_topic(rill_broker.bootstrap_servers, TOPIC, 2)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+
+    def join_static(member_id: str) -> dict[str, Any]:
+        return w.call(ApiKey.JOIN_GROUP, 5, {
+            "group_id": GROUP, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000, "member_id": member_id,
+            "group_instance_id": "static-1", "protocol_type": "consumer", "reason": None,
+            "protocols": [{"name": "range", "metadata": _subscription()}]})  # fmt: skip
+
+    def sync_static(member_id: str, generation: int) -> dict[str, Any]:
+        return w.call(ApiKey.SYNC_GROUP, 5, {
+            "group_id": GROUP, "generation_id": generation, "member_id": member_id, "group_instance_id": "static-1",
+            "protocol_type": "consumer", "protocol_name": "range", "assignments": []})  # fmt: skip
+
+    try:
+        c = _cg_heartbeat(w, "member-c", 0)
+        assert (c["error_code"], _assigned(c)) == (0, {0, 1})
+        topic_id = c["assignment"]["topic_partitions"][0]["topic_id"]
+        joined = join_static("")
+        static, generation = joined["member_id"], joined["generation_id"]
+        assert joined["error_code"] == 0 and generation == 2
+        assert _partitions(sync_static(static, generation)["assignment"]) == set()  # C still holds its share
+        c = _cg_heartbeat(w, "member-c", 1)
+        kept = sorted(_assigned(c) or [])
+        assert len(kept) == 1
+        c = w.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {
+            "group_id": GROUP, "member_id": "member-c", "member_epoch": 1, "rebalance_timeout_ms": -1,
+            "topic_partitions": [{"topic_id": topic_id, "partitions": kept}]})  # fmt: skip
+        assert c["member_epoch"] == 2
+        hb = w.call(ApiKey.HEARTBEAT, 3, {"group_id": GROUP, "generation_id": generation, "member_id": static,
+                                          "group_instance_id": "static-1"})  # fmt: skip
+        assert hb["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS  # what it waited for is free now
+        joined = join_static(static)
+        given = _partitions(sync_static(static, joined["generation_id"])["assignment"])
+        assert given == {0, 1} - set(kept)
+        # The process restarts: a new member id takes the static member's place, epoch and partitions.
+        again = join_static("")
+        assert again["error_code"] == 0 and again["member_id"] != static
+        assert again["generation_id"] == joined["generation_id"]
+        assert _partitions(sync_static(again["member_id"], again["generation_id"])["assignment"]) == given
+        stale = w.call(ApiKey.HEARTBEAT, 3, {"group_id": GROUP, "generation_id": generation, "member_id": static,
+                                             "group_instance_id": "static-1"})  # fmt: skip
+        assert stale["error_code"] == ErrorCode.FENCED_INSTANCE_ID
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [GROUP]})["groups"][0]
+        assert sorted(m["member_id"] for m in d["members"]) == sorted(["member-c", again["member_id"]])
+    finally:
+        w.close()
