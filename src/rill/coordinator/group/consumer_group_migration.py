@@ -253,6 +253,9 @@ class MigrationMixin:
         staying = [m for mid, m in group.members.items() if mid not in leaving]
         if not staying or any(m.classic is None for m in staying):
             return False
+        shared = set.intersection(*(set(m.classic.protocol_names()) for m in staying if m.classic is not None))
+        if not shared:  # no protocol a classic group could choose (their joins keep one, but the records may not)
+            return False
         if self.migration_policy not in ("bidirectional", "downgrade"):
             log.info("Cannot downgrade consumer group %s to a classic group: online downgrade is disabled",
                      group.group_id)  # fmt: skip
