@@ -388,3 +388,32 @@ def test_a_static_classic_member_of_a_consumer_group_restarts_into_its_place(ril
         assert sorted(m["member_id"] for m in d["members"]) == sorted(["member-c", again["member_id"]])
     finally:
         w.close()
+
+
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_a_static_member_restarting_with_the_classic_protocol_downgrades_the_group(rill_broker) -> None:
+    _create_topic(rill_broker.bootstrap_servers, TOPIC, 4)
+    generations, _ = _classic_group(rill_broker.bootstrap_servers)
+    (a, _), (b, _) = generations.items()
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        joined = w.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {
+            "group_id": GROUP, "member_id": "member-s", "member_epoch": 0, "instance_id": "static-s",
+            "rebalance_timeout_ms": 10_000, "subscribed_topic_names": [TOPIC], "topic_partitions": []})  # fmt: skip
+        assert joined["error_code"] == 0 and _group_type(w) == "consumer"
+        left = w.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {
+            "group_id": GROUP, "member_id": "member-s", "member_epoch": -2, "instance_id": "static-s"})  # fmt: skip
+        assert left["error_code"] == 0 and _group_type(w) == "consumer"  # a static member leaving keeps its place
+        # It comes back with the classic protocol: the last consumer-protocol member is gone, the group is classic.
+        back = w.call(ApiKey.JOIN_GROUP, 5, {
+            "group_id": GROUP, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000, "member_id": "",
+            "group_instance_id": "static-s", "protocol_type": "consumer", "reason": None,
+            "protocols": [{"name": "range", "metadata": _subscription()}]})  # fmt: skip
+        assert back["error_code"] == 0, back
+        assert _group_type(w) == "classic"
+        group = w.call(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [GROUP], "include_authorized_operations": False})
+        described = group["groups"][0]
+        assert described["group_state"] == "PreparingRebalance"
+        assert sorted(m["member_id"] for m in described["members"]) == sorted([a, b, back["member_id"]])
+    finally:
+        w.close()

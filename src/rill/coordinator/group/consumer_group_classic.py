@@ -72,6 +72,12 @@ class ClassicMembersMixin:
     def assignment_bytes(self, member: ConsumerGroupMember) -> bytes:
         raise NotImplementedError
 
+    def downgrade_allowed(self, group: ConsumerGroup, leaving: set[str]) -> bool:
+        raise NotImplementedError
+
+    async def downgrade(self, group: ConsumerGroup, leaving: set[str], why: str) -> None:
+        raise NotImplementedError
+
     # -- JoinGroup ---------------------------------------------------------------------------------------------
 
     async def classic_join(
@@ -147,6 +153,13 @@ class ClassicMembersMixin:
             return JoinGroupResult(e.code, member_id)
         self._cancel_classic_timer(group_id, new_id)
         self._schedule_classic_timer(group_id, new_id, reconciled.rebalance_timeout_ms, "sent no SyncGroup in time")
+        if replaced is not None and self.downgrade_allowed(group, set()):
+            # It replaced the last member of the consumer protocol (a static member restarted with the classic
+            # one): the group is classic again, and the rebalance that starts tells its members to rejoin.
+            try:
+                await self.downgrade(group, set(), f"static member {instance_id} rejoined with the classic protocol")
+            except KafkaError as e:
+                log.warning("Consumer group %s could not become a classic group: %s", group_id, e.message)
         return JoinGroupResult(
             ErrorCode.NO_ERROR,
             new_id,
