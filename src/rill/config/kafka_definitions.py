@@ -81,14 +81,11 @@ _GROUPS: list[tuple[str, list[_Entry]]] = [
         ("log.dir.failure.timeout.ms", LONG, 30000, _1, R),
     ]),
     ("of the streams group protocol (KIP-1071), which Rill does not serve, and of the consumer and share group "
-     "protocols' parts Rill does not build (migration between the protocols, share group settings beyond what Rill "
-     "serves)", [
+     "protocols' parts Rill does not build (share group settings beyond what Rill serves)", [
         ("group.coordinator.threads", INT, 4, _1, R),
         ("group.coordinator.append.linger.ms", INT, 5, _0, R),
         ("group.coordinator.rebalance.protocols", LST, "classic,consumer,streams",
          all_of("consumer", "classic", "share", "streams"), R),
-        ("group.consumer.migration.policy", S, "bidirectional",
-         one_of("DISABLED", "DOWNGRADE", "UPGRADE", "BIDIRECTIONAL", ignore_case=True), R),
         ("group.share.assignors", LST, "simple", None, R),
         ("group.share.delivery.count.limit", INT, 5, between(2, 10), R),
         ("group.share.heartbeat.interval.ms", INT, 5000, _1, R),
