@@ -59,6 +59,8 @@ HANDLER_MODULES = (
     "rill.api.write_txn_markers",
     "rill.api.describe_producers",
     "rill.api.share_groups",
+    "rill.api.telemetry",
+    "rill.api.list_config_resources",
 )
 
 
