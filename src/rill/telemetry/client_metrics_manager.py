@@ -23,7 +23,6 @@ At most 16384 instances are held; the least recently heard from goes first.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -102,12 +101,10 @@ class ClientMetricsManager:
         subscriptions: Callable[[], Mapping[str, Mapping[str, str]]],
         max_bytes: int,
         pushed: PushedMetrics,
-        clock_ms: Callable[[], float] = lambda: time.monotonic() * 1000,  # the collector's clock too
     ) -> None:
         self._stored = subscriptions
         self.max_bytes = max_bytes
         self.pushed = pushed
-        self._clock = clock_ms
         self._seen: dict[str, dict[str, str]] = {}
         self._subscriptions: list[Subscription] = []
         self._version = 0
@@ -181,7 +178,7 @@ class ClientMetricsManager:
     # -- requests ------------------------------------------------------------------------------------------
 
     def get_subscriptions(self, requested: uuid.UUID, client: ClientInfo) -> dict[str, object]:
-        now = self._clock()
+        now = self.pushed.clock_ms()
         instance_id = requested
         if instance_id == uuid.UUID(int=0):
             instance_id = uuid.uuid4()
@@ -211,7 +208,7 @@ class ClientMetricsManager:
         instance_id = request["client_instance_id"]
         if not isinstance(instance_id, uuid.UUID) or instance_id in RESERVED_IDS:
             return ErrorCode.INVALID_REQUEST
-        now = self._clock()
+        now = self.pushed.clock_ms()
         instance = self._instance(instance_id, client, now)
         try:
             points = self._check_push(instance, request, now)

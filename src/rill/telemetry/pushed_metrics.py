@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,8 +144,11 @@ class PushedMetrics:
     """Every client's series, read by the Prometheus collector at scrape time (which may run on another thread:
     a client's series are replaced as one dict, never changed in place while a scrape may hold them)."""
 
-    def __init__(self, max_series_per_client: int) -> None:
+    def __init__(
+        self, max_series_per_client: int, clock_ms: Callable[[], float] = lambda: time.monotonic() * 1000
+    ) -> None:
         self.max_series = max_series_per_client
+        self.clock_ms = clock_ms  # the client instances' clock (monotonic milliseconds)
         self.clients: dict[str, ClientSeries] = {}
 
     def record(self, instance_id: str, points: list[Point], expires_at: float) -> None:
@@ -190,9 +193,9 @@ class PushedMetricsCollector:
 
     def collect(self) -> Iterator[Any]:
         families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
-        now = time.monotonic() * 1000
+        now = self.pushed.clock_ms()
         for client in list(self.pushed.clients.values()):
-            if client.expires_at < now:
+            if client.expires_at <= now:
                 continue
             for (name, labels), (kind, value) in list(client.values.items()):
                 family = families.get(name)

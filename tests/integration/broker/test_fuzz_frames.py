@@ -43,6 +43,15 @@ SEEDS = [
                                                                       "acknowledgement_batches": [
                                                                           {"first_offset": 0, "last_offset": 2,
                                                                            "acknowledge_types": [1, 2, 3]}]}]}]}),
+    encode_request(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 9, "fuzz", {"client_instance_id": uuid.UUID(int=0)}),
+    encode_request(ApiKey.PUSH_TELEMETRY, 0, 10, "fuzz", {"client_instance_id": uuid.uuid4(), "subscription_id": 7,
+                                                          "terminating": False, "compression_type": 0,
+                                                          "metrics": b"\x0a\x02\x12\x00"}),
+    encode_request(ApiKey.LIST_CONFIG_RESOURCES, 1, 11, "fuzz", {"resource_types": [2, 16]}),
+    encode_request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, 12, "fuzz", {"resources": [
+        {"resource_type": 16, "resource_name": "fz", "configs": [
+            {"name": "metrics", "config_operation": 0, "value": "*"},
+            {"name": "match", "config_operation": 0, "value": "client_id=f.*"}]}], "validate_only": False}),
 ]
 
 
