@@ -219,9 +219,10 @@ class ClientMetricsManager:
         instance.last_push = now
         instance.terminating = bool(request["terminating"])
         instance.last_error = 0
-        if points is not None and self.exporting:
-            self.pushed.record(str(instance_id), points, self._expiry(instance))
-        self.counts["plugin_export"] += 1
+        if points is not None:
+            self.counts["plugin_export"] += 1
+            if self.exporting:
+                self.pushed.record(str(instance_id), points, self._expiry(instance))
         return 0
 
     def _check_push(self, instance: ClientInstance, request: Mapping[str, object], now: float) -> list[Point] | None:
