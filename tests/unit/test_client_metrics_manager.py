@@ -12,7 +12,7 @@ from tests.integration.telemetry._telemetry import payload
 
 from rill.errors import ErrorCode
 from rill.telemetry.client_metrics_manager import ClientInfo, ClientMetricsManager
-from rill.telemetry.pushed_metrics import PushedMetrics
+from rill.telemetry.pushed_metrics import GAUGE, Point, PushedMetrics
 
 CLIENT = ClientInfo("app-1", "librdkafka", "2.16.0", "127.0.0.1", 40000)
 prefixes = st.sampled_from(["*", "org.apache.kafka.producer.", "org.apache.kafka.consumer.", "x."])
@@ -73,3 +73,14 @@ def test_refused_pushes_change_nothing_and_pushes_are_paced(pushes: list[dict[st
         if code == 0:
             last_taken = clock[0]
             terminated = bool(p["terminating"])
+
+
+def test_every_clients_series_together_are_bounded() -> None:
+    pushed = PushedMetrics(2, clock_ms=lambda: 0.0)
+    points = [Point(f"m{i}", GAUGE, (), 1.0, False) for i in range(3)]
+    for client in range(60):
+        pushed.record(f"c{client}", points, 1.0)
+    assert sum(len(c.values) for c in pushed.clients.values()) == pushed.total == 100  # 50 clients' worth
+    assert pushed.clients["c0"].dropped == 1 and pushed.clients["c59"].dropped == 3
+    pushed.forget("c0")
+    assert pushed.total == 98

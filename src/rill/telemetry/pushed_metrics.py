@@ -13,7 +13,9 @@ every character other than a letter, digit or ``_`` replaced by ``_``: librdkafk
 the point's attributes (``node.id`` becomes ``node_id``). Names in the broker's own namespaces (``kafka_``,
 ``rill_``) are skipped, so a client cannot shadow a broker metric. What one client makes the broker hold is
 bounded: at most ``telemetry.max.series.per.client`` series (later new ones are dropped and counted), at most
-16 labels of at most 256 characters each per series; a client's series go when its instance expires.
+16 labels of at most 256 characters each per series; a client's series go when its instance expires. Every
+client's series together are bounded too, at 50 times the per-client cap (so instances made on purpose, each
+cheap to ask for, cannot add up past it).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ log = logging.getLogger(__name__)
 GAUGE, COUNTER = "gauge", "counter"
 MAX_LABELS = 16
 MAX_LABEL_CHARS = 256
+TOTAL_SERIES_FACTOR = 50  # every client's series together: at most 50 clients' worth
 RESERVED_PREFIXES = ("kafka_", "rill_")
 _NOT_NAME = re.compile(r"[^a-zA-Z0-9_]")
 _DELTA = AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA
@@ -148,6 +151,8 @@ class PushedMetrics:
         self, max_series_per_client: int, clock_ms: Callable[[], float] = lambda: time.monotonic() * 1000
     ) -> None:
         self.max_series = max_series_per_client
+        self.max_total = TOTAL_SERIES_FACTOR * max_series_per_client
+        self.total = 0  # series held over every client
         self.clock_ms = clock_ms  # the client instances' clock (monotonic milliseconds)
         self.clients: dict[str, ClientSeries] = {}
 
@@ -158,13 +163,14 @@ class PushedMetrics:
         for p in points:
             key = (p.name, p.labels)
             held = values.get(key)
-            if held is None and len(values) >= self.max_series:
+            if held is None and (len(values) >= self.max_series or self.total >= self.max_total):
                 series.dropped += 1
                 continue
             if held is not None and held[0] != p.kind:
                 continue
             value = p.value + held[1] if p.delta and held is not None else p.value
             values[key] = (p.kind, value)
+            self.total += held is None
         if series.dropped and (old is None or not old.dropped):
             log.warning(
                 "client %s pushed more than telemetry.max.series.per.client (%d) series; the rest are dropped",
@@ -179,7 +185,9 @@ class PushedMetrics:
             series.expires_at = expires_at
 
     def forget(self, instance_id: str) -> None:
-        self.clients.pop(instance_id, None)
+        gone = self.clients.pop(instance_id, None)
+        if gone is not None:
+            self.total -= len(gone.values)
 
 
 class PushedMetricsCollector:
