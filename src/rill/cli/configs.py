@@ -66,6 +66,7 @@ SOURCE_LABELS = {
     4: "static",
     5: "default",
     6: "dynamic-broker-logger",
+    7: "client-metrics",
     8: "dynamic-group",
 }
 
