@@ -161,7 +161,7 @@ class EmbeddedMetadataStore:
         self._broker_configs = dict(data.get("broker_configs", {}))
         self._default_broker_configs = dict(data.get("default_broker_configs", {}))
         self._group_configs = {g: dict(c) for g, c in data.get("group_configs", {}).items()}
-        self._client_metrics = {n: dict(c) for n, c in data.get("client_metrics", {}).items()}
+        self._client_metrics = {str(n): _strings(c) for n, c in data.get("client_metrics", {}).items()}
         self._next_producer_id = int(data.get("next_producer_id", 0))
         self._credentials = UserCredentials.from_json(data.get("scram_credentials", {}))
         self._acls = AclCache.from_json(data.get("acls", []))
@@ -187,7 +187,7 @@ class EmbeddedMetadataStore:
                 self._group_configs.pop(change["group"], None)
         elif kind == "client_metrics":
             if change["configs"]:
-                self._client_metrics[change["name"]] = dict(change["configs"])
+                self._client_metrics[str(change["name"])] = _strings(change["configs"])
             else:
                 self._client_metrics.pop(change["name"], None)
         elif kind == "producer_ids":
@@ -479,3 +479,8 @@ class EmbeddedMetadataStore:
 
     def add_listener(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)
+
+
+def _strings(configs: Mapping[str, Any]) -> dict[str, str]:
+    """Stored configs as strings (a value another tool wrote as a number is its text)."""
+    return {str(k): str(v) for k, v in configs.items()}

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
+from pathlib import Path
 
 import pytest
 from tests.integration.broker._wire import Wire
@@ -105,3 +107,30 @@ def test_rill_configs_client_metrics() -> None:
         assert r.returncode == 0, r.stderr
         r = _rill(*base, "--describe")
         assert r.returncode == 0 and "No client metrics subscriptions." in r.stdout
+
+
+def test_stored_subscriptions_another_tool_wrote_never_stop_the_broker(tmp_path: Path) -> None:
+    """A journal line holding a number where a string goes, or a subscription this version refuses (a regex that
+    does not compile): the broker starts, describes the first as text and offers neither a broken subscription
+    nor a failure to the clients."""
+    with rill.testing.broker(data_dir=tmp_path) as b:
+        wire = Wire(b.bootstrap_servers)
+        assert alter(wire, "seed", {"metrics": "a."})[0] == 0
+        wire.close()
+        b.stop()
+        journal = tmp_path / "logs" / "rill-metadata.log"
+        offset = max(json.loads(line)["offset"] for line in journal.read_text().splitlines())
+        with open(journal, "a") as f:
+            written = [("numbers", {"metrics": "b.", "interval.ms": 1000}),
+                       ("broken", {"metrics": "c.", "match": "client_id=("})]  # fmt: skip
+            for i, (name, configs) in enumerate(written, 1):
+                f.write(json.dumps({"offset": offset + i, "type": "client_metrics", "name": name,
+                                    "configs": configs}) + "\n")  # fmt: skip
+        b.start()
+        wire = Wire(b.bootstrap_servers)
+        try:
+            assert describe(wire, "numbers")["interval.ms"] == ("1000", 7)
+            got = wire.call(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": uuid.UUID(int=0)})
+            assert (got["error_code"], got["requested_metrics"], got["push_interval_ms"]) == (0, ["a.", "b."], 1000)
+        finally:
+            wire.close()
