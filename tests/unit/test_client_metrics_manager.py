@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.integration.telemetry._telemetry import payload
 
-from rill.errors import ErrorCode
+from rill.errors import ErrorCode, KafkaError
 from rill.telemetry.client_metrics_manager import ClientInfo, ClientMetricsManager
-from rill.telemetry.pushed_metrics import GAUGE, Point, PushedMetrics
+from rill.telemetry.pushed_metrics import GAUGE, Point, PushedMetrics, decode_payload
 
 CLIENT = ClientInfo("app-1", "librdkafka", "2.16.0", "127.0.0.1", 40000)
 prefixes = st.sampled_from(["*", "org.apache.kafka.producer.", "org.apache.kafka.consumer.", "x."])
@@ -84,3 +84,18 @@ def test_every_clients_series_together_are_bounded() -> None:
     assert pushed.clients["c0"].dropped == 1 and pushed.clients["c59"].dropped == 3
     pushed.forget("c0")
     assert pushed.total == 98
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.one_of(st.binary(max_size=200),
+                      st.lists(st.sampled_from([payload(gauges={"a.b": 1.0}), payload(counters={"c": 1})]),
+                               min_size=1, max_size=3).map(b"".join),
+                      st.binary(max_size=50).map(lambda b: payload(gauges={"x": 1.0}) + b)),
+       compression=st.sampled_from([0, 1, 2, 3, 4]))  # fmt: skip
+def test_any_payload_is_decoded_or_refused_as_invalid_record(data: bytes, compression: int) -> None:
+    try:
+        points = decode_payload(compression, data, 4096)
+    except KafkaError as e:
+        assert e.code in (ErrorCode.INVALID_RECORD, ErrorCode.TELEMETRY_TOO_LARGE)
+    else:
+        assert all(p.name and not p.name.startswith(("kafka_", "rill_")) for p in points)
