@@ -99,3 +99,8 @@ def test_any_payload_is_decoded_or_refused_as_invalid_record(data: bytes, compre
         assert e.code in (ErrorCode.INVALID_RECORD, ErrorCode.TELEMETRY_TOO_LARGE)
     else:
         assert all(p.name and not p.name.startswith(("kafka_", "rill_")) for p in points)
+
+
+def test_a_push_is_looked_at_up_to_the_series_cap() -> None:
+    many = payload(gauges={f"m{i}": float(i) for i in range(5000)})
+    assert len(decode_payload(0, many, 1 << 20, 1000)) == 1000

@@ -245,7 +245,7 @@ class ClientMetricsManager:
         if not len(payload):
             return None
         try:
-            return decode_payload(compression, bytes(payload), self.max_bytes)
+            return decode_payload(compression, bytes(payload), self.max_bytes, self.pushed.max_series)
         except KafkaError:
             self.counts["plugin_error"] += 1
             raise
