@@ -172,9 +172,6 @@ class ClientMetricsManager:
             del self.instances[gone.instance_id]
             self.pushed.forget(str(gone.instance_id))
 
-    def subscription_names(self) -> list[str]:
-        return sorted(self._stored())
-
     # -- requests ------------------------------------------------------------------------------------------
 
     def get_subscriptions(self, requested: uuid.UUID, client: ClientInfo) -> dict[str, object]:
