@@ -39,6 +39,8 @@ from rill.replica.purgatory import PurgatoryClosed
 from rill.replica.replica_manager import ReplicaManager
 from rill.security.authorizer import AclAuthorizer, parse_super_users
 from rill.security.listener_configs import BrokerSecurity, advertised_endpoints
+from rill.telemetry.client_metrics_manager import ClientMetricsManager
+from rill.telemetry.pushed_metrics import PushedMetrics
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +187,10 @@ class Broker:
                 samples=int(config.get("quota.window.num")),
                 window_s=int(config.get("quota.window.size.seconds")),
             ),
+        )
+        self.services.client_metrics = ClientMetricsManager(
+            self.metadata.client_metrics_configs, int(config.get("telemetry.max.bytes")),
+            PushedMetrics(int(config.get("telemetry.max.series.per.client"))),
         )
         self.services.group_coordinator = self._maybe_start_group_coordinator()
         self.services.txn_coordinator = self._start_txn_coordinator()

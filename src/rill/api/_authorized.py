@@ -42,6 +42,7 @@ CLUSTER_CHECKS: dict[int, AclOperation] = {
     ApiKey.DELETE_ACLS: AclOperation.ALTER,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: AclOperation.DESCRIBE_CONFIGS,
     ApiKey.ALTER_CLIENT_QUOTAS: AclOperation.ALTER_CONFIGS,
+    ApiKey.LIST_CONFIG_RESOURCES: AclOperation.DESCRIBE_CONFIGS,
 }
 """APIs refused as a whole (CLUSTER_AUTHORIZATION_FAILED) unless the caller may do the operation on the cluster."""
 

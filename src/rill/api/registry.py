@@ -60,6 +60,8 @@ HANDLER_MODULES = (
     "rill.api.describe_producers",
     "rill.api.share_groups",
     "rill.api.share_group_offsets",
+    "rill.api.telemetry",
+    "rill.api.list_config_resources",
 )
 
 

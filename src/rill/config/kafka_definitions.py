@@ -220,7 +220,6 @@ _GROUPS: list[tuple[str, list[_Entry]]] = [
         ("metrics.sample.window.ms", LONG, 30000, _1, R),
         ("kafka.metrics.polling.interval.secs", INT, 10, _1, R),
         ("kafka.metrics.reporters", LST, "", None, R),
-        ("telemetry.max.bytes", INT, 1048576, _1, R),
     ]),
     ("of features Rill has not built (delegation tokens, replication and alter-log-dirs quotas, controller mutation "
      "quotas, moving replicas between log directories, two-phase commit transactions)", [

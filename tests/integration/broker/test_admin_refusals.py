@@ -26,7 +26,7 @@ from rill.protocol import ApiKey
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
-TOPIC, BROKER, GROUP = 2, 4, 32
+TOPIC, BROKER, GROUP, CLIENT_METRICS = 2, 4, 32, 16
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
@@ -45,6 +45,9 @@ def _state(w: Wire, log_dir: Path) -> dict[str, Any]:
     resources = [{"resource_type": TOPIC, "resource_name": name, "configuration_keys": None} for name, _, _ in topics]
     resources += [{"resource_type": BROKER, "resource_name": n, "configuration_keys": None} for n in ("0", "")]
     resources += [{"resource_type": GROUP, "resource_name": "sg", "configuration_keys": None}]
+    listed = w.call(ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": []})["config_resources"]
+    resources += [{"resource_type": CLIENT_METRICS, "resource_name": r["resource_name"], "configuration_keys": None}
+                  for r in listed if r["resource_type"] == CLIENT_METRICS]  # fmt: skip
     described = w.call(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": resources, "include_synonyms": False,
                                                     "include_documentation": False})["results"]  # fmt: skip
     configs = sorted((r["resource_name"], c["name"], c["value"], c["config_source"]) for r in described
@@ -68,7 +71,9 @@ def _state(w: Wire, log_dir: Path) -> dict[str, Any]:
         for p in log_dir.rglob("*")
         if (p.is_file() and p.suffix in (".log", ".json")) or p.name.endswith("partition.metadata")
     )
-    return {"topics": topics, "configs": configs, "offsets": offsets, "groups": committed, "files": files}
+    listed = sorted((r["resource_name"], r["resource_type"]) for r in listed)
+    return {"topics": topics, "listed": listed, "configs": configs, "offsets": offsets, "groups": committed,
+            "files": files}  # fmt: skip
 
 
 def _differences(now: dict[str, Any], before: dict[str, Any]) -> list[str]:
@@ -252,8 +257,30 @@ def _share_admin(draw: st.DrawFn) -> Refused:
             lambda r: [x["error_code"] for x in r["responses"]])  # fmt: skip
 
 
+def _client_metrics(draw: st.DrawFn) -> Refused:
+    """Client metrics subscriptions Kafka refuses (KIP-714), and telemetry pushes it refuses."""
+    if draw(st.booleans()):
+        instance = draw(st.sampled_from([uuid.UUID(int=0), uuid.uuid4()]))
+        body = {"client_instance_id": instance, "subscription_id": draw(st.integers(-(2**31), 2**31 - 1)),
+                "terminating": False, "compression_type": draw(st.sampled_from([0, 4, 9])),
+                "metrics": draw(st.binary(max_size=64))}  # fmt: skip
+        return ("PushTelemetry", ApiKey.PUSH_TELEMETRY, 0, body, lambda r: [r["error_code"]])
+    name = draw(st.sampled_from(["kept", "new", ""]))
+    bad = draw(st.sampled_from([{"interval.ms": "50"}, {"interval.ms": "x"}, {"metrics": "a,a"}, {"nope": "1"},
+                                {"match": "client_id=("}, {"match": "rack=a"}]))  # fmt: skip
+    if name == "":
+        bad = {"metrics": "*"}
+    validate_only = draw(st.booleans())
+    key, value = next(iter(bad.items()))
+    configs = [{"name": key, "config_operation": SET, "value": value}]
+    body = {"resources": [{"resource_type": CLIENT_METRICS, "resource_name": name, "configs": configs}],
+            "validate_only": validate_only}  # fmt: skip
+    return ("IncrementalAlterConfigs", ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body,
+            lambda r: [x["error_code"] for x in r["responses"]])  # fmt: skip
+
+
 _REFUSED = st.one_of(_create_topics(), _delete_topics(), _create_partitions(), _alter_configs(), _delete_records(),
-                     _groups(), _share(), _share_admin())  # fmt: skip
+                     _groups(), _share(), _share_admin(), _client_metrics())  # fmt: skip
 
 
 # -- the test ------------------------------------------------------------------------------------------------
@@ -278,6 +305,10 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[rill.test
         body = {"group_id": "sg", "topics": [{"topic_name": "plain", "partitions": [
             {"partition_index": 0, "start_offset": 3}]}]}  # fmt: skip
         assert w.call(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, body)["responses"][0]["partitions"][0]["error_code"] == 0
+        subscription = [{"name": "metrics", "config_operation": SET, "value": "org.apache.kafka."}]
+        body = {"resources": [{"resource_type": CLIENT_METRICS, "resource_name": "kept", "configs": subscription}],
+                "validate_only": False}  # fmt: skip
+        assert [r["error_code"] for r in w.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)["responses"]] == [0]
         w.close()
         yield b, data / "logs"
 

@@ -62,6 +62,15 @@ SEEDS = [
         {"topic_name": "fuzz", "partitions": [{"partition_index": 0, "start_offset": 0}]}]}),
     encode_request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 12, "fuzz", {"group_id": "sg",
                                                                        "topics": [{"topic_name": "fuzz"}]}),
+    encode_request(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 13, "fuzz", {"client_instance_id": uuid.UUID(int=0)}),
+    encode_request(ApiKey.PUSH_TELEMETRY, 0, 14, "fuzz", {"client_instance_id": uuid.uuid4(), "subscription_id": 7,
+                                                          "terminating": False, "compression_type": 0,
+                                                          "metrics": b"\x0a\x02\x12\x00"}),
+    encode_request(ApiKey.LIST_CONFIG_RESOURCES, 1, 15, "fuzz", {"resource_types": [2, 16]}),
+    encode_request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, 16, "fuzz", {"resources": [
+        {"resource_type": 16, "resource_name": "fz", "configs": [
+            {"name": "metrics", "config_operation": 0, "value": "*"},
+            {"name": "match", "config_operation": 0, "value": "client_id=f.*"}]}], "validate_only": False}),
 ]
 
 

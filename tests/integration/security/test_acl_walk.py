@@ -140,6 +140,8 @@ def _cases(t: str = "secret", g: str = "g", tx: str = "tx") -> dict[int, list[tu
              lambda r: _first(r, "results", 0, "error_code") == TAF),
             (4, {"resources": [{"resource_type": 4, "resource_name": "0", "configuration_keys": None}]},
              lambda r: _first(r, "results", 0, "error_code") == CAF),
+            (4, {"resources": [{"resource_type": 16, "resource_name": "subs", "configuration_keys": None}]},
+             lambda r: _first(r, "results", 0, "error_code") == CAF),
         ],
         ApiKey.ALTER_CONFIGS: [
             (1, {"resources": [{"resource_type": 2, "resource_name": t,
@@ -148,10 +150,26 @@ def _cases(t: str = "secret", g: str = "g", tx: str = "tx") -> dict[int, list[tu
             (1, {"resources": [{"resource_type": 4, "resource_name": "0",
                                 "configs": [{"name": "log.cleaner.threads", "value": "2"}]}]},
              lambda r: _first(r, "responses", 0, "error_code") == CAF),
+            (1, {"resources": [{"resource_type": 16, "resource_name": "subs",
+                                "configs": [{"name": "metrics", "value": "*"}]}]},
+             lambda r: _first(r, "responses", 0, "error_code") == CAF),
         ],
         ApiKey.INCREMENTAL_ALTER_CONFIGS: [(1, {"resources": [{"resource_type": 2, "resource_name": t, "configs": [
             {"name": "retention.ms", "config_operation": 0, "value": "1000"}]}]},
-            lambda r: _first(r, "responses", 0, "error_code") == TAF)],
+            lambda r: _first(r, "responses", 0, "error_code") == TAF),
+            (1, {"resources": [{"resource_type": 16, "resource_name": "subs", "configs": [
+                {"name": "metrics", "config_operation": 0, "value": "*"}]}]},
+             lambda r: _first(r, "responses", 0, "error_code") == CAF)],
+        # Client metrics subscriptions are listed to DESCRIBE_CONFIGS on the cluster; telemetry needs no ACL in
+        # Kafka: a subscription is asked for and a push answered on its own terms (here, an unknown subscription).
+        ApiKey.LIST_CONFIG_RESOURCES: [(0, {}, lambda r: (r["error_code"], r["config_resources"]) == (CAF, [])),
+                                       (1, {"resource_types": []},
+                                        lambda r: (r["error_code"], r["config_resources"]) == (CAF, []))],
+        ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: [(0, {"client_instance_id": uuid.UUID(int=0)},
+                                              lambda r: r["error_code"] == 0 and r["requested_metrics"] == [])],
+        ApiKey.PUSH_TELEMETRY: [(0, {"client_instance_id": uuid.uuid4(), "subscription_id": 1, "terminating": False,
+                                     "compression_type": 0, "metrics": b""},
+                                 lambda r: r["error_code"] == ErrorCode.UNKNOWN_SUBSCRIPTION_ID)],
         ApiKey.DELETE_RECORDS: [(2, {"topics": [{"name": t, "partitions": [{"partition_index": 0, "offset": 5}]}],
                                      "timeout_ms": 5000},
                                  lambda r: _first(r, "topics", 0, "partitions", 0, "error_code") == TAF)],

@@ -22,6 +22,7 @@ from rill.protocol.messages import (
     quotas,
     security,
     share,
+    telemetry,
     topics,
     transactions,
     txn_markers,
@@ -46,6 +47,7 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *txn_markers.APIS,
     *quotas.APIS,
     *share.APIS,
+    *telemetry.APIS,
 ]
 
 DATA_MESSAGES: list[Message] = [*group_data.DATA, *consumer_group.DATA]
