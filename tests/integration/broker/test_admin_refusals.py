@@ -257,6 +257,7 @@ def _share_admin(draw: st.DrawFn) -> Refused:
             lambda r: [x["error_code"] for x in r["responses"]])  # fmt: skip
 
 
+@st.composite
 def _client_metrics(draw: st.DrawFn) -> Refused:
     """Client metrics subscriptions Kafka refuses (KIP-714), and telemetry pushes it refuses."""
     if draw(st.booleans()):
