@@ -10,9 +10,10 @@ subscription without any applies to every client).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+import re2
 
 from rill.errors import ErrorCode, KafkaError
 
@@ -42,7 +43,7 @@ class Subscription:
     name: str
     metrics: tuple[str, ...]
     interval_ms: int
-    match: tuple[tuple[str, re.Pattern[str]], ...]
+    match: tuple[tuple[str, re2._Regexp], ...]
 
     def applies_to(self, client: Mapping[str, str]) -> bool:
         """Every selector's regex matches the client's whole value (a value the client did not give matches
@@ -63,17 +64,24 @@ def _list(name: str, value: str) -> list[str]:
     return items
 
 
-def _pattern(entry: str) -> tuple[str, re.Pattern[str]]:
+# RE2 matches in time linear in the value: a client chooses the values a subscription's regexes are matched
+# against, on the event loop, and Python's backtracking `re` can take exponential time (Kafka uses RE2/J).
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
+def _pattern(entry: str) -> tuple[str, re2._Regexp]:
     selector, sep, regex = entry.partition("=")
     selector, regex = selector.strip(), regex.strip()
     if not sep or selector not in SELECTORS:
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"Illegal client matching pattern: {entry}")
     try:
-        return selector, re.compile(regex)
-    except re.error as e:
+        return selector, re2.compile(regex, _RE2_OPTIONS)
+    except re2.error as e:
+        why = e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else str(e)
         raise KafkaError(
             ErrorCode.INVALID_CONFIG,
-            f"Client match pattern `{selector}={regex}` is not a valid regular expression: {e}.",
+            f"Client match pattern `{selector}={regex}` is not a valid regular expression: {why}.",
         ) from None
 
 

@@ -148,3 +148,19 @@ def test_series_per_client_are_bounded_and_expire(tel: Setup) -> None:
     other = get_subscriptions(tel.wire)
     assert other["error_code"] == 0
     assert scrape(tel.metrics_port)[("kafka_server_client_metrics_instance_count", ())] == 1
+
+
+def test_a_regex_cannot_make_a_client_s_value_hold_the_broker(tel: Setup) -> None:
+    """A subscription's regexes are matched against values the client chooses: with a backtracking engine,
+    `(a+)+` against forty a's and a bang takes about 2**40 steps on the event loop. RE2 (as Kafka's RE2/J)
+    matches in linear time."""
+    from rill.protocol import ApiKey, decode_response, encode_request
+
+    assert alter(tel.wire, "nested", {"metrics": "x.", "match": "client_id=(a+)+"})[0] == 0
+    client_id = "a" * 40 + "!"
+    tel.wire.send_raw(encode_request(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 99, client_id,
+                                     {"client_instance_id": ZERO}))  # fmt: skip
+    corr, answer = decode_response(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, tel.wire.read_frame())
+    assert corr == 99
+    assert answer["error_code"] == 0 and answer["requested_metrics"] == [], answer
+    assert get_subscriptions(tel.wire)["error_code"] == 0  # and the broker goes on serving
