@@ -493,10 +493,12 @@ def test_a_password_set_in_the_console_is_not_written_into_its_confirmation_page
     admin = AdminClient({"bootstrap.servers": env.cluster.bootstrap_servers})
     described = admin.describe_user_scram_credentials(["carol"])["carol"].result(30)
     assert [c.mechanism.name for c in described.scram_credential_infos] == ["SCRAM_SHA_256"], described
-    # the reference is spent: the same confirmation sent again has no password to set
-    with opener.open(urllib.request.Request(env.console + "/users", data=urllib.parse.urlencode(fields).encode()),
-                     timeout=60) as r:  # fmt: skip
-        assert "a user needs a name and a password" in r.read().decode()
+    # the reference is spent: the same confirmation sent again has no password to set, and is refused
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        opener.open(urllib.request.Request(env.console + "/users", data=urllib.parse.urlencode(fields).encode()),
+                    timeout=60)  # fmt: skip
+    assert refused.value.code == 400
+    assert "a user needs a name and a password" in refused.value.read().decode()
 
 
 def test_a_console_serving_https_sends_its_session_cookie_over_https_only(env: Env, tmp_path: Path) -> None:
