@@ -42,6 +42,7 @@ from rill.replica.isr_changes import IsrChanges
 from rill.replica.partition import Partition, TopicCompression
 from rill.replica.purgatory import DelayedOperationPurgatory
 from rill.replica.read_replica import ReplicaSelector, preferred_read_replica
+from rill.replica.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from rill.replica.replica_fetcher import ReplicaFetcherManager
 
 # Kafka's request.timeout.ms default: how long a marker append waits for the high watermark to pass it.
@@ -105,6 +106,8 @@ class ReplicaManager(IsrChanges):
         self.txn_verifier: TxnVerifier | None = None
         # KIP-392: consulted for consumers' fetches as leader (replica.selector.class); None = the leader serves.
         self.replica_selector: ReplicaSelector | None = None
+        # Moves of replicas between this broker's log dirs (AlterReplicaLogDirs).
+        self.log_dir_mover = ReplicaAlterLogDirsManager(log_manager, self.partitions, self.has_partition_in_metadata)
         metadata.add_listener(self.on_metadata_delta)
 
     # -- following the metadata --------------------------------------------------------------------------
@@ -148,6 +151,7 @@ class ReplicaManager(IsrChanges):
             }
             if stray:
                 self.log_manager.set_aside_stray(stray)
+            self.log_dir_mover.resume()  # the moves a stop interrupted go on
 
     async def on_metadata_delta(self, delta: MetadataDelta) -> None:
         """Follow one change of the metadata: deleted topics' partitions go, changed topics' partitions are
@@ -575,5 +579,6 @@ class ReplicaManager(IsrChanges):
         return await self.fetch_purgatory.wait(tps, timeout_s)
 
     def shutdown(self) -> None:
+        self.log_dir_mover.shutdown()
         self.fetch_purgatory.wake_all()
         self.produce_purgatory.close()
