@@ -198,6 +198,7 @@ class FutureLogs:
             future.rename_dir(dest / str(tp))  # step 2
         except OSError as e:  # the next start would finish it; this run keeps the future log where it is
             log.error("%s: cannot rename %s (the next start finishes the move): %s", tp, future.dir, e)
+        future.config = current.config  # a config changed during the copy
         future.high_watermark = current.high_watermark
         for epoch, start in current.leader_epoch_cache.entries:  # an epoch begun at the end, with no batch yet
             if epoch > future.leader_epoch_cache.latest_epoch:

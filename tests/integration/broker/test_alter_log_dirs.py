@@ -6,6 +6,9 @@ read back after the move, from the new dir, and after a restart; the move is don
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -341,5 +344,42 @@ def test_a_crash_at_the_swap_leaves_the_move_done_or_not(tmp: Path, where: str) 
         assert writer.errors == []
         b.restart()
         _check_every_acknowledged(b.bootstrap_servers, writer.acked)
+    finally:
+        b.close()
+
+
+def _rill(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "rill", *args], capture_output=True, timeout=120, check=False)
+
+
+def test_the_cli_describes_and_moves(tmp: Path) -> None:
+    """``rill log-dirs describe`` (and kafka-log-dirs.sh's ``--describe`` JSON) and ``rill log-dirs move`` with a
+    kafka-reassign-partitions.sh JSON naming log_dirs."""
+    b = _broker(tmp)
+    try:
+        bootstrap = b.bootstrap_servers
+        _create(bootstrap)
+        Writer(bootstrap).write(500)
+        source, dest = _current_dir_of(tmp)
+        proc = _rill("log-dirs", "--describe", "--bootstrap-server", bootstrap, "--topic-list", TOPIC)
+        assert proc.returncode == 0, proc.stderr
+        (broker,) = json.loads(proc.stdout)["brokers"]
+        dirs = {d["logDir"]: d["partitions"] for d in broker["logDirs"]}
+        assert dirs[str(dest)] == [] and [p["partition"] for p in dirs[str(source)]] == [f"{TOPIC}-0"]
+        plan = tmp / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": TOPIC, "partition": 0, "replicas": [0], "log_dirs": [str(dest)]}]}))  # fmt: skip
+        proc = _rill("log-dirs", "move", "--reassignment-json-file", str(plan), "--wait", "--bootstrap-server",
+                     bootstrap)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert b"Every move is done" in proc.stdout
+        proc = _rill("log-dirs", "describe", "--bootstrap-server", bootstrap)
+        assert proc.returncode == 0, proc.stderr
+        rows = [line.split() for line in proc.stdout.decode().splitlines()[1:]]
+        assert [r[1] for r in rows if len(r) > 2 and r[2] == f"{TOPIC}-0"] == [str(dest)]
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": TOPIC, "partition": 0, "replicas": [0], "log_dirs": ["/not/a/log/dir"]}]}))  # fmt: skip
+        proc = _rill("log-dirs", "move", "--reassignment-json-file", str(plan), "--bootstrap-server", bootstrap)
+        assert proc.returncode == 1 and b"LOG_DIR_NOT_FOUND" in proc.stdout
     finally:
         b.close()
