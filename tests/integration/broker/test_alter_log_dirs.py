@@ -383,3 +383,77 @@ def test_the_cli_describes_and_moves(tmp: Path) -> None:
         assert proc.returncode == 1 and b"LOG_DIR_NOT_FOUND" in proc.stdout
     finally:
         b.close()
+
+
+def test_transactions_and_the_log_start_move_with_the_replica(tmp: Path) -> None:
+    """The future log is a follower's copy: an aborted transaction stays aborted for read_committed consumers
+    (the transaction index and producer state come along), and DeleteRecords during the copy moves the moved
+    log's start too."""
+    b = _broker(tmp, **{"transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1"})
+    try:
+        bootstrap = b.bootstrap_servers
+        _create(bootstrap)
+        txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "mover"})
+        txn.init_transactions(30)
+        for i, commit in enumerate([True, False, True]):
+            txn.begin_transaction()
+            for j in range(50):
+                txn.produce(TOPIC, value=b"t%d-%d" % (i, j))
+            (txn.commit_transaction if commit else txn.abort_transaction)(30)
+        _, dest = _current_dir_of(tmp)
+        gate = Gate()
+        _mover(b).hold = gate
+        assert _alter(bootstrap, dest) is kafka_errors.NoError
+        _wait(gate.reached["copy"].is_set, "the copier's first step")
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for f in admin.delete_records([CkTopicPartition(TOPIC, 0, 10)]).values():
+            f.result(30)
+        gate.opened["copy"].set()
+        gate.opened["swap"].set()
+        _wait(lambda: _mover(b).moves_completed == 1, "the move")
+        for restart in (False, True):
+            if restart:
+                b.restart()
+                bootstrap = b.bootstrap_servers
+            consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{restart}",
+                                 "isolation.level": "read_committed", "auto.offset.reset": "earliest"})  # fmt: skip
+            consumer.assign([CkTopicPartition(TOPIC, 0, -2)])
+            values: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while len(values) < 90 and time.monotonic() < deadline:
+                values += [m.value() for m in consumer.consume(100, 0.5) if m.error() is None]
+            low, _ = consumer.get_watermark_offsets(CkTopicPartition(TOPIC, 0), 10)
+            consumer.close()
+            assert low == 10
+            assert values == [b"t0-%d" % j for j in range(10, 50)] + [b"t2-%d" % j for j in range(50)]
+            assert (dest / f"{TOPIC}-0").is_dir()
+    finally:
+        b.close()
+
+
+def test_a_topic_deleted_during_its_move(tmp: Path) -> None:
+    """Deleting a topic whose replica is moving drops the move with it; the topic made again starts empty."""
+    b = _broker(tmp)
+    try:
+        bootstrap = b.bootstrap_servers
+        _create(bootstrap)
+        Writer(bootstrap).write(300)
+        source, dest = _current_dir_of(tmp)
+        gate = Gate()
+        _mover(b).hold = gate
+        assert _alter(bootstrap, dest) is kafka_errors.NoError
+        _wait(gate.reached["copy"].is_set, "the copier's first step")
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for f in admin.delete_topics([TOPIC]).values():
+            f.result(30)
+        assert not list(dest.glob(f"{TOPIC}-0.*-future")) and not (source / f"{TOPIC}-0").exists()
+        gate.opened["copy"].set()
+        _wait(lambda: _mover(b).moving() == [], "the copier to end")
+        assert _mover(b).moves_completed == 0
+        _create(bootstrap)
+        assert next(iter(_describe(bootstrap).values()))[1:] == (0, 0)
+        w = Writer(bootstrap)
+        w.write(10)
+        assert sorted(w.acked) == list(range(10))
+    finally:
+        b.close()
