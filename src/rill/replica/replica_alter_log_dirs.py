@@ -76,6 +76,7 @@ class ReplicaAlterLogDirsManager:
         self._window_start = time.monotonic()
         self._window_bytes = 0
         self.moves_completed = 0
+        self.last_swap_ms = 0.0  # how long the loop was held by the last move's final step
 
     # ---- AlterReplicaLogDirs --------------------------------------------------------------------
 
@@ -159,6 +160,7 @@ class ReplicaAlterLogDirsManager:
 
     async def _run(self, tp: TopicPartition) -> None:
         me = asyncio.current_task()
+        started = time.monotonic()
         try:
             while True:
                 if self.hold is not None:
@@ -172,6 +174,8 @@ class ReplicaAlterLogDirsManager:
                     if self.hold is not None:
                         await self.hold(tp, "swap")
                     if await self._maybe_swap(tp):
+                        log.info("%s: moved in %.1f s (the last step, copy and swap, took %.1f ms)", tp,
+                                 time.monotonic() - started, self.last_swap_ms)  # fmt: skip
                         return
                     continue
                 if copied == 0:  # nothing readable yet (should not last): no busy loop meanwhile
@@ -191,6 +195,7 @@ class ReplicaAlterLogDirsManager:
         if pair is None:
             return True
         partition, current, future = pair
+        step_start = time.perf_counter()
         budget = SWAP_CATCH_UP_BYTES
         while future.log_end_offset != current.log_end_offset and budget > 0:
             copied = self._copy_chunk(current, future)
@@ -205,6 +210,7 @@ class ReplicaAlterLogDirsManager:
         dirs = self.log_manager.replace_current_with_future(tp)
         partition.log = future
         self.moves_completed += 1
+        self.last_swap_ms = (time.perf_counter() - step_start) * 1000
         await self.log_manager.write_dir_checkpoints(dirs)
         return True
 
