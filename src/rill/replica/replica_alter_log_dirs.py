@@ -234,7 +234,10 @@ class ReplicaAlterLogDirsManager:
     @staticmethod
     def _align(current: Log, future: Log) -> None:
         """Cut the future log back to what the current log holds (a follower's truncation), or restart it at
-        the current log's start when retention or DeleteRecords moved that past its end."""
+        the current log's start when retention or DeleteRecords moved that past its end. It takes the current
+        log's config (changed since, or loaded with the defaults at a start)."""
+        if future.config is not current.config:
+            future.config = current.config
         if future.log_end_offset < current.log_start_offset:
             future.truncate_fully_and_start_at(current.log_start_offset)
             return
