@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from kafka import KafkaAdminClient, TopicPartitionReplica
 from kafka import errors as kafka_errors
 from tests.integration.broker._wire import Wire
@@ -266,6 +266,13 @@ def test_answers_as_kafka(tmp: Path) -> None:
             assert by_dir == {str(a): 0, str(offline): ErrorCode.KAFKA_STORAGE_ERROR, str(tmp / "c"): 0}
         finally:
             w.close()
+        # the copy rate is a dynamic broker config, as in Kafka
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        resource = ConfigResource("broker", "0", incremental_configs=[
+            ConfigEntry("replica.alter.log.dirs.io.max.bytes.per.second", "1048576",
+                        incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
+        admin.incremental_alter_configs([resource])[resource].result(10)
+        _wait(lambda: _mover(broker).io_max_bytes_per_second == 1048576, "the new copy rate")
     finally:
         broker.close()
 
