@@ -1,12 +1,14 @@
 """AlterReplicaLogDirs: a replica moved between the two ``log.dirs`` of a broker while a confluent-kafka producer
 writes to it, asked for with kafka-python's admin client, watched with DescribeLogDirs (the future replica shows
-while the copier is held through its seam), and crashes at each step of the move: every acknowledged record is
-read back after the move, from the new dir, and after a restart; the move is done or not, never half."""
+while the copier is held through its seam), and SIGKILLs of the broker process during the copy, once it caught
+up and between the swap's two renames: every acknowledged record is read back after the move, from the new dir,
+and after a restart; the move is done or not, never half."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -95,9 +97,9 @@ def _current_dir_of(tmp: Path) -> tuple[Path, Path]:
 class Writer:
     """A confluent-kafka producer writing numbered values in a thread; what it was acknowledged, and errors."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, **conf: Any) -> None:
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 2,
-                                  "enable.idempotence": True})  # fmt: skip
+                                  "enable.idempotence": True, **conf})  # fmt: skip
         self.acked: dict[int, bytes] = {}
         self.errors: list[str] = []
         self._stop = threading.Event()
@@ -121,7 +123,7 @@ class Writer:
             self._n += 1
             self.producer.produce(TOPIC, value=b"%08d" % self._n, on_delivery=self._cb)
             self.producer.poll(0.002)
-        self.producer.flush(30)
+        self.producer.flush(10)
 
     def __enter__(self) -> Writer:
         self._thread.start()
@@ -164,14 +166,11 @@ class Gate:
     def __init__(self) -> None:
         self.reached = {"copy": threading.Event(), "swap": threading.Event()}
         self.opened = {"copy": threading.Event(), "swap": threading.Event()}
-        self.on_swap: Callable[[Any], None] | None = None
 
     async def __call__(self, tp: object, point: str) -> None:
         self.reached[point].set()
         while not self.opened[point].is_set():  # the broker's loop serves others meanwhile
             await asyncio.sleep(0.01)
-        if point == "swap" and self.on_swap is not None:
-            self.on_swap(tp)
 
 
 def _mover(b: rill.testing.TestBroker) -> Any:
@@ -309,51 +308,48 @@ def test_sigkill_during_the_copy_then_the_move_goes_on(tmp: Path) -> None:
         b.close()
 
 
-@pytest.mark.parametrize("where", ["after the copy", "inside the swap"])
-def test_a_crash_at_the_swap_leaves_the_move_done_or_not(tmp: Path, where: str) -> None:
-    """A crash once the copy caught up, before the swap (the next start goes on with the future log), and one
-    inside the swap, after the current log was set aside and before the future log took its name (the next
-    start finishes the swap): each start serves every acknowledged record from one log, and the move ends."""
-    b = _broker(tmp)
+@pytest.mark.parametrize("point", ["after-copy", "inside-swap"])
+def test_a_sigkill_at_the_swap_leaves_the_move_done_or_not(tmp: Path, point: str) -> None:
+    """SIGKILL of the broker process once the copy caught up, before the swap (the next start goes on with the
+    future log and swaps), and between the swap's two renames (the current log's directory already ``-delete``,
+    the future one not renamed: the next start finishes the swap, the future log having held every offset). A
+    producer writes all along; each start serves every acknowledged record from one log, and the move ends."""
+    a, b = _dirs(tmp)
+    child = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_log_dir_crash_child.py")), str(tmp),
+                              f"{a},{b}", point], stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
     try:
-        bootstrap = b.bootstrap_servers
+        assert child.stdout is not None
+        bootstrap = child.stdout.readline().decode().strip()
+        assert bootstrap, "the child broker did not start"
         _create(bootstrap)
-        writer = Writer(bootstrap)
+        writer = Writer(bootstrap, **{"message.timeout.ms": 3000})
         writer.write(3000)
         source, dest = _current_dir_of(tmp)
-        gate = Gate()
-        gate.opened["copy"].set()
-        _mover(b).hold = gate
-        if where == "inside the swap":
-            def refuse(new_dir: Path) -> None:
-                raise OSError("the broker died before this rename")
-
-            def fail_second_rename(tp: Any) -> None:  # the swap's first rename happens, its second does not
-                b.broker.log_manager.future_log(tp).rename_dir = refuse
-
-            gate.on_swap = fail_second_rename
-            gate.opened["swap"].set()
-        assert _alter(bootstrap, dest) is kafka_errors.NoError
-        _wait(gate.reached["swap"].is_set, "the copy to catch up")
-        if where == "inside the swap":
-            _wait(lambda: _mover(b).moves_completed == 1, "the swap")
-            assert not (source / f"{TOPIC}-0").exists() and list(dest.glob(f"{TOPIC}-0.*-future"))
-            writer.write(200)  # into the moved log, still under its future name
+        with writer:
+            writer.wait_for_more()
+            assert _alter(bootstrap, dest) is kafka_errors.NoError
+            assert child.wait(60) == -signal.SIGKILL
+        if point == "after-copy":
+            assert (source / f"{TOPIC}-0").is_dir() and list(dest.glob(f"{TOPIC}-0.*-future"))
         else:
-            writer.write(200)
-        b.kill()
-        b.start()
-        bootstrap = b.bootstrap_servers
+            assert list(source.glob(f"{TOPIC}-0.*-delete")) and list(dest.glob(f"{TOPIC}-0.*-future"))
+            assert not (source / f"{TOPIC}-0").exists() and not (dest / f"{TOPIC}-0").exists()
+    finally:
+        child.kill()
+        child.wait()
+    b_ = rill.testing.TestBroker({"log.dirs": f"{a},{b}", "num.partitions": "1"}, data_dir=tmp).start()
+    try:
+        bootstrap = b_.bootstrap_servers
         _check_every_acknowledged(bootstrap, writer.acked)
         _wait(lambda: list(_describe(bootstrap)) == [(str(dest), False)], "the move to be done")
         assert (dest / f"{TOPIC}-0").is_dir() and not (source / f"{TOPIC}-0").exists()
-        writer.write(100)
-        assert writer.errors == []
-        b.restart()
-        _check_every_acknowledged(b.bootstrap_servers, writer.acked)
+        after = Writer(bootstrap)
+        after.write(100)
+        assert after.errors == [] and min(after.acked) > max(writer.acked)
+        b_.restart()
+        _check_every_acknowledged(b_.bootstrap_servers, {**writer.acked, **after.acked})
     finally:
-        b.close()
-
+        b_.close()
 
 def _rill(*args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([sys.executable, "-m", "rill", *args], capture_output=True, timeout=120, check=False)
