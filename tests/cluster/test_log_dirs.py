@@ -1,7 +1,8 @@
 """AlterReplicaLogDirs in a replicated cluster: a follower's replica moves between its broker's log dirs while
 the leader takes acks=all writes (the copy follows the follower's own appends and the swap happens under its
-fetches), and a reassignment that names a log dir for a new replica (kafka-reassign-partitions.sh's
-``log_dirs``) has that replica made there."""
+fetches), the follower killed (SIGKILL) in the middle of the copy and started again goes on with the move, and
+a reassignment that names a log dir for a new replica (kafka-reassign-partitions.sh's ``log_dirs``) has that
+replica made there."""
 
 from __future__ import annotations
 
@@ -61,13 +62,30 @@ def test_a_follower_moves_between_its_log_dirs_and_a_reassignment_places_a_repli
             else:
                 acked[msg.offset()] = msg.value()  # type: ignore[attr-defined]
 
+        def throttle(rate: int) -> None:  # the cluster-wide default of the dynamic broker config
+            w = Wire(c.broker(c.leader("r", 0)).bootstrap_servers)
+            try:
+                configs = [{"name": "replica.alter.log.dirs.io.max.bytes.per.second", "config_operation": 0,
+                            "value": str(rate)}]  # fmt: skip
+                body = {"resources": [{"resource_type": 4, "resource_name": "", "configs": configs}],
+                        "validate_only": False}  # fmt: skip
+                assert w.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)["responses"][0]["error_code"] == 0
+            finally:
+                w.close()
+
         for i in range(3000):
-            producer.produce("r", value=b"before-%d" % i, on_delivery=cb)
+            producer.produce("r", value=b"before-%d-" % i + b"p" * 1000, on_delivery=cb)
         assert producer.flush(30) == 0
         follower = 1 if c.leader("r", 0) == 0 else 0
         a, b = dirs[follower]
         source, dest = (a, b) if (a / "r-0").is_dir() else (b, a)
+        throttle(20000)  # the copy's first 1 MiB step, then a wait of about 50 s
         assert _alter(c.broker(follower).bootstrap_servers, dest, "r") == 0
+        c.wait_for(lambda: any(f.stat().st_size for d in dest.glob("r-0.*-future") for f in d.glob("*.log")), 60,
+                   "the follower's copy to begin")  # fmt: skip
+        c.kill(follower)  # SIGKILL in the middle of the copy
+        throttle(10**12)
+        c.start(follower)
         deadline = time.monotonic() + 60
         i = 0
         while _replica_dirs(c.broker(follower).bootstrap_servers, "r") != [(str(dest), False)]:

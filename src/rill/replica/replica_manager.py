@@ -151,7 +151,6 @@ class ReplicaManager(IsrChanges):
             }
             if stray:
                 self.log_manager.set_aside_stray(stray)
-            self.log_dir_mover.resume()  # the moves a stop interrupted go on
 
     async def on_metadata_delta(self, delta: MetadataDelta) -> None:
         """Follow one change of the metadata: deleted topics' partitions go, changed topics' partitions are
@@ -252,6 +251,7 @@ class ReplicaManager(IsrChanges):
             self._partitions[tp] = partition
             if partition.is_leader:
                 self._become_leader(partition)
+        self.log_dir_mover.resume()  # a move a stop interrupted goes on once its partition is hosted
         if failed is not None:
             raise failed
 
