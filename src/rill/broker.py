@@ -452,7 +452,8 @@ class Broker:
 
 def _close_unclean(log_manager: LogManager) -> None:
     """Close every log without flushing or marking it clean, and release the log dirs' locks."""
-    for plog in [*log_manager.all_logs(), *(f for f, _ in log_manager.future_logs().values())]:
+    futures = [f for f, _ in log_manager.future_logs().values()]
+    for plog in [*log_manager.all_logs(), *futures, *log_manager.retired_logs()]:
         try:
             plog.close(clean=False)
         except Exception:

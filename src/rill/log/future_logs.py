@@ -5,7 +5,9 @@ log ``<topic>-<partition>.<uuid hex>-future`` is made in the destination and fil
 the replica manager's copier (rill.replica.replica_alter_log_dirs); once it holds every offset of the current
 log, ``replace_current_with_future`` swaps them on the loop, with no append in between:
 
-1. the current log's directory is renamed ``<topic>-<partition>.<uuid hex>-delete`` (removed in the background);
+1. the current log's directory is renamed ``<topic>-<partition>.<uuid hex>-delete``; the log stays open, for
+   whoever was reading it (a coordinator loading its partition), until ``file.delete.delay.ms`` has passed, when
+   it is closed and its directory removed (``retired_logs``);
 2. the future log's directory is renamed ``<topic>-<partition>`` in its log dir, and the log takes the current
    one's place.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,6 +75,14 @@ class FutureLogs:
         self._future_logs: dict[TopicPartition, Log] = {}
         self._future_dir_of: dict[TopicPartition, Path] = {}
         self._preferred_dirs: dict[TopicPartition, Path] = {}
+        self._retired: list[tuple[int, Log]] = []  # (when to close and remove, log) of logs swapped out
+
+    def retired_logs(self, now_ms: int | None = None) -> list[Log]:
+        """The logs swapped out by moves whose time has come (every one without ``now_ms``), taken: the caller
+        closes them and removes their directories."""
+        due = [plog for at, plog in self._retired if now_ms is None or at <= now_ms]
+        self._retired = [(at, plog) for at, plog in self._retired if now_ms is not None and at > now_ms]
+        return due
 
     # ---- access -------------------------------------------------------------------------------
 
@@ -208,8 +219,7 @@ class FutureLogs:
         self._logs[tp] = future
         self._log_dir_of[tp] = dest
         future.on_flush_needed = on_flush
-        current.close(clean=False)
-        self._dirs_to_delete.append(aside)
+        self._retired.append((time.time_ns() // 1_000_000 + current.config.file_delete_delay_ms, current))
         self._maybe_wake()
         log.info("%s: its log moved from %s to %s (log end %d)", tp, source, dest, future.log_end_offset)
         return [source, dest]

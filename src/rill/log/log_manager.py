@@ -500,6 +500,9 @@ class LogManager(FutureLogs, LogDirCheckpoints):
         for plog in list(self._logs.values()):
             segments += plog.take_due_deletions(now_ms)
         dirs, self._dirs_to_delete = self._dirs_to_delete, []
+        for plog in self.retired_logs(_now_ms() if now_ms is None else now_ms):  # swapped out by a move
+            plog.close(clean=False)
+            dirs.append(plog.dir)
         if segments or dirs:
             await asyncio.to_thread(self._delete_files, segments, dirs)
 
@@ -547,6 +550,9 @@ class LogManager(FutureLogs, LogDirCheckpoints):
                 dirty_dirs.add(d)
         self._future_logs.clear()
         self._future_dir_of.clear()
+        for plog in self.retired_logs():
+            plog.close(clean=False)
+            self._dirs_to_delete.append(plog.dir)
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()

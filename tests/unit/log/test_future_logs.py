@@ -4,6 +4,8 @@ crash can leave (a copy under way goes on, a swap cut between its renames is fin
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from pathlib import Path
 
@@ -67,7 +69,7 @@ def test_the_swap_and_a_restart(tmp_path: Path) -> None:
     m = LogManager([a, b], small_config())
     m.startup()
     m.maybe_update_preferred_log_dir(TP, a)
-    lg = m.get_or_create_log(TP, uuid.uuid4(), small_config())
+    lg = m.get_or_create_log(TP, uuid.uuid4(), small_config(file_delete_delay_ms=60000))
     assert lg.dir.parent == a
     for i in range(20):
         lg.append(make_batch(3, tag=i), leader_epoch=0)
@@ -78,6 +80,13 @@ def test_the_swap_and_a_restart(tmp_path: Path) -> None:
     assert m.get_log(TP) is future and m.log_dir_of(TP) == b and m.future_log(TP) is None
     assert future.dir == b / "orders-0" and not (a / "orders-0").exists()
     future.append(make_batch(3, tag=99), leader_epoch=0)
+    # the log swapped out stays readable (a coordinator may be loading it) until file.delete.delay.ms
+    assert len(all_records(lg)) == 60 and lg.dir.name.endswith("-delete")
+    now = int(time.time() * 1000)
+    asyncio.run(m.delete_due_files(now))
+    assert len(all_records(lg)) == 60 and lg.dir.exists()
+    asyncio.run(m.delete_due_files(now + 61000))
+    assert not lg.dir.exists()
     m.shutdown()
     m = LogManager([a, b], small_config())
     m.startup()
