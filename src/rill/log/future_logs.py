@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError
+from rill.log.checkpoints import LOG_START_OFFSET_CHECKPOINT
 from rill.log.log import FUTURE_DIR_SUFFIX, Log, parse_topic_partition
 from rill.log.log_config import LogConfig
 
@@ -64,6 +65,8 @@ class FutureLogs:
     if TYPE_CHECKING:
 
         def _register(self, tp: TopicPartition, plog: Log, log_dir: Path) -> None: ...
+
+        def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]: ...
 
         def _snapshot(self, name: str, dirs: Iterable[Path] | None = None) -> CheckpointSnapshot: ...
 
@@ -158,7 +161,18 @@ class FutureLogs:
                     continue
                 self._forget_future(tp)
                 self._register(tp, plog, fdir)
+                self._take_checkpointed_start(tp, plog)
                 log.info("%s: finished the move of its log to %s (the swap a stop interrupted)", tp, fdir)
+
+    def _take_checkpointed_start(self, tp: TopicPartition, plog: Log) -> None:
+        """A log whose swap a start finished starts where the log it replaced did (DeleteRecords may have moved
+        that start, checkpointed in the other log dir's ``log-start-offset-checkpoint``)."""
+        starts = [self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT).get(tp, -1)
+                  for d in self.log_dirs if d not in self.offline_dirs]  # fmt: skip
+        start = min(max(starts, default=-1), plog.log_end_offset)
+        if start > plog.log_start_offset:
+            plog.high_watermark = max(plog.high_watermark, start)
+            plog.maybe_increment_log_start_offset(start)
 
     # ---- moving -------------------------------------------------------------------------------
 
