@@ -3,7 +3,8 @@
 AlterReplicaLogDirs names a log dir for a replica. When the broker holds the replica in another one, a future
 log ``<topic>-<partition>.<uuid hex>-future`` is made in the destination and filled from the current log by
 the replica manager's copier (rill.replica.replica_alter_log_dirs); once it holds every offset of the current
-log, ``replace_current_with_future`` swaps them on the loop, with no append in between:
+log, ``replace_current_with_future`` swaps them on the loop, with no append in between (the log start offset
+first written to the destination's ``log-start-offset-checkpoint``, where a crash at any later point finds it):
 
 1. the current log's directory is renamed ``<topic>-<partition>.<uuid hex>-delete``; the log stays open, for
    whoever was reading it (a coordinator loading its partition), until ``file.delete.delay.ms`` has passed, when
@@ -214,6 +215,14 @@ class FutureLogs:
             raise RuntimeError(f"{tp}: the future log ends at {future.log_end_offset}, the current one at "
                                f"{current.log_end_offset}")  # fmt: skip
         source, dest = self._log_dir_of[tp], self._future_dir_of[tp]
+        # The log start (DeleteRecords may have moved it) in the destination's checkpoint first: a crash from here
+        # on finds it there, whatever rename it cut (one small file, fsync'ed, in this turn of the loop).
+        self._log_dir_of[tp] = dest
+        try:
+            snap = self._snapshot(LOG_START_OFFSET_CHECKPOINT, [dest])
+        finally:
+            self._log_dir_of[tp] = source
+        self._write_snapshot(snap)
         aside = current.dir.with_name(f"{current.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         try:
             current.rename_dir(aside)  # step 1: from here on the future log is the one the next start keeps

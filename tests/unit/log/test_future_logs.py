@@ -20,7 +20,7 @@ TP = TopicPartition("orders", 0)
 
 def _crash(m: LogManager) -> None:
     """What a SIGKILL leaves: no flush, no checkpoints, no marker; the kernel drops the locks."""
-    for lg in [*m.all_logs(), *(f for f, _ in m.future_logs().values())]:
+    for lg in [*m.all_logs(), *(f for f, _ in m.future_logs().values()), *m.retired_logs()]:
         lg.close(clean=False)
     m.release_dir_locks()
 
@@ -30,7 +30,11 @@ def _copy(m: LogManager) -> None:
     current, future = m.get_log(TP), m.future_log(TP)
     assert current is not None and future is not None
     while future.log_end_offset < current.log_end_offset:
-        future.append_as_follower(current.read_bytes(future.log_end_offset, 1000))
+        data = current.read_bytes(future.log_end_offset, 1000)  # whole batches
+        base = int.from_bytes(data[:8], "big")
+        if base < future.log_end_offset:  # the batch holding the start begins below it
+            future.truncate_fully_and_start_at(base)
+        future.append_as_follower(data)
 
 
 def test_a_future_log_name_parses() -> None:
@@ -140,3 +144,31 @@ def test_a_dropped_future_log_is_removed(tmp_path: Path) -> None:
     assert m.delete_log(TP) and m.future_log(TP) is None  # deleting the partition drops its move
     m.shutdown()
     assert not [p for p in [*a.iterdir(), *b.iterdir()] if p.is_dir()]
+
+
+def test_a_crash_right_after_the_swap_keeps_the_log_start(tmp_path: Path) -> None:
+    """Killed after both renames, before the checkpoints were written again: the moved log starts where
+    DeleteRecords had moved the start (it started at 0 again before: the destination's checkpoint had no entry)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    m = LogManager([a, b], small_config())
+    m.startup()
+    m.maybe_update_preferred_log_dir(TP, a)
+    lg = m.get_or_create_log(TP, uuid.uuid4(), small_config())
+    for i in range(20):
+        lg.append(make_batch(3, tag=i), leader_epoch=0)
+    lg.high_watermark = 60
+    assert lg.maybe_increment_log_start_offset(13)  # inside the batch of offsets 12 to 14
+    m.checkpoint_log_start_offsets()
+    future = m.create_future_log(TP, b)
+    _copy(m)
+    assert future.log_start_offset == 12  # the copy starts with the whole batch; the copier then moves the start
+    future.high_watermark = 60
+    future.maybe_increment_log_start_offset(13)
+    m.replace_current_with_future(TP)
+    _crash(m)
+    m = LogManager([a, b], small_config())
+    m.startup()
+    moved = m.get_log(TP)
+    assert moved is not None and moved.dir == b / "orders-0"
+    assert moved.log_start_offset == 13 and len(all_records(moved)) == 47
+    m.shutdown()
