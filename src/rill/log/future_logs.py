@@ -71,7 +71,9 @@ class FutureLogs:
 
         def _snapshot(self, name: str, dirs: Iterable[Path] | None = None) -> CheckpointSnapshot: ...
 
-        def _write_snapshot(self, snap: CheckpointSnapshot, move: StartOffsetMove | None = None) -> None: ...
+        def _write_snapshot(
+            self, snap: CheckpointSnapshot, move: StartOffsetMove | None = None, *, sync: bool = True
+        ) -> None: ...
 
         def _maybe_wake(self) -> None: ...
 
@@ -216,13 +218,14 @@ class FutureLogs:
                                f"{current.log_end_offset}")  # fmt: skip
         source, dest = self._log_dir_of[tp], self._future_dir_of[tp]
         # The log start (DeleteRecords may have moved it) in the destination's checkpoint first: a crash from here
-        # on finds it there, whatever rename it cut (one small file, fsync'ed, in this turn of the loop).
+        # on finds it there, whatever rename it cut. Not fsync'ed (a process killed leaves the page cache, and the
+        # renames are not synced either): the checkpoints are written durably right after the swap.
         self._log_dir_of[tp] = dest
         try:
             snap = self._snapshot(LOG_START_OFFSET_CHECKPOINT, [dest])
         finally:
             self._log_dir_of[tp] = source
-        self._write_snapshot(snap)
+        self._write_snapshot(snap, sync=False)
         aside = current.dir.with_name(f"{current.dir.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
         try:
             current.rename_dir(aside)  # step 1: from here on the future log is the one the next start keeps
