@@ -42,7 +42,9 @@ def _replica_dirs(bootstrap: str, topic: str) -> list[tuple[str, bool]]:
 
 def test_a_follower_moves_between_its_log_dirs_and_a_reassignment_places_a_replica(tmp_path: Path) -> None:
     dirs = {i: (tmp_path / f"b{i}" / "a", tmp_path / f"b{i}" / "b") for i in range(2)}
-    overrides = {i: {"log.dirs": f"{a},{b}"} for i, (a, b) in dirs.items()}
+    # the copy's first 1 MiB step, then a wait of about 50 s: the kill lands in the middle of the copy
+    overrides = {i: {"log.dirs": f"{a},{b}", "replica.alter.log.dirs.io.max.bytes.per.second": "20000"}
+                 for i, (a, b) in dirs.items()}  # fmt: skip
     with cluster(2, broker_overrides=overrides, auto_leader_rebalance_enable="false") as c:
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
         created = admin.create_topics([NewTopic("r", 1, replica_assignment=[[0, 1]],
@@ -62,11 +64,11 @@ def test_a_follower_moves_between_its_log_dirs_and_a_reassignment_places_a_repli
             else:
                 acked[msg.offset()] = msg.value()  # type: ignore[attr-defined]
 
-        def throttle(rate: int) -> None:  # the cluster-wide default of the dynamic broker config
+        def unthrottle() -> None:  # the cluster-wide default of the dynamic broker config, over the static one
             w = Wire(c.broker(c.leader("r", 0)).bootstrap_servers)
             try:
                 configs = [{"name": "replica.alter.log.dirs.io.max.bytes.per.second", "config_operation": 0,
-                            "value": str(rate)}]  # fmt: skip
+                            "value": str(10**12)}]  # fmt: skip
                 body = {"resources": [{"resource_type": 4, "resource_name": "", "configs": configs}],
                         "validate_only": False}  # fmt: skip
                 assert w.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)["responses"][0]["error_code"] == 0
@@ -79,12 +81,11 @@ def test_a_follower_moves_between_its_log_dirs_and_a_reassignment_places_a_repli
         follower = 1 if c.leader("r", 0) == 0 else 0
         a, b = dirs[follower]
         source, dest = (a, b) if (a / "r-0").is_dir() else (b, a)
-        throttle(20000)  # the copy's first 1 MiB step, then a wait of about 50 s
         assert _alter(c.broker(follower).bootstrap_servers, dest, "r") == 0
         c.wait_for(lambda: any(f.stat().st_size for d in dest.glob("r-0.*-future") for f in d.glob("*.log")), 60,
                    "the follower's copy to begin")  # fmt: skip
         c.kill(follower)  # SIGKILL in the middle of the copy
-        throttle(10**12)
+        unthrottle()
         c.start(follower)
         deadline = time.monotonic() + 60
         i = 0
