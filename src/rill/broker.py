@@ -288,13 +288,16 @@ class Broker:
         self.log_manager.producer_id_expiration_ms = value
 
     def _apply_cleaner_configs(self) -> None:
-        """Follow the dynamic ``log.cleaner.*`` configs (at start, and on every change of the dynamic broker
-        configs)."""
+        """Follow the dynamic ``log.cleaner.*`` configs and ``replica.alter.log.dirs.io.max.bytes.per.second`` (at
+        start, and on every change of the dynamic broker configs)."""
         if self.metadata is None or self.log_manager is None:
             return
         dynamic = dynamic_broker_configs(self.metadata)
         config = CleanerConfig.from_broker(lambda name: effective_broker_value(self.config, name, dynamic))
         self.log_manager.cleaner.reconfigure(config)
+        if self.replica_manager is not None:  # the copy rate of the moves between log dirs
+            rate = effective_broker_value(self.config, "replica.alter.log.dirs.io.max.bytes.per.second", dynamic)
+            self.replica_manager.log_dir_mover.io_max_bytes_per_second = float(rate)
 
     def _apply_connection_quotas(self) -> None:
         """Follow the dynamic connection limits (at start, and on every change of the dynamic broker configs;
@@ -391,6 +394,8 @@ class Broker:
         txn_coordinator = self.services.txn_coordinator if self.services else None
         if txn_coordinator is not None:
             await txn_coordinator.shutdown()
+        if self.replica_manager is not None:
+            self.replica_manager.log_dir_mover.shutdown()
         await self._stop_background()
         await self._leave_cluster()
         if self.metadata is not None:
@@ -453,7 +458,8 @@ class Broker:
 
 def _close_unclean(log_manager: LogManager) -> None:
     """Close every log without flushing or marking it clean, and release the log dirs' locks."""
-    for plog in log_manager.all_logs():
+    futures = [f for f, _ in log_manager.future_logs().values()]
+    for plog in [*log_manager.all_logs(), *futures, *log_manager.retired_logs()]:
         try:
             plog.close(clean=False)
         except Exception:

@@ -44,6 +44,7 @@ HANDLER_MODULES = (
     "rill.api.configs",
     "rill.api.delete_records",
     "rill.api.cluster",
+    "rill.api.log_dirs",
     "rill.api.elect_leaders",
     "rill.api.reassignments",
     "rill.api.init_producer_id",

@@ -52,6 +52,7 @@ VERSION_WINDOWS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     # Admin reads of the web console.
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),  # rill log-dirs move
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),

@@ -280,8 +280,23 @@ def _client_metrics(draw: st.DrawFn) -> Refused:
             lambda r: [x["error_code"] for x in r["responses"]])  # fmt: skip
 
 
+_LOG_DIRS: list[str] = []  # the seeded broker's (absolute)
+
+
+@st.composite
+def _alter_replica_log_dirs(draw: st.DrawFn) -> Refused:
+    """A log dir that is not the broker's (absolute or not), or a partition that does not exist."""
+    kind = draw(st.sampled_from(["elsewhere", "relative", "missing"]))
+    path = {"elsewhere": "/no/such/log/dir", "relative": "logs", "missing": _LOG_DIRS[0]}[kind]
+    name, partition = ("missing", 0) if kind == "missing" else ("plain", draw(st.integers(0, 1)))
+    body = {"dirs": [{"path": path, "topics": [{"name": name, "partitions": [partition]}]}]}
+    return ("AlterReplicaLogDirs", ApiKey.ALTER_REPLICA_LOG_DIRS, 2, body,
+            lambda r: [p["error_code"] for t in r["results"] for p in t["partitions"]])  # fmt: skip
+
+
 _REFUSED = st.one_of(_create_topics(), _delete_topics(), _create_partitions(), _alter_configs(), _delete_records(),
-                     _groups(), _share(), _share_admin(), _client_metrics())  # fmt: skip
+                     _groups(), _share(), _share_admin(), _client_metrics(),
+                     _alter_replica_log_dirs())  # fmt: skip
 
 
 # -- the test ------------------------------------------------------------------------------------------------
@@ -311,6 +326,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[rill.test
                 "validate_only": False}  # fmt: skip
         assert [r["error_code"] for r in w.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)["responses"]] == [0]
         w.close()
+        _LOG_DIRS[:] = [str(data / "logs")]
         yield b, data / "logs"
 
 
@@ -334,7 +350,7 @@ def test_refused_admin_requests_change_nothing(seeded: tuple[rill.testing.TestBr
                 assert not _differences(_state(w, log_dir), before), f"{what} changed the state: {body}"
 
         run()
-        assert {"CreateTopics", "DeleteTopics", "CreatePartitions", "DeleteRecords"} <= set(seen)
+        assert {"CreateTopics", "DeleteTopics", "CreatePartitions", "DeleteRecords", "AlterReplicaLogDirs"} <= set(seen)
     finally:
         w.close()
     b.restart()

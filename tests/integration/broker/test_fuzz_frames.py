@@ -36,6 +36,9 @@ SEEDS = [
                                                        "partitions": [{"partition_index": 0,
                                                                        "acknowledgement_batches": []}]}],
                                                        "forgotten_topics_data": []}),
+    encode_request(ApiKey.ALTER_REPLICA_LOG_DIRS, 2, 9, "fuzz", {"dirs": [{"path": "/fuzz/logs", "topics": [
+        {"name": "fuzz", "partitions": [0, 1]}]}]}),
+    encode_request(ApiKey.DESCRIBE_LOG_DIRS, 4, 10, "fuzz", {"topics": [{"topic": "fuzz", "partitions": [0]}]}),
     encode_request(ApiKey.SHARE_ACKNOWLEDGE, 1, 8, "fuzz", {"group_id": "sg", "member_id": "m",
                                                              "share_session_epoch": 1, "topics": [
                                                                  {"topic_id": uuid.uuid4(), "partitions": [

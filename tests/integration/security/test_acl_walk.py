@@ -216,6 +216,9 @@ def _cases(t: str = "secret", g: str = "g", tx: str = "tx") -> dict[int, list[tu
         ApiKey.LIST_PARTITION_REASSIGNMENTS: [(0, {"timeout_ms": 5000, "topics": None},
                                                lambda r: r["error_code"] == CAF)],
         ApiKey.DESCRIBE_LOG_DIRS: [(3, {"topics": None}, lambda r: r["error_code"] == CAF and r["results"] == [])],
+        ApiKey.ALTER_REPLICA_LOG_DIRS: [(2, {"dirs": [{"path": "/x", "topics": [{"name": t, "partitions": [0]}]}]},
+                                         lambda r: [(x["topic_name"], x["partitions"]) for x in r["results"]]
+                                         == [(t, [{"partition_index": 0, "error_code": CAF}])])],
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: [
             (0, {"topics": [{"name": t}], "response_partition_limit": 10, "cursor": None},
              lambda r: [(x["error_code"], x["partitions"]) for x in r["topics"]] == [(TAF, [])]),
