@@ -12,9 +12,9 @@ and the rest at its next run.
 
 from __future__ import annotations
 
-import hashlib
+from rill.records import key_scan
 
-DIGEST_SIZE = 16
+DIGEST_SIZE = key_scan.DIGEST_SIZE
 ENTRY_SIZE = 128  # bytes of memory one entry of the dict takes
 
 
@@ -25,53 +25,44 @@ def slots_for(buffer_bytes: int, load_factor: float) -> int:
 
 def key_digest(key: bytes) -> bytes:
     """The map's key for a record key: the key itself when shorter than a digest (no hashing, and no
-    collision: a digest is always 16 bytes), else its MD5 digest."""
-    if len(key) < DIGEST_SIZE:
-        return key
-    return hashlib.md5(key, usedforsecurity=False).digest()
+    collision: a digest is always 16 bytes), else its MD5 digest (``rill.records.key_scan``, which also
+    fills a map's ``entries`` from a batch's records)."""
+    return key_scan.key_digest(key)
 
 
 class OffsetMap:
     """Key digest -> latest offset, bounded by ``slots`` distinct keys."""
 
-    __slots__ = ("_map", "inserts", "latest_offset", "lookups", "slots")
+    __slots__ = ("entries", "slots")
 
     def __init__(self, slots: int) -> None:
         if slots < 1:
             raise ValueError("an offset map needs at least one slot")
         self.slots = slots
-        self._map: dict[bytes, int] = {}
-        self.latest_offset = -1  # the largest offset put in the map
-        self.lookups = 0
-        self.inserts = 0
+        self.entries: dict[bytes, int] = {}  # filled and read a batch at a time by rill.records.key_scan
 
     def __len__(self) -> int:
-        return len(self._map)
+        return len(self.entries)
 
     @property
     def full(self) -> bool:
-        return len(self._map) >= self.slots
+        return len(self.entries) >= self.slots
 
     @property
     def utilization(self) -> float:
-        return len(self._map) / self.slots
+        return len(self.entries) / self.slots
 
     def would_fit(self, digests: list[bytes]) -> bool:
         """Would putting all of ``digests`` stay within the slots?"""
-        new = sum(1 for d in set(digests) if d not in self._map)
-        return len(self._map) + new <= self.slots
+        new = sum(1 for d in set(digests) if d not in self.entries)
+        return len(self.entries) + new <= self.slots
 
     def put(self, digest: bytes, offset: int) -> None:
-        self.inserts += 1
-        self._map[digest] = offset
-        if offset > self.latest_offset:
-            self.latest_offset = offset
+        self.entries[digest] = offset
 
     def get(self, digest: bytes) -> int:
         """The latest offset of the key, -1 when the map does not hold it."""
-        self.lookups += 1
-        return self._map.get(digest, -1)
+        return self.entries.get(digest, -1)
 
     def clear(self) -> None:
-        self._map.clear()
-        self.latest_offset = -1
+        self.entries.clear()

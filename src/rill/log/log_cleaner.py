@@ -47,25 +47,19 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
-
-from crc32c_rs import crc32c
+from typing import TYPE_CHECKING
 
 from rill.fsutil import fsync_dir, write_atomically
-from rill.log.cleaner_offset_map import OffsetMap, key_digest
+from rill.log.cleaner_batches import DELETE_HORIZON_MASK, MapOverflow, filter_batch, map_batch
+from rill.log.cleaner_offset_map import OffsetMap
 from rill.log.log_config import LogConfig
 from rill.log.log_segment import CLEANED_SUFFIX, INT32_MAX, SWAP_END_SUFFIX, LogSegment, SegmentFile
 from rill.log.transaction_index import AbortedTxn
-from rill.records import compression
 from rill.records.batch import (
-    ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
-    COMPRESSION_MASK,
     CONTROL_MASK,
-    HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC_V2,
-    TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     BatchHeader,
     Buffer,
@@ -73,8 +67,6 @@ from rill.records.batch import (
     crc_ok,
     parse_header,
 )
-from rill.records.control import marker_or_none
-from rill.records.record import decode_records, encode_record, read_varint
 
 if TYPE_CHECKING:
     from rill.log.log import Log
@@ -82,7 +74,6 @@ if TYPE_CHECKING:
 _READ_CHUNK = 1 << 20
 _PENDING_LIMIT = 16 << 20  # the most of one source's cleaned batches held while deciding where they go
 _YIELD_EVERY_S = 0.001  # the longest the cleaner keeps the GIL from the event loop's thread
-DELETE_HORIZON_MASK = 0x40  # attributes bit 6: baseTimestamp holds the time the batch's tombstones may go
 
 
 class OffsetMapTooSmallError(Exception):
@@ -241,48 +232,6 @@ def iter_batches(
         pos += p
 
 
-class RecordInfo(NamedTuple):
-    start: int  # the record's bytes in the decompressed records section
-    end: int
-    offset_delta: int
-    timestamp_delta: int
-    key: bytes | None
-    tombstone: bool
-
-
-def walk_records(h: BatchHeader, batch: memoryview) -> tuple[bytes, list[RecordInfo]]:
-    """The decompressed records section of a batch and where each record lies in it (the one-byte varints
-    read inline: this runs for every record the cleaner reads, twice)."""
-    data = compression.decompress(h.attributes & COMPRESSION_MASK, batch[BATCH_HEADER_SIZE:])
-    out: list[RecordInfo] = []
-    append = out.append
-    size = len(data)
-    p = 0
-    try:
-        for _ in range(h.records_count):
-            x = data[p]
-            length, q = ((x >> 1) ^ -(x & 1), p + 1) if x < 0x80 else read_varint(data, p)
-            end = q + length
-            if length < 6 or end > size:
-                raise CorruptRecordError(f"batch at offset {h.base_offset}: bad record length {length}")
-            x = data[q + 1]  # after the attributes byte
-            ts_delta, q = ((x >> 1) ^ -(x & 1), q + 2) if x < 0x80 else read_varint(data, q + 1)
-            x = data[q]
-            off_delta, q = ((x >> 1) ^ -(x & 1), q + 1) if x < 0x80 else read_varint(data, q)
-            x = data[q]
-            n, q = ((x >> 1) ^ -(x & 1), q + 1) if x < 0x80 else read_varint(data, q)
-            if n < 0:
-                key = None
-            else:
-                key = data[q : q + n]
-                q += n
-            append(RecordInfo(p, end, off_delta, ts_delta, key, data[q] == 1))  # zigzag(-1): a null value
-            p = end
-    except IndexError:
-        raise CorruptRecordError(f"batch at offset {h.base_offset}: truncated record") from None
-    return data, out
-
-
 def build_map(
     plan: CleanPlan, offset_map: OffsetMap, throttler: Throttler | None, abort: threading.Event | None
 ) -> tuple[int, int]:
@@ -301,69 +250,17 @@ def build_map(
             if last >= plan.end:
                 return map_end, read
             if not h.attributes & CONTROL_MASK and not plan.is_aborted(h):
-                _, records = walk_records(h, batch)
-                digests = [
-                    (key_digest(r.key), h.base_offset + r.offset_delta)
-                    for r in records
-                    if r.key is not None and h.base_offset + r.offset_delta >= plan.first_dirty
-                ]
-                if not offset_map.would_fit([d for d, _ in digests]):
+                try:
+                    map_batch(h, batch, offset_map, plan.first_dirty)
+                except MapOverflow:
                     if map_end == plan.first_dirty:
                         raise OffsetMapTooSmallError(
                             f"the offset map ({offset_map.slots} keys) cannot hold the keys of one batch at"
                             f" offset {h.base_offset}: raise log.cleaner.dedupe.buffer.size"
-                        )
+                        ) from None
                     return map_end, read
-                for d, off in digests:
-                    offset_map.put(d, off)
             map_end = last + 1
     return map_end, read
-
-
-def empty_batch(h: BatchHeader) -> bytes:
-    """The batch's header with no records (uncompressed): its offsets, epoch and producer fields kept."""
-    attributes = h.attributes & ~COMPRESSION_MASK
-    header = bytearray(
-        HEADER_STRUCT.pack(
-            h.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD, h.partition_leader_epoch, MAGIC_V2, 0, attributes,
-            h.last_offset_delta, h.base_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch,
-            h.base_sequence, 0,
-        )
-    )  # fmt: skip
-    header[17:21] = int(crc32c(memoryview(header)[ATTRIBUTES_POS:])).to_bytes(4, "big")
-    return bytes(header)
-
-
-def rebuild_batch(h: BatchHeader, data: bytes, kept: list[RecordInfo], horizon: int | None = None) -> bytes:
-    """The batch holding only the ``kept`` records, compressed with the batch's codec, under the same header
-    (base offset, last offset delta, epoch, producer fields). Without ``horizon`` the records' bytes are
-    copied (their deltas stay valid under the same base offset and base timestamp); with it the batch gets
-    Kafka's delete horizon: the flag in its attributes, the horizon as its base timestamp, and every
-    record's timestamp delta made relative to it."""
-    base_ts, attributes = h.base_timestamp, h.attributes
-    if horizon is None:
-        raw = b"".join(data[r.start : r.end] for r in kept)
-    else:
-        out = bytearray()
-        for r in kept:
-            (rec,) = decode_records(data[r.start : r.end], 1, h.base_offset, base_ts)
-            encode_record(out, r.offset_delta, rec.timestamp - horizon, rec.key, rec.value, rec.headers)
-        raw = bytes(out)
-        base_ts, attributes = horizon, attributes | DELETE_HORIZON_MASK
-    body = compression.compress(h.attributes & COMPRESSION_MASK, raw)
-    max_ts = h.max_timestamp
-    if not h.attributes & TIMESTAMP_TYPE_MASK:
-        max_ts = max(h.base_timestamp + r.timestamp_delta for r in kept)
-    header = bytearray(
-        HEADER_STRUCT.pack(
-            h.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body), h.partition_leader_epoch, MAGIC_V2, 0,
-            attributes, h.last_offset_delta, base_ts, max_ts, h.producer_id, h.producer_epoch,
-            h.base_sequence, len(kept),
-        )
-    )  # fmt: skip
-    crc = crc32c(body, crc32c(memoryview(header)[ATTRIBUTES_POS:]))
-    header[17:21] = int(crc).to_bytes(4, "big")
-    return bytes(header) + body
 
 
 def clean(
@@ -491,7 +388,7 @@ def _write_cleaned(
         if out is None or not joins:
             out = start(src)
         for h, batch in iter_batches(src, throttler, abort):
-            buf = _filter_batch(h, batch, offset_map, result.map_end, plan, horizon, result)
+            buf = filter_batch(h, batch, offset_map, plan, horizon, result)
             if buf is None:
                 continue
             nh = h if buf is batch else parse_header(buf)
@@ -515,78 +412,8 @@ def _write_cleaned(
         _finish(out, result.groups[-1][-1].end_offset)
 
 
-def _filter_batch(
-    h: BatchHeader,
-    batch: memoryview,
-    offset_map: OffsetMap,
-    map_end: int,
-    plan: CleanPlan,
-    horizon: int,
-    result: CleanResult,
-) -> memoryview | bytes | None:
-    """The batch as it goes into the cleaned segment: itself, rebuilt with fewer records, or None.
-
-    Tombstones go once the batch's delete horizon has passed; a batch keeping tombstones that has no
-    horizon yet gets one (``now`` + ``delete.retention.ms``), as Kafka's cleaner marks it. A producer's
-    last batch in the log stays even when none of its records does, as an empty batch (Kafka's rule: its
-    producer id, epoch and sequence numbers are what a restart or a follower rebuilds the producer's state
-    from, so a retried batch is still known as a duplicate)."""
-    now_ms = plan.now_ms
-    if h.base_offset >= map_end:
-        return batch
-    if h.attributes & CONTROL_MASK:
-        return _filter_marker(h, batch, plan, horizon, result)
-    aborted = plan.is_aborted(h)
-    if h.attributes & TRANSACTIONAL_MASK and h.producer_id >= 0:
-        (result.aborted_seen if aborted else result.committed_seen).add(h.producer_id)
-    has_horizon = bool(h.attributes & DELETE_HORIZON_MASK)
-    retain_deletes = not has_horizon or now_ms < h.base_timestamp
-    data, records = walk_records(h, batch)
-    result.records_read += len(records)
-    kept: list[RecordInfo] = []
-    for r in () if aborted else records:
-        if r.key is None:
-            continue
-        offset = h.base_offset + r.offset_delta
-        if offset < map_end:
-            latest = offset_map.get(key_digest(r.key))
-            if latest > offset or (r.tombstone and not retain_deletes):
-                continue
-        kept.append(r)
-    result.records_removed += len(records) - len(kept)
-    needs_horizon = not has_horizon and any(r.tombstone for r in kept)
-    if not kept:
-        if h.producer_id >= 0 and plan.producer_last.get(h.producer_id) == h.base_offset + h.last_offset_delta:
-            return batch if not records else empty_batch(h)
-        return None
-    if len(kept) == len(records) and not needs_horizon:
-        return batch
-    return rebuild_batch(h, data, kept, horizon if needs_horizon else None)
-
-
-def _filter_marker(
-    h: BatchHeader, batch: memoryview, plan: CleanPlan, horizon: int, result: CleanResult
-) -> memoryview | bytes | None:
-    """A control batch as it goes into the cleaned segment (Kafka's rule, see the module doc)."""
-    marker = marker_or_none(batch) if h.producer_id >= 0 and h.records_count else None
-    if marker is None:
-        return batch  # another kind of control record, or one already emptied
-    seen = result.committed_seen if marker.commit else result.aborted_seen
-    if h.producer_id in seen:
-        seen.discard(h.producer_id)
-        return batch  # its transaction still has batches
-    if not h.attributes & DELETE_HORIZON_MASK:
-        data, records = walk_records(h, batch)
-        return rebuild_batch(h, data, records, horizon)
-    if plan.now_ms < h.base_timestamp:
-        return batch
-    result.removed_markers.add(h.base_offset)
-    if plan.producer_last.get(h.producer_id) == h.base_offset + h.last_offset_delta:
-        return empty_batch(h)
-    return None
-
-
 __all__ = [
+    "DELETE_HORIZON_MASK",
     "CleanPlan",
     "CleanResult",
     "CleanerAbortedError",
@@ -595,5 +422,4 @@ __all__ = [
     "clean",
     "discard",
     "plan_cleaning",
-    "walk_records",
 ]

@@ -1,0 +1,9 @@
+from rill.records.key_scan import Buffer, KeptRecords
+
+def key_digest(key: Buffer, /) -> bytes: ...
+def map_keys(
+    entries: dict[bytes, int], slots: int, data: Buffer, count: int, base_offset: int, first_dirty: int, /
+) -> int: ...
+def kept_records(
+    entries: dict[bytes, int], data: Buffer, count: int, base_offset: int, map_end: int, retain_deletes: bool, /
+) -> KeptRecords: ...
