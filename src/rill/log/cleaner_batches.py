@@ -56,7 +56,7 @@ def map_batch(h: BatchHeader, batch: Buffer, offset_map: OffsetMap, first_dirty:
     when they do not all fit."""
     data = records_section(h, batch)
     try:
-        put = key_scan.map_keys(offset_map.entries, offset_map.slots, data, h.records_count, h.base_offset, first_dirty)
+        put = key_scan.map_keys(offset_map.table, data, h.records_count, h.base_offset, first_dirty)
     except ValueError as e:
         raise CorruptRecordError(f"batch at offset {h.base_offset}: {e}") from None
     if put < 0:
@@ -75,6 +75,7 @@ def walk_records(h: BatchHeader, data: Buffer) -> list[RecordInfo]:
     encoded again: those given a delete horizon)."""
     out: list[RecordInfo] = []
     size = len(data)
+    data = bytes(data)
     p = 0
     try:
         for _ in range(h.records_count):
@@ -162,6 +163,8 @@ def filter_batch(
         (result.aborted_seen if aborted else result.committed_seen).add(h.producer_id)
     count = h.records_count
     result.records_read += count
+    spans: list[int]
+    max_ts_delta: int | None
     if aborted:
         kept, spans, tombstones, max_ts_delta = 0, [], False, None
     else:
@@ -170,7 +173,7 @@ def filter_batch(
         data = records_section(h, batch)
         try:
             kept, spans, tombstones, max_ts_delta = key_scan.kept_records(
-                offset_map.entries, data, count, h.base_offset, map_end, retain_deletes
+                offset_map.table, data, count, h.base_offset, map_end, retain_deletes
             )
         except ValueError as e:
             raise CorruptRecordError(f"batch at offset {h.base_offset}: {e}") from None

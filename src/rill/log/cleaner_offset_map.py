@@ -31,38 +31,35 @@ def key_digest(key: bytes) -> bytes:
 
 
 class OffsetMap:
-    """Key digest -> latest offset, bounded by ``slots`` distinct keys."""
+    """Key digest -> latest offset, bounded by ``slots`` distinct keys (its ``table``: a
+    ``rill.records.key_scan.KeyTable``, which ``key_scan.map_keys`` fills and ``key_scan.kept_records``
+    reads a batch at a time)."""
 
-    __slots__ = ("entries", "slots")
+    __slots__ = ("slots", "table")
 
     def __init__(self, slots: int) -> None:
         if slots < 1:
             raise ValueError("an offset map needs at least one slot")
         self.slots = slots
-        self.entries: dict[bytes, int] = {}  # filled and read a batch at a time by rill.records.key_scan
+        self.table = key_scan.KeyTable(slots)
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.table)
 
     @property
     def full(self) -> bool:
-        return len(self.entries) >= self.slots
+        return len(self.table) >= self.slots
 
     @property
     def utilization(self) -> float:
-        return len(self.entries) / self.slots
-
-    def would_fit(self, digests: list[bytes]) -> bool:
-        """Would putting all of ``digests`` stay within the slots?"""
-        new = sum(1 for d in set(digests) if d not in self.entries)
-        return len(self.entries) + new <= self.slots
+        return len(self.table) / self.slots
 
     def put(self, digest: bytes, offset: int) -> None:
-        self.entries[digest] = offset
+        self.table.put(digest, offset)
 
     def get(self, digest: bytes) -> int:
         """The latest offset of the key, -1 when the map does not hold it."""
-        return self.entries.get(digest, -1)
+        return self.table.get(digest)
 
     def clear(self) -> None:
-        self.entries.clear()
+        self.table.clear()

@@ -191,9 +191,10 @@ def plan_cleaning(log: Log, first_dirty: int, now_ms: int) -> CleanPlan | None:
 
 
 def iter_batches(
-    src: SourceSegment, throttler: Throttler | None, abort: threading.Event | None
+    src: SourceSegment, throttler: Throttler | None, abort: threading.Event | None, yield_gil: bool = False
 ) -> Iterator[tuple[BatchHeader, memoryview]]:
-    """Every batch of a planned segment, CRC checked (a bad one raises CorruptRecordError)."""
+    """Every batch of a planned segment, CRC checked (a bad one raises CorruptRecordError). With
+    ``yield_gil`` (a cleaning in a thread of the broker's process) the GIL is given up every millisecond."""
     fd, size = src.file.fd, src.size
     pos = 0
     last_yield = time.monotonic()
@@ -214,7 +215,7 @@ def iter_batches(
             if not crc_ok(view, p, h):
                 raise CorruptRecordError(f"{src.name}: CRC mismatch at position {pos + p}")
             yield h, view[p : p + h.size]
-            now = time.monotonic()
+            now = time.monotonic() if yield_gil else last_yield
             if now - last_yield >= _YIELD_EVERY_S:
                 # let the event loop's thread take the GIL now rather than at the 5 ms switch interval
                 time.sleep(0)
@@ -233,7 +234,11 @@ def iter_batches(
 
 
 def build_map(
-    plan: CleanPlan, offset_map: OffsetMap, throttler: Throttler | None, abort: threading.Event | None
+    plan: CleanPlan,
+    offset_map: OffsetMap,
+    throttler: Throttler | None,
+    abort: threading.Event | None,
+    yield_gil: bool = False,
 ) -> tuple[int, int]:
     """Fill ``offset_map`` from the first dirty offset on; returns (the map's end: the offset after the
     last batch it covers, bytes read)."""
@@ -242,7 +247,7 @@ def build_map(
     for src in plan.sources:
         if src.end_offset <= plan.first_dirty:
             continue
-        for h, batch in iter_batches(src, throttler, abort):
+        for h, batch in iter_batches(src, throttler, abort, yield_gil):
             read += h.size
             last = h.base_offset + h.last_offset_delta
             if last < plan.first_dirty:
@@ -268,18 +273,21 @@ def clean(
     offset_map: OffsetMap,
     throttler: Throttler | None = None,
     abort: threading.Event | None = None,
+    yield_gil: bool = False,
 ) -> CleanResult | None:
     """Build the map and write the cleaned segments as ``.cleaned`` files (blocking: a worker thread runs
-    it). None when there was nothing to clean. On any error the files written are removed."""
+    it). None when there was nothing to clean. On any error the files written are removed. ``yield_gil``:
+    give up the GIL every millisecond (a cleaning in a thread of the broker, beside its event loop)."""
     started = time.monotonic()
     offset_map.clear()
-    map_end, read = build_map(plan, offset_map, throttler, abort)
+    map_end, read = build_map(plan, offset_map, throttler, abort, yield_gil)
     if map_end <= plan.first_dirty:
         return None
     result = CleanResult(plan, [], [], map_end, bytes_read=read)
     result.map_utilization = offset_map.utilization
     try:
-        _write_cleaned(plan, [s for s in plan.sources if s.base_offset < map_end], offset_map, result, throttler, abort)
+        sources = [s for s in plan.sources if s.base_offset < map_end]
+        _write_cleaned(plan, sources, offset_map, result, throttler, abort, yield_gil)
         with contextlib.suppress(OSError):
             fd = os.open(plan.dir, os.O_RDONLY)
             try:
@@ -357,6 +365,7 @@ def _write_cleaned(
     result: CleanResult,
     throttler: Throttler | None,
     abort: threading.Event | None,
+    yield_gil: bool,
 ) -> None:
     """Rewrite ``sources`` into as few cleaned segments as fit: a source's kept batches join the current
     cleaned segment when they fit in it (``segment.bytes``, its indexes not full, offsets within 2**31 of its
@@ -387,7 +396,7 @@ def _write_cleaned(
         pending_size = 0
         if out is None or not joins:
             out = start(src)
-        for h, batch in iter_batches(src, throttler, abort):
+        for h, batch in iter_batches(src, throttler, abort, yield_gil):
             buf = filter_batch(h, batch, offset_map, plan, horizon, result)
             if buf is None:
                 continue

@@ -15,6 +15,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -97,15 +98,28 @@ md5(const uint8_t *data, Py_ssize_t n, uint8_t out[DIGEST_SIZE])
             out[4 * i + j] = (uint8_t)(h[i] >> (8 * j));
 }
 
-/* The map's key for a record key (a new reference). */
-static PyObject *
-digest_of(const uint8_t *key, Py_ssize_t n)
+/* The table's key for a record key: the key shorter than 16 bytes padded to 16 (a 0x80 byte, then
+ * zeros: one padded key per key), else its MD5 digest. A padded key equal to a long key's digest
+ * would take an MD5 preimage. */
+typedef struct {
+    uint8_t bytes[DIGEST_SIZE];
+} digest_t;
+
+static inline void
+pad_into(const uint8_t *key, Py_ssize_t n, digest_t *d)
+{
+    memcpy(d->bytes, key, (size_t)n);
+    d->bytes[n] = 0x80;
+    memset(d->bytes + n + 1, 0, (size_t)(DIGEST_SIZE - n - 1));
+}
+
+static inline void
+digest_into(const uint8_t *key, Py_ssize_t n, digest_t *d)
 {
     if (n < DIGEST_SIZE)
-        return PyBytes_FromStringAndSize((const char *)key, n);
-    uint8_t out[DIGEST_SIZE];
-    md5(key, n, out);
-    return PyBytes_FromStringAndSize((const char *)out, DIGEST_SIZE);
+        pad_into(key, n, d);
+    else
+        md5(key, n, d->bytes);
 }
 
 /* ---- records -------------------------------------------------------------------------------- */
@@ -220,6 +234,257 @@ as_long_long(PyObject *o, long long *out)
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
+/* ---- the offset map's table ---------------------------------------------------------------- */
+
+/* Open addressing with linear probing, at most half full: a slot is empty while its offset_1 is 0. The
+ * table grows as keys come (a small table stays in the CPU's caches), up to the length that holds
+ * ``slots`` keys: 24 bytes a slot, 48 to 96 a key at most. */
+typedef struct {
+    uint64_t offset_1; /* the offset + 1 */
+    digest_t digest;
+} slot_t;
+
+#define INITIAL_LENGTH 1024
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t slots; /* the most entries it takes */
+    Py_ssize_t size;
+    size_t mask; /* the table's length - 1, a power of two */
+    slot_t *table;
+} KeyTable;
+
+static uint64_t hash_seed[2]; /* from os.urandom at the module's start: no key set made to collide */
+
+static inline uint64_t
+mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static inline uint64_t
+word(const uint8_t *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+/* The slot holding d in table[0:mask + 1], or the empty slot where it would go. */
+static inline slot_t *
+find_in(slot_t *table, size_t mask, const digest_t *d)
+{
+    uint64_t h = mix(word(d->bytes) ^ hash_seed[0] ^ mix(word(d->bytes + 8) ^ hash_seed[1]));
+    for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+        slot_t *s = &table[i];
+        if (s->offset_1 == 0 || memcmp(s->digest.bytes, d->bytes, DIGEST_SIZE) == 0)
+            return s;
+    }
+}
+
+static inline slot_t *
+find(const KeyTable *t, const digest_t *d)
+{
+    return find_in(t->table, t->mask, d);
+}
+
+/* Make room for ``more`` new keys (at most ``slots`` in all) without the table going over half full;
+ * -1 with MemoryError set. */
+static int
+reserve(KeyTable *t, Py_ssize_t more)
+{
+    Py_ssize_t need = t->size + more < t->slots ? t->size + more : t->slots;
+    size_t length = t->mask + 1;
+    if ((size_t)need <= length / 2)
+        return 0;
+    while ((size_t)need > length / 2) {
+        if (length > (size_t)PY_SSIZE_T_MAX / sizeof(slot_t) / 4) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        length <<= 1;
+    }
+    slot_t *table = PyMem_RawCalloc(length, sizeof(slot_t));
+    if (table == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i <= t->mask; i++)
+        if (t->table[i].offset_1)
+            *find_in(table, length - 1, &t->table[i].digest) = t->table[i];
+    PyMem_RawFree(t->table);
+    t->table = table;
+    t->mask = length - 1;
+    return 0;
+}
+
+/* Set d's offset (at least 0); -1 with an exception set when d is new and the table holds ``slots``
+ * entries, or on no memory. */
+static inline int
+put(KeyTable *t, const digest_t *d, int64_t offset)
+{
+    slot_t *s = find(t, d);
+    if (s->offset_1 == 0) {
+        if (t->size >= t->slots) {
+            PyErr_SetString(PyExc_OverflowError, "the offset map is full");
+            return -1;
+        }
+        if ((size_t)t->size + 1 > (t->mask + 1) / 2) {
+            if (reserve(t, 1) < 0)
+                return -1;
+            s = find(t, d);
+        }
+        s->digest = *d;
+        t->size++;
+    }
+    s->offset_1 = (uint64_t)offset + 1;
+    return 0;
+}
+
+static inline int64_t
+get(const KeyTable *t, const digest_t *d)
+{
+    return (int64_t)find(t, d)->offset_1 - 1;
+}
+
+static PyObject *
+table_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    Py_ssize_t slots;
+    static char *names[] = {"slots", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n", names, &slots))
+        return NULL;
+    if (slots < 1)
+        return PyErr_Format(PyExc_ValueError, "an offset map needs at least one slot");
+    KeyTable *t = (KeyTable *)type->tp_alloc(type, 0);
+    if (t == NULL)
+        return NULL;
+    t->table = PyMem_RawCalloc(INITIAL_LENGTH, sizeof(slot_t));
+    if (t->table == NULL) {
+        Py_DECREF(t);
+        return PyErr_NoMemory();
+    }
+    t->slots = slots;
+    t->size = 0;
+    t->mask = INITIAL_LENGTH - 1;
+    return (PyObject *)t;
+}
+
+static void
+table_dealloc(KeyTable *t)
+{
+    PyMem_RawFree(t->table);
+    Py_TYPE(t)->tp_free((PyObject *)t);
+}
+
+static Py_ssize_t
+table_len(KeyTable *t)
+{
+    return t->size;
+}
+
+/* A digest given to put or get: a key shorter than 16 bytes, or a 16-byte MD5 digest. */
+static int
+digest_arg(PyObject *o, digest_t *d)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(o, &view, PyBUF_SIMPLE) < 0)
+        return -1;
+    int ok = view.len <= DIGEST_SIZE;
+    if (!ok)
+        PyErr_SetString(PyExc_ValueError, "a key digest has at most 16 bytes");
+    else if (view.len < DIGEST_SIZE)
+        pad_into((const uint8_t *)view.buf, view.len, d);
+    else
+        memcpy(d->bytes, view.buf, DIGEST_SIZE);
+    PyBuffer_Release(&view);
+    return ok ? 0 : -1;
+}
+
+static PyObject *
+table_put(KeyTable *t, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2)
+        return PyErr_Format(PyExc_TypeError, "put takes 2 arguments, %zd given", nargs);
+    digest_t d;
+    long long offset;
+    if (digest_arg(args[0], &d) < 0 || as_long_long(args[1], &offset) < 0)
+        return NULL;
+    if (offset < 0)
+        return PyErr_Format(PyExc_ValueError, "an offset is at least 0");
+    if (put(t, &d, offset) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+table_get(KeyTable *t, PyObject *digest)
+{
+    digest_t d;
+    if (digest_arg(digest, &d) < 0)
+        return NULL;
+    return PyLong_FromLongLong(get(t, &d));
+}
+
+static PyObject *
+table_clear(KeyTable *t, PyObject *unused)
+{
+    if (t->mask + 1 > INITIAL_LENGTH) { /* its memory back until the next cleaning */
+        slot_t *table = PyMem_RawCalloc(INITIAL_LENGTH, sizeof(slot_t));
+        if (table == NULL)
+            return PyErr_NoMemory();
+        PyMem_RawFree(t->table);
+        t->table = table;
+        t->mask = INITIAL_LENGTH - 1;
+    } else if (t->size) {
+        memset(t->table, 0, (t->mask + 1) * sizeof(slot_t));
+    }
+    t->size = 0;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef table_methods[] = {
+    {"put", (PyCFunction)(void (*)(void))table_put, METH_FASTCALL, "put(digest, offset): set the key's latest offset"},
+    {"get", (PyCFunction)table_get, METH_O, "get(digest) -> the key's latest offset, -1 when not held"},
+    {"clear", (PyCFunction)table_clear, METH_NOARGS, "clear(): remove every entry"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef table_members[] = {
+    {"slots", T_PYSSIZET, offsetof(KeyTable, slots), READONLY, "the most entries it takes"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PySequenceMethods table_as_sequence = {.sq_length = (lenfunc)table_len};
+
+static PyTypeObject KeyTableType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "rill.records._key_scan.KeyTable",
+    .tp_doc = "KeyTable(slots): key digest -> latest offset, at most ``slots`` entries (twin: PyKeyTable).",
+    .tp_basicsize = sizeof(KeyTable),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = table_new,
+    .tp_dealloc = (destructor)table_dealloc,
+    .tp_methods = table_methods,
+    .tp_members = table_members,
+    .tp_as_sequence = &table_as_sequence,
+};
+
+static int
+table_arg(PyObject *o, const char *fn, KeyTable **out)
+{
+    if (!PyObject_TypeCheck(o, &KeyTableType)) {
+        PyErr_Format(PyExc_TypeError, "%s takes a KeyTable first", fn);
+        return -1;
+    }
+    *out = (KeyTable *)o;
+    return 0;
+}
+
 /* ---- the module's functions ----------------------------------------------------------------- */
 
 PyDoc_STRVAR(key_digest_doc,
@@ -232,40 +497,51 @@ key_digest(PyObject *self, PyObject *key)
     Py_buffer view;
     if (PyObject_GetBuffer(key, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    PyObject *result = digest_of((const uint8_t *)view.buf, view.len);
+    PyObject *result;
+    if (view.len < DIGEST_SIZE) {
+        result = PyBytes_FromStringAndSize(view.buf, view.len);
+    } else {
+        digest_t d;
+        md5((const uint8_t *)view.buf, view.len, d.bytes);
+        result = PyBytes_FromStringAndSize((const char *)d.bytes, DIGEST_SIZE);
+    }
     PyBuffer_Release(&view);
     return result;
 }
 
+static int
+compare_digests(const void *a, const void *b)
+{
+    return memcmp(a, b, sizeof(digest_t));
+}
+
 PyDoc_STRVAR(map_keys_doc,
-"map_keys(entries, slots, data, count, base_offset, first_dirty) -> int\n\n"
-"Put in the dict ``entries`` (key digest -> offset) the offset of each of the ``count`` records of\n"
-"``data`` (a records section, decompressed, its first record at ``base_offset``) that has a key and\n"
-"an offset at or after ``first_dirty``, when all their digests fit in ``slots`` entries. The number\n"
-"of records put, or -1 when they would not fit (``entries`` unchanged). ValueError on a malformed\n"
-"record (``entries`` unchanged).");
+"map_keys(table, data, count, base_offset, first_dirty) -> int\n\n"
+"Put in ``table`` (key digest -> offset) the offset of each of the ``count`` records of ``data`` (a\n"
+"records section, decompressed, its first record at ``base_offset``) that has a key and an offset at\n"
+"or after ``first_dirty`` (and 0), when all their digests fit in the table's ``slots``. The number of records\n"
+"put, or -1 when they would not fit (the table unchanged). ValueError on a malformed record (the table\n"
+"unchanged).");
 
 static PyObject *
 map_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 6)
-        return PyErr_Format(PyExc_TypeError, "map_keys takes 6 arguments, %zd given", nargs);
-    PyObject *entries = args[0];
-    if (!PyDict_Check(entries))
-        return PyErr_Format(PyExc_TypeError, "map_keys takes a dict first");
-    long long slots, count, base, first_dirty;
-    if (as_long_long(args[1], &slots) < 0 || as_long_long(args[3], &count) < 0 || as_long_long(args[4], &base) < 0
-        || as_long_long(args[5], &first_dirty) < 0)
+    if (nargs != 5)
+        return PyErr_Format(PyExc_TypeError, "map_keys takes 5 arguments, %zd given", nargs);
+    KeyTable *t;
+    long long count, base, first_dirty;
+    if (table_arg(args[0], "map_keys", &t) < 0 || as_long_long(args[2], &count) < 0
+        || as_long_long(args[3], &base) < 0 || as_long_long(args[4], &first_dirty) < 0)
         return NULL;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[2], &view, PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0)
         return NULL;
     const uint8_t *buf = (const uint8_t *)view.buf, *end = buf + view.len, *p = buf;
-    PyObject *result = NULL, *fresh = NULL;
-    /* each record takes at least 7 bytes: more than that many records cannot be there */
+    PyObject *result = NULL;
+    /* a record takes at least 7 bytes: no more than that many can be there */
     long long most = count < 0 ? 0 : (count < view.len / 7 + 1 ? count : view.len / 7 + 1);
-    PyObject **digests = PyMem_Calloc((size_t)most + 1, sizeof(PyObject *));
-    long long *offsets = PyMem_Malloc(((size_t)most + 1) * sizeof(long long));
+    digest_t *digests = PyMem_Malloc(((size_t)most + 1) * sizeof(digest_t));
+    int64_t *offsets = PyMem_Malloc(((size_t)most + 1) * sizeof(int64_t));
     long long n = 0;
     if (digests == NULL || offsets == NULL) {
         PyErr_NoMemory();
@@ -276,54 +552,59 @@ map_keys(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (next_record(&p, buf, end, i, &r) < 0)
             goto done;
         long long offset = base + r.offset_delta;
-        if (r.key == NULL || offset < first_dirty)
+        if (r.key == NULL || offset < first_dirty || offset < 0)
             continue;
-        digests[n] = digest_of(r.key, r.key_size);
-        if (digests[n] == NULL)
-            goto done;
+        digest_into(r.key, r.key_size, &digests[n]);
         offsets[n++] = offset;
     }
-    if (PyDict_GET_SIZE(entries) + n > slots) { /* count the digests not in the map yet */
-        fresh = PySet_New(NULL);
-        if (fresh == NULL)
+    if (t->size + n > t->slots) { /* count the distinct digests not in the table yet */
+        digest_t *fresh = PyMem_Malloc(((size_t)n + 1) * sizeof(digest_t));
+        if (fresh == NULL) {
+            PyErr_NoMemory();
             goto done;
-        for (long long j = 0; j < n; j++) {
-            int in = PyDict_Contains(entries, digests[j]);
-            if (in < 0 || (!in && PySet_Add(fresh, digests[j]) < 0))
-                goto done;
         }
-        if (PyDict_GET_SIZE(entries) + PySet_GET_SIZE(fresh) > slots) {
+        long long m = 0, distinct = 0;
+        for (long long j = 0; j < n; j++)
+            if (find(t, &digests[j])->offset_1 == 0)
+                fresh[m++] = digests[j];
+        qsort(fresh, (size_t)m, sizeof(digest_t), compare_digests);
+        for (long long j = 0; j < m; j++)
+            distinct += j == 0 || memcmp(&fresh[j], &fresh[j - 1], sizeof(digest_t)) != 0;
+        PyMem_Free(fresh);
+        if (t->size + distinct > t->slots) {
             result = PyLong_FromLong(-1);
             goto done;
         }
     }
-    for (long long j = 0; j < n; j++) {
-        PyObject *offset = PyLong_FromLongLong(offsets[j]);
-        if (offset == NULL)
+    if (reserve(t, (Py_ssize_t)n) < 0) /* the table unchanged: the puts below cannot fail */
+        goto done;
+    for (long long j = 0; j < n; j++)
+        if (put(t, &digests[j], offsets[j]) < 0)
             goto done;
-        int set = PyDict_SetItem(entries, digests[j], offset);
-        Py_DECREF(offset);
-        if (set < 0)
-            goto done;
-    }
     result = PyLong_FromLongLong(n);
 done:
-    if (digests != NULL)
-        for (long long j = 0; j < n; j++)
-            Py_XDECREF(digests[j]);
     PyMem_Free(digests);
     PyMem_Free(offsets);
-    Py_XDECREF(fresh);
     PyBuffer_Release(&view);
     return result;
 }
 
+static int
+append_span(PyObject *spans, Py_ssize_t start, Py_ssize_t end)
+{
+    PyObject *s = PyLong_FromSsize_t(start), *e = PyLong_FromSsize_t(end);
+    int bad = s == NULL || e == NULL || PyList_Append(spans, s) < 0 || PyList_Append(spans, e) < 0;
+    Py_XDECREF(s);
+    Py_XDECREF(e);
+    return bad ? -1 : 0;
+}
+
 PyDoc_STRVAR(kept_records_doc,
-"kept_records(entries, data, count, base_offset, map_end, retain_deletes)\n"
+"kept_records(table, data, count, base_offset, map_end, retain_deletes)\n"
 "    -> (kept, spans, tombstones, max_ts_delta)\n\n"
 "Which of the ``count`` records of ``data`` (a records section, decompressed, its first record at\n"
 "``base_offset``) a cleaning keeps: a record with a key whose offset is at or after ``map_end``, or\n"
-"whose digest is not in the dict ``entries`` with a later offset, unless it is a tombstone and\n"
+"whose digest ``table`` does not hold with a later offset, unless it is a tombstone and\n"
 "``retain_deletes`` is false. ``kept``: how many; ``spans``: their bytes in ``data`` as a flat list\n"
 "[start, end, start, end, ...], adjacent records in one span; ``tombstones``: whether a kept record\n"
 "is a tombstone; ``max_ts_delta``: the largest timestamp delta of the kept records (None: none\n"
@@ -334,11 +615,10 @@ kept_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 6)
         return PyErr_Format(PyExc_TypeError, "kept_records takes 6 arguments, %zd given", nargs);
-    PyObject *entries = args[0];
-    if (!PyDict_Check(entries))
-        return PyErr_Format(PyExc_TypeError, "kept_records takes a dict first");
+    KeyTable *t;
     long long count, base, map_end;
-    if (as_long_long(args[2], &count) < 0 || as_long_long(args[3], &base) < 0 || as_long_long(args[4], &map_end) < 0)
+    if (table_arg(args[0], "kept_records", &t) < 0 || as_long_long(args[2], &count) < 0
+        || as_long_long(args[3], &base) < 0 || as_long_long(args[4], &map_end) < 0)
         return NULL;
     int retain_deletes = PyObject_IsTrue(args[5]);
     if (retain_deletes < 0)
@@ -363,20 +643,10 @@ kept_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (offset < map_end) {
             if (r.tombstone && !retain_deletes)
                 continue;
-            PyObject *digest = digest_of(r.key, r.key_size);
-            if (digest == NULL)
-                goto done;
-            PyObject *latest = PyDict_GetItemWithError(entries, digest); /* borrowed */
-            Py_DECREF(digest);
-            if (latest == NULL && PyErr_Occurred())
-                goto done;
-            if (latest != NULL) {
-                long long at;
-                if (as_long_long(latest, &at) < 0)
-                    goto done;
-                if (at > offset)
-                    continue;
-            }
+            digest_t d;
+            digest_into(r.key, r.key_size, &d);
+            if (get(t, &d) > offset)
+                continue;
         }
         kept++;
         tombstones |= r.tombstone;
@@ -386,25 +656,13 @@ kept_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             span_end = r.end;
             continue;
         }
-        if (span_start >= 0) {
-            PyObject *s = PyLong_FromSsize_t(span_start), *e = PyLong_FromSsize_t(span_end);
-            int bad = s == NULL || e == NULL || PyList_Append(spans, s) < 0 || PyList_Append(spans, e) < 0;
-            Py_XDECREF(s);
-            Py_XDECREF(e);
-            if (bad)
-                goto done;
-        }
+        if (span_start >= 0 && append_span(spans, span_start, span_end) < 0)
+            goto done;
         span_start = r.start;
         span_end = r.end;
     }
-    if (span_start >= 0) {
-        PyObject *s = PyLong_FromSsize_t(span_start), *e = PyLong_FromSsize_t(span_end);
-        int bad = s == NULL || e == NULL || PyList_Append(spans, s) < 0 || PyList_Append(spans, e) < 0;
-        Py_XDECREF(s);
-        Py_XDECREF(e);
-        if (bad)
-            goto done;
-    }
+    if (span_start >= 0 && append_span(spans, span_start, span_end) < 0)
+        goto done;
     if (kept)
         result = Py_BuildValue("(LOOL)", kept, spans, tombstones ? Py_True : Py_False, max_ts);
     else
@@ -432,5 +690,28 @@ PyMODINIT_FUNC
 PyInit__key_scan(void)
 {
     md5_init_table();
-    return PyModule_Create(&module);
+    PyObject *os = PyImport_ImportModule("os");
+    if (os == NULL)
+        return NULL;
+    PyObject *seed = PyObject_CallMethod(os, "urandom", "i", (int)sizeof(hash_seed));
+    Py_DECREF(os);
+    if (seed == NULL)
+        return NULL;
+    if (!PyBytes_Check(seed) || PyBytes_GET_SIZE(seed) != (Py_ssize_t)sizeof(hash_seed)) {
+        Py_DECREF(seed);
+        PyErr_SetString(PyExc_RuntimeError, "os.urandom gave no seed");
+        return NULL;
+    }
+    memcpy(hash_seed, PyBytes_AS_STRING(seed), sizeof(hash_seed));
+    Py_DECREF(seed);
+    if (PyType_Ready(&KeyTableType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "KeyTable", (PyObject *)&KeyTableType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -4,7 +4,13 @@ a batch's records a cleaning keeps (their bytes, to be copied as they are).
 Two implementations with the same arguments, results and error messages: the compiled one in
 ``rill.records._key_scan`` (C, built when the package is installed with a compiler at hand) and the
 pure-Python twin below, used when the extension is missing. ``ACCELERATED`` says which one the
-names ``key_digest``, ``map_keys`` and ``kept_records`` are.
+names ``KeyTable``, ``key_digest``, ``map_keys`` and ``kept_records`` are (the compiled functions take
+only the compiled table).
+
+The offset map's table (``KeyTable``): key digest -> the offset of the key's latest record, at most
+``slots`` entries. The compiled one is a flat open-addressing table of 24-byte slots (offset, 16-byte
+digest: a short key padded), at most half full, growing as keys come, its hash seeded at random; the
+twin a dict.
 
 A record (layout in ``rill.records.record``) is read up to the start of its value: its length (a varint
 of at most 5 bytes, at least 6), attributes, timestamp delta (a varlong of at most 10 bytes), offset
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from typing import Protocol
 
 from rill.records.scan import Buffer, _Incomplete, _varint
 
@@ -25,6 +32,53 @@ _MIN_RECORD_BODY = 6
 KeptRecords = tuple[int, list[int], bool, int | None]
 """(how many records are kept, their bytes as [start, end, start, end, ...] with adjacent records in one
 span, whether a kept record is a tombstone, the largest timestamp delta of the kept ones or None)"""
+
+
+class Table(Protocol):
+    """What the cleaner uses of a key table."""
+
+    @property
+    def slots(self) -> int: ...
+    def __len__(self) -> int: ...
+    def put(self, digest: bytes, offset: int, /) -> None: ...
+    def get(self, digest: bytes, /) -> int: ...
+    def clear(self) -> None: ...
+
+
+class PyKeyTable:
+    """The pure-Python ``KeyTable``: key digest -> latest offset, at most ``slots`` entries."""
+
+    __slots__ = ("_entries", "_slots")
+
+    def __init__(self, slots: int) -> None:
+        if slots < 1:
+            raise ValueError("an offset map needs at least one slot")
+        self._slots = slots
+        self._entries: dict[bytes, int] = {}
+
+    @property
+    def slots(self) -> int:
+        return self._slots
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def put(self, digest: bytes, offset: int, /) -> None:
+        """Set the key's latest offset (OverflowError when it is new and the table is full)."""
+        if len(digest) > DIGEST_SIZE:
+            raise ValueError("a key digest has at most 16 bytes")
+        if digest not in self._entries and len(self._entries) >= self._slots:
+            raise OverflowError("the offset map is full")
+        self._entries[bytes(digest)] = offset
+
+    def get(self, digest: bytes, /) -> int:
+        """The key's latest offset, -1 when not held."""
+        if len(digest) > DIGEST_SIZE:
+            raise ValueError("a key digest has at most 16 bytes")
+        return self._entries.get(bytes(digest), -1)
+
+    def clear(self) -> None:
+        self._entries.clear()
 
 
 def py_key_digest(key: Buffer) -> bytes:
@@ -79,32 +133,31 @@ def _records(data: Buffer, count: int) -> list[_Record]:
     return out
 
 
-def py_map_keys(entries: dict[bytes, int], slots: int, data: Buffer, count: int, base_offset: int,
-                first_dirty: int) -> int:  # fmt: skip
-    """The pure-Python ``map_keys``: put in ``entries`` (key digest -> offset) the offset of each of the
+def py_map_keys(table: Table, data: Buffer, count: int, base_offset: int, first_dirty: int) -> int:
+    """The pure-Python ``map_keys``: put in ``table`` (key digest -> offset) the offset of each of the
     ``count`` records of ``data`` (a records section, decompressed, its first record at ``base_offset``)
-    that has a key and an offset at or after ``first_dirty``, when all their digests fit in ``slots``
-    entries. The number of records put, or -1 when they would not fit (``entries`` unchanged).
-    ValueError on a malformed record (``entries`` unchanged)."""
+    that has a key and an offset at or after ``first_dirty`` (and 0), when all their digests fit in the table's
+    ``slots``. The number of records put, or -1 when they would not fit (the table unchanged).
+    ValueError on a malformed record (the table unchanged)."""
     pairs = [
         (py_key_digest(r.key), base_offset + r.offset_delta)
         for r in _records(data, count)
-        if r.key is not None and base_offset + r.offset_delta >= first_dirty
+        if r.key is not None and base_offset + r.offset_delta >= max(first_dirty, 0)
     ]
-    if len(entries) + len(pairs) > slots:
-        fresh = {d for d, _ in pairs if d not in entries}
-        if len(entries) + len(fresh) > slots:
+    if len(table) + len(pairs) > table.slots:
+        fresh = {d for d, _ in pairs if table.get(d) < 0}
+        if len(table) + len(fresh) > table.slots:
             return -1
     for d, offset in pairs:
-        entries[d] = offset
+        table.put(d, offset)
     return len(pairs)
 
 
-def py_kept_records(entries: dict[bytes, int], data: Buffer, count: int, base_offset: int, map_end: int,
+def py_kept_records(table: Table, data: Buffer, count: int, base_offset: int, map_end: int,
                     retain_deletes: bool) -> KeptRecords:  # fmt: skip
     """The pure-Python ``kept_records``: which of the ``count`` records of ``data`` (a records section,
     decompressed, its first record at ``base_offset``) a cleaning keeps: a record with a key whose offset
-    is at or after ``map_end``, or whose digest is not in ``entries`` with a later offset, unless it is a
+    is at or after ``map_end``, or whose digest ``table`` does not hold with a later offset, unless it is a
     tombstone and ``retain_deletes`` is false (``KeptRecords``). ValueError on a malformed record."""
     kept = 0
     spans: list[int] = []
@@ -117,7 +170,7 @@ def py_kept_records(entries: dict[bytes, int], data: Buffer, count: int, base_of
         if offset < map_end:
             if r.tombstone and not retain_deletes:
                 continue
-            if entries.get(py_key_digest(r.key), -1) > offset:
+            if table.get(py_key_digest(r.key)) > offset:
                 continue
         kept += 1
         tombstones |= r.tombstone
@@ -129,18 +182,21 @@ def py_kept_records(entries: dict[bytes, int], data: Buffer, count: int, base_of
     return kept, spans, tombstones, max_ts
 
 
+KeyTable: Callable[[int], Table]
+"""``PyKeyTable``, compiled when the extension is built."""
 key_digest: Callable[[Buffer], bytes]
 """``py_key_digest``, compiled when the extension is built."""
-map_keys: Callable[[dict[bytes, int], int, Buffer, int, int, int], int]
-"""``py_map_keys``, compiled when the extension is built."""
-kept_records: Callable[[dict[bytes, int], Buffer, int, int, int, bool], KeptRecords]
-"""``py_kept_records``, compiled when the extension is built."""
+map_keys: Callable[[Table, Buffer, int, int, int], int]
+"""``py_map_keys``, compiled when the extension is built (it then takes only the compiled table)."""
+kept_records: Callable[[Table, Buffer, int, int, int, bool], KeptRecords]
+"""``py_kept_records``, compiled when the extension is built (it then takes only the compiled table)."""
 
 try:
     from rill.records import _key_scan
 except ImportError:  # built without a compiler: the twins do the same, slower
     ACCELERATED = False
-    key_digest, map_keys, kept_records = py_key_digest, py_map_keys, py_kept_records
+    KeyTable, key_digest, map_keys, kept_records = PyKeyTable, py_key_digest, py_map_keys, py_kept_records
 else:
     ACCELERATED = True
-    key_digest, map_keys, kept_records = _key_scan.key_digest, _key_scan.map_keys, _key_scan.kept_records
+    KeyTable, key_digest = _key_scan.KeyTable, _key_scan.key_digest
+    map_keys, kept_records = _key_scan.map_keys, _key_scan.kept_records  # type: ignore[assignment]
