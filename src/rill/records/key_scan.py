@@ -67,6 +67,8 @@ class PyKeyTable:
         """Set the key's latest offset (OverflowError when it is new and the table is full)."""
         if len(digest) > DIGEST_SIZE:
             raise ValueError("a key digest has at most 16 bytes")
+        if offset < 0:
+            raise ValueError("an offset is at least 0")
         if digest not in self._entries and len(self._entries) >= self._slots:
             raise OverflowError("the offset map is full")
         self._entries[bytes(digest)] = offset
