@@ -46,9 +46,9 @@ class MapOverflow(Exception):
 
 def records_section(h: BatchHeader, batch: Buffer) -> Buffer:
     """The batch's records, decompressed (uncompressed ones as a view of the batch)."""
+    body = (batch if isinstance(batch, memoryview) else memoryview(batch))[BATCH_HEADER_SIZE:]
     codec = h.attributes & COMPRESSION_MASK
-    body = memoryview(batch)[BATCH_HEADER_SIZE:]
-    return body if not codec else compression.decompress(codec, body)
+    return compression.decompress(codec, body) if codec else body
 
 
 def map_batch(h: BatchHeader, batch: Buffer, offset_map: OffsetMap, first_dirty: int) -> None:

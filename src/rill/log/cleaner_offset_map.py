@@ -3,11 +3,12 @@
 Keys are stored as their 16-byte MD5 digest, as Kafka's map stores them (keys shorter than that as
 themselves); two keys with the same digest would count as one (with MD5 over record keys, not a practical
 concern). The map holds at most ``slots`` entries: ``log.cleaner.dedupe.buffer.size`` split among the
-cleaner threads, times ``log.cleaner.io.buffer.load.factor``, divided by what an entry costs here: about
-128 bytes in a Python dict (digest object, offset object, slot; measured 123), against the 24 of Kafka's
-flat buffer, so the map stays within the memory the setting gives it (and holds fewer keys than Kafka's
-would). When a log's dirty section has more distinct keys than that, the cleaner cleans the part that fits
-and the rest at its next run.
+cleaner threads, times ``log.cleaner.io.buffer.load.factor``, divided by 128 bytes an entry, what one costs
+in the pure-Python table (a dict: digest object, offset object, slot; measured 123). The compiled table
+(``rill.records.key_scan``: 24-byte slots, at most half full, grown as keys come) takes 48 to 96 bytes an
+entry, so either stays within the memory the setting gives it (and holds fewer keys than Kafka's 24-byte
+entries would). When a log's dirty section has more distinct keys than that, the cleaner cleans the part
+that fits and the rest at its next run.
 """
 
 from __future__ import annotations

@@ -27,8 +27,10 @@ A cleaning has three steps:
    but those whose marker went. Records at or after the map's end are copied untouched. Offsets are never
    changed: a batch keeping all its records is copied as it is, one keeping none is dropped, one keeping
    some is rebuilt with the kept records' bytes under the original header (base offset, last offset
-   delta, leader epoch, producer fields, base timestamp) with the same codec. In a thread of the broker's
-   process it would give the GIL to the event loop's thread every millisecond.
+   delta, leader epoch, producer fields, base timestamp) with the same codec. The records are read in C
+   (``rill.records.key_scan``; one batch's part in rill.log.cleaner_batches): a batch's keys go into the map
+   and its kept records come back as byte ranges, without a Python object per record. In a thread of the
+   broker's process the cleaning gives the GIL to the event loop's thread every millisecond.
 3. ``Log.replace_segments`` (on the loop): when the planned segments are still in the log unchanged (no
    truncation since the planning, the same log: not one created again under the same directory name), the
    cleaned segments are renamed ``.swap``, the old ones ``.deleted`` (deleted after ``file.delete.delay.ms``;
@@ -49,6 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from crc32c_rs import crc32c
+
 from rill.fsutil import fsync_dir, write_atomically
 from rill.log.cleaner_batches import DELETE_HORIZON_MASK, MapOverflow, filter_batch, map_batch
 from rill.log.cleaner_offset_map import OffsetMap
@@ -56,8 +60,10 @@ from rill.log.log_config import LogConfig
 from rill.log.log_segment import CLEANED_SUFFIX, INT32_MAX, SWAP_END_SUFFIX, LogSegment, SegmentFile
 from rill.log.transaction_index import AbortedTxn
 from rill.records.batch import (
+    ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
     CONTROL_MASK,
+    HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC_V2,
     TRANSACTIONAL_MASK,
@@ -72,6 +78,8 @@ if TYPE_CHECKING:
     from rill.log.log import Log
 
 _READ_CHUNK = 1 << 20
+unpack_header = HEADER_STRUCT.unpack_from
+make_header = BatchHeader._make
 _PENDING_LIMIT = 16 << 20  # the most of one source's cleaned batches held while deciding where they go
 _YIELD_EVERY_S = 0.001  # the longest the cleaner keeps the GIL from the event loop's thread
 
@@ -205,22 +213,23 @@ def iter_batches(
         if throttler is not None:
             throttler.maybe_throttle(len(chunk))
         view = memoryview(chunk)
+        n = len(view)
         p = 0
-        while p + BATCH_HEADER_SIZE <= len(view):
-            h = parse_header(view, p)
-            if h.magic != MAGIC_V2 or h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
+        while p + BATCH_HEADER_SIZE <= n:  # (inlined: this runs for every batch, twice)
+            h = make_header(unpack_header(view, p))
+            end = p + h.batch_length + LOG_OVERHEAD
+            if h.magic != MAGIC_V2 or end < p + BATCH_HEADER_SIZE:
                 raise CorruptRecordError(f"{src.name}: bad batch at position {pos + p}")
-            if p + h.size > len(view):
+            if end > n:
                 break
-            if not crc_ok(view, p, h):
+            if crc32c(view[p + ATTRIBUTES_POS : end]) != h.crc:
                 raise CorruptRecordError(f"{src.name}: CRC mismatch at position {pos + p}")
-            yield h, view[p : p + h.size]
-            now = time.monotonic() if yield_gil else last_yield
-            if now - last_yield >= _YIELD_EVERY_S:
+            yield h, view[p:end]
+            if yield_gil and time.monotonic() - last_yield >= _YIELD_EVERY_S:
                 # let the event loop's thread take the GIL now rather than at the 5 ms switch interval
                 time.sleep(0)
-                last_yield = now
-            p += h.size
+                last_yield = time.monotonic()
+            p = end
         if p == 0:  # one batch larger than the chunk
             h = parse_header(view, 0)
             if pos + h.size > size:
@@ -248,7 +257,7 @@ def build_map(
         if src.end_offset <= plan.first_dirty:
             continue
         for h, batch in iter_batches(src, throttler, abort, yield_gil):
-            read += h.size
+            read += len(batch)
             last = h.base_offset + h.last_offset_delta
             if last < plan.first_dirty:
                 continue
@@ -376,10 +385,11 @@ def _write_cleaned(
     out: LogSegment | None = None
 
     def write(seg: LogSegment, buf: Buffer, h: BatchHeader) -> None:
-        seg.append([buf], [(0, h.base_offset + h.last_offset_delta, h.max_timestamp, h.size)])
-        result.bytes_written += h.size
+        size = len(buf)
+        seg.append([buf], [(0, h.base_offset + h.last_offset_delta, h.max_timestamp, size)])
+        result.bytes_written += size
         if throttler is not None:
-            throttler.maybe_throttle(h.size)
+            throttler.maybe_throttle(size)
 
     def start(src: SourceSegment) -> LogSegment:
         if out is not None:
