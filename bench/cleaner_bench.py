@@ -10,8 +10,9 @@ Appends ``--mib`` (256) of batches of ``--records-per-batch`` (100) records, eac
 Then, in the calling thread: the raw read+write (each segment file read with 1 MiB ``pread`` calls and
 written to a new file of the same directory with ``write`` calls, fsynced, as a cleaning fsyncs its output;
 the best of 3), and one cleaning (``LogCleaner.clean_now``: the key map, the rewrite and the swap). Prints
-both rates in MB/s of the bytes read (the cleaning reads the dirty section twice, for the key map and for
-the rewrite, and writes what it keeps), the bytes written and the records removed. ``--rounds`` repeats
+both rates in MB/s of the bytes read (the dirty section, which the cleaning reads twice: for the key map and
+for the rewrite; it writes what it keeps), the cleaning's CPU time per MB read, the bytes written and the
+records removed. ``--rounds`` repeats
 the whole (a fresh log each time). ``--quick``: 32 MiB. ``--process``: a copy of the same log is also
 cleaned the broker's way (``LogCleaner.clean_one``: the plan on an event loop, the key map and rewrite in a
 cleaning process, rill.log.cleaner_process, the swap on the loop); its rate is given both over the
@@ -96,15 +97,16 @@ def one_round(base: Path, total: int, args: argparse.Namespace) -> tuple[float, 
             shutil.copytree(log.dir, base / "bench-copy-0")
         cleaner = LogCleaner(CleanerConfig())
         offset_map = OffsetMap(slots_for(CleanerConfig().dedupe_buffer_size, 0.9))
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.process_time()
         result = cleaner.clean_now(log, offset_map)
-        seconds = time.monotonic() - started
+        seconds, cpu = time.monotonic() - started, time.process_time() - cpu
         assert result is not None
         rate = result.bytes_read / seconds / 1e6
         print(
             f"cleaned {written / MIB:.0f} MiB ({segments} segments, {args.keys} keys, {args.records_per_batch}"
             f" records a batch, codec {args.codec}) in"
-            f" {seconds:.2f} s: {rate:.1f} MB/s read ({result.records_read / seconds / 1e3:.0f}k records/s),"
+            f" {seconds:.2f} s: {rate:.1f} MB/s read ({result.records_read / seconds / 1e3:.0f}k records/s,"
+            f" {cpu * 1e3 / (result.bytes_read / 1e6):.2f} ms of CPU per MB),"
             f" {result.bytes_written / MIB:.2f} MiB written, {result.records_removed} of {result.records_read}"
             f" records removed, {log.num_segments} segments left; raw read+write of the same files"
             f" {raw:.0f} MB/s: the cleaning at {100 * rate / raw:.1f}% of it",

@@ -91,67 +91,80 @@ def py_key_digest(key: Buffer) -> bytes:
     return hashlib.md5(key, usedforsecurity=False).digest()
 
 
-class _Record:
-    __slots__ = ("end", "key", "offset_delta", "start", "tombstone", "ts_delta")
-
-    def __init__(self) -> None:
-        self.start = self.end = self.ts_delta = self.offset_delta = 0
-        self.key: memoryview | None = None
-        self.tombstone = False
+_Rec = tuple[int, int, int, int, bytes | None, bool]
+"""A record as ``_records`` reads it: (start, end, timestamp delta, offset delta, key, tombstone)."""
 
 
-def _records(data: Buffer, count: int) -> list[_Record]:
-    b = memoryview(data).cast("B")
+def _records(data: Buffer, count: int) -> list[_Rec]:
+    """The first ``count`` records of ``data`` (one-byte varints read inline: this runs for every record a
+    cleaning reads, twice, where the extension is missing)."""
+    b = data if isinstance(data, bytes) else bytes(data)
     end = len(b)
-    out: list[_Record] = []
+    out: list[_Rec] = []
+    append = out.append
     p = 0
     for index in range(count):
-        try:
-            length, q = _varint(b, p, end, 5, index)
-        except _Incomplete:
-            raise ValueError(f"record {index}: the records end inside it") from None
+        x = b[p] if p < end else 0x80
+        if x < 0x80:
+            length, q = (x >> 1) ^ -(x & 1), p + 1
+        else:
+            try:
+                length, q = _varint(b, p, end, 5, index)
+            except _Incomplete:
+                raise ValueError(f"record {index}: the records end inside it") from None
         if length < _MIN_RECORD_BODY:
             raise ValueError(f"record {index}: invalid record length {length}")
         if length > end - q:
             raise ValueError(f"record {index}: the records end inside it")
         rec_end = q + length
-        r = _Record()
-        r.start, r.end = p, rec_end
         try:
-            r.ts_delta, q = _varint(b, q + 1, rec_end, 10, index)
-            r.offset_delta, q = _varint(b, q, rec_end, 5, index)
-            n, q = _varint(b, q, rec_end, 5, index)
+            q += 1  # attributes
+            x = b[q]
+            ts, q = ((x >> 1) ^ -(x & 1), q + 1) if x < 0x80 else _varint(b, q, rec_end, 10, index)
+            x = b[q] if q < rec_end else 0x80
+            delta, q = ((x >> 1) ^ -(x & 1), q + 1) if x < 0x80 else _varint(b, q, rec_end, 5, index)
+            x = b[q] if q < rec_end else 0x80
+            n, q = ((x >> 1) ^ -(x & 1), q + 1) if x < 0x80 else _varint(b, q, rec_end, 5, index)
+            key = None
             if n >= 0:
                 if n > rec_end - q:
                     raise _Incomplete
-                r.key = b[q : q + n]
+                key = b[q : q + n]
                 q += n
-            n, q = _varint(b, q, rec_end, 5, index)
+            x = b[q] if q < rec_end else 0x80
+            n, q = ((x >> 1) ^ -(x & 1), q + 1) if x < 0x80 else _varint(b, q, rec_end, 5, index)
         except _Incomplete:
             raise ValueError(f"record {index}: fields run past the record's length {length}") from None
-        r.tombstone = n < 0
-        out.append(r)
+        append((p, rec_end, ts, delta, key, n < 0))
         p = rec_end
     return out
+
+
+def _digest(key: bytes) -> bytes:
+    return key if len(key) < DIGEST_SIZE else hashlib.md5(key, usedforsecurity=False).digest()
 
 
 def py_map_keys(table: Table, data: Buffer, count: int, base_offset: int, first_dirty: int) -> int:
     """The pure-Python ``map_keys``: put in ``table`` (key digest -> offset) the offset of each of the
     ``count`` records of ``data`` (a records section, decompressed, its first record at ``base_offset``)
-    that has a key and an offset at or after ``first_dirty`` (and 0), when all their digests fit in the table's
-    ``slots``. The number of records put, or -1 when they would not fit (the table unchanged).
+    that has a key and an offset at or after ``first_dirty`` (and 0), when all their digests fit in the
+    table's ``slots``. The number of records put, or -1 when they would not fit (the table unchanged).
     ValueError on a malformed record (the table unchanged)."""
+    low = max(first_dirty, 0)
     pairs = [
-        (py_key_digest(r.key), base_offset + r.offset_delta)
-        for r in _records(data, count)
-        if r.key is not None and base_offset + r.offset_delta >= max(first_dirty, 0)
+        (_digest(key), base_offset + delta)
+        for _, _, _, delta, key, _ in _records(data, count)
+        if key is not None and base_offset + delta >= low
     ]
     if len(table) + len(pairs) > table.slots:
         fresh = {d for d, _ in pairs if table.get(d) < 0}
         if len(table) + len(fresh) > table.slots:
             return -1
-    for d, offset in pairs:
-        table.put(d, offset)
+    if isinstance(table, PyKeyTable):  # they fit: straight into its dict
+        table._entries.update(pairs)
+    else:
+        for d, offset in pairs:
+            table.put(d, offset)
     return len(pairs)
 
 
@@ -165,22 +178,24 @@ def py_kept_records(table: Table, data: Buffer, count: int, base_offset: int, ma
     spans: list[int] = []
     tombstones = False
     max_ts: int | None = None
-    for r in _records(data, count):
-        if r.key is None:
+    entries = table._entries if isinstance(table, PyKeyTable) else None
+    for start, end, ts, delta, key, tombstone in _records(data, count):
+        if key is None:
             continue
-        offset = base_offset + r.offset_delta
+        offset = base_offset + delta
         if offset < map_end:
-            if r.tombstone and not retain_deletes:
+            if tombstone and not retain_deletes:
                 continue
-            if table.get(py_key_digest(r.key)) > offset:
+            d = _digest(key)
+            if (entries.get(d, -1) if entries is not None else table.get(d)) > offset:
                 continue
         kept += 1
-        tombstones |= r.tombstone
-        max_ts = r.ts_delta if max_ts is None else max(max_ts, r.ts_delta)
-        if spans and spans[-1] == r.start:
-            spans[-1] = r.end
+        tombstones |= tombstone
+        max_ts = ts if max_ts is None or ts > max_ts else max_ts
+        if spans and spans[-1] == start:
+            spans[-1] = end
         else:
-            spans += (r.start, r.end)
+            spans += (start, end)
     return kept, spans, tombstones, max_ts
 
 
