@@ -1,16 +1,18 @@
 """Log cleaner benchmark: one cleaning of a compacted log, in MB/s of the dirty log read, against the
 machine's raw read+write of the same bytes measured in the same run.
 
-    python bench/cleaner_bench.py [--quick] [--dir DIR] [--mib N] [--keys N] [--value-bytes N] [--codec N]
-                                  [--rounds N]
+    python bench/cleaner_bench.py [--quick] [--dir DIR] [--mib N] [--keys N] [--key-bytes N] [--value-bytes N]
+                                  [--records-per-batch N] [--codec N] [--rounds N] [--process]
 
-Appends ``--mib`` (256) of batches of 100 records, each an update of one of ``--keys`` (10,000) keys with a
+Appends ``--mib`` (256) of batches of ``--records-per-batch`` (100) records, each an update of one of ``--keys``
+(10,000) keys (``key-<n>``, or padded to ``--key-bytes``: 16 or more takes the MD5 digest path) with a
 ``--value-bytes`` (100) value, compressed with ``--codec`` (0: none; 4: zstd), into a log of 64 MiB segments.
 Then, in the calling thread: the raw read+write (each segment file read with 1 MiB ``pread`` calls and
 written to a new file of the same directory with ``write`` calls, fsynced, as a cleaning fsyncs its output;
 the best of 3), and one cleaning (``LogCleaner.clean_now``: the key map, the rewrite and the swap). Prints
-both rates in MB/s of the bytes read (the cleaning reads the dirty section twice, for the key map and for
-the rewrite, and writes what it keeps), the bytes written and the records removed. ``--rounds`` repeats
+both rates in MB/s of the bytes read (the dirty section, which the cleaning reads twice: for the key map and
+for the rewrite; it writes what it keeps), the cleaning's CPU time per MB read, the bytes written and the
+records removed. ``--rounds`` repeats
 the whole (a fresh log each time). ``--quick``: 32 MiB. ``--process``: a copy of the same log is also
 cleaned the broker's way (``LogCleaner.clean_one``: the plan on an event loop, the key map and rewrite in a
 cleaning process, rill.log.cleaner_process, the swap on the loop); its rate is given both over the
@@ -38,13 +40,15 @@ from rill.records.record import Record
 MIB = 1024 * 1024
 
 
-def fill(log: Log, total: int, keys: int, value_bytes: int, codec: int) -> int:
+def fill(log: Log, total: int, args: argparse.Namespace) -> int:
     rng = random.Random(1)
     now = time.time_ns() // 1_000_000
     written = 0
-    payload = os.urandom(value_bytes)
+    payload = os.urandom(args.value_bytes)
+    keys, codec, width = args.keys, args.codec, args.key_bytes
     while written < total:
-        records = [Record(0, now, b"key-%d" % rng.randrange(keys), payload) for _ in range(100)]
+        records = [Record(0, now, (b"key-%d" % rng.randrange(keys)).ljust(width, b"-"), payload)
+                   for _ in range(args.records_per_batch)]  # fmt: skip
         batch = build_batch(records, compression=codec)
         log.append(batch, leader_epoch=0, now_ms=now)
         written += len(batch)
@@ -85,7 +89,7 @@ def one_round(base: Path, total: int, args: argparse.Namespace) -> tuple[float, 
     config = LogConfig(segment_bytes=64 * MIB, cleanup_policy="compact", file_delete_delay_ms=0)
     log = Log(base / "bench-0", config)
     try:
-        written = fill(log, total, args.keys, args.value_bytes, args.codec)
+        written = fill(log, total, args)
         segments = log.num_segments
         raw = raw_read_write([seg.log_path for seg in log.segments[:-1]]) / 1e6
         if args.process:
@@ -93,14 +97,16 @@ def one_round(base: Path, total: int, args: argparse.Namespace) -> tuple[float, 
             shutil.copytree(log.dir, base / "bench-copy-0")
         cleaner = LogCleaner(CleanerConfig())
         offset_map = OffsetMap(slots_for(CleanerConfig().dedupe_buffer_size, 0.9))
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.process_time()
         result = cleaner.clean_now(log, offset_map)
-        seconds = time.monotonic() - started
+        seconds, cpu = time.monotonic() - started, time.process_time() - cpu
         assert result is not None
         rate = result.bytes_read / seconds / 1e6
         print(
-            f"cleaned {written / MIB:.0f} MiB ({segments} segments, {args.keys} keys, codec {args.codec}) in"
-            f" {seconds:.2f} s: {rate:.1f} MB/s read ({result.records_read / seconds / 1e3:.0f}k records/s),"
+            f"cleaned {written / MIB:.0f} MiB ({segments} segments, {args.keys} keys, {args.records_per_batch}"
+            f" records a batch, codec {args.codec}) in"
+            f" {seconds:.2f} s: {rate:.1f} MB/s read ({result.records_read / seconds / 1e3:.0f}k records/s,"
+            f" {cpu * 1e3 / (result.bytes_read / 1e6):.2f} ms of CPU per MB),"
             f" {result.bytes_written / MIB:.2f} MiB written, {result.records_removed} of {result.records_read}"
             f" records removed, {log.num_segments} segments left; raw read+write of the same files"
             f" {raw:.0f} MB/s: the cleaning at {100 * rate / raw:.1f}% of it",
@@ -145,7 +151,9 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--mib", type=int, default=256)
     parser.add_argument("--keys", type=int, default=10_000)
+    parser.add_argument("--key-bytes", type=int, default=0)
     parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--records-per-batch", type=int, default=100)
     parser.add_argument("--codec", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--process", action="store_true")

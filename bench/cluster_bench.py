@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import contextlib
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.harness import RunFailed, check_errors, run_worker
@@ -84,8 +84,16 @@ class LagSampler:
 
 def _high_watermarks(bootstrap: str, topic: str, partitions: int) -> list[int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cluster-bench", "enable.auto.commit": False})
+    deadline = time.monotonic() + 60
     try:
-        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)]
+        while True:
+            try:
+                return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                        for p in range(partitions)]  # fmt: skip
+            except KafkaException:  # a topic just created: its partitions' leaders not yet in the client's metadata
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
     finally:
         consumer.close()
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import confluent_kafka
 
 from bench.brokers import BrokerProcess, free_port, rill_spec
+from bench.harness import cpu_seconds
 
 
 def _pki(d: Path) -> tuple[Path, Path]:
@@ -69,6 +70,10 @@ def _consume(conf: dict[str, object], topic: str, total: int, size: int) -> floa
     return got * size / elapsed / 2**20
 
 
+def _mean(pairs: list[tuple[float, float]], i: int) -> float:
+    return sum(p[i] for p in pairs) / len(pairs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=200)
@@ -87,17 +92,30 @@ def main() -> None:
                      "SSL": {"bootstrap.servers": f"127.0.0.1:{tls}", "security.protocol": "SSL",
                              "ssl.ca.location": str(ca)}}  # fmt: skip
             results: dict[tuple[str, str], list[float]] = {}
+            cpu: dict[tuple[str, str], list[tuple[float, float]]] = {}
             total = args.mb * 2**20
             for r in range(args.rounds):
                 order = ["PLAINTEXT", "SSL"] if r % 2 == 0 else ["SSL", "PLAINTEXT"]
                 for name in order:
                     topic = f"{name.lower()}-{r}"
-                    results.setdefault((name, "produce"), []).append(_produce(confs[name], topic, total, args.size))
-                    results.setdefault((name, "consume"), []).append(_consume(confs[name], topic, total, args.size))
+                    assert broker.pid is not None
+                    for direction, run in (("produce", _produce), ("consume", _consume)):
+                        cpu0 = cpu_seconds(broker.pid)
+                        results.setdefault((name, direction), []).append(run(confs[name], topic, total, args.size))
+                        cpu1 = cpu_seconds(broker.pid)
+                        cpu.setdefault((name, direction), []).append(
+                            ((cpu1[0] - cpu0[0]) * 1e6 / (total / 1e6), (cpu1[1] - cpu0[1]) * 1e6 / (total / 1e6))
+                        )
     for direction in ("produce", "consume"):
         p = sum(results[("PLAINTEXT", direction)]) / args.rounds
         t = sum(results[("SSL", direction)]) / args.rounds
-        print(f"{direction:8s} PLAINTEXT {p:8.1f} MiB/s   SSL {t:8.1f} MiB/s   SSL/PLAINTEXT {t / p:5.2f}")
+        print(
+            f"{direction:8s} PLAINTEXT {p:8.1f} MiB/s   SSL {t:8.1f} MiB/s   SSL/PLAINTEXT {t / p:5.2f}   "
+            + "   ".join(
+                f"{n} broker user/sys {_mean(cpu[(n, direction)], 0):.0f}/{_mean(cpu[(n, direction)], 1):.0f} us/MB"
+                for n in ("PLAINTEXT", "SSL")
+            )
+        )
 
 
 if __name__ == "__main__":

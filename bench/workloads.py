@@ -121,6 +121,29 @@ def _consume(size: int) -> Runner:
     return run
 
 
+def _consume_repeated(records: int, reads: int) -> Runner:
+    """One topic of 1 KiB records read `reads` times from offset 0, each by a fresh consumer with librdkafka's
+    default settings (the suite's consumer otherwise sets fetch.queue.backoff.ms=10): the spread of the reads."""
+    def run(target: Target, s: Settings) -> Figures:
+        topic = topic_name("consume-repeated")
+        create_topic(target, topic, 1)
+        try:
+            count = _prefill(target, topic, 1024, records * 1024)
+            _settle_disk()
+            rates = []
+            for _ in range(reads):
+                res = run_worker("consume", {"bootstrap": target.bootstrap, "topic": topic, "size": 1024,
+                                             "messages": count, "seconds": 60,
+                                             "consumer_conf": {"fetch.queue.backoff.ms": "1000"}}, 90)
+                check_errors(res, "consume")
+                rates.append(_throughput(res))
+            rates.sort()
+            return {"min": rates[0], "median": rates[len(rates) // 2], "max": rates[-1]}
+        finally:
+            maybe_delete_topic(target, topic)
+    return run
+
+
 def _latency(rate: int) -> Runner:
     def run(target: Target, s: Settings) -> Figures:
         topic = topic_name("latency")
@@ -283,6 +306,9 @@ def catalogue(restart_bytes: int = 1 << 30) -> list[Workload]:
         out.append(Workload(f"consume-{sname}",
                             (Metric("mbps", label, "MB/s", limit="consume"), *_cpu_metrics(label)),
                             _consume(size)))
+    out.append(Workload("consume-1k-repeated", tuple(
+        Metric(q, f"consume 1k read 6 times, librdkafka defaults: {q} read", "MB/s", limit="consume")
+        for q in ("min", "median", "max")), _consume_repeated(300_000, 6)))
     for rate in (10_000, 50_000):
         tag = f"{rate // 1000}k"
         out.append(Workload(f"latency-{tag}", tuple(

@@ -39,6 +39,8 @@ from rill.replica.purgatory import PurgatoryClosed
 from rill.replica.replica_manager import ReplicaManager
 from rill.security.authorizer import AclAuthorizer, parse_super_users
 from rill.security.listener_configs import BrokerSecurity, advertised_endpoints
+from rill.telemetry.client_metrics_manager import ClientMetricsManager
+from rill.telemetry.pushed_metrics import PushedMetrics
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +188,10 @@ class Broker:
                 window_s=int(config.get("quota.window.size.seconds")),
             ),
         )
+        self.services.client_metrics = ClientMetricsManager(
+            self.metadata.client_metrics_configs, int(config.get("telemetry.max.bytes")),
+            PushedMetrics(int(config.get("telemetry.max.series.per.client"))),
+        )
         self.services.group_coordinator = self._maybe_start_group_coordinator()
         self.services.txn_coordinator = self._start_txn_coordinator()
         self.services.share_coordinator = self._start_share_coordinator()
@@ -283,13 +289,16 @@ class Broker:
         self.log_manager.producer_id_expiration_ms = value
 
     def _apply_cleaner_configs(self) -> None:
-        """Follow the dynamic ``log.cleaner.*`` configs (at start, and on every change of the dynamic broker
-        configs)."""
+        """Follow the dynamic ``log.cleaner.*`` configs and ``replica.alter.log.dirs.io.max.bytes.per.second`` (at
+        start, and on every change of the dynamic broker configs)."""
         if self.metadata is None or self.log_manager is None:
             return
         dynamic = dynamic_broker_configs(self.metadata)
         config = CleanerConfig.from_broker(lambda name: effective_broker_value(self.config, name, dynamic))
         self.log_manager.cleaner.reconfigure(config)
+        if self.replica_manager is not None:  # the copy rate of the moves between log dirs
+            rate = effective_broker_value(self.config, "replica.alter.log.dirs.io.max.bytes.per.second", dynamic)
+            self.replica_manager.log_dir_mover.io_max_bytes_per_second = float(rate)
 
     def _apply_connection_quotas(self) -> None:
         """Follow the dynamic connection limits (at start, and on every change of the dynamic broker configs;
@@ -406,6 +415,8 @@ class Broker:
         if txn_coordinator is not None:
             await txn_coordinator.shutdown()
         await self._stop_share_parts()
+        if self.replica_manager is not None:
+            self.replica_manager.log_dir_mover.shutdown()
         await self._stop_background()
         await self._leave_cluster()
         if self.metadata is not None:
@@ -468,7 +479,8 @@ class Broker:
 
 def _close_unclean(log_manager: LogManager) -> None:
     """Close every log without flushing or marking it clean, and release the log dirs' locks."""
-    for plog in log_manager.all_logs():
+    futures = [f for f, _ in log_manager.future_logs().values()]
+    for plog in [*log_manager.all_logs(), *futures, *log_manager.retired_logs()]:
         try:
             plog.close(clean=False)
         except Exception:

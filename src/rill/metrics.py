@@ -55,6 +55,10 @@ Metric (labels) and the Kafka metric it mirrors:
 - ``kafka_log_logcleanermanager_uncleanable_partitions_count``, ``_uncleanable_bytes`` (logdirectory):
   LogCleanerManager uncleanable-partitions-count and uncleanable-bytes of each log dir
 - the group coordinator's, for classic and consumer groups: see ``rill.metrics_groups``
+- ``kafka_server_client_metrics_instance_count``, ``_throttle_total``, ``_unknown_subscription_request_total``,
+  ``_plugin_export_total``, ``_plugin_error_total``: Kafka's client-metrics group (KIP-714)
+- the metrics clients push (KIP-714), under their own names with a ``client_instance_id`` label: see
+  ``rill.telemetry.pushed_metrics``
 - ``rill_implementation_info`` (module, implementation): Rill's own, 1 for each module that has a compiled
   implementation and a pure-Python twin, labelled with the one in use (``compiled`` or ``python``)
 
@@ -285,6 +289,13 @@ class BrokerMetrics:
             from rill.metrics_groups import GroupCoordinatorCollector
 
             self.registry.register(GroupCoordinatorCollector(coordinator))
+        client_metrics = getattr(services, "client_metrics", None)
+        if client_metrics is not None:
+            from rill.telemetry.pushed_metrics import PushedMetricsCollector
+
+            client_metrics.exporting = True
+            self.registry.register(PushedMetricsCollector(client_metrics.pushed))
+            self.registry.register(_ClientMetricsStats(client_metrics))
         offsets = getattr(coordinator, "committed_offsets", None)
         if callable(offsets):
             self.set_group_source(lambda: group_offsets(offsets()))
@@ -295,6 +306,24 @@ class BrokerMetrics:
         """The metrics in Prometheus' text format."""
         data: bytes = generate_latest(self.registry)
         return data
+
+
+class _ClientMetricsStats:
+    """Kafka's ``client-metrics`` group: instances held, throttled telemetry requests, pushes with an unknown
+    subscription id, pushes exported and refused."""
+
+    def __init__(self, manager: Any) -> None:
+        self.manager = manager
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        prefix = "kafka_server_client_metrics_"
+        yield GaugeMetricFamily(prefix + "instance_count", "Client metrics instances the broker holds.",
+                                value=len(self.manager.instances))  # fmt: skip
+        for name, count in dict(self.manager.counts).items():
+            yield CounterMetricFamily(prefix + name, f"Client telemetry: {name.replace('_', ' ')} count.", value=count)
 
 
 def _snapshot(source: Callable[[], Iterable[Any]] | None, what: str) -> list[Any]:

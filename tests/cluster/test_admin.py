@@ -16,6 +16,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from tests.cluster._helpers import admin, create_topic
+from tests.integration.broker._wire import Wire
+from tests.integration.telemetry._telemetry import CLIENT_METRICS, alter, get_subscriptions, list_resources
 
 from rill.testing.cluster import TestCluster
 
@@ -146,3 +148,20 @@ def test_describe_and_alter_topic_configs_on_every_broker(rill3: TestCluster) ->
             time.sleep(0.1)
         assert seen["retention.ms"].value == "7200000"
         assert seen["min.insync.replicas"].value == "3"
+
+
+def test_a_client_metrics_subscription_set_through_one_broker_is_offered_by_every_broker(rill3: TestCluster) -> None:
+    """KIP-714: the subscription is kept in ZooKeeper (``/config/client-metrics``) and followed by every broker."""
+    wires = [Wire(f"127.0.0.1:{rill3.broker(i).port}") for i in range(3)]
+    try:
+        assert alter(wires[0], "cluster-wide", {"metrics": "org.apache.kafka.", "interval.ms": "2000"}) == (0, "")
+        for w in wires:
+            rill3.wait_for(lambda w=w: get_subscriptions(w)["requested_metrics"] == ["org.apache.kafka."], 30,
+                           "the subscription offered by every broker")  # fmt: skip
+            assert list_resources(w, 0) == (0, [("cluster-wide", CLIENT_METRICS)])
+        assert alter(wires[2], "cluster-wide", {"metrics": None, "interval.ms": None}) == (0, "")
+        for w in wires:
+            rill3.wait_for(lambda w=w: list_resources(w, 0) == (0, []), 30, "the subscription gone everywhere")
+    finally:
+        for w in wires:
+            w.close()

@@ -14,7 +14,7 @@ from tests.integration.broker._wire import Wire
 from rill.coordinator.group.group_metadata_manager import partition_for
 from rill.errors import ErrorCode
 from rill.metadata.store import OFFSETS_TOPIC
-from rill.protocol import ApiKey
+from rill.protocol import ApiKey, encode_versioned
 from rill.testing.cluster import TestCluster, cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -224,3 +224,54 @@ def test_a_group_config_set_on_any_broker_applies_at_the_coordinator(rill3c: Tes
         assert (joined["error_code"], joined["heartbeat_interval_ms"]) == (0, 900), joined
     finally:
         w.close()
+
+
+def test_a_mixed_group_outlives_its_coordinator(rill3c: TestCluster) -> None:
+    """A classic group upgraded by a consumer-protocol member keeps both kinds of members, their epochs and their
+    assignments when the coordinator is SIGKILLed: the new one replays the conversion's records."""
+    c, group, topic = rill3c, "mixed-failover", "mixed-fo"
+    create_topic(c, topic, partitions=4)
+    w = _wire(c, c.brokers[0])
+    try:  # creates __consumer_offsets if this test runs alone
+        assert w.call(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})["error_code"] == 0
+    finally:
+        w.close()
+    offsets_partition = partition_for(group, 3)
+    c.wait_for(lambda: len(c.isr(OFFSETS_TOPIC, offsets_partition)) == 3, 40, "the full ISR of the group's partition")
+    coordinator = c.leader(OFFSETS_TOPIC, offsets_partition)
+    w = _wire(c, coordinator)
+    subscription = encode_versioned("ConsumerProtocolSubscription", 1, {
+        "topics": [topic], "user_data": None, "owned_partitions": []})  # fmt: skip
+    join = {"group_id": group, "session_timeout_ms": 30_000, "rebalance_timeout_ms": 30_000, "member_id": "",
+            "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": subscription}]}  # fmt: skip
+    joined = _until_served(c, lambda: w.call(ApiKey.JOIN_GROUP, 3, join))
+    classic, generation = joined["member_id"], joined["generation_id"]
+    everything = encode_versioned("ConsumerProtocolAssignment", 0, {
+        "assigned_partitions": [{"topic": topic, "partitions": [0, 1, 2, 3]}], "user_data": None})  # fmt: skip
+    synced = w.call(ApiKey.SYNC_GROUP, 3, {"group_id": group, "generation_id": generation, "member_id": classic,
+                                           "group_instance_id": None,
+                                           "assignments": [{"member_id": classic, "assignment": everything}]})
+    assert synced["error_code"] == 0, synced
+    upgraded = w.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {
+        "group_id": group, "member_id": "member-c", "member_epoch": 0, "rebalance_timeout_ms": 30_000,
+        "subscribed_topic_names": [topic], "topic_partitions": []})  # fmt: skip
+    assert (upgraded["error_code"], upgraded["member_epoch"]) == (0, generation + 1), upgraded
+    w.close()
+    c.wait_for(lambda: len(_replica_sizes(c, offsets_partition)) == 1, 30, "the followers to catch up")
+
+    c.kill(coordinator)
+    c.wait_for(lambda: c.leader(OFFSETS_TOPIC, offsets_partition) not in (coordinator, -1), 40, "a new coordinator")
+    w = _wire(c, c.leader(OFFSETS_TOPIC, offsets_partition))
+    try:
+        beat = {"group_id": group, "generation_id": generation, "member_id": classic}
+        answer = _until_served(c, lambda: w.call(ApiKey.HEARTBEAT, 1, beat))
+        assert answer["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS  # still a member, told to rejoin
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [group]})["groups"][0]
+        assert (d["group_epoch"], d["assignment_epoch"]) == (generation + 1, generation + 1), d
+        members = {m["member_id"]: (m["member_type"], m["member_epoch"]) for m in d["members"]}
+        assert members == {classic: (0, generation), "member-c": (1, generation + 1)}
+        listed = w.call(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})["groups"]
+        assert (group, "consumer") in [(g["group_id"], g["group_type"]) for g in listed]
+    finally:
+        w.close()
+        c.restart(coordinator)

@@ -21,6 +21,10 @@ import confluent_kafka as ck
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from tests.compat._data import BASE_TS, CODECS, make_records
+from tests.integration.broker._wire import Wire
+from tests.integration.telemetry._telemetry import alter, free_port, pushed, scrape
+
+import rill.testing
 
 JARS = ["kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar"]
 JVM_FLAGS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
@@ -260,3 +264,27 @@ def test_the_java_producer_fails_exactly_the_records_named_in_record_errors(
             assert kind == "InvalidRecordException", line
         else:
             assert kind == "KafkaException" and "invalid records" in line, line
+
+
+# ------------------------------------------------------------------------------------------- client telemetry
+
+
+@pytest.mark.timeout(150)
+def test_the_java_producer_pushes_its_metrics_when_subscribed(java_check: Runner) -> None:
+    """KIP-714 with the Java client (3.7+): a subscription matching its software name makes it push; its producer
+    metrics show on the broker's Prometheus endpoint, each series labelled with its client instance id."""
+    port = free_port()
+    with rill.testing.broker({"metrics.port": str(port)}) as b:
+        wire = Wire(b.bootstrap_servers)
+        subscription = {"metrics": "org.apache.kafka.producer.", "interval.ms": "100",
+                        "match": "client_software_name=apache-kafka-java"}  # fmt: skip
+        assert alter(wire, "java", subscription) == (0, "")
+        wire.close()
+        assert java_check(b.bootstrap_servers, "produce", "java-telemetry", 1, "none", N_JAVA, "tel") == [
+            f"produced {N_JAVA} codec=none partitions=1"
+        ]
+        samples = pushed(scrape(port))
+        names = {name for name, _ in samples}
+        assert "org_apache_kafka_producer_record_send_total" in names, sorted(names)
+        assert all(n.startswith("org_apache_kafka_producer_") for n in names)
+        assert len({dict(labels)["client_instance_id"] for _, labels in samples}) == 1

@@ -58,6 +58,8 @@ class Env:
     console: str  # the service console (PLAINTEXT, allowed to write)
     login_console: str  # the console people sign in to (SASL)
     registry: str
+    sasl: str  # the cluster's SASL_PLAINTEXT bootstrap
+    sasl_config: Path  # client properties of a console that signs people in over it
 
 
 def _start_console(args: list[str]) -> tuple[subprocess.Popen[str], str]:
@@ -91,7 +93,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
             login, login_url = _start_console(["--bootstrap-server", sasl, "--login", "--login-mechanism", "PLAIN",
                                                "--command-config", str(config)])  # fmt: skip
             try:
-                yield Env(c, service_url, login_url, reg.url)
+                yield Env(c, service_url, login_url, reg.url, sasl, config)
             finally:
                 for proc in (service, login):
                     proc.terminate()
@@ -434,3 +436,87 @@ def test_refused_sign_ins_cannot_hold_the_console_up(env: Env) -> None:
     finally:
         for attempt in attempts:
             attempt.join(120)
+
+
+def _sign_in_status(base: str, user: str, password: str, context: Any = None) -> tuple[int, str, str]:
+    """Status, Retry-After and Set-Cookie of a sign-in (raw HTTP, no redirects followed)."""
+    opener = urllib.request.build_opener(_NoRedirect, urllib.request.HTTPSHandler(context=context))
+    data = urllib.parse.urlencode({"username": user, "password": password, "next": "/"}).encode()
+    try:
+        with opener.open(urllib.request.Request(base + "/login", data=data), timeout=60) as r:
+            return r.status, "", ""
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Retry-After", ""), e.headers.get("Set-Cookie") or ""
+
+
+def test_refused_sign_ins_slow_down_whoever_guesses(env: Env) -> None:
+    """Each guess costs the cluster a SASL exchange and nothing else bounded them: guesses at one user's
+    password wait longer and longer, and one address gets a window's worth of guesses."""
+    proc, base = _start_console(["--bootstrap-server", env.sasl, "--login", "--login-mechanism", "PLAIN",
+                                 "--command-config", str(env.sasl_config)])  # fmt: skip
+    try:
+        for i in range(6):  # five refusals in a row are free, the sixth sets a wait
+            status, _, _ = _sign_in_status(base, "alice", f"guess-{i}")
+            assert status == 200, (i, status)  # the sign-in page again, with its error
+        status, retry, _ = _sign_in_status(base, "alice", "alice-secret")  # even the right password waits
+        assert status == 429 and int(retry) >= 1, (status, retry)
+        status, _, cookie = _sign_in_status(base, "admin", "admin-secret")  # another user is not held
+        assert status == 303 and cookie, status
+        for i in range(4):  # ten refusals from this address in all
+            _sign_in_status(base, f"nobody-{i}", "guess")
+        status, retry, _ = _sign_in_status(base, "admin", "admin-secret")
+        assert status == 429 and int(retry) > 60, (status, retry)
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def test_a_password_set_in_the_console_is_not_written_into_its_confirmation_page(env: Env) -> None:
+    import re
+
+    opener = urllib.request.build_opener()
+    with opener.open(env.console + "/users", timeout=60) as r:
+        csrf = re.search(r'name="csrf" value="([^"]+)"', r.read().decode())
+    assert csrf is not None
+    password = "a-password-nobody-should-see-17"
+    form = {"csrf": csrf.group(1), "user": "carol", "password": password, "mechanism": "SCRAM-SHA-256",
+            "iterations": "8192"}  # fmt: skip
+    with opener.open(urllib.request.Request(env.console + "/users", data=urllib.parse.urlencode(form).encode()),
+                     timeout=60) as r:  # fmt: skip
+        page = r.read().decode()
+    assert "Set a SCRAM credential" in page and password not in page, page
+    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page))
+    assert fields.get("confirm") == "yes" and "pending" in fields, fields
+    with opener.open(urllib.request.Request(env.console + "/users", data=urllib.parse.urlencode(fields).encode()),
+                     timeout=60) as r:  # fmt: skip
+        assert r.status == 200
+    admin = AdminClient({"bootstrap.servers": env.cluster.bootstrap_servers})
+    described = admin.describe_user_scram_credentials(["carol"])["carol"].result(30)
+    assert [c.mechanism.name for c in described.scram_credential_infos] == ["SCRAM_SHA_256"], described
+    # the reference is spent: the same confirmation sent again has no password to set, and is refused
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        opener.open(urllib.request.Request(env.console + "/users", data=urllib.parse.urlencode(fields).encode()),
+                    timeout=60)  # fmt: skip
+    assert refused.value.code == 400
+    assert "a user needs a name and a password" in refused.value.read().decode()
+
+
+def test_a_console_serving_https_sends_its_session_cookie_over_https_only(env: Env, tmp_path: Path) -> None:
+    import ssl
+
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "key.pem", "-out",
+                    "cert.pem", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   cwd=tmp_path, check=True, capture_output=True, timeout=60)  # fmt: skip
+    proc, base = _start_console(["--bootstrap-server", env.sasl, "--login", "--login-mechanism", "PLAIN",
+                                 "--command-config", str(env.sasl_config), "--ssl-certfile",
+                                 str(tmp_path / "cert.pem"), "--ssl-keyfile", str(tmp_path / "key.pem")])  # fmt: skip
+    try:
+        assert base.startswith("https://"), base
+        context = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
+        status, _, cookie = _sign_in_status(base, "alice", "alice-secret", context)
+        assert status == 303 and cookie, status
+        attributes = [a.strip().lower() for a in cookie.split(";")]
+        assert "secure" in attributes and "httponly" in attributes, cookie
+    finally:
+        proc.terminate()
+        proc.wait(15)

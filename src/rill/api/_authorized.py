@@ -31,6 +31,7 @@ __all__ = ["CLUSTER_CHECKS", "AclOperation", "ResourceType", "authorize", "autho
 
 CLUSTER_CHECKS: dict[int, AclOperation] = {
     ApiKey.DESCRIBE_LOG_DIRS: AclOperation.DESCRIBE,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: AclOperation.ALTER,
     ApiKey.ELECT_LEADERS: AclOperation.ALTER,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: AclOperation.ALTER,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: AclOperation.DESCRIBE,
@@ -47,6 +48,7 @@ CLUSTER_CHECKS: dict[int, AclOperation] = {
     ApiKey.WRITE_SHARE_GROUP_STATE: AclOperation.CLUSTER_ACTION,
     ApiKey.DELETE_SHARE_GROUP_STATE: AclOperation.CLUSTER_ACTION,
     ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: AclOperation.CLUSTER_ACTION,
+    ApiKey.LIST_CONFIG_RESOURCES: AclOperation.DESCRIBE_CONFIGS,
 }
 """APIs refused as a whole (CLUSTER_AUTHORIZATION_FAILED) unless the caller may do the operation on the cluster."""
 
@@ -112,6 +114,13 @@ def cluster_refusal(api_key: int, request: dict[str, Any]) -> dict[str, Any]:
                 {"partition_id": p, "error_code": code, "error_message": message} for p in t["partitions"]]}
             for t in request.get("topic_partitions") or []
         ]  # fmt: skip
+    elif api_key == ApiKey.ALTER_REPLICA_LOG_DIRS:
+        parts: dict[str, dict[int, None]] = {}
+        for d in request.get("dirs") or []:
+            for t in d["topics"]:
+                parts.setdefault(t["name"], {}).update(dict.fromkeys(t["partitions"]))
+        body["results"] = [{"topic_name": name, "partitions": [{"partition_index": p, "error_code": code} for p in ps]}
+                           for name, ps in parts.items()]  # fmt: skip
     elif api_key == ApiKey.WRITE_TXN_MARKERS:
         body["markers"] = [
             {"producer_id": m["producer_id"], "topics": [

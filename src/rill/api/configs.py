@@ -1,5 +1,5 @@
-"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44) for topics, brokers, broker loggers
-and groups (``rill.api._group_configs``)."""
+"""DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44) for topics, brokers, broker loggers,
+groups (``rill.api._group_configs``) and client metrics subscriptions (``rill.api._client_metrics_configs``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,11 @@ import logging
 from collections.abc import Mapping
 
 from rill.api._authorized import AclOperation, ResourceType, authorize, authorize_cluster
+from rill.api._client_metrics_configs import (
+    apply_client_metrics_configs,
+    client_metrics_entries,
+    current_client_metrics,
+)
 from rill.api._group_configs import GROUP, apply_group_configs, group_entries
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
@@ -24,6 +29,7 @@ from rill.config.broker_config import PER_IP_ZERO_PROBLEM, effective_broker_valu
 from rill.config.logger_levels import apply_change, check_change, current_levels
 from rill.errors import ErrorCode, KafkaError
 from rill.protocol import ApiKey
+from rill.telemetry.subscriptions import CLIENT_METRICS
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +72,8 @@ def _entries(ctx: RequestContext, rtype: int, name: str, only: set[str] | None =
         return [ConfigEntry(n, level, source, False, False, string, (), "") for n, level in current_levels().items()]
     if rtype == GROUP:
         return group_entries(ctx, name)
+    if rtype == CLIENT_METRICS:
+        return client_metrics_entries(ctx, name)
     raise KafkaError(ErrorCode.INVALID_REQUEST, f"resource type {rtype} is not supported")
 
 
@@ -97,7 +105,7 @@ def _check_access(ctx: RequestContext, rtype: int, name: str, operation: AclOper
     if rtype == TOPIC:
         if not authorize(ctx, operation, ResourceType.TOPIC, name):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
-    elif rtype in (BROKER, BROKER_LOGGER) and not authorize_cluster(ctx, operation):
+    elif rtype in (BROKER, BROKER_LOGGER, CLIENT_METRICS) and not authorize_cluster(ctx, operation):
         raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     elif rtype == GROUP and not authorize(ctx, operation, ResourceType.GROUP, name):
         raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
@@ -168,6 +176,8 @@ async def _apply(ctx: RequestContext, rtype: int, name: str, new: Mapping[str, s
                 log.info("Broker dynamic configs set to %s by %s", dict(new), ctx.client)
     elif rtype == GROUP:
         await apply_group_configs(ctx, name, new, validate_only)
+    elif rtype == CLIENT_METRICS:
+        await apply_client_metrics_configs(ctx, name, new, validate_only)
     elif rtype == BROKER_LOGGER:
         raise KafkaError(
             ErrorCode.INVALID_REQUEST, "AlterConfigs is deprecated and does not support the resource type BROKER_LOGGER"
@@ -199,6 +209,8 @@ def _current(ctx: RequestContext, rtype: int, name: str) -> dict[str, str]:
         return dict(store.default_broker_configs() if name == "" else store.broker_configs())
     if rtype == GROUP:
         return dict(ctx.services.metadata.group_configs(name))
+    if rtype == CLIENT_METRICS:
+        return current_client_metrics(ctx, name)
     return {}
 
 

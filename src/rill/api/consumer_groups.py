@@ -103,6 +103,7 @@ def describe_group(ctx: RequestContext, group: ConsumerGroup, include_operations
                 "subscribed_topic_regex": member.subscribed_topic_regex,
                 "assignment": _described(ctx, member.assigned),
                 "target_assignment": _described(ctx, group.target.get(member.member_id, {})),
+                "member_type": 0 if member.classic is not None else 1,  # the protocol it uses (v1+)
             }
         )
     return {
@@ -118,7 +119,7 @@ def describe_group(ctx: RequestContext, group: ConsumerGroup, include_operations
     }
 
 
-@handler(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 0)
+@handler(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
 async def handle_consumer_group_describe(ctx: RequestContext, request: Body) -> Body:
     coordinator: Any = ctx.services.group_coordinator
     described = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rill.network.handler import ClientSoftware
 from rill.security.channel import ChannelSecurity
 from rill.security.principal import KafkaPrincipal
 
@@ -31,6 +32,7 @@ class BrokerServices:
     authorizer: Any = None  # rill.security.authorizer.AclAuthorizer when authorizer.class.name is set
     quotas: Any = None  # rill.quota.QuotaManagers: client quotas (produce, fetch, request)
     share: Any = None  # rill.api.share_groups.ShareServices once a share-group API is first used
+    client_metrics: Any = None  # rill.telemetry.client_metrics_manager.ClientMetricsManager (KIP-714)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,9 @@ class RequestContext:
     listener_name: str = "PLAINTEXT"
     security: ChannelSecurity = field(default_factory=ChannelSecurity)
     """The connection's security: its principal (``User:ANONYMOUS`` on PLAINTEXT) and SASL state."""
+    client_software: ClientSoftware = field(default_factory=ClientSoftware)
+    """The connection's client software name and version, from its ApiVersions request."""
+    connection_id: str = ""
 
     @property
     def principal(self) -> KafkaPrincipal:

@@ -93,7 +93,7 @@ class RequestDispatcher:
             raise ConnectionClosingError(f"malformed {name} v{version} request from {_peer(conn)}: {e}") from e
         ctx = RequestContext(
             api_key, version, corr, header.client_id, conn.client_host, conn.client_port, self.services,
-            conn.listener_name, security,
+            conn.listener_name, security, conn.client_software, conn.connection_id,
         )
         fn = self.handlers[api_key].fn
         cluster_operation = CLUSTER_CHECKS.get(api_key)

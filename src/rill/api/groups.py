@@ -204,13 +204,13 @@ async def handle_join_group(ctx: RequestContext, request: Body) -> Body:
             "protocol_name": None if version >= 7 else "",
             "leader": "",
         }
-    if coordinator.consumer.is_consumer_group(request["group_id"]):
-        # A live group of the consumer protocol is refused; an empty one becomes a classic group (its records
-        # are deleted, its committed offsets kept), as in Kafka.
-        converted = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        if not coordinator.consumer.has_members(request["group_id"]):
-            converted = await coordinator.consumer.delete_group(request["group_id"])
-        if converted != ErrorCode.NO_ERROR:
+    if coordinator.consumer.is_consumer_group(request["group_id"]) and not coordinator.consumer.has_members(
+        request["group_id"]
+    ):
+        # An empty group of the consumer protocol becomes a classic group (its records are deleted, its committed
+        # offsets kept), as in Kafka; one with members serves the classic member (GroupCoordinator.join_group).
+        converted = await coordinator.consumer.delete_group(request["group_id"])
+        if converted not in (ErrorCode.NO_ERROR, ErrorCode.NON_EMPTY_GROUP):
             return {"error_code": converted, "member_id": member_id,
                     "protocol_name": None if version >= 7 else "", "leader": "", "generation_id": -1}  # fmt: skip
     session_timeout = request["session_timeout_ms"]
@@ -298,7 +298,12 @@ async def handle_leave_group(ctx: RequestContext, request: Body) -> Body:
         leaving = [(m["member_id"], m.get("group_instance_id"), m.get("reason")) for m in request["members"]]
     else:
         leaving = [(request["member_id"], None, None)]
-    error, results = coordinator.leave_group(request["group_id"], leaving)
+    group_id = request["group_id"]
+    if coordinator.not_serving(group_id) is None and coordinator.consumer.is_consumer_group(group_id):
+        async with coordinator.consumer.lock(group_id):  # classic members of a consumer group
+            error, results = ErrorCode.NO_ERROR, await coordinator.consumer.classic_leave(group_id, leaving)
+    else:
+        error, results = coordinator.leave_group(group_id, leaving)
     if ctx.api_version < 3 and error == ErrorCode.NO_ERROR and results:
         error = results[0][2]
     return {
@@ -331,7 +336,7 @@ async def handle_list_groups(ctx: RequestContext, request: Body) -> Body:
                 state = group.state.value
                 if not states or state.lower() in states:
                     groups.append((group.group_id, CONSUMER_PROTOCOL_TYPE, state, CONSUMER_GROUP_TYPE))
-    if (not types or SHARE_GROUP_TYPE in types) and ctx.services.share is not None:
+    if not types or SHARE_GROUP_TYPE in types:
         share_states = set(request.get("states_filter") or []) or None
         groups += [(gid, "share", state, SHARE_GROUP_TYPE) for gid, state in list_share_groups(ctx, share_states)]
     if types:

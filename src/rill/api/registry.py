@@ -44,6 +44,7 @@ HANDLER_MODULES = (
     "rill.api.configs",
     "rill.api.delete_records",
     "rill.api.cluster",
+    "rill.api.log_dirs",
     "rill.api.elect_leaders",
     "rill.api.reassignments",
     "rill.api.init_producer_id",
@@ -60,6 +61,9 @@ HANDLER_MODULES = (
     "rill.api.describe_producers",
     "rill.api.share_groups",
     "rill.api.share_state",
+    "rill.api.share_group_offsets",
+    "rill.api.telemetry",
+    "rill.api.list_config_resources",
 )
 
 

@@ -1,5 +1,6 @@
 """Share groups (KIP-932): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78),
-ShareAcknowledge (79).
+ShareAcknowledge (79), DescribeShareGroupOffsets (90); Alter/DeleteShareGroupOffsets are in
+``share_group_offsets``.
 
 Membership is kept by :mod:`rill.coordinator.share.share_group_coordinator`; fetching and acknowledging by the
 partition leader's :mod:`rill.coordinator.share.share_partition_manager`. ShareGroupDescribe needs DESCRIBE on
@@ -21,7 +22,7 @@ from rill.api._topics import ZERO_UUID
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.cluster.network_client import NetworkClient
-from rill.coordinator.share.share_group_coordinator import ShareGroupCoordinator
+from rill.coordinator.share.share_group_coordinator import ShareGroup, ShareGroupCoordinator
 from rill.coordinator.share.share_partition_manager import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -94,6 +95,8 @@ def share_services(ctx: RequestContext) -> ShareServices:
             lock_duration_ms=int(config.get("group.share.record.lock.duration.ms")),
             delivery_count_limit=int(config.get("group.share.delivery.count.limit")),
             max_in_flight=int(config.get("group.share.partition.max.record.locks")),
+            group_configs=metadata.group_configs,
+            stored_groups=services.share_coordinator.groups if services.share_coordinator is not None else tuple,
         )
         coordinator = ShareGroupCoordinator(
             topics,
@@ -180,10 +183,7 @@ def _leader(ctx: RequestContext, tp: ShareTopicPartition) -> Body:
 
 
 def _top_error(api: str, code: ErrorCode, message: str | None = None) -> Body:
-    body: Body = {"error_code": code, "error_message": message, "responses": []}
-    if api == "fetch":
-        body["acquisition_lock_timeout_ms"] = 0
-    return body
+    return {"error_code": code, "error_message": message, "responses": [], "acquisition_lock_timeout_ms": 0}
 
 
 Acks = dict[tuple[uuid.UUID, int], tuple[ShareTopicPartition, ErrorCode, int]]
@@ -191,7 +191,7 @@ Acks = dict[tuple[uuid.UUID, int], tuple[ShareTopicPartition, ErrorCode, int]]
 
 def _acknowledge_all(
     ctx: RequestContext, share: ShareServices, group_id: str, member_id: str, topics: list[Body],
-    readable: dict[uuid.UUID, bool],
+    readable: dict[uuid.UUID, bool], renew: bool = False,
 ) -> Acks:  # fmt: skip
     """Apply the acknowledgements: each partition's code, and the number of the change it made (0: none)."""
     out: Acks = {}
@@ -205,7 +205,7 @@ def _acknowledge_all(
             if not _may_read(ctx, tp, readable):
                 code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             else:
-                code = share.partitions.acknowledge(group_id, member_id, tp, batches)
+                code = share.partitions.acknowledge(group_id, member_id, tp, batches, renew=renew)
                 change = share.partitions.last_change(group_id, tp) if code == ErrorCode.NO_ERROR else 0
             out[tp.key] = (tp, code, change)
     return out
@@ -236,11 +236,27 @@ def _check_request(ctx: RequestContext, request: Body) -> tuple[ErrorCode, str |
     return ErrorCode.NO_ERROR, None
 
 
-@handler(ApiKey.SHARE_FETCH, 1, 1)
+def _renew_fetch_error(request: Body) -> str | None:
+    """KIP-1222: a ShareFetch that renews locks (IsRenewAck) only acknowledges: it asks for no records."""
+    if request.get("is_renew_ack") and any(
+        request.get(k, 0) for k in ("max_wait_ms", "min_bytes", "max_bytes", "max_records")
+    ):
+        return "A ShareFetch with IsRenewAck set must have MaxWaitMs, MinBytes, MaxBytes and MaxRecords 0."
+    return None
+
+
+@handler(ApiKey.SHARE_FETCH, 1, 2)
 async def handle_share_fetch(ctx: RequestContext, request: Body) -> Body:
     code, message = _check_request(ctx, request)
     if code:
         return _top_error("fetch", code, message)
+    renew = bool(request.get("is_renew_ack"))
+    renew_error = _renew_fetch_error(request)
+    if renew_error is not None:
+        return _top_error("fetch", ErrorCode.INVALID_REQUEST, renew_error)
+    mode = request.get("share_acquire_mode", 0)
+    if mode not in (0, 1):  # 0 batch-optimized, 1 record-limit
+        return _top_error("fetch", ErrorCode.INVALID_REQUEST, f"Unknown ShareAcquireMode {mode}.")
     share = share_services(ctx)
     group_id, member_id, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
     listed = [_topic_partition(ctx, t["topic_id"], p["partition_index"])
@@ -258,18 +274,18 @@ async def handle_share_fetch(ctx: RequestContext, request: Body) -> Body:
     user, client_id = quota_user(ctx), quota_client_id(ctx)
     readable: dict[uuid.UUID, bool] = {}
     applied = {} if epoch == INITIAL_EPOCH else _acknowledge_all(ctx, share, group_id, member_id, request["topics"],
-                                                                  readable)  # fmt: skip
+                                                                  readable, renew)  # fmt: skip
     fetched: list[PartitionFetch] = []
     if epoch == FINAL_EPOCH:
         share.partitions.close_session(group_id, member_id)
-    else:
+    elif not renew:
         wanted = [tp for tp in session.partitions.values() if _may_read(ctx, tp, readable)]
         max_bytes = min(request.get("max_bytes", 0x7FFFFFFF), int(ctx.services.config.get("fetch.max.bytes")))
         if fetch_quota is not None:  # as Fetch: no more than the quota allows at once
             max_bytes = int(min(max_bytes, fetch_quota.max_value_in_quota_window(user, client_id)))
         max_records = request.get("max_records", 0) or 500
         fetched = await share.partitions.fetch(group_id, member_id, wanted, request["max_wait_ms"], max_bytes,
-                                               max_records)  # fmt: skip
+                                               max_records, record_limit=mode == 1)  # fmt: skip
         denied = [tp for tp in session.partitions.values() if not _may_read(ctx, tp, readable)]
         fetched.extend(PartitionFetch(tp, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for tp in denied)
     await share.partitions.flush([(group_id, *k) for k in applied])
@@ -321,7 +337,7 @@ def _node_endpoints(ctx: RequestContext, parts: list[tuple[uuid.UUID, Body]]) ->
     return [b for b in broker_endpoints(ctx) if b["node_id"] in moved]
 
 
-@handler(ApiKey.SHARE_ACKNOWLEDGE, 1, 1)
+@handler(ApiKey.SHARE_ACKNOWLEDGE, 1, 2)
 async def handle_share_acknowledge(ctx: RequestContext, request: Body) -> Body:
     code, message = _check_request(ctx, request)
     if code:
@@ -333,7 +349,8 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Body) -> Body:
     code, session = share.partitions.open_or_update_session(group_id, member_id, epoch, [], [])
     if session is None:
         return _top_error("ack", code)
-    applied = _acknowledge_all(ctx, share, group_id, member_id, request["topics"], {})
+    renew = bool(request.get("is_renew_ack"))
+    applied = _acknowledge_all(ctx, share, group_id, member_id, request["topics"], {}, renew)
     if epoch == FINAL_EPOCH:
         share.partitions.close_session(group_id, member_id)
     await share.partitions.flush([(group_id, *k) for k in applied])
@@ -343,21 +360,32 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Body) -> Body:
         for tp, ack_code in acks.values()
     ]
     return {"error_code": ErrorCode.NO_ERROR, "responses": _group_by_topic(parts),
+            "acquisition_lock_timeout_ms": share.partitions.lock_duration_ms,
             "node_endpoints": _node_endpoints(ctx, parts)}  # fmt: skip
+
+
+def _stored_groups(ctx: RequestContext) -> set[str]:
+    coordinator = ctx.services.share_coordinator
+    return coordinator.groups() if coordinator is not None else set()
 
 
 def list_share_groups(ctx: RequestContext, states: set[str] | None) -> list[tuple[str, str]]:
     """(group id, state) of the share groups this broker keeps, for ListGroups."""
-    coordinator = share_services(ctx).coordinator
+    if ctx.services.share is None and not _stored_groups(ctx):
+        return []  # (no share group used since the start, none with a state here: nothing to make)
+    share = share_services(ctx)
+    coordinator = share.coordinator
     coordinator.expire_all(now_ms())
     listed = [(g.group_id, g.state) for g in coordinator.groups.values()]
+    # a group with a persisted state and no member since the broker started is an empty group (Kafka keeps it)
+    listed += [(g, "Empty") for g in share.partitions.groups_with_state() if g not in coordinator.groups]
     return [(gid, state) for gid, state in sorted(listed) if states is None or state in states]
 
 
 async def delete_share_groups(ctx: RequestContext, names: list[str]) -> dict[str, ErrorCode]:
     """DeleteGroups of the share groups among ``names`` (the others are left out of the answer): an empty one is
     deleted with its state, one with members answers NON_EMPTY_GROUP."""
-    if ctx.services.share is None:
+    if ctx.services.share is None and not _stored_groups(ctx):
         return {}
     share = share_services(ctx)
     share.coordinator.expire_all(now_ms())
@@ -371,6 +399,8 @@ async def delete_share_groups(ctx: RequestContext, names: list[str]) -> dict[str
             continue
         share.coordinator.groups.pop(name, None)
         keys = _partitions_of(ctx, group.topics_seen if group is not None else {})
+        if ctx.services.share_coordinator is not None:  # and those whose state this broker's coordinator keeps
+            keys += ctx.services.share_coordinator.keys_of(name)
         failed = await share.partitions.delete_group(name, keys)
         results[name] = ErrorCode.COORDINATOR_NOT_AVAILABLE if failed else ErrorCode.NO_ERROR
     return results
@@ -400,6 +430,8 @@ async def handle_share_group_describe(ctx: RequestContext, request: Body) -> Bod
             groups.append({**body, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
             continue
         group = share_services(ctx).coordinator.groups.get(group_id)
+        if group is None and share_services(ctx).partitions.has_state(group_id):
+            group = ShareGroup(group_id)  # kept by its state alone (no member since the broker started): Empty
         if group is None:
             groups.append({**body, "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
                            "error_message": f"Group {group_id} not found."})  # fmt: skip

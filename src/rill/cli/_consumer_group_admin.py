@@ -12,6 +12,9 @@ from rill.errors import KafkaError
 from rill.protocol import ApiKey
 
 TP = tuple[str, int]
+# ConsumerGroupDescribe v1's MemberType: the protocol a member of a consumer group uses (a group that moved from
+# the classic protocol keeps its classic members until they restart with the consumer protocol).
+_MEMBER_TYPES = {0: "classic", 1: "consumer"}
 
 
 def group_type(described: Any) -> str:
@@ -27,7 +30,8 @@ def _tps(assignment: dict[str, Any]) -> list[TP]:
 
 def consumer_group_epochs(args: argparse.Namespace, groups: list[str]) -> dict[str, dict[str, Any]]:
     """For each consumer group: ``state``, ``group_epoch``, ``assignment_epoch`` and, per member id,
-    ``member_epoch`` and ``target`` (its target assignment). Groups that cannot be described so are left out."""
+    ``member_epoch``, ``target`` (its target assignment) and ``protocol`` (None when the broker does not say).
+    Groups that cannot be described so are left out."""
     if not groups:
         return {}
     security = rill_client_security(args.command_config)
@@ -48,7 +52,8 @@ def consumer_group_epochs(args: argparse.Namespace, groups: list[str]) -> dict[s
                     "group_epoch": g["group_epoch"],
                     "assignment_epoch": g["assignment_epoch"],
                     "members": {
-                        m["member_id"]: {"member_epoch": m["member_epoch"], "target": _tps(m["target_assignment"])}
+                        m["member_id"]: {"member_epoch": m["member_epoch"], "target": _tps(m["target_assignment"]),
+                                         "protocol": _MEMBER_TYPES.get(m.get("member_type", -1))}
                         for m in g["members"]
                     },
                 }

@@ -8,9 +8,11 @@
     rill configs alter --entity-type users --entity-name alice --add-config 'SCRAM-SHA-256=[password=secret]'
     rill configs alter --entity-type clients --entity-name reporting --add-config producer_byte_rate=5242880
     rill configs alter --entity-type users --entity-default --add-config consumer_byte_rate=1048576
+    rill configs alter --entity-type client-metrics --entity-name producers \\
+        --add-config 'metrics=[org.apache.kafka.producer.],interval.ms=5000'
 
 Client quotas (``--entity-type users`` and/or ``clients``, each with ``--entity-name`` or ``--entity-default``):
-``_client_quotas``.
+``_client_quotas``. Client metrics subscriptions (KIP-714, ``--entity-type client-metrics``): ``_client_metrics``.
 
 For brokers, ``--entity-name`` defaults to the broker's id when the cluster has one broker. (Kafka's
 ``--entity-default``, the cluster-wide default, is not offered: librdkafka cannot name that resource.)
@@ -31,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rill.cli._client_metrics import alter_client_metrics, describe_client_metrics
 from rill.cli._client_quotas import QUOTA_KEYS, alter_quotas, describe_quotas
 from rill.cli._common import (
     EXIT_USAGE,
@@ -52,7 +55,7 @@ from rill.cli._common import (
 )
 from rill.cli._users import alter_users, check_user_args, describe_users
 
-ENTITY_TYPES = ("topics", "brokers", "users", "clients")
+ENTITY_TYPES = ("topics", "brokers", "users", "clients", "client-metrics")
 
 # confluent_kafka.admin.ConfigSource values -> labels shown to the user.
 SOURCE_LABELS = {
@@ -63,6 +66,7 @@ SOURCE_LABELS = {
     4: "static",
     5: "default",
     6: "dynamic-broker-logger",
+    7: "client-metrics",
     8: "dynamic-group",
 }
 
@@ -226,14 +230,14 @@ def _build_parser() -> argparse.ArgumentParser:
             action="append",
             required=True,
             choices=ENTITY_TYPES,
-            help="topic, broker, user or client (users and clients together: a user's client)",
+            help="topic, broker, user, client (users and clients together: a user's client) or client-metrics",
         )
         p.add_argument(
             "--entity-name",
             dest="entity_names",
             action="append",
             metavar="NAME",
-            help="topic name, broker id, user name or client id",
+            help="topic name, broker id, user name, client id or client metrics subscription",
         )
         p.add_argument(
             "--entity-default",
@@ -280,6 +284,8 @@ def _uses_quotas(args: argparse.Namespace) -> bool:
 
 
 def _describe(args: argparse.Namespace) -> int:
+    if args.entity_types == ["client-metrics"]:
+        return describe_client_metrics(args)
     if _uses_quotas(args):
         return describe_quotas(args)
     _check_entity_args(args)
@@ -306,6 +312,8 @@ def _alter(args: argparse.Namespace) -> int:
     delete_configs = parse_delete_list(args.delete_config)
     _check_entity_args(args)
     check_alterations(set_configs, delete_configs)
+    if args.entity_types == ["client-metrics"]:
+        return alter_client_metrics(args, set_configs, delete_configs)
     if _uses_quotas(args):
         return alter_quotas(args, set_configs, delete_configs)
     quota_set = {k: v for k, v in set_configs.items() if k in QUOTA_KEYS}

@@ -23,6 +23,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]", help="the cluster")
     parser.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
                         help="HTTP address (default 127.0.0.1:8080)")  # fmt: skip
+    parser.add_argument("--ssl-certfile", metavar="PEM",
+                        help="serve HTTPS with this certificate chain (the session cookie then goes over HTTPS only)")
+    parser.add_argument("--ssl-keyfile", metavar="PEM", help="the private key of --ssl-certfile (if not in it)")
+    parser.add_argument("--secure-cookies", action="store_true",
+                        help="send the session cookie over HTTPS only (behind a proxy that serves HTTPS)")
     parser.add_argument("--command-config", metavar="FILE",
                         help="client properties (security.protocol, sasl.*, ssl.*): the service identity, or with "
                              "--login the protocol and TLS settings people sign in over")  # fmt: skip
@@ -63,11 +68,15 @@ def main(argv: Sequence[str]) -> int:
 
     from rill.console.app import Settings, allowed_hosts, create_app
 
+    if args.ssl_keyfile and not args.ssl_certfile:
+        print("rill console: --ssl-keyfile needs --ssl-certfile", file=sys.stderr)
+        return 2
     settings = Settings(args.bootstrap_server, props, args.allow_writes, args.login, args.login_mechanism,
                         args.metrics, args.schema_registry, args.sample_interval,
-                        allowed_hosts(host, args.allowed_host))  # fmt: skip
+                        allowed_hosts(host, args.allowed_host),
+                        secure_cookies=bool(args.secure_cookies or args.ssl_certfile))  # fmt: skip
     config = uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning", access_log=False,
-                            lifespan="on")  # fmt: skip
+                            lifespan="on", ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile)  # fmt: skip
     server = uvicorn.Server(config)
 
     async def serve() -> None:
@@ -76,7 +85,8 @@ def main(argv: Sequence[str]) -> int:
             await asyncio.sleep(0.05)
         if server.started:
             bound = server.servers[0].sockets[0].getsockname()
-            print(f"{READY_PREFIX}http://{bound[0]}:{bound[1]}", flush=True)
+            scheme = "https" if args.ssl_certfile else "http"
+            print(f"{READY_PREFIX}{scheme}://{bound[0]}:{bound[1]}", flush=True)
         await task
 
     with contextlib.suppress(KeyboardInterrupt):

@@ -330,6 +330,9 @@ def _body(argv: list[str]) -> int:
             "auto.offset.reset": "earliest" if earliest else "latest",
             "enable.partition.eof": True,
             "isolation.level": args.isolation_level,
+            # librdkafka stops fetching for this long whenever its 64 MiB prefetch queue is full (1 s by
+            # default, though the queue drains in a fraction of that): a reader slower than the broker pauses.
+            "fetch.queue.backoff.ms": 10,
             **extra,
         },
     )

@@ -150,6 +150,8 @@ def _group_report(admin: Any, group: str, described: Any, args: argparse.Namespa
                 "member_epoch": member_epochs.get(m.member_id, {}).get("member_epoch"),
                 "target_assignment": [f"{t}-{p}" for t, p in member_epochs.get(m.member_id, {}).get("target", [])],
                 "target_partitions": member_epochs.get(m.member_id, {}).get("target", []),
+                "protocol": member_epochs.get(m.member_id, {}).get("protocol")
+                or ("classic" if group_type(described) == "classic" else None),
             }
             for m in members
         ],
@@ -178,6 +180,8 @@ def _print_members(reports: list[dict[str, Any]], verbose: bool) -> None:
     if with_instance:
         headers.insert(2, "GROUP-INSTANCE-ID")
     consumer = any(rep["type"] == "consumer" for rep in reports)
+    if consumer:  # a consumer group may keep members of the classic protocol: which one each uses
+        headers.append("PROTOCOL")
     if verbose and consumer:  # as Kafka for consumer groups: the epochs and the target assignment too
         headers += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
     elif verbose:
@@ -188,6 +192,8 @@ def _print_members(reports: list[dict[str, Any]], verbose: bool) -> None:
             row = [rep["group"], m["member_id"], m["host"], m["client_id"], len(m["partitions"])]
             if with_instance:
                 row.insert(2, m["group_instance_id"])
+            if consumer:
+                row.append(m["protocol"])
             if verbose and consumer:
                 row += [m["member_epoch"], _assignment_text(m["partitions"]), rep["assignment_epoch"],
                         _assignment_text(m["target_partitions"]) if rep["type"] == "consumer" else None]  # fmt: skip

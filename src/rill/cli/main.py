@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "groups": ("rill.cli.groups", "list, describe, reset and delete consumer groups"),
     "share-groups": ("rill.cli.share_groups", "list and describe share groups"),
     "transactions": ("rill.cli.transactions", "list and describe transactions, find and abort hanging ones"),
+    "log-dirs": ("rill.cli.log_dirs", "describe brokers' log dirs and move replicas between them"),
     "dump-log": ("rill.cli.dump_log", "print the batches and indexes of log segment files"),
     "pipeline": ("rill.cli.pipeline", "run a data pipeline job"),
     "cluster": ("rill.cli.cluster", "run a local replicated cluster (ZooKeeper and N brokers) in the foreground"),

@@ -1,7 +1,13 @@
-"""``rill share-groups``: list and describe share groups (KIP-932), as Kafka's ``kafka-share-groups.sh`` does.
+"""``rill share-groups``: list, describe, reset and delete share groups (KIP-932), as Kafka's
+``kafka-share-groups.sh`` does.
 
     rill share-groups list [--state]
     rill share-groups describe GROUP [--members | --state]
+    rill share-groups reset-offsets --group G (--topic T[:P,P] | --all-topics)
+        (--to-earliest | --to-latest | --to-offset N | --to-datetime DT | --by-duration PnDTnHnMnS)
+        [--dry-run | --execute]
+    rill share-groups delete --group G
+    rill share-groups delete-offsets --group G --topic T
 
 These APIs are not in confluent-kafka's AdminClient: the command speaks the protocol with ``rill.client``, which
 takes the TLS and SASL settings of ``--command-config``.
@@ -14,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from rill.cli import share_groups_admin
 from rill.cli._client_security import rill_client_security
 from rill.cli._common import (
     CliError,
@@ -110,8 +117,17 @@ def _describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_client(run: Any) -> Any:
+    def call(args: argparse.Namespace) -> int:
+        with _client(args) as client:
+            result: int = run(client, args)
+            return result
+
+    return call
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    parser = new_parser("rill share-groups", "List and describe share groups.")
+    parser = new_parser("rill share-groups", "List, describe, reset and delete share groups.")
     sub = add_subparsers(parser)
     p = sub.add_parser("list", help="the share groups of the cluster")
     p.add_argument("--state", action="store_true", help="add a STATE column")
@@ -123,6 +139,20 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state", action="store_true", help="the group's state, epoch and number of members")
     add_connection_options(p)
     p.set_defaults(run=_describe)
+    p = sub.add_parser("reset-offsets", help="set an inactive share group's start offsets (prints the plan; "
+                       "writes it with --execute)")  # fmt: skip
+    share_groups_admin.add_reset_arguments(p)
+    add_connection_options(p)
+    p.set_defaults(run=_with_client(share_groups_admin.reset_offsets))
+    p = sub.add_parser("delete", help="delete an inactive share group and its state")
+    p.add_argument("--group", required=True, help="the share group")
+    add_connection_options(p)
+    p.set_defaults(run=_with_client(share_groups_admin.delete_group))
+    p = sub.add_parser("delete-offsets", help="delete an inactive share group's state for some topics")
+    p.add_argument("--group", required=True, help="the share group")
+    p.add_argument("--topic", action="append", required=True, metavar="TOPIC", help="a topic (repeatable)")
+    add_connection_options(p)
+    p.set_defaults(run=_with_client(share_groups_admin.delete_offsets))
     return parser
 
 

@@ -52,10 +52,11 @@ VERSION_WINDOWS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     # Admin reads of the web console.
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),  # rill log-dirs move
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
-    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
     # SASL: the handshake version that frames the exchange in SaslAuthenticate requests (v0 sent bare tokens).
     ApiKey.SASL_HANDSHAKE: (1, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 2),

@@ -127,6 +127,17 @@ for _args, _opts in [
     ),
     (("replica.lag.time.max.ms", LONG, 30000, "A follower this far behind leaves the ISR.", None, HIGH), {}),
     (("unclean.leader.election.enable", B, "false", "Allow out-of-sync leaders.", None, HIGH), _dyn),
+    (
+        (
+            "replica.alter.log.dirs.io.max.bytes.per.second",
+            LONG,
+            9223372036854775807,
+            "Bytes per second the moves of replicas between this broker's log dirs copy, at most.",
+            at_least(1),
+            MEDIUM,
+        ),
+        _dyn,
+    ),
 ]:
     _n, _k, _d, _doc, _v, _imp = _args
     BROKER_CONFIGS.define(_n, _k, _d, _doc, _v, _imp, **_opts)

@@ -14,7 +14,9 @@ from rill.config.config_def import (
     MEDIUM,
     SHORT,
     B,
+    S,
     at_least,
+    one_of,
 )
 from rill.config.definitions import BROKER_CONFIGS
 
@@ -129,6 +131,10 @@ for _args, _opts in [
     (("group.consumer.max.session.timeout.ms", INT, 60000, "Largest session timeout of a consumer group.",
       at_least(1), MEDIUM), {}),
     (("group.consumer.max.size", INT, INT_MAX, "Most members in one consumer group.", at_least(1), MEDIUM), {}),
+    (("group.consumer.migration.policy", S, "bidirectional",
+      "Whether a live group moves between the classic and the consumer protocol: bidirectional, upgrade (classic "
+      "to consumer only), downgrade (consumer to classic only) or disabled.",
+      one_of("DISABLED", "DOWNGRADE", "UPGRADE", "BIDIRECTIONAL", ignore_case=True), MEDIUM), {}),
     (
         (
             "transaction.state.log.num.partitions",

@@ -81,14 +81,11 @@ _GROUPS: list[tuple[str, list[_Entry]]] = [
         ("log.dir.failure.timeout.ms", LONG, 30000, _1, R),
     ]),
     ("of the streams group protocol (KIP-1071), which Rill does not serve, and of the consumer and share group "
-     "protocols' parts Rill does not build (migration between the protocols, share group settings beyond what Rill "
-     "serves)", [
+     "protocols' parts Rill does not build (share group settings beyond what Rill serves)", [
         ("group.coordinator.threads", INT, 4, _1, R),
         ("group.coordinator.append.linger.ms", INT, 5, _0, R),
         ("group.coordinator.rebalance.protocols", LST, "classic,consumer,streams",
          all_of("consumer", "classic", "share", "streams"), R),
-        ("group.consumer.migration.policy", S, "bidirectional",
-         one_of("DISABLED", "DOWNGRADE", "UPGRADE", "BIDIRECTIONAL", ignore_case=True), R),
         ("group.share.assignors", LST, "simple", None, R),
         ("group.share.delivery.count.limit", INT, 5, between(2, 10), R),
         ("group.share.heartbeat.interval.ms", INT, 5000, _1, R),
@@ -223,10 +220,9 @@ _GROUPS: list[tuple[str, list[_Entry]]] = [
         ("metrics.sample.window.ms", LONG, 30000, _1, R),
         ("kafka.metrics.polling.interval.secs", INT, 10, _1, R),
         ("kafka.metrics.reporters", LST, "", None, R),
-        ("telemetry.max.bytes", INT, 1048576, _1, R),
     ]),
-    ("of features Rill has not built (delegation tokens, replication and alter-log-dirs quotas, controller mutation "
-     "quotas, moving replicas between log directories, two-phase commit transactions)", [
+    ("of features Rill has not built (delegation tokens, replication quotas and the alter-log-dirs quota's windows, "
+     "controller mutation quotas, two-phase commit transactions)", [
         ("delegation.token.expiry.time.ms", LONG, 86400000, _1, R),
         ("delegation.token.max.lifetime.ms", LONG, 604800000, _1, R),
         ("delegation.token.secret.key", P, None, None, R),
@@ -237,12 +233,12 @@ _GROUPS: list[tuple[str, list[_Entry]]] = [
         ("alter.log.dirs.replication.quota.window.size.seconds", INT, 1, _1, R),
         ("controller.quota.window.num", INT, 11, _1, R),
         ("controller.quota.window.size.seconds", INT, 1, _1, R),
-        ("num.replica.alter.log.dirs.threads", INT, None, None, R),
         ("transaction.two.phase.commit.enable", B, "false", None, R),
     ]),
     ("a tuning of Kafka's own threads, buffers and timers, which Rill's design does not have", [
         ("background.threads", INT, 10, _1, CW),
         ("num.replica.fetchers", INT, 1, None, CW),
+        ("num.replica.alter.log.dirs.threads", INT, None, None, R),
         ("log.cleaner.io.buffer.size", INT, 524288, _0, CW),
         ("add.partitions.to.txn.retry.backoff.max.ms", INT, 100, _0, R),
         ("add.partitions.to.txn.retry.backoff.ms", INT, 20, _1, R),

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from rill.console import extras
-from rill.console.app import Console, call, confirm
+from rill.console.app import Console, call, confirm, form_of
 from rill.console.cluster import ConsoleError
 from rill.console.messages import produce
 from rill.console.sessions import Session
@@ -175,7 +175,7 @@ def _describe_acl(b: Any) -> str:
 
 
 async def set_user(console: Console, request: Request, session: Session) -> Response:
-    form = dict(await request.form())
+    form = await form_of(request, session)
     user, mechanism = str(form.get("user", "")).strip(), str(form.get("mechanism", "SCRAM-SHA-512"))
     iterations = _int(form, "iterations", 4096)
     if not user or not form.get("password"):

@@ -32,10 +32,12 @@ from starlette.templating import Jinja2Templates
 from rill.console.cluster import ConsoleCluster, ConsoleError, Unsupported
 from rill.console.sampler import Sampler
 from rill.console.sessions import SESSION_COOKIE, Session, Sessions
+from rill.console.sign_in_limits import SignInLimits
 
 audit = logging.getLogger("rill.console.audit")
 HERE = Path(__file__).parent
 MAX_BODY_BYTES = 2 << 20  # a produced message's form, at most
+SECRET_FIELDS = ("password",)  # form fields never written into a page nor into the audit log
 
 
 @dataclass
@@ -51,12 +53,15 @@ class Settings:
     # the names the console answers to (the Host header); None: any. A console on a loopback address answers
     # only loopback names, so a site whose name is pointed at 127.0.0.1 (DNS rebinding) gets nothing
     allowed_hosts: list[str] | None = None
+    # the session cookie is sent over HTTPS only (the console serves HTTPS, or sits behind a proxy that does)
+    secure_cookies: bool = False
 
 
 class Console:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.sessions = Sessions()
+        self.sign_in_limits = SignInLimits()
         self.sampler = Sampler(settings.metrics_urls, settings.interval_s)
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.filters["human_bytes"] = human_bytes
@@ -204,7 +209,8 @@ def action(console: Console, handler: Handler, what: str) -> Callable[[Request],
                 audit.warning("user=%s action=%s refused: %s", session.user, what, e)
             return console.error(request, session, str(e), 400)
         if form.get("confirm") == "yes":
-            details = " ".join(f"{k}={v!r}" for k, v in form.items() if k not in ("csrf", "confirm", "password"))
+            hidden = ("csrf", "confirm", "pending", *SECRET_FIELDS)
+            details = " ".join(f"{k}={v!r}" for k, v in form.items() if k not in hidden)
             audit.info("user=%s action=%s %s", session.user, what, details)
         return response
 
@@ -213,10 +219,23 @@ def action(console: Console, handler: Handler, what: str) -> Callable[[Request],
 
 def confirm(console: Console, request: Request, session: Session, title: str, lines: list[str],
             form: dict[str, Any], danger: bool = True) -> Response:  # fmt: skip
-    """The confirmation page of a change: the same form again with ``confirm=yes``."""
-    fields = {k: v for k, v in form.items() if k not in ("confirm", "csrf")}
+    """The confirmation page of a change: the same form again with ``confirm=yes``. A secret (a password) is
+    not written into the page: the session keeps it, and the page carries a one-use reference to it."""
+    fields = {k: v for k, v in form.items() if k not in ("confirm", "csrf", "pending", *SECRET_FIELDS)}
+    secret = {k: str(form[k]) for k in SECRET_FIELDS if k in form}
+    if secret:
+        fields["pending"] = session.stash_secrets(secret)
     return console.page(request, "confirm.html", session, title=title, lines=lines, fields=fields,
                         target=request.url.path, danger=danger)  # fmt: skip
+
+
+async def form_of(request: Request, session: Session) -> dict[str, Any]:
+    """A change's form, with the secrets its confirmation page referred to (``confirm``) put back."""
+    form = dict(await request.form())
+    ref = form.pop("pending", None)
+    if ref is not None:
+        form.update(session.take_secrets(str(ref)))
+    return form
 
 
 def create_app(settings: Settings) -> Starlette:

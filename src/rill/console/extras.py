@@ -48,7 +48,8 @@ def topic_sizes(client: KafkaClient, topics: Mapping[str, int]) -> dict[str, int
             raise ConsoleError(f"DescribeLogDirs: {ErrorCode(response['error_code']).name}")
         for result in response.get("results", []):
             for topic in result.get("topics", []):
-                total = sum(int(p.get("partition_size", 0)) for p in topic.get("partitions", []))
+                total = sum(int(p.get("partition_size", 0)) for p in topic.get("partitions", [])
+                            if not p.get("is_future_key"))  # a replica being moved is counted once  # fmt: skip
                 sizes[topic["name"]] = sizes.get(topic["name"], 0) + total
     return sizes
 

@@ -19,6 +19,8 @@ from rill.console.cluster import ConsoleCluster
 
 SESSION_COOKIE = "rill_console"
 SESSION_TTL_S = 8 * 3600.0
+PENDING_TTL_S = 600.0  # a confirmation page left open longer asks for the secret again
+MAX_PENDING = 16  # confirmations with a secret waiting at once, per session
 
 
 @dataclass
@@ -29,6 +31,27 @@ class Session:
     sid: str = field(default_factory=lambda: secrets.token_hex(16))  # names what is kept for this session only
     created: float = field(default_factory=time.monotonic)
     cluster: ConsoleCluster | None = None
+    # secrets of changes waiting for their confirmation (a password), kept here rather than sent back to the
+    # browser in the confirmation page: reference -> (when, fields)
+    pending_secrets: dict[str, tuple[float, dict[str, str]]] = field(default_factory=dict)
+
+    def stash_secrets(self, secrets_: dict[str, str]) -> str:
+        """Keep ``secrets_`` for the confirmation of one change; returns the reference its page carries."""
+        now = time.monotonic()
+        for ref in [r for r, (t, _) in self.pending_secrets.items() if now - t > PENDING_TTL_S]:
+            del self.pending_secrets[ref]
+        while len(self.pending_secrets) >= MAX_PENDING:
+            del self.pending_secrets[next(iter(self.pending_secrets))]
+        ref = secrets.token_urlsafe(16)
+        self.pending_secrets[ref] = (now, dict(secrets_))
+        return ref
+
+    def take_secrets(self, ref: str) -> dict[str, str]:
+        """The secrets kept under ``ref`` (once: the reference is spent), or nothing when unknown or expired."""
+        found = self.pending_secrets.pop(ref, None)
+        if found is None or time.monotonic() - found[0] > PENDING_TTL_S:
+            return {}
+        return found[1]
 
 
     def close(self) -> None:

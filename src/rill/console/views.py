@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import json
+import math
 import urllib.parse
 import urllib.request
 from typing import Any
@@ -247,6 +248,15 @@ def login_page(console: Console) -> Any:
         if request.method == "POST":
             form = await request.form()
             user, password = str(form.get("username", "")), str(form.get("password", ""))
+            address = request.client.host if request.client is not None else ""
+            wait = console.sign_in_limits.wait_s(address, user)
+            if wait > 0:  # refused before the cluster is asked: guessing runs at the limits' pace
+                retry = math.ceil(wait)
+                response = console.page(request, "login.html", None, next=request.query_params.get("next", "/"),
+                                        error=f"too many refused sign-ins: try again in {retry} s")  # fmt: skip
+                response.status_code = 429
+                response.headers["Retry-After"] = str(retry)
+                return response
             props = {**console.settings.props, "sasl.mechanism": console.settings.login_mechanism,
                      "sasl.jaas.config": _jaas(console.settings.login_mechanism, user, password)}  # fmt: skip
             session = Session(user, props)
@@ -260,11 +270,14 @@ def login_page(console: Console) -> Any:
                 return response
             except ConsoleError as e:
                 session.close()
+                console.sign_in_limits.refused(address, user)
                 error = f"cannot sign in as {user}: {e}"
             else:
+                console.sign_in_limits.accepted(user)
                 token = console.sessions.open(session)
                 response = RedirectResponse(_local(str(form.get("next") or "/")), status_code=303)
-                response.set_cookie(SESSION_COOKIE, token, httponly=True, samesite="strict")
+                response.set_cookie(SESSION_COOKIE, token, httponly=True, samesite="strict",
+                                    secure=console.settings.secure_cookies)  # fmt: skip
                 return response
         return console.page(request, "login.html", None, error=error, next=request.query_params.get("next", "/"))
 

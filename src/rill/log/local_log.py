@@ -224,5 +224,13 @@ class LocalLog:
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def rename_dir(self, new_dir: Path) -> None:
+        """Rename the log's directory (Kafka's renameDir): the segments and their indexes follow (their open
+        files stay open), and so do the checkpoints and snapshots written later."""
         os.rename(self._dir, new_dir)
         self._dir = new_dir
+        for seg in [*self._segments, *(s for _, s in self._pending_deletes)]:
+            seg.move_to(new_dir)
+        self._moved_to(new_dir)
+
+    def _moved_to(self, new_dir: Path) -> None:
+        """What else of the log lives in its directory follows a rename (``Log``: its checkpoint and snapshots)."""

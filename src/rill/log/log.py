@@ -50,7 +50,7 @@ from rill.records.batch import BatchHeader, Buffer, set_log_append_time, set_max
 from rill.records.control import marker_or_none
 from rill.records.scan import LAST_OFFSET_DELTA_FIELD, MAX_TIMESTAMP_FIELD, PRODUCER_ID_FIELD, RECORDS_COUNT_FIELD
 
-__all__ = ["FetchDataInfo", "Log", "LogAppendInfo", "parse_topic_partition"]
+__all__ = ["FUTURE_DIR_SUFFIX", "FetchDataInfo", "Log", "LogAppendInfo", "parse_topic_partition"]
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,17 @@ def _base_offset(segment: LogSegment) -> int:
     return segment.base_offset
 
 
+FUTURE_DIR_SUFFIX = "-future"
+_HEX = frozenset("0123456789abcdef")
+
+
 def parse_topic_partition(name: str) -> TopicPartition | None:
-    """``orders-3`` -> TopicPartition("orders", 3); None when the name does not parse."""
+    """``orders-3`` -> TopicPartition("orders", 3), and so does a future log's ``orders-3.<uuid hex>-future``
+    (rill.log.future_logs); None when the name does not parse."""
+    if name.endswith(FUTURE_DIR_SUFFIX):
+        name, dot, tag = name[: -len(FUTURE_DIR_SUFFIX)].rpartition(".")
+        if not dot or len(tag) != 32 or not set(tag) <= _HEX:
+            return None
     topic, sep, part = name.rpartition("-")
     if not sep or not topic or not part.isdigit() or "." in part:
         return None
@@ -170,6 +179,10 @@ class Log(LogReadSide, LogDeletion, LogTransactions, LocalLog):
         write_partition_metadata(self._dir / PARTITION_METADATA, topic_id, sync=False)
         self._dir_changes += 1
 
+    def _moved_to(self, new_dir: Path) -> None:
+        self.producer_state.dir = new_dir
+        self.leader_epoch_cache.path = new_dir / LEADER_EPOCH_CHECKPOINT
+
     def adopt_topic_id(self, topic_id: uuid.UUID) -> None:
         """Take ``topic_id`` from the metadata: only for a log whose own id was not known."""
         if self.topic_id_known:
@@ -189,6 +202,11 @@ class Log(LogReadSide, LogDeletion, LogTransactions, LocalLog):
     @property
     def topic_partition(self) -> TopicPartition:
         return self._tp
+
+    @property
+    def is_future(self) -> bool:
+        """A future log: the copy of a replica being moved to another log dir (rill.log.future_logs)."""
+        return self._dir.name.endswith(FUTURE_DIR_SUFFIX)
 
     @property
     def dir(self) -> Path:

@@ -27,8 +27,10 @@ A cleaning has three steps:
    but those whose marker went. Records at or after the map's end are copied untouched. Offsets are never
    changed: a batch keeping all its records is copied as it is, one keeping none is dropped, one keeping
    some is rebuilt with the kept records' bytes under the original header (base offset, last offset
-   delta, leader epoch, producer fields, base timestamp) with the same codec. In a thread of the broker's
-   process it would give the GIL to the event loop's thread every millisecond.
+   delta, leader epoch, producer fields, base timestamp) with the same codec. The records are read in C
+   (``rill.records.key_scan``; one batch's part in rill.log.cleaner_batches): a batch's keys go into the map
+   and its kept records come back as byte ranges, without a Python object per record. In a thread of the
+   broker's process the cleaning gives the GIL to the event loop's thread every millisecond.
 3. ``Log.replace_segments`` (on the loop): when the planned segments are still in the log unchanged (no
    truncation since the planning, the same log: not one created again under the same directory name), the
    cleaned segments are renamed ``.swap``, the old ones ``.deleted`` (deleted after ``file.delete.delay.ms``;
@@ -47,25 +49,23 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from crc32c_rs import crc32c
 
 from rill.fsutil import fsync_dir, write_atomically
-from rill.log.cleaner_offset_map import OffsetMap, key_digest
+from rill.log.cleaner_batches import DELETE_HORIZON_MASK, MapOverflow, filter_batch, map_batch
+from rill.log.cleaner_offset_map import OffsetMap
 from rill.log.log_config import LogConfig
 from rill.log.log_segment import CLEANED_SUFFIX, INT32_MAX, SWAP_END_SUFFIX, LogSegment, SegmentFile
 from rill.log.transaction_index import AbortedTxn
-from rill.records import compression
 from rill.records.batch import (
     ATTRIBUTES_POS,
     BATCH_HEADER_SIZE,
-    COMPRESSION_MASK,
     CONTROL_MASK,
     HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC_V2,
-    TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     BatchHeader,
     Buffer,
@@ -73,16 +73,15 @@ from rill.records.batch import (
     crc_ok,
     parse_header,
 )
-from rill.records.control import marker_or_none
-from rill.records.record import decode_records, encode_record, read_varint
 
 if TYPE_CHECKING:
     from rill.log.log import Log
 
 _READ_CHUNK = 1 << 20
+unpack_header = HEADER_STRUCT.unpack_from
+make_header = BatchHeader._make
 _PENDING_LIMIT = 16 << 20  # the most of one source's cleaned batches held while deciding where they go
 _YIELD_EVERY_S = 0.001  # the longest the cleaner keeps the GIL from the event loop's thread
-DELETE_HORIZON_MASK = 0x40  # attributes bit 6: baseTimestamp holds the time the batch's tombstones may go
 
 
 class OffsetMapTooSmallError(Exception):
@@ -200,9 +199,10 @@ def plan_cleaning(log: Log, first_dirty: int, now_ms: int) -> CleanPlan | None:
 
 
 def iter_batches(
-    src: SourceSegment, throttler: Throttler | None, abort: threading.Event | None
+    src: SourceSegment, throttler: Throttler | None, abort: threading.Event | None, yield_gil: bool = False
 ) -> Iterator[tuple[BatchHeader, memoryview]]:
-    """Every batch of a planned segment, CRC checked (a bad one raises CorruptRecordError)."""
+    """Every batch of a planned segment, CRC checked (a bad one raises CorruptRecordError). With
+    ``yield_gil`` (a cleaning in a thread of the broker's process) the GIL is given up every millisecond."""
     fd, size = src.file.fd, src.size
     pos = 0
     last_yield = time.monotonic()
@@ -213,22 +213,23 @@ def iter_batches(
         if throttler is not None:
             throttler.maybe_throttle(len(chunk))
         view = memoryview(chunk)
+        n = len(view)
         p = 0
-        while p + BATCH_HEADER_SIZE <= len(view):
-            h = parse_header(view, p)
-            if h.magic != MAGIC_V2 or h.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
+        while p + BATCH_HEADER_SIZE <= n:  # (inlined: this runs for every batch, twice)
+            h = make_header(unpack_header(view, p))
+            end = p + h.batch_length + LOG_OVERHEAD
+            if h.magic != MAGIC_V2 or end < p + BATCH_HEADER_SIZE:
                 raise CorruptRecordError(f"{src.name}: bad batch at position {pos + p}")
-            if p + h.size > len(view):
+            if end > n:
                 break
-            if not crc_ok(view, p, h):
+            if crc32c(view[p + ATTRIBUTES_POS : end]) != h.crc:
                 raise CorruptRecordError(f"{src.name}: CRC mismatch at position {pos + p}")
-            yield h, view[p : p + h.size]
-            now = time.monotonic()
-            if now - last_yield >= _YIELD_EVERY_S:
+            yield h, view[p:end]
+            if yield_gil and time.monotonic() - last_yield >= _YIELD_EVERY_S:
                 # let the event loop's thread take the GIL now rather than at the 5 ms switch interval
                 time.sleep(0)
-                last_yield = now
-            p += h.size
+                last_yield = time.monotonic()
+            p = end
         if p == 0:  # one batch larger than the chunk
             h = parse_header(view, 0)
             if pos + h.size > size:
@@ -241,50 +242,12 @@ def iter_batches(
         pos += p
 
 
-class RecordInfo(NamedTuple):
-    start: int  # the record's bytes in the decompressed records section
-    end: int
-    offset_delta: int
-    timestamp_delta: int
-    key: bytes | None
-    tombstone: bool
-
-
-def walk_records(h: BatchHeader, batch: memoryview) -> tuple[bytes, list[RecordInfo]]:
-    """The decompressed records section of a batch and where each record lies in it (the one-byte varints
-    read inline: this runs for every record the cleaner reads, twice)."""
-    data = compression.decompress(h.attributes & COMPRESSION_MASK, batch[BATCH_HEADER_SIZE:])
-    out: list[RecordInfo] = []
-    append = out.append
-    size = len(data)
-    p = 0
-    try:
-        for _ in range(h.records_count):
-            x = data[p]
-            length, q = ((x >> 1) ^ -(x & 1), p + 1) if x < 0x80 else read_varint(data, p)
-            end = q + length
-            if length < 6 or end > size:
-                raise CorruptRecordError(f"batch at offset {h.base_offset}: bad record length {length}")
-            x = data[q + 1]  # after the attributes byte
-            ts_delta, q = ((x >> 1) ^ -(x & 1), q + 2) if x < 0x80 else read_varint(data, q + 1)
-            x = data[q]
-            off_delta, q = ((x >> 1) ^ -(x & 1), q + 1) if x < 0x80 else read_varint(data, q)
-            x = data[q]
-            n, q = ((x >> 1) ^ -(x & 1), q + 1) if x < 0x80 else read_varint(data, q)
-            if n < 0:
-                key = None
-            else:
-                key = data[q : q + n]
-                q += n
-            append(RecordInfo(p, end, off_delta, ts_delta, key, data[q] == 1))  # zigzag(-1): a null value
-            p = end
-    except IndexError:
-        raise CorruptRecordError(f"batch at offset {h.base_offset}: truncated record") from None
-    return data, out
-
-
 def build_map(
-    plan: CleanPlan, offset_map: OffsetMap, throttler: Throttler | None, abort: threading.Event | None
+    plan: CleanPlan,
+    offset_map: OffsetMap,
+    throttler: Throttler | None,
+    abort: threading.Event | None,
+    yield_gil: bool = False,
 ) -> tuple[int, int]:
     """Fill ``offset_map`` from the first dirty offset on; returns (the map's end: the offset after the
     last batch it covers, bytes read)."""
@@ -293,77 +256,25 @@ def build_map(
     for src in plan.sources:
         if src.end_offset <= plan.first_dirty:
             continue
-        for h, batch in iter_batches(src, throttler, abort):
-            read += h.size
+        for h, batch in iter_batches(src, throttler, abort, yield_gil):
+            read += len(batch)
             last = h.base_offset + h.last_offset_delta
             if last < plan.first_dirty:
                 continue
             if last >= plan.end:
                 return map_end, read
             if not h.attributes & CONTROL_MASK and not plan.is_aborted(h):
-                _, records = walk_records(h, batch)
-                digests = [
-                    (key_digest(r.key), h.base_offset + r.offset_delta)
-                    for r in records
-                    if r.key is not None and h.base_offset + r.offset_delta >= plan.first_dirty
-                ]
-                if not offset_map.would_fit([d for d, _ in digests]):
+                try:
+                    map_batch(h, batch, offset_map, plan.first_dirty)
+                except MapOverflow:
                     if map_end == plan.first_dirty:
                         raise OffsetMapTooSmallError(
                             f"the offset map ({offset_map.slots} keys) cannot hold the keys of one batch at"
                             f" offset {h.base_offset}: raise log.cleaner.dedupe.buffer.size"
-                        )
+                        ) from None
                     return map_end, read
-                for d, off in digests:
-                    offset_map.put(d, off)
             map_end = last + 1
     return map_end, read
-
-
-def empty_batch(h: BatchHeader) -> bytes:
-    """The batch's header with no records (uncompressed): its offsets, epoch and producer fields kept."""
-    attributes = h.attributes & ~COMPRESSION_MASK
-    header = bytearray(
-        HEADER_STRUCT.pack(
-            h.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD, h.partition_leader_epoch, MAGIC_V2, 0, attributes,
-            h.last_offset_delta, h.base_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch,
-            h.base_sequence, 0,
-        )
-    )  # fmt: skip
-    header[17:21] = int(crc32c(memoryview(header)[ATTRIBUTES_POS:])).to_bytes(4, "big")
-    return bytes(header)
-
-
-def rebuild_batch(h: BatchHeader, data: bytes, kept: list[RecordInfo], horizon: int | None = None) -> bytes:
-    """The batch holding only the ``kept`` records, compressed with the batch's codec, under the same header
-    (base offset, last offset delta, epoch, producer fields). Without ``horizon`` the records' bytes are
-    copied (their deltas stay valid under the same base offset and base timestamp); with it the batch gets
-    Kafka's delete horizon: the flag in its attributes, the horizon as its base timestamp, and every
-    record's timestamp delta made relative to it."""
-    base_ts, attributes = h.base_timestamp, h.attributes
-    if horizon is None:
-        raw = b"".join(data[r.start : r.end] for r in kept)
-    else:
-        out = bytearray()
-        for r in kept:
-            (rec,) = decode_records(data[r.start : r.end], 1, h.base_offset, base_ts)
-            encode_record(out, r.offset_delta, rec.timestamp - horizon, rec.key, rec.value, rec.headers)
-        raw = bytes(out)
-        base_ts, attributes = horizon, attributes | DELETE_HORIZON_MASK
-    body = compression.compress(h.attributes & COMPRESSION_MASK, raw)
-    max_ts = h.max_timestamp
-    if not h.attributes & TIMESTAMP_TYPE_MASK:
-        max_ts = max(h.base_timestamp + r.timestamp_delta for r in kept)
-    header = bytearray(
-        HEADER_STRUCT.pack(
-            h.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(body), h.partition_leader_epoch, MAGIC_V2, 0,
-            attributes, h.last_offset_delta, base_ts, max_ts, h.producer_id, h.producer_epoch,
-            h.base_sequence, len(kept),
-        )
-    )  # fmt: skip
-    crc = crc32c(body, crc32c(memoryview(header)[ATTRIBUTES_POS:]))
-    header[17:21] = int(crc).to_bytes(4, "big")
-    return bytes(header) + body
 
 
 def clean(
@@ -371,18 +282,21 @@ def clean(
     offset_map: OffsetMap,
     throttler: Throttler | None = None,
     abort: threading.Event | None = None,
+    yield_gil: bool = False,
 ) -> CleanResult | None:
     """Build the map and write the cleaned segments as ``.cleaned`` files (blocking: a worker thread runs
-    it). None when there was nothing to clean. On any error the files written are removed."""
+    it). None when there was nothing to clean. On any error the files written are removed. ``yield_gil``:
+    give up the GIL every millisecond (a cleaning in a thread of the broker, beside its event loop)."""
     started = time.monotonic()
     offset_map.clear()
-    map_end, read = build_map(plan, offset_map, throttler, abort)
+    map_end, read = build_map(plan, offset_map, throttler, abort, yield_gil)
     if map_end <= plan.first_dirty:
         return None
     result = CleanResult(plan, [], [], map_end, bytes_read=read)
     result.map_utilization = offset_map.utilization
     try:
-        _write_cleaned(plan, [s for s in plan.sources if s.base_offset < map_end], offset_map, result, throttler, abort)
+        sources = [s for s in plan.sources if s.base_offset < map_end]
+        _write_cleaned(plan, sources, offset_map, result, throttler, abort, yield_gil)
         with contextlib.suppress(OSError):
             fd = os.open(plan.dir, os.O_RDONLY)
             try:
@@ -460,6 +374,7 @@ def _write_cleaned(
     result: CleanResult,
     throttler: Throttler | None,
     abort: threading.Event | None,
+    yield_gil: bool,
 ) -> None:
     """Rewrite ``sources`` into as few cleaned segments as fit: a source's kept batches join the current
     cleaned segment when they fit in it (``segment.bytes``, its indexes not full, offsets within 2**31 of its
@@ -470,10 +385,11 @@ def _write_cleaned(
     out: LogSegment | None = None
 
     def write(seg: LogSegment, buf: Buffer, h: BatchHeader) -> None:
-        seg.append([buf], [(0, h.base_offset + h.last_offset_delta, h.max_timestamp, h.size)])
-        result.bytes_written += h.size
+        size = len(buf)
+        seg.append([buf], [(0, h.base_offset + h.last_offset_delta, h.max_timestamp, size)])
+        result.bytes_written += size
         if throttler is not None:
-            throttler.maybe_throttle(h.size)
+            throttler.maybe_throttle(size)
 
     def start(src: SourceSegment) -> LogSegment:
         if out is not None:
@@ -490,8 +406,8 @@ def _write_cleaned(
         pending_size = 0
         if out is None or not joins:
             out = start(src)
-        for h, batch in iter_batches(src, throttler, abort):
-            buf = _filter_batch(h, batch, offset_map, result.map_end, plan, horizon, result)
+        for h, batch in iter_batches(src, throttler, abort, yield_gil):
+            buf = filter_batch(h, batch, offset_map, plan, horizon, result)
             if buf is None:
                 continue
             nh = h if buf is batch else parse_header(buf)
@@ -515,78 +431,8 @@ def _write_cleaned(
         _finish(out, result.groups[-1][-1].end_offset)
 
 
-def _filter_batch(
-    h: BatchHeader,
-    batch: memoryview,
-    offset_map: OffsetMap,
-    map_end: int,
-    plan: CleanPlan,
-    horizon: int,
-    result: CleanResult,
-) -> memoryview | bytes | None:
-    """The batch as it goes into the cleaned segment: itself, rebuilt with fewer records, or None.
-
-    Tombstones go once the batch's delete horizon has passed; a batch keeping tombstones that has no
-    horizon yet gets one (``now`` + ``delete.retention.ms``), as Kafka's cleaner marks it. A producer's
-    last batch in the log stays even when none of its records does, as an empty batch (Kafka's rule: its
-    producer id, epoch and sequence numbers are what a restart or a follower rebuilds the producer's state
-    from, so a retried batch is still known as a duplicate)."""
-    now_ms = plan.now_ms
-    if h.base_offset >= map_end:
-        return batch
-    if h.attributes & CONTROL_MASK:
-        return _filter_marker(h, batch, plan, horizon, result)
-    aborted = plan.is_aborted(h)
-    if h.attributes & TRANSACTIONAL_MASK and h.producer_id >= 0:
-        (result.aborted_seen if aborted else result.committed_seen).add(h.producer_id)
-    has_horizon = bool(h.attributes & DELETE_HORIZON_MASK)
-    retain_deletes = not has_horizon or now_ms < h.base_timestamp
-    data, records = walk_records(h, batch)
-    result.records_read += len(records)
-    kept: list[RecordInfo] = []
-    for r in () if aborted else records:
-        if r.key is None:
-            continue
-        offset = h.base_offset + r.offset_delta
-        if offset < map_end:
-            latest = offset_map.get(key_digest(r.key))
-            if latest > offset or (r.tombstone and not retain_deletes):
-                continue
-        kept.append(r)
-    result.records_removed += len(records) - len(kept)
-    needs_horizon = not has_horizon and any(r.tombstone for r in kept)
-    if not kept:
-        if h.producer_id >= 0 and plan.producer_last.get(h.producer_id) == h.base_offset + h.last_offset_delta:
-            return batch if not records else empty_batch(h)
-        return None
-    if len(kept) == len(records) and not needs_horizon:
-        return batch
-    return rebuild_batch(h, data, kept, horizon if needs_horizon else None)
-
-
-def _filter_marker(
-    h: BatchHeader, batch: memoryview, plan: CleanPlan, horizon: int, result: CleanResult
-) -> memoryview | bytes | None:
-    """A control batch as it goes into the cleaned segment (Kafka's rule, see the module doc)."""
-    marker = marker_or_none(batch) if h.producer_id >= 0 and h.records_count else None
-    if marker is None:
-        return batch  # another kind of control record, or one already emptied
-    seen = result.committed_seen if marker.commit else result.aborted_seen
-    if h.producer_id in seen:
-        seen.discard(h.producer_id)
-        return batch  # its transaction still has batches
-    if not h.attributes & DELETE_HORIZON_MASK:
-        data, records = walk_records(h, batch)
-        return rebuild_batch(h, data, records, horizon)
-    if plan.now_ms < h.base_timestamp:
-        return batch
-    result.removed_markers.add(h.base_offset)
-    if plan.producer_last.get(h.producer_id) == h.base_offset + h.last_offset_delta:
-        return empty_batch(h)
-    return None
-
-
 __all__ = [
+    "DELETE_HORIZON_MASK",
     "CleanPlan",
     "CleanResult",
     "CleanerAbortedError",
@@ -595,5 +441,4 @@ __all__ = [
     "clean",
     "discard",
     "plan_cleaning",
-    "walk_records",
 ]

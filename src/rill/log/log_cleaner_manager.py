@@ -275,7 +275,7 @@ class LogCleaner:
             if self.processes:
                 result = self._pool.clean(plan, offset_map.slots, max(1, self.config.threads))
             else:
-                result = clean(plan, offset_map, self.throttler, self._abort)
+                result = clean(plan, offset_map, self.throttler, self._abort, yield_gil=True)
             if result is not None:
                 with self._idle:
                     self._unclaimed[ticket] = result

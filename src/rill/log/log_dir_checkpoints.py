@@ -95,9 +95,11 @@ class LogDirCheckpoints:
         moves = tuple(self._start_offset_moves) if name == LOG_START_OFFSET_CHECKPOINT else ()
         return CheckpointSnapshot(name, self._checkpoint_seq, out, moves)
 
-    def _write_snapshot(self, snap: CheckpointSnapshot, move: StartOffsetMove | None = None) -> None:
-        """Write ``snap``'s files (a file that cannot be written is logged). Given ``move``, decides it
-        under the same lock: no other write comes between."""
+    def _write_snapshot(
+        self, snap: CheckpointSnapshot, move: StartOffsetMove | None = None, *, sync: bool = True
+    ) -> None:
+        """Write ``snap``'s files (a file that cannot be written is logged; ``sync=False``: not fsync'ed).
+        Given ``move``, decides it under the same lock: no other write comes between."""
         with self._checkpoint_lock:
             for d, entries in snap.offsets.items():
                 key = (snap.name, d)
@@ -111,7 +113,7 @@ class LogDirCheckpoints:
                         for tp in m.offsets.keys() & entries.keys():
                             entries[tp] = max(entries[tp], m.offsets[tp])
                 try:
-                    write_offset_checkpoint(d / snap.name, entries)
+                    write_offset_checkpoint(d / snap.name, entries, sync)
                 except OSError as e:
                     log.error("Cannot write %s in %s: %s", snap.name, d, e)
                     continue

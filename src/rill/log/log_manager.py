@@ -9,7 +9,8 @@ topic created again under the same name never starts from the old log's offsets 
 right after the logs are loaded, which drops entries of logs that are gone). A stray log (a partition
 the metadata does not have, or of another incarnation of its topic: left behind by a crash during a
 topic deletion) is renamed ``<topic>-<partition>.<uuid hex>-stray`` and kept, as Kafka keeps them, for
-an operator to look at; it is never loaded again. While a broker
+an operator to look at; it is never loaded again. A replica being moved to another log dir has a future log
+``<topic>-<partition>.<uuid hex>-future`` there too (rill.log.future_logs). While a broker
 runs it holds an exclusive ``flock`` on ``.lock`` in each log dir, as Kafka does: a second broker
 pointed at the same directory refuses to start instead of recovering (truncating) segments the
 first one is writing.
@@ -43,7 +44,8 @@ from rill.log.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
 )
-from rill.log.log import Log, parse_topic_partition
+from rill.log.future_logs import FutureLogs
+from rill.log.log import FUTURE_DIR_SUFFIX, Log, parse_topic_partition
 from rill.log.log_cleaner_manager import CleanerConfig, LogCleaner
 from rill.log.log_config import LONG_MAX, LogConfig
 from rill.log.log_dir_checkpoints import CHECKPOINT_VALUES, LogDirCheckpoints
@@ -77,7 +79,7 @@ def _broker_int(broker_config: Any, name: str, default: int) -> int:
     return default if value is None else int(value)
 
 
-class LogManager(LogDirCheckpoints):
+class LogManager(FutureLogs, LogDirCheckpoints):
     def __init__(
         self,
         log_dirs: list[Path],
@@ -119,6 +121,7 @@ class LogManager(LogDirCheckpoints):
         self._wake: asyncio.Event | None = None
         self._flush_requested: set[TopicPartition] = set()
         self._init_checkpoints()
+        self._init_future_logs()
         self.cleaner = LogCleaner(CleanerConfig.from_broker(broker_config))
 
     # ---- startup ------------------------------------------------------------------------------
@@ -141,6 +144,7 @@ class LogManager(LogDirCheckpoints):
                     )
                 log.error("Log dir %s is offline: %s%s", log_dir, e, hint)
                 self.offline_dirs.add(log_dir)
+        self._settle_future_logs()
         # Entries of logs that are gone (deleted before a crash let the checkpoints catch up) must not
         # reach a log created later under the same name.
         self._write_all_checkpoints(self.log_dirs)
@@ -184,6 +188,9 @@ class LogManager(LogDirCheckpoints):
                 continue
             if child.name.endswith(STRAY_DIR_SUFFIX):
                 log.warning("Not loading stray log %s (kept for inspection; remove it when done)", child)
+                continue
+            if child.name.endswith(FUTURE_DIR_SUFFIX):
+                self._load_future_dir(child, log_dir, clean)
                 continue
             tp = parse_topic_partition(child.name)
             if tp is None:
@@ -281,7 +288,7 @@ class LogManager(LogDirCheckpoints):
             elif tp not in placed:
                 if not online:
                     raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "no log dir is online")
-                log_dir = min(online, key=lambda d: counts[d])
+                log_dir = self.preferred_log_dir(tp) or min(online, key=lambda d: counts[d])
                 counts[log_dir] += 1
                 placed[tp] = (log_dir, topic_id, config)
         return placed
@@ -370,6 +377,7 @@ class LogManager(LogDirCheckpoints):
             plog = self._logs.pop(tp, None)
             self._flush_requested.discard(tp)
             self.cleaner.first_dirty.pop(tp, None)  # a log made again under this name starts dirty
+            self.abandon_future_log(tp)
             if plog is None:
                 continue
             done.append(tp)
@@ -401,7 +409,9 @@ class LogManager(LogDirCheckpoints):
         return [d for d in self.log_dirs if d not in self.offline_dirs]
 
     def _cleaner_logs(self) -> dict[TopicPartition, tuple[Log, Path]]:
-        return {tp: (plog, self._log_dir_of[tp]) for tp, plog in self._logs.items()}
+        # A log being moved is not cleaned (Kafka pauses its cleaning): the copy is of the log as it was written.
+        moving = self._future_logs
+        return {tp: (plog, self._log_dir_of[tp]) for tp, plog in self._logs.items() if tp not in moving}
 
     def _request_flush(self, plog: Log) -> None:
         self._flush_requested.add(plog.topic_partition)
@@ -490,6 +500,9 @@ class LogManager(LogDirCheckpoints):
         for plog in list(self._logs.values()):
             segments += plog.take_due_deletions(now_ms)
         dirs, self._dirs_to_delete = self._dirs_to_delete, []
+        for plog in self.retired_logs(_now_ms() if now_ms is None else now_ms):  # swapped out by a move
+            plog.close(clean=False)
+            dirs.append(plog.dir)
         if segments or dirs:
             await asyncio.to_thread(self._delete_files, segments, dirs)
 
@@ -527,6 +540,19 @@ class LogManager(LogDirCheckpoints):
             for failed in pool.map(close, list(self._logs.items())):
                 if failed is not None:
                     dirty_dirs.add(self._log_dir_of[failed])
+        for tp, (plog, d) in self.future_logs().items():
+            try:
+                plog.flush()
+                plog.close(clean=True)
+            except OSError as e:
+                log.error("%s: shutdown flush of the future log failed: %s", tp, e)
+                plog.close(clean=False)
+                dirty_dirs.add(d)
+        self._future_logs.clear()
+        self._future_dir_of.clear()
+        for plog in self.retired_logs():
+            plog.close(clean=False)
+            self._dirs_to_delete.append(plog.dir)
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()

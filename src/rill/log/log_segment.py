@@ -536,6 +536,14 @@ class LogSegment:
     def files(self) -> list[Path]:
         return [self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path]
 
+    def move_to(self, new_dir: Path) -> None:
+        """Follow a rename of the log's directory: the files keep their names under ``new_dir`` (open ones stay
+        open; those opened by name later are found there)."""
+        self.dir = new_dir
+        self.log_path = new_dir / self.log_path.name
+        for index in (self.offset_index, self.time_index, self.txn_index):
+            index.path = new_dir / index.path.name
+
     def rename_to_deleted(self) -> None:
         """Give every file the ``.deleted`` suffix; the file stays open for readers."""
         new_log = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)

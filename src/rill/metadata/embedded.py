@@ -8,7 +8,8 @@ State lives in the first log directory:
   [[leader, epoch, [replicas], [isr]], ...], "configs": {...}}}, "broker_configs": {...},
   "default_broker_configs": {...}, "next_producer_id": N}``; each journal line is one change: a topic's whole
   new state (``topic``), a deletion (``delete_topic``), a broker config set (``broker_configs``,
-  ``default_broker_configs``), a consumer group's configs (``group_configs``), the next free producer id
+  ``default_broker_configs``), a consumer group's configs (``group_configs``), a client metrics subscription's
+  configs (``client_metrics``; the snapshot's ``client_metrics`` holds them all), the next free producer id
   (``producer_ids``), or client quotas set or removed
   (``client_quotas``: entity path -> quota key -> value or null; the snapshot's ``client_quotas`` holds them all).
 
@@ -97,6 +98,7 @@ class EmbeddedMetadataStore:
         self._broker_configs: dict[str, str] = {}
         self._default_broker_configs: dict[str, str] = {}
         self._group_configs: dict[str, dict[str, str]] = {}
+        self._client_metrics: dict[str, dict[str, str]] = {}
         self._next_producer_id = 0
         self._credentials = UserCredentials()
         self._acls = AclCache()
@@ -159,6 +161,7 @@ class EmbeddedMetadataStore:
         self._broker_configs = dict(data.get("broker_configs", {}))
         self._default_broker_configs = dict(data.get("default_broker_configs", {}))
         self._group_configs = {g: dict(c) for g, c in data.get("group_configs", {}).items()}
+        self._client_metrics = {str(n): _strings(c) for n, c in data.get("client_metrics", {}).items()}
         self._next_producer_id = int(data.get("next_producer_id", 0))
         self._credentials = UserCredentials.from_json(data.get("scram_credentials", {}))
         self._acls = AclCache.from_json(data.get("acls", []))
@@ -182,6 +185,11 @@ class EmbeddedMetadataStore:
                 self._group_configs[change["group"]] = dict(change["configs"])
             else:
                 self._group_configs.pop(change["group"], None)
+        elif kind == "client_metrics":
+            if change["configs"]:
+                self._client_metrics[str(change["name"])] = _strings(change["configs"])
+            else:
+                self._client_metrics.pop(change["name"], None)
         elif kind == "producer_ids":
             self._next_producer_id = int(change["next"])
         elif kind == "user_scram":
@@ -199,6 +207,7 @@ class EmbeddedMetadataStore:
         topics = dict(self._topics)
         broker, default = dict(self._broker_configs), dict(self._default_broker_configs)
         groups = {g: dict(c) for g, c in self._group_configs.items()}
+        client_metrics = {n: dict(c) for n, c in self._client_metrics.items()}
         next_pid, offset = self._next_producer_id, self._offset
         credentials = self._credentials.to_json()
         acls = self._acls.to_json()
@@ -211,6 +220,7 @@ class EmbeddedMetadataStore:
                 "broker_configs": broker,
                 "default_broker_configs": default,
                 "group_configs": groups,
+                "client_metrics": client_metrics,
                 "next_producer_id": next_pid,
                 "scram_credentials": credentials,
                 "acls": acls,
@@ -402,6 +412,21 @@ class EmbeddedMetadataStore:
                 self._group_configs.pop(group_id, None)
             self._after_write()
 
+    def groups_with_configs(self) -> list[str]:
+        return sorted(self._group_configs)
+
+    def client_metrics_configs(self) -> Mapping[str, Mapping[str, str]]:
+        return self._client_metrics
+
+    async def set_client_metrics_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        async with self._lock:
+            await self._write({"type": "client_metrics", "name": name, "configs": dict(configs)})
+            if configs:
+                self._client_metrics[name] = dict(configs)
+            else:
+                self._client_metrics.pop(name, None)
+            self._after_write()
+
     async def set_default_broker_configs(self, configs: Mapping[str, str]) -> None:
         async with self._lock:
             await self._write({"type": "default_broker_configs", "configs": dict(configs)})
@@ -454,3 +479,8 @@ class EmbeddedMetadataStore:
 
     def add_listener(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)
+
+
+def _strings(configs: Mapping[str, Any]) -> dict[str, str]:
+    """Stored configs as strings (a value another tool wrote as a number is its text)."""
+    return {str(k): str(v) for k, v in configs.items()}

@@ -312,6 +312,20 @@ class MetadataStore(Protocol):
 
     async def set_group_configs(self, group_id: str, configs: Mapping[str, str]) -> None: ...
 
+    def groups_with_configs(self) -> list[str]:
+        """The groups that have dynamic configs of their own, sorted."""
+        ...
+
+    def client_metrics_configs(self) -> Mapping[str, Mapping[str, str]]:
+        """Every client metrics subscription (CLIENT_METRICS resources of KIP-714) by name: its configs as
+        stored (``metrics``, ``interval.ms``, ``match``)."""
+        ...
+
+    async def set_client_metrics_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace a subscription's configs (empty: remove it); the caller validated them. Returns once in effect
+        here."""
+        ...
+
     async def allocate_producer_ids(self, count: int) -> int:
         """Reserve ``count`` producer ids durably; returns the first."""
         ...

@@ -30,6 +30,7 @@ from rill.metadata.store import (
     check_new_topic,
     check_replication_factor,
 )
+from rill.metadata.zk_client_metrics import ZkClientMetrics
 from rill.metadata.zk_tx import after_lost_race, committed
 
 
@@ -45,6 +46,8 @@ class ZkChanges:
     _broker_configs: dict[str, str]
     _default_broker_configs: dict[str, str]
     _group_configs: dict[str, dict[str, str]]
+    _wait_timeout_s: float
+    client_metrics: ZkClientMetrics
     _applied: asyncio.Condition
     _assignment_versions: dict[str, int]
     brokers: Callable[[], list[BrokerInfo]]
@@ -178,6 +181,15 @@ class ZkChanges:
         await self._set_configs(zl.group_config_path(group_id), configs)
         wanted = dict(configs)
         await self._wait_until(lambda: self._group_configs.get(group_id, {}) == wanted, "the group configs")
+
+    def groups_with_configs(self) -> list[str]:
+        return sorted(self._group_configs)
+
+    def client_metrics_configs(self) -> Mapping[str, Mapping[str, str]]:
+        return self.client_metrics.configs
+
+    async def set_client_metrics_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        await self.client_metrics.alter(name, configs, self._wait_timeout_s)
 
     async def _set_configs(self, path: str, configs: Mapping[str, str]) -> None:
         def write() -> None:

@@ -9,6 +9,9 @@ All paths are below the chroot of ``zookeeper.connect`` (``host:port/chroot``):
                                             {NAME: PROTOCOL}, "rack", "timestamp"}`` (host and port: the
                                             inter-broker listener's)
 ``/config/users/<user>``                    a user's SCRAM credentials (``zk_users``)
+``/config/client-metrics/<name>``           a client metrics subscription (KIP-714): ``{"version": 1, "config":
+                                            {"metrics", "interval.ms", "match"}}``, changes announced under
+                                            ``/config/changes`` (``zk_client_metrics``)
 ``/kafka-acl/<Type>/<name>``                 a literal resource's ACLs; prefixed ones under
                                             ``/kafka-acl-extended/prefixed/<Type>/<name>``, changes announced
                                             under ``/kafka-acl-changes`` and ``/kafka-acl-extended-changes``

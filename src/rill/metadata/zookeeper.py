@@ -55,6 +55,7 @@ from rill.metadata.user_credentials import CredentialChanges
 from rill.metadata.zk_acls import ZkAcls
 from rill.metadata.zk_changes import ZkChanges
 from rill.metadata.zk_client import ZkClientSecurity, make_zk_client
+from rill.metadata.zk_client_metrics import ZkClientMetrics
 from rill.metadata.zk_image import not_older, read_cluster, read_configs, read_topic_versioned
 from rill.metadata.zk_quotas import ZkClientQuotas
 from rill.metadata.zk_users import ZkUserCredentials
@@ -114,6 +115,7 @@ class ZkMetadataStore(ZkChanges):
         self.users = ZkUserCredentials(self.zk, self._from_kazoo)
         self.acl_store = ZkAcls(self.zk, self._from_kazoo)
         self.quotas = ZkClientQuotas(self.zk)
+        self.client_metrics = ZkClientMetrics(self.zk, self._from_kazoo)
         self._dirty_topics: set[str] = set()
         self._dirty_cluster = False
         self._wake = asyncio.Event()
@@ -157,6 +159,7 @@ class ZkMetadataStore(ZkChanges):
         await asyncio.to_thread(self._watch_cluster)
         await asyncio.to_thread(self.users.start)
         await asyncio.to_thread(self.acl_store.start)
+        await asyncio.to_thread(self.client_metrics.start)
         await self.quotas.start()
         # What the watches' first calls marked (queued on the loop before the threads that set them returned) is
         # all read now, after they were set: following starts from what changes later, rather than reading it all

@@ -29,6 +29,14 @@ class ChannelThrottle:
     mute_ms: int = 0
 
 
+@dataclass(slots=True)
+class ClientSoftware:
+    """What the client said it is in its ApiVersions request (v3+), set by the request handler."""
+
+    name: str = ""
+    version: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionInfo:
     """Who is on the other end of a connection (Kafka's connection id format: local-remote-index)."""
@@ -42,6 +50,7 @@ class ConnectionInfo:
     security: ChannelSecurity = field(default_factory=ChannelSecurity, compare=False)
     """The connection's security protocol, principal and authentication state (mutable: SASL moves it on)."""
     throttle: ChannelThrottle = field(default_factory=ChannelThrottle, compare=False)
+    client_software: ClientSoftware = field(default_factory=ClientSoftware, compare=False)
 
     def __str__(self) -> str:
         return f"{self.client_host}:{self.client_port} ({self.listener_name})"

@@ -42,6 +42,7 @@ from rill.replica.isr_changes import IsrChanges
 from rill.replica.partition import Partition, TopicCompression
 from rill.replica.purgatory import DelayedOperationPurgatory
 from rill.replica.read_replica import ReplicaSelector, preferred_read_replica
+from rill.replica.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from rill.replica.replica_fetcher import ReplicaFetcherManager
 
 # Kafka's request.timeout.ms default: how long a marker append waits for the high watermark to pass it.
@@ -105,6 +106,8 @@ class ReplicaManager(IsrChanges):
         self.txn_verifier: TxnVerifier | None = None
         # KIP-392: consulted for consumers' fetches as leader (replica.selector.class); None = the leader serves.
         self.replica_selector: ReplicaSelector | None = None
+        # Moves of replicas between this broker's log dirs (AlterReplicaLogDirs).
+        self.log_dir_mover = ReplicaAlterLogDirsManager(log_manager, self.partitions, self.has_partition_in_metadata)
         metadata.add_listener(self.on_metadata_delta)
 
     # -- following the metadata --------------------------------------------------------------------------
@@ -248,6 +251,7 @@ class ReplicaManager(IsrChanges):
             self._partitions[tp] = partition
             if partition.is_leader:
                 self._become_leader(partition)
+        self.log_dir_mover.resume()  # a move a stop interrupted goes on once its partition is hosted
         if failed is not None:
             raise failed
 
@@ -575,5 +579,6 @@ class ReplicaManager(IsrChanges):
         return await self.fetch_purgatory.wait(tps, timeout_s)
 
     def shutdown(self) -> None:
+        self.log_dir_mover.shutdown()
         self.fetch_purgatory.wake_all()
         self.produce_purgatory.close()

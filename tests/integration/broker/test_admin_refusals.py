@@ -26,7 +26,7 @@ from rill.protocol import ApiKey
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP, CLIENT_METRICS = 2, 4, 32, 16
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 
@@ -44,6 +44,10 @@ def _state(w: Wire, log_dir: Path) -> dict[str, Any]:
     )  # fmt: skip
     resources = [{"resource_type": TOPIC, "resource_name": name, "configuration_keys": None} for name, _, _ in topics]
     resources += [{"resource_type": BROKER, "resource_name": n, "configuration_keys": None} for n in ("0", "")]
+    resources += [{"resource_type": GROUP, "resource_name": "sg", "configuration_keys": None}]
+    listed = w.call(ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": []})["config_resources"]
+    resources += [{"resource_type": CLIENT_METRICS, "resource_name": r["resource_name"], "configuration_keys": None}
+                  for r in listed if r["resource_type"] == CLIENT_METRICS]  # fmt: skip
     described = w.call(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": resources, "include_synonyms": False,
                                                     "include_documentation": False})["results"]  # fmt: skip
     configs = sorted((r["resource_name"], c["name"], c["value"], c["config_source"]) for r in described
@@ -67,7 +71,9 @@ def _state(w: Wire, log_dir: Path) -> dict[str, Any]:
         for p in log_dir.rglob("*")
         if (p.is_file() and p.suffix in (".log", ".json")) or p.name.endswith("partition.metadata")
     )
-    return {"topics": topics, "configs": configs, "offsets": offsets, "groups": committed, "files": files}
+    listed = sorted((r["resource_name"], r["resource_type"]) for r in listed)
+    return {"topics": topics, "listed": listed, "configs": configs, "offsets": offsets, "groups": committed,
+            "files": files}  # fmt: skip
 
 
 def _differences(now: dict[str, Any], before: dict[str, Any]) -> list[str]:
@@ -140,8 +146,8 @@ def _create_partitions(draw: st.DrawFn) -> Refused:
     count, assignments, name, validate_only = 3, None, "plain", kind == "validate"
     if kind == "fewer":
         count = draw(st.integers(-5, 2))
-    elif kind == "huge":
-        count = draw(_huge)
+    elif kind == "huge":  # more than 10,000 new partitions ("plain" has 2): Kafka's limit per request
+        count = draw(st.one_of(st.integers(10_003, 2**31 - 1), st.just(2**31 - 1)))
     elif kind == "assignment":
         assignments = [{"broker_ids": [draw(st.integers(1, 99))]}]
     elif kind == "unknown":
@@ -245,8 +251,79 @@ def _share_state(draw: st.DrawFn) -> Refused:
     return (name, key, 0, body, _share_state_codes)
 
 
+@st.composite
+def _share_admin(draw: st.DrawFn) -> Refused:
+    """Share-group administration that must be refused: start offsets of partitions that do not exist, past the
+    log end or negative, of a consumer group or of no group; a bad share.auto.offset.reset or
+    share.isolation.level (the share group "sg" has a state, seeded)."""
+    kind = draw(st.sampled_from(["alter", "delete", "config"]))
+    if kind == "alter":
+        group = draw(st.sampled_from(["sg", "g", ""]))
+        wanted = draw(st.sampled_from([("missing", 0, 0), ("plain", 7, 0), ("plain", 0, 10**6), ("plain", 1, -1),
+                                       ("__consumer_offsets", 0, 0)]))  # fmt: skip
+        if group != "sg":
+            wanted = ("plain", 0, 0)  # valid, but the group is not a share group, or has no id
+        body = {"group_id": group, "topics": [{"topic_name": wanted[0], "partitions": [
+            {"partition_index": wanted[1], "start_offset": wanted[2]}]}]}  # fmt: skip
+        return ("AlterShareGroupOffsets", ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, body,
+                lambda r: [r["error_code"] or p["error_code"]
+                           for t in r["responses"] for p in t["partitions"]])  # fmt: skip
+    if kind == "delete":
+        group, topic = draw(st.sampled_from([("sg", "missing"), ("g", "plain"), ("nobody", "plain"), ("", "plain")]))
+        body = {"group_id": group, "topics": [{"topic_name": topic}]}
+        return ("DeleteShareGroupOffsets", ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, body,
+                lambda r: [r["error_code"] or t["error_code"]
+                           for t in r["responses"]] or [r["error_code"]])  # fmt: skip
+    name, value = draw(st.sampled_from([("share.auto.offset.reset", "first"),
+                                        ("share.auto.offset.reset", "by_duration:1h"),
+                                        ("share.auto.offset.reset", "by_duration:-PT1S"),
+                                        ("share.isolation.level", "read_most")]))  # fmt: skip
+    body = {"resources": [{"resource_type": GROUP, "resource_name": "sg", "configs": [
+        {"name": name, "config_operation": SET, "value": value}]}], "validate_only": draw(st.booleans())}  # fmt: skip
+    return ("IncrementalAlterConfigs", ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body,
+            lambda r: [x["error_code"] for x in r["responses"]])  # fmt: skip
+
+
+@st.composite
+def _client_metrics(draw: st.DrawFn) -> Refused:
+    """Client metrics subscriptions Kafka refuses (KIP-714), and telemetry pushes it refuses."""
+    if draw(st.booleans()):
+        instance = draw(st.sampled_from([uuid.UUID(int=0), uuid.uuid4()]))
+        body = {"client_instance_id": instance, "subscription_id": draw(st.integers(-(2**31), 2**31 - 1)),
+                "terminating": False, "compression_type": draw(st.sampled_from([0, 4, 9])),
+                "metrics": draw(st.binary(max_size=64))}  # fmt: skip
+        return ("PushTelemetry", ApiKey.PUSH_TELEMETRY, 0, body, lambda r: [r["error_code"]])
+    name = draw(st.sampled_from(["kept", "new", ""]))
+    bad = draw(st.sampled_from([{"interval.ms": "50"}, {"interval.ms": "x"}, {"metrics": "a,a"}, {"nope": "1"},
+                                {"match": "client_id=("}, {"match": "rack=a"}]))  # fmt: skip
+    if name == "":
+        bad = {"metrics": "*"}
+    validate_only = draw(st.booleans())
+    key, value = next(iter(bad.items()))
+    configs = [{"name": key, "config_operation": SET, "value": value}]
+    body = {"resources": [{"resource_type": CLIENT_METRICS, "resource_name": name, "configs": configs}],
+            "validate_only": validate_only}  # fmt: skip
+    return ("IncrementalAlterConfigs", ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body,
+            lambda r: [x["error_code"] for x in r["responses"]])  # fmt: skip
+
+
+_LOG_DIRS: list[str] = []  # the seeded broker's (absolute)
+
+
+@st.composite
+def _alter_replica_log_dirs(draw: st.DrawFn) -> Refused:
+    """A log dir that is not the broker's (absolute or not), or a partition that does not exist."""
+    kind = draw(st.sampled_from(["elsewhere", "relative", "missing"]))
+    path = {"elsewhere": "/no/such/log/dir", "relative": "logs", "missing": _LOG_DIRS[0]}[kind]
+    name, partition = ("missing", 0) if kind == "missing" else ("plain", draw(st.integers(0, 1)))
+    body = {"dirs": [{"path": path, "topics": [{"name": name, "partitions": [partition]}]}]}
+    return ("AlterReplicaLogDirs", ApiKey.ALTER_REPLICA_LOG_DIRS, 2, body,
+            lambda r: [p["error_code"] for t in r["results"] for p in t["partitions"]])  # fmt: skip
+
+
 _REFUSED = st.one_of(_create_topics(), _delete_topics(), _create_partitions(), _alter_configs(), _delete_records(),
-                     _groups(), _share(), _share_state())  # fmt: skip
+                     _groups(), _share(), _share_admin(), _client_metrics(),
+                     _alter_replica_log_dirs(), _share_state())  # fmt: skip
 
 
 # -- the test ------------------------------------------------------------------------------------------------
@@ -269,7 +346,15 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[rill.test
         consumer.commit(offsets=[TopicPartition("plain", 0, 4), TopicPartition("plain", 1, 2)], asynchronous=False)
         consumer.close()
         _make_share_group_state(w)
+        body = {"group_id": "sg", "topics": [{"topic_name": "plain", "partitions": [
+            {"partition_index": 0, "start_offset": 3}]}]}  # fmt: skip
+        assert w.call(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, body)["responses"][0]["partitions"][0]["error_code"] == 0
+        subscription = [{"name": "metrics", "config_operation": SET, "value": "org.apache.kafka."}]
+        body = {"resources": [{"resource_type": CLIENT_METRICS, "resource_name": "kept", "configs": subscription}],
+                "validate_only": False}  # fmt: skip
+        assert [r["error_code"] for r in w.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)["responses"]] == [0]
         w.close()
+        _LOG_DIRS[:] = [str(data / "logs")]
         yield b, data / "logs"
 
 
@@ -310,7 +395,7 @@ def test_refused_admin_requests_change_nothing(seeded: tuple[rill.testing.TestBr
                 assert not _differences(_state(w, log_dir), before), f"{what} changed the state: {body}"
 
         run()
-        assert {"CreateTopics", "DeleteTopics", "CreatePartitions", "DeleteRecords"} <= set(seen)
+        assert {"CreateTopics", "DeleteTopics", "CreatePartitions", "DeleteRecords", "AlterReplicaLogDirs"} <= set(seen)
     finally:
         w.close()
     b.restart()

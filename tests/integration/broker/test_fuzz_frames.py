@@ -36,6 +36,9 @@ SEEDS = [
                                                        "partitions": [{"partition_index": 0,
                                                                        "acknowledgement_batches": []}]}],
                                                        "forgotten_topics_data": []}),
+    encode_request(ApiKey.ALTER_REPLICA_LOG_DIRS, 2, 9, "fuzz", {"dirs": [{"path": "/fuzz/logs", "topics": [
+        {"name": "fuzz", "partitions": [0, 1]}]}]}),
+    encode_request(ApiKey.DESCRIBE_LOG_DIRS, 4, 10, "fuzz", {"topics": [{"topic": "fuzz", "partitions": [0]}]}),
     encode_request(ApiKey.SHARE_ACKNOWLEDGE, 1, 8, "fuzz", {"group_id": "sg", "member_id": "m",
                                                              "share_session_epoch": 1, "topics": [
                                                                  {"topic_id": uuid.uuid4(), "partitions": [
@@ -43,20 +46,48 @@ SEEDS = [
                                                                       "acknowledgement_batches": [
                                                                           {"first_offset": 0, "last_offset": 2,
                                                                            "acknowledge_types": [1, 2, 3]}]}]}]}),
-    encode_request(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 9, "fuzz", {"group_id": "sg", "topics": [
+    encode_request(ApiKey.SHARE_FETCH, 2, 9, "fuzz", {"group_id": "sg", "member_id": "m", "share_session_epoch": 1,
+                                                       "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 0,
+                                                       "max_records": 0, "batch_size": 0, "share_acquire_mode": 1,
+                                                       "is_renew_ack": True, "topics": [{"topic_id": uuid.uuid4(),
+                                                       "partitions": [{"partition_index": 0,
+                                                                       "acknowledgement_batches": [
+                                                                           {"first_offset": 0, "last_offset": 1,
+                                                                            "acknowledge_types": [4]}]}]}],
+                                                       "forgotten_topics_data": []}),
+    encode_request(ApiKey.SHARE_ACKNOWLEDGE, 2, 10, "fuzz", {"group_id": "sg", "member_id": "m",
+                                                              "share_session_epoch": 1, "is_renew_ack": True,
+                                                              "topics": [{"topic_id": uuid.uuid4(), "partitions": [
+                                                                  {"partition_index": 0, "acknowledgement_batches": [
+                                                                      {"first_offset": 0, "last_offset": 0,
+                                                                       "acknowledge_types": [4]}]}]}]}),
+    encode_request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, 11, "fuzz", {"group_id": "sg", "topics": [
+        {"topic_name": "fuzz", "partitions": [{"partition_index": 0, "start_offset": 0}]}]}),
+    encode_request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, 12, "fuzz", {"group_id": "sg",
+                                                                       "topics": [{"topic_name": "fuzz"}]}),
+    encode_request(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, 13, "fuzz", {"client_instance_id": uuid.UUID(int=0)}),
+    encode_request(ApiKey.PUSH_TELEMETRY, 0, 14, "fuzz", {"client_instance_id": uuid.uuid4(), "subscription_id": 7,
+                                                          "terminating": False, "compression_type": 0,
+                                                          "metrics": b"\x0a\x02\x12\x00"}),
+    encode_request(ApiKey.LIST_CONFIG_RESOURCES, 1, 15, "fuzz", {"resource_types": [2, 16]}),
+    encode_request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, 16, "fuzz", {"resources": [
+        {"resource_type": 16, "resource_name": "fz", "configs": [
+            {"name": "metrics", "config_operation": 0, "value": "*"},
+            {"name": "match", "config_operation": 0, "value": "client_id=f.*"}]}], "validate_only": False}),
+    encode_request(ApiKey.WRITE_SHARE_GROUP_STATE, 0, 17, "fuzz", {"group_id": "sg", "topics": [
         {"topic_id": uuid.uuid4(), "partitions": [{"partition": 0, "state_epoch": 0, "leader_epoch": 0,
                                                    "start_offset": 0, "state_batches": [
                                                        {"first_offset": 0, "last_offset": 3, "delivery_state": 2,
                                                         "delivery_count": 1}]}]}]}),
-    encode_request(ApiKey.READ_SHARE_GROUP_STATE, 0, 10, "fuzz", {"group_id": "sg", "topics": [
+    encode_request(ApiKey.READ_SHARE_GROUP_STATE, 0, 18, "fuzz", {"group_id": "sg", "topics": [
         {"topic_id": uuid.uuid4(), "partitions": [{"partition": 0, "leader_epoch": 0}]}]}),
-    encode_request(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 11, "fuzz", {"group_id": "sg", "topics": [
+    encode_request(ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, 19, "fuzz", {"group_id": "sg", "topics": [
         {"topic_id": uuid.uuid4(), "partitions": [{"partition": 0, "state_epoch": 1, "start_offset": 0}]}]}),
-    encode_request(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 12, "fuzz", {"group_id": "sg", "topics": [
+    encode_request(ApiKey.DELETE_SHARE_GROUP_STATE, 0, 20, "fuzz", {"group_id": "sg", "topics": [
         {"topic_id": uuid.uuid4(), "partitions": [{"partition": 0}]}]}),
-    encode_request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 13, "fuzz", {"group_id": "sg", "topics": [
+    encode_request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 0, 21, "fuzz", {"group_id": "sg", "topics": [
         {"topic_id": uuid.uuid4(), "partitions": [{"partition": 0, "leader_epoch": -1}]}]}),
-    encode_request(ApiKey.FIND_COORDINATOR, 6, 14, "fuzz", {"key_type": 2,
+    encode_request(ApiKey.FIND_COORDINATOR, 6, 22, "fuzz", {"key_type": 2,
                                                             "coordinator_keys": ["sg:ASNFZ4mrze8BI0VniavN7w:0"]}),
 ]
 

@@ -138,10 +138,10 @@ def test_a_partition_moves_only_after_its_owner_revoked_it(rill_broker) -> None:
         assert (left["error_code"], left["member_epoch"]) == (0, -1)
         b = _hb(w, "member-b", 2)
         assert b["member_epoch"] == 3 and _parts(b) == {topic_id: {0, 1, 2, 3}}
-        # A classic member cannot join the consumer group.
+        # A classic member of another protocol type than the consumer's cannot join the consumer group.
         joined = w.call(ApiKey.JOIN_GROUP, 5, {"group_id": GROUP, "session_timeout_ms": 10_000,
                                                "rebalance_timeout_ms": 10_000, "member_id": "",
-                                               "group_instance_id": None, "protocol_type": "consumer",
+                                               "group_instance_id": None, "protocol_type": "connect",
                                                "protocols": [{"name": "range", "metadata": b""}]})  # fmt: skip
         assert joined["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
@@ -249,7 +249,8 @@ def test_an_empty_group_changes_protocol_and_keeps_its_offsets(rill_broker) -> N
         fetched = w.call(ApiKey.OFFSET_FETCH, 1, {"group_id": GROUP, "topics": [
             {"name": "kip848-switch", "partition_indexes": [0]}]})  # fmt: skip
         assert fetched["topics"][0]["partitions"][0]["committed_offset"] == 7
-        # Now a live classic group: a consumer-protocol member is refused.
+        # Now a live classic group whose member's subscription cannot be read: it cannot be upgraded, so a
+        # consumer-protocol member is refused.
         refused = _hb(w, "m2", 0, rebalance_timeout_ms=5000, subscribed_topic_names=["kip848-switch"],
                       topic_partitions=[])  # fmt: skip
         assert refused["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND

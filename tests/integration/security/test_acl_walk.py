@@ -7,6 +7,7 @@ without its check being proven."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -141,6 +142,8 @@ def _cases(t: str = "secret", g: str = "g", tx: str = "tx") -> dict[int, list[tu
              lambda r: _first(r, "results", 0, "error_code") == TAF),
             (4, {"resources": [{"resource_type": 4, "resource_name": "0", "configuration_keys": None}]},
              lambda r: _first(r, "results", 0, "error_code") == CAF),
+            (4, {"resources": [{"resource_type": 16, "resource_name": "subs", "configuration_keys": None}]},
+             lambda r: _first(r, "results", 0, "error_code") == CAF),
         ],
         ApiKey.ALTER_CONFIGS: [
             (1, {"resources": [{"resource_type": 2, "resource_name": t,
@@ -149,10 +152,26 @@ def _cases(t: str = "secret", g: str = "g", tx: str = "tx") -> dict[int, list[tu
             (1, {"resources": [{"resource_type": 4, "resource_name": "0",
                                 "configs": [{"name": "log.cleaner.threads", "value": "2"}]}]},
              lambda r: _first(r, "responses", 0, "error_code") == CAF),
+            (1, {"resources": [{"resource_type": 16, "resource_name": "subs",
+                                "configs": [{"name": "metrics", "value": "*"}]}]},
+             lambda r: _first(r, "responses", 0, "error_code") == CAF),
         ],
         ApiKey.INCREMENTAL_ALTER_CONFIGS: [(1, {"resources": [{"resource_type": 2, "resource_name": t, "configs": [
             {"name": "retention.ms", "config_operation": 0, "value": "1000"}]}]},
-            lambda r: _first(r, "responses", 0, "error_code") == TAF)],
+            lambda r: _first(r, "responses", 0, "error_code") == TAF),
+            (1, {"resources": [{"resource_type": 16, "resource_name": "subs", "configs": [
+                {"name": "metrics", "config_operation": 0, "value": "*"}]}]},
+             lambda r: _first(r, "responses", 0, "error_code") == CAF)],
+        # Client metrics subscriptions are listed to DESCRIBE_CONFIGS on the cluster; telemetry needs no ACL in
+        # Kafka: a subscription is asked for and a push answered on its own terms (here, an unknown subscription).
+        ApiKey.LIST_CONFIG_RESOURCES: [(0, {}, lambda r: (r["error_code"], r["config_resources"]) == (CAF, [])),
+                                       (1, {"resource_types": []},
+                                        lambda r: (r["error_code"], r["config_resources"]) == (CAF, []))],
+        ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: [(0, {"client_instance_id": uuid.UUID(int=0)},
+                                              lambda r: r["error_code"] == 0 and r["requested_metrics"] == [])],
+        ApiKey.PUSH_TELEMETRY: [(0, {"client_instance_id": uuid.uuid4(), "subscription_id": 1, "terminating": False,
+                                     "compression_type": 0, "metrics": b""},
+                                 lambda r: r["error_code"] == ErrorCode.UNKNOWN_SUBSCRIPTION_ID)],
         ApiKey.DELETE_RECORDS: [(2, {"topics": [{"name": t, "partitions": [{"partition_index": 0, "offset": 5}]}],
                                      "timeout_ms": 5000},
                                  lambda r: _first(r, "topics", 0, "partitions", 0, "error_code") == TAF)],
@@ -199,6 +218,9 @@ def _cases(t: str = "secret", g: str = "g", tx: str = "tx") -> dict[int, list[tu
         ApiKey.LIST_PARTITION_REASSIGNMENTS: [(0, {"timeout_ms": 5000, "topics": None},
                                                lambda r: r["error_code"] == CAF)],
         ApiKey.DESCRIBE_LOG_DIRS: [(3, {"topics": None}, lambda r: r["error_code"] == CAF and r["results"] == [])],
+        ApiKey.ALTER_REPLICA_LOG_DIRS: [(2, {"dirs": [{"path": "/x", "topics": [{"name": t, "partitions": [0]}]}]},
+                                         lambda r: [(x["topic_name"], x["partitions"]) for x in r["results"]]
+                                         == [(t, [{"partition_index": 0, "error_code": CAF}])])],
         ApiKey.DESCRIBE_TOPIC_PARTITIONS: [
             (0, {"topics": [{"name": t}], "response_partition_limit": 10, "cursor": None},
              lambda r: [(x["error_code"], x["partitions"]) for x in r["topics"]] == [(TAF, [])]),
@@ -210,16 +232,23 @@ def _cases(t: str = "secret", g: str = "g", tx: str = "tx") -> dict[int, list[tu
                                        lambda r: _first(r, "groups", 0, "error_code") == GAF)],
         ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: [(0, {"groups": [{"group_id": g, "topics": None}]},
                                                lambda r: _first(r, "groups", 0, "error_code") == GAF)],
-        ApiKey.SHARE_FETCH: [(1, {"group_id": g, "member_id": "m", "share_session_epoch": 0, "max_wait_ms": 0,
-                                  "min_bytes": 1, "max_records": 10, "batch_size": 10, "topics": [
-                                      {"topic_id": uuid.uuid4(), "partitions": [
-                                          {"partition_index": 0, "acknowledgement_batches": []}]}],
-                                  "forgotten_topics_data": []},
-                              lambda r: r["error_code"] == GAF and r["responses"] == [])],
-        ApiKey.SHARE_ACKNOWLEDGE: [(1, {"group_id": g, "member_id": "m", "share_session_epoch": 1, "topics": [
+        ApiKey.SHARE_FETCH: [(version, {"group_id": g, "member_id": "m", "share_session_epoch": 0,
+                                        "max_wait_ms": 0, "min_bytes": 1, "max_records": 10, "batch_size": 10,
+                                        "share_acquire_mode": 1, "is_renew_ack": False, "topics": [
+                                            {"topic_id": uuid.uuid4(), "partitions": [
+                                                {"partition_index": 0, "acknowledgement_batches": []}]}],
+                                        "forgotten_topics_data": []},
+                              lambda r: r["error_code"] == GAF and r["responses"] == []) for version in (1, 2)],
+        ApiKey.SHARE_ACKNOWLEDGE: [(version, {"group_id": g, "member_id": "m", "share_session_epoch": 1,
+                                              "is_renew_ack": False, "topics": [
             {"topic_id": uuid.uuid4(), "partitions": [{"partition_index": 0, "acknowledgement_batches": [
                 {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]}]}]},
-            lambda r: r["error_code"] == GAF and r["responses"] == [])],
+            lambda r: r["error_code"] == GAF and r["responses"] == []) for version in (1, 2)],
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS: [(0, {"group_id": g, "topics": [{"topic_name": t, "partitions": [
+            {"partition_index": 0, "start_offset": 0}]}]},
+            lambda r: r["error_code"] == GAF and _first(r, "responses", 0, "partitions", 0, "error_code") == GAF)],
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS: [(0, {"group_id": g, "topics": [{"topic_name": t}]},
+                                             lambda r: r["error_code"] == GAF and r["responses"] == [])],
         **{api: [(0, {"group_id": g, "topics": [{"topic_id": uuid.uuid4(), "partitions": [part]}]},
                   lambda r: _first(r, "results", 0, "partitions", 0, "error_code") == CAF)]
            for api, part in [
@@ -293,3 +322,37 @@ def test_every_api_refuses_a_principal_without_acls(acl_broker: rill.testing.Tes
     assert (quotas["error_code"], quotas["entries"]) == (0, [])
     names = {t["name"] for t in plain.call(ApiKey.METADATA, 12, {"topics": None})["topics"]}
     assert names == {"secret", "__consumer_offsets"}  # neither created nor auto-created anything
+
+
+def test_share_group_offsets_need_read_on_each_topic(acl_broker: rill.testing.TestBroker) -> None:
+    """AlterShareGroupOffsets needs READ on the group and on each topic, DeleteShareGroupOffsets DELETE on the group
+    and READ on each topic (Kafka's KafkaApis): a topic the caller may not read is refused and keeps its state."""
+    admin = AdminClient({"bootstrap.servers": acl_broker.bootstrap_servers})
+    admin.create_topics([NewTopic("secret", 1, 1)])["secret"].result(timeout=15)
+    plain = Wire(acl_broker.bootstrap_servers)
+    alter = {"group_id": "sg", "topics": [{"topic_name": "secret", "partitions": [
+        {"partition_index": 0, "start_offset": 0}]}]}  # fmt: skip
+    deadline = time.monotonic() + 30
+    while (seeded := plain.call(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, alter))["error_code"] in (
+        ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    ) and time.monotonic() < deadline:  # __consumer_offsets is made by the first request that needs it
+        time.sleep(0.1)
+    assert seeded["responses"][0]["partitions"][0]["error_code"] == 0
+    for operation in (3, 6):  # READ and DELETE on the group, nothing on the topic
+        created = plain.call(ApiKey.CREATE_ACLS, 1, {"creations": [
+            {"resource_type": 3, "resource_name": "sg", "resource_pattern_type": 3, "principal": "User:alice",
+             "host": "*", "operation": operation, "permission_type": 3}]})  # fmt: skip
+        assert created["results"][0]["error_code"] == 0
+    describe = {"groups": [{"group_id": "sg", "topics": None}]}
+    before = plain.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, describe)
+    alice = sasl_wire(acl_broker.listener_address("SASL_PLAINTEXT"), "alice", "alice-secret")
+    try:
+        r = alice.call(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {**alter, "topics": [
+            {"topic_name": "secret", "partitions": [{"partition_index": 0, "start_offset": 0}]}]})  # fmt: skip
+        assert (r["error_code"], _first(r, "responses", 0, "partitions", 0, "error_code")) == (0, TAF)
+        r = alice.call(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": "sg", "topics": [{"topic_name": "secret"}]})
+        assert (r["error_code"], _first(r, "responses", 0, "error_code")) == (0, TAF)
+        assert plain.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, describe) == before
+    finally:
+        alice.close()
+        plain.close()

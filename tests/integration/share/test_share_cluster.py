@@ -1,5 +1,7 @@
 """Share groups on a three-broker cluster: the group's coordinator keeps the membership, each partition's leader
-its share partition; two ShareConsumers get every record of three partitions led by different brokers once."""
+its share partition; two ShareConsumers get every record of three partitions led by different brokers once. The
+group's coordinator resets the start offsets of the partitions it leads, and no other (their state is their
+leaders')."""
 
 from __future__ import annotations
 
@@ -10,6 +12,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.integration.share._share import produce, share_consumer, warm_up
 
 import rill.testing.cluster
+from rill.client.client import KafkaClient
+from rill.errors import ErrorCode
+from rill.protocol import ApiKey
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
@@ -34,3 +39,16 @@ def test_share_consumers_on_a_cluster() -> None:
         finally:
             for consumer in consumers:
                 consumer.close()
+        with KafkaClient(c.bootstrap_servers, timeout_s=30) as client:
+            conn = client.coordinator("sg")
+            brokers = client.refresh_metadata([]).brokers.items()
+            coordinator = next(b for b, a in brokers if (a.host, a.port) == (conn.host, conn.port))
+            request = {"group_id": "sg", "topics": [{"topic_name": "t", "partitions": [
+                {"partition_index": p, "start_offset": 0} for p in range(3)]}]}  # fmt: skip
+            deadline = time.monotonic() + 30
+            while (r := conn.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, request, version=0)[1])["error_code"] \
+                    == ErrorCode.NON_EMPTY_GROUP and time.monotonic() < deadline:  # fmt: skip
+                time.sleep(0.2)  # the consumers' leaves reach the coordinator as they close
+            codes = {p["partition_index"]: p["error_code"] for p in r["responses"][0]["partitions"]}
+            assert codes == {p: 0 if c.leader("t", p) == coordinator else ErrorCode.NOT_LEADER_OR_FOLLOWER
+                             for p in range(3)}  # fmt: skip

@@ -17,6 +17,7 @@ from tests.integration.zookeeper._mini import MiniBroker, start_broker, state, w
 
 from rill.metadata import zk_layout as zl
 from rill.metadata.zk_acls import type_dir
+from rill.metadata.zk_client_metrics import CLIENT_METRICS, subscription_path
 from rill.metadata.zk_users import USERS
 from rill.metadata.zk_watches import lasting_children_watch
 from rill.security.acl import (
@@ -74,6 +75,11 @@ async def _new_group_config(admin: KazooClient, b: MiniBroker, connect: str, sta
     return lambda: dict(b.store.group_configs("g")) == {"consumer.session.timeout.ms": "50000"}
 
 
+async def _new_subscription(admin: KazooClient, b: MiniBroker, connect: str, started: list[MiniBroker]) -> Followed:
+    admin.create(subscription_path("s"), zl.encode_configs({"metrics": "*"}))
+    return lambda: dict(b.store.client_metrics_configs().get("s", {})) == {"metrics": "*"}
+
+
 async def _new_user(admin: KazooClient, b: MiniBroker, connect: str, started: list[MiniBroker]) -> Followed:
     cred = credential_from_password("SCRAM-SHA-256", "secret")
     await asyncio.wait_for(b.store.alter_scram_credentials({"alice": {"SCRAM-SHA-256": cred}}), 20)
@@ -93,6 +99,7 @@ async def _new_acl(admin: KazooClient, b: MiniBroker, connect: str, started: lis
     (zl.BROKER_IDS, _new_broker),
     (zl.TOPICS, _new_topic),
     (zl.GROUP_CONFIGS, _new_group_config),
+    (CLIENT_METRICS, _new_subscription),
     (USERS, _new_user),
     (type_dir(ResourceType.TOPIC, PatternType.LITERAL), _new_acl),
 ])  # fmt: skip

@@ -85,10 +85,11 @@ def test_a_source_removed_by_retention_drops_the_cleaning(tmp_path: Path) -> Non
     log.close()
 
 
-def _cleaning_pid(log: Log, deadline: float) -> int:
-    """The pid of the cleaning process once it has begun writing ``log``'s cleaned segments."""
+def _cleaning_pid(log: Log, deadline: float, earlier: set[int | None]) -> int:
+    """The pid of the cleaning process once it has begun writing ``log``'s cleaned segments (not one of
+    ``earlier``: the cleaning processes of an earlier test may still be ending)."""
     while time.monotonic() < deadline:
-        children = multiprocessing.active_children()
+        children = [c for c in multiprocessing.active_children() if c.pid not in earlier]
         if children and any(n.endswith(".cleaned") for n in os.listdir(log.dir)):
             assert len(children) == 1
             pid = children[0].pid
@@ -106,9 +107,11 @@ def test_a_killed_cleaning_process_leaves_nothing_and_the_next_cleaning_works(tm
     cleaner = LogCleaner(CleanerConfig(io_max_bytes_per_second=100_000))  # about 3 s for this log
     logs = {log.topic_partition: (log, tmp_path)}
 
+    earlier = {c.pid for c in multiprocessing.active_children()}
+
     async def run() -> bool:
         task = asyncio.ensure_future(cleaner.clean_one(logs, OffsetMap(1000)))
-        pid = await asyncio.to_thread(_cleaning_pid, log, time.monotonic() + 30)
+        pid = await asyncio.to_thread(_cleaning_pid, log, time.monotonic() + 30, earlier)
         os.kill(pid, signal.SIGKILL)
         return await task
 
@@ -134,9 +137,11 @@ def test_stop_ends_a_throttled_cleaning_in_its_process_at_once(tmp_path: Path) -
     cleaner = LogCleaner(CleanerConfig(io_max_bytes_per_second=50_000))  # about 6 s for this log
     logs = {log.topic_partition: (log, tmp_path)}
 
+    earlier = {c.pid for c in multiprocessing.active_children()}
+
     async def run() -> float:
         task = asyncio.ensure_future(cleaner.clean_one(logs, OffsetMap(1000)))
-        await asyncio.to_thread(_cleaning_pid, log, time.monotonic() + 30)
+        await asyncio.to_thread(_cleaning_pid, log, time.monotonic() + 30, earlier)
         started = time.monotonic()
         await asyncio.to_thread(cleaner.stop)
         took = time.monotonic() - started

@@ -126,6 +126,7 @@ def test_the_broker_does_not_advertise_apis_it_has_no_handler_for() -> None:
     controller_only = {ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN,
                        ApiKey.ALTER_PARTITION}  # fmt: skip
     assert not advertised & controller_only
-    admin = {ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS}
+    admin = {ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
+             ApiKey.ALTER_REPLICA_LOG_DIRS, ApiKey.DESCRIBE_LOG_DIRS}  # fmt: skip
     assert admin <= advertised
     assert ApiKey.FETCH in advertised

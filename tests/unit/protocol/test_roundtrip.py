@@ -141,6 +141,8 @@ CLUSTER_APIS = (
     ApiKey.ELECT_LEADERS,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS,
     ApiKey.LIST_PARTITION_REASSIGNMENTS,
+    ApiKey.ALTER_REPLICA_LOG_DIRS,
+    ApiKey.DESCRIBE_LOG_DIRS,
 )
 CLUSTER_CASES = [(key, v) for key in CLUSTER_APIS for v in range(MESSAGES[key].min_version,
                                                                   MESSAGES[key].max_version + 1)]

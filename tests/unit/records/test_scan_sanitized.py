@@ -20,13 +20,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[3]
 SOURCES = {  # extension source -> where the build goes, inside the package
     ROOT / "src" / "rill" / "records" / "_scan.c": Path("records") / "_scan",
+    ROOT / "src" / "rill" / "records" / "_key_scan.c": Path("records") / "_key_scan",
 }
+PROBE = "import rill.records._scan as s, rill.records._key_scan as k; print(s.__file__, k.__file__)"
 TESTS = [
     "tests/unit/log/test_log.py",
     "tests/unit/records/test_scan.py",
     "tests/unit/log/test_scan_pieces.py",
     "tests/unit/log/test_record_validation.py",
     "tests/unit/log/test_timestamp_bounds.py",
+    "tests/unit/records/test_key_scan.py",
+    "tests/unit/log/test_cleaner_twins.py",
 ]
 
 
@@ -64,7 +68,7 @@ def test_the_c_extensions_pass_their_tests_under_address_and_undefined_behaviour
         UBSAN_OPTIONS=f"print_stacktrace=1:halt_on_error=1:log_path={tmp_path / 'ubsan'}",
     )
     probe = subprocess.run(
-        [sys.executable, "-c", "import rill.records._scan as s; print(s.__file__)"],
+        [sys.executable, "-c", PROBE],
         env=env, capture_output=True, text=True, timeout=60, check=True,
     )
     assert probe.stdout.split() == [str(b) for b in built]  # the children import the sanitized builds

@@ -52,6 +52,18 @@ def count(assignment: Assignment) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member of the classic protocol (JoinGroup/SyncGroup) in a consumer group keeps of its JoinGroup:
+    its session timeout and its protocols (name, ConsumerProtocolSubscription bytes) in preference order."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.supported_protocols]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMember:
     """A member as the coordinator knows it. Immutable: a heartbeat builds the next version, which replaces
     this one once its records are written."""
@@ -70,6 +82,11 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMemberMetadata | None = None  # set for a member of the classic protocol
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def replace(self, **changes: object) -> ConsumerGroupMember:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
@@ -85,6 +102,7 @@ class ConsumerGroupMember:
             self.subscribed_topic_regex,
             self.rebalance_timeout_ms,
             self.server_assignor,
+            self.classic,
         ) == (
             other.instance_id,
             other.rack_id,
@@ -94,6 +112,7 @@ class ConsumerGroupMember:
             other.subscribed_topic_regex,
             other.rebalance_timeout_ms,
             other.server_assignor,
+            other.classic,
         )
 
     def same_assignment(self, other: ConsumerGroupMember) -> bool:
@@ -150,6 +169,30 @@ class ConsumerGroup:
         for member in self.members.values():
             names.update(member.subscribed_topic_names)
         return names
+
+    def classic_members(self) -> list[ConsumerGroupMember]:
+        return [m for m in self.members.values() if m.classic is not None]
+
+    def supports_classic_protocols(self, protocol_type: str, names: Iterable[str]) -> bool:
+        """Whether a classic member with these protocols may join: the consumer protocol type, and one protocol
+        every classic member already in the group supports (any protocol when there is none)."""
+        wanted = list(names)
+        if protocol_type != "consumer" or not wanted:
+            return False
+        classic = self.classic_members()
+        if not classic:
+            return True
+        return any(all(name in m.classic.protocol_names() for m in classic if m.classic) for name in wanted)
+
+    def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
+        """Whether a member in UNRELEASED_PARTITIONS still waits for a partition another member holds."""
+        if member.state != MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, partitions in self.target.get(member.member_id, {}).items():
+            held = member.assigned.get(topic_id, frozenset())
+            if any(p not in held and self.owner_epoch(topic_id, p) != -1 for p in partitions):
+                return True
+        return False
 
     def owner_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
         """The epoch of the member that holds a partition, or -1 when it is free."""

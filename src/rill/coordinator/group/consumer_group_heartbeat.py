@@ -38,6 +38,8 @@ from rill.coordinator.group.consumer_group import (
     normalize,
 )
 from rill.coordinator.group.consumer_group_assignors import ASSIGNORS, AssignmentMember
+from rill.coordinator.group.consumer_group_classic import ClassicMembersMixin
+from rill.coordinator.group.consumer_group_migration import MigrationMixin
 from rill.coordinator.group.consumer_group_offsets import ConsumerGroupOffsetsMixin
 from rill.coordinator.group.consumer_group_reconciliation import reconcile
 from rill.errors import ErrorCode, KafkaError
@@ -46,6 +48,7 @@ from rill.records.record import Record
 
 if TYPE_CHECKING:
     from rill.coordinator.group.group_coordinator import GroupCoordinator
+    from rill.coordinator.group.group_metadata import GroupMetadata
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +87,7 @@ def _fail(error: ErrorCode, message: str | None = None) -> HeartbeatResult:
     return HeartbeatResult(error=error, message=message)
 
 
-class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin):
+class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin, MigrationMixin, ClassicMembersMixin):
     """The consumer groups of the ``__consumer_offsets`` partitions this broker leads."""
 
     def __init__(self, classic: GroupCoordinator) -> None:
@@ -100,6 +103,7 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin):
         self._locks: dict[str, list[Any]] = {}  # group id -> [lock, users]
         self._sessions: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._rebalances: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self._classic_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}  # a classic member's join or sync
         # Rebalances for the metrics: from a group epoch bump until every member reached the new target.
         self.rebalance_count = 0
         self.rebalance_time_ms_total = 0.0
@@ -135,10 +139,11 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin):
                 self._cancel_timers(group_id, member_id)
 
     def shutdown(self) -> None:
-        for handle in [*self._sessions.values(), *self._rebalances.values()]:
+        for handle in [*self._sessions.values(), *self._rebalances.values(), *self._classic_timers.values()]:
             handle.cancel()
         self._sessions.clear()
         self._rebalances.clear()
+        self._classic_timers.clear()
 
     def is_consumer_group(self, group_id: str) -> bool:
         return group_id in self.groups
@@ -161,6 +166,11 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin):
             raise KafkaError(code, f"the records of group {group_id} were not replicated: {code.name}")
         if (moved := self.classic.not_serving(group_id)) is not None:  # unloaded meanwhile: apply nothing
             raise KafkaError(moved, f"the coordinator of group {group_id} moved during the write")
+
+    def lock(self, group_id: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """The group's lock: the classic APIs take it too, so a group changing protocol is seen by each request
+        either before or after the change."""
+        return self._lock(group_id)
 
     @contextlib.asynccontextmanager
     async def _lock(self, group_id: str) -> AsyncIterator[None]:
@@ -221,23 +231,31 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin):
             if (code := self.classic.not_serving(req.group_id)) is not None:
                 return _fail(code)
             classic = self.classic.groups.get(req.group_id)
+            upgrading = None
             if req.group_id not in self.groups and classic is not None and classic.all_members():
-                return _fail(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
+                refused = self.refuse_upgrade(classic) if req.member_epoch == 0 else None
+                if req.member_epoch != 0 or refused is not None:
+                    code, message = refused or (ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a "
+                                                "consumer group.")  # fmt: skip
+                    return _fail(code, message)
+                upgrading = classic
             try:
                 if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                     return await self._leave(req)
-                return await self._heartbeat(req)
+                return await self._heartbeat(req, upgrading)
             except KafkaError as e:
                 log.warning("Consumer group %s: heartbeat of %s failed: %s", req.group_id, req.member_id, e.message)
                 return _fail(e.code, e.message)
 
-    async def _heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
+    async def _heartbeat(self, req: HeartbeatRequest, upgrading: GroupMetadata | None = None) -> HeartbeatResult:
         group = self.groups.get(req.group_id)
+        kvs: list[KeyValue] = []
         if group is None:
             if req.member_epoch != 0:
                 return _fail(ErrorCode.UNKNOWN_MEMBER_ID, f"Group {req.group_id} has no member {req.member_id}.")
             group = ConsumerGroup(req.group_id)
-        kvs: list[KeyValue] = []
+            if upgrading is not None:  # a classic group becomes this consumer group (written with the heartbeat)
+                group, kvs = self.converted(upgrading)
         member = group.members.get(req.member_id) if req.member_id else None
         replaced: ConsumerGroupMember | None = None  # a static member's previous incarnation
         if req.member_epoch == 0:
@@ -281,6 +299,36 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin):
             else member.rebalance_timeout_ms,
             server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
         )
+        owned = {t: list(ps) for t, ps in req.owned.items()} if req.owned is not None else None
+        reconciled = await self._commit_member(
+            group, member, updated, is_new=is_new, replaced=replaced, owned=owned, kvs=kvs, upgrading=upgrading
+        )
+        full = req.member_epoch == 0 or (
+            req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None and req.owned is not None
+        )
+        changed = normalize(reconciled.assigned) != normalize(member.assigned)
+        return HeartbeatResult(
+            member_id=reconciled.member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self._group_config(group.group_id, "consumer.heartbeat.interval.ms"),
+            assignment=normalize(reconciled.assigned) if full or changed or is_new else None,
+        )
+
+    async def _commit_member(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerGroupMember,
+        updated: ConsumerGroupMember,
+        *,
+        is_new: bool,
+        replaced: ConsumerGroupMember | None,
+        owned: Mapping[uuid.UUID, list[int]] | None,
+        kvs: list[KeyValue],
+        upgrading: GroupMetadata | None = None,
+    ) -> ConsumerGroupMember:
+        """Steps (2)-(4) of a heartbeat (or a classic member's JoinGroup) once the member's new version is known:
+        bump the group epoch if its subscription changed, compute the target when due, reconcile the member,
+        write every record, then apply. Returns the reconciled member."""
         subscription_changed = (is_new and replaced is None) or (
             updated.subscribed_topic_names,
             updated.subscribed_topic_regex,
@@ -311,12 +359,20 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin):
             target = dict(new_target)
             assignment_epoch = group_epoch
             kvs.append(records.target_epoch_record(group.group_id, assignment_epoch))
-        owned = {t: list(ps) for t, ps in req.owned.items()} if req.owned is not None else None
         reconciled = reconcile(updated, target.get(updated.member_id, {}), assignment_epoch, group.owner_epoch, owned)
         if is_new or not reconciled.same_assignment(member):
             kvs.append(records.current_assignment_record(group.group_id, reconciled))
         started, before_epoch = time.monotonic(), group.group_epoch
-        await self._write(group.group_id, kvs)
+        if upgrading is not None:
+            self.freeze_classic(upgrading)
+            try:
+                await self._write(group.group_id, kvs)
+            except KafkaError:
+                self.thaw_classic(upgrading)
+                raise
+            self.finish_upgrade(upgrading, group)
+        else:
+            await self._write(group.group_id, kvs)
         # Written: apply.
         if replaced is not None:
             group.remove_member(replaced.member_id)
@@ -331,16 +387,7 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin):
         if group_epoch > before_epoch:
             self._rebalance_started.setdefault(group.group_id, started)
         self._track_rebalance(group, started)
-        full = req.member_epoch == 0 or (
-            req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None and req.owned is not None
-        )
-        changed = normalize(reconciled.assigned) != normalize(member.assigned)
-        return HeartbeatResult(
-            member_id=reconciled.member_id,
-            member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self._group_config(group.group_id, "consumer.heartbeat.interval.ms"),
-            assignment=normalize(reconciled.assigned) if full or changed or is_new else None,
-        )
+        return reconciled
 
     async def _leave(self, req: HeartbeatRequest) -> HeartbeatResult:
         group = self.groups.get(req.group_id)
@@ -360,7 +407,11 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin):
                                heartbeat_interval_ms=self.heartbeat_interval_ms)  # fmt: skip
 
     async def remove_member(self, group: ConsumerGroup, member_id: str, why: str) -> None:
-        """Remove a member and bump the group epoch, so the others share its partitions."""
+        """Remove a member and bump the group epoch, so the others share its partitions; or, when only members
+        of the classic protocol stay and the policy allows, make the group a classic group again."""
+        if self.downgrade_allowed(group, {member_id}):
+            await self.downgrade(group, {member_id}, f"member {member_id} {why}")
+            return
         epoch = group.group_epoch + 1
         kvs = records.member_tombstones(group.group_id, member_id)
         kvs.append(records.group_epoch_record(group.group_id, epoch))
@@ -387,21 +438,24 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin):
         if (code := self.classic.not_serving(group_id)) is not None:
             return code
         async with self._lock(group_id):
-            group = self.groups.get(group_id)
-            if group is None:
-                return ErrorCode.GROUP_ID_NOT_FOUND
-            if group.members:
-                return ErrorCode.NON_EMPTY_GROUP
-            kvs: list[KeyValue] = []
-            for member_id in group.target:
-                kvs += records.member_tombstones(group_id, member_id)
-            try:
-                await self._write(group_id, [*kvs, *records.group_tombstones(group_id)])
-            except KafkaError as e:
-                return e.code
-            group.deleted = True
-            del self.groups[group_id]
-            return ErrorCode.NO_ERROR
+            return await self.delete_group_locked(group_id)
+
+    async def delete_group_locked(self, group_id: str) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        kvs: list[KeyValue] = []
+        for member_id in group.target:
+            kvs += records.member_tombstones(group_id, member_id)
+        try:
+            await self._write(group_id, [*kvs, *records.group_tombstones(group_id)])
+        except KafkaError as e:
+            return e.code
+        group.deleted = True
+        del self.groups[group_id]
+        return ErrorCode.NO_ERROR
 
     # -- assignment ------------------------------------------------------------------------------------------
 
@@ -450,7 +504,12 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin):
         old = self._sessions.pop(key, None)
         if old is not None:
             old.cancel()
-        timeout_ms = self._group_config(group_id, "consumer.session.timeout.ms")
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if member is not None and member.classic is not None:  # a classic member keeps its own session timeout
+            timeout_ms = member.classic.session_timeout_ms
+        else:
+            timeout_ms = self._group_config(group_id, "consumer.session.timeout.ms")
         self._sessions[key] = self.classic.loop.call_later(
             timeout_ms / 1000, self._expire, group_id, member_id, "session timed out"
         )
@@ -486,10 +545,13 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin):
         if handle is not None:
             handle.cancel()
         self._cancel_rebalance(group_id, member_id)
+        self._cancel_classic_timer(group_id, member_id)
 
     def _expire(self, group_id: str, member_id: str, why: str) -> None:
-        self._sessions.pop((group_id, member_id), None)
-        self._rebalances.pop((group_id, member_id), None)
+        for timers in (self._sessions, self._rebalances, self._classic_timers):
+            handle = timers.pop((group_id, member_id), None)
+            if handle is not None:
+                handle.cancel()
         self.classic.loop.create_task(self._expire_member(group_id, member_id, why))
 
     async def _expire_member(self, group_id: str, member_id: str, why: str) -> None:

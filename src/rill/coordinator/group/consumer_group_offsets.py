@@ -42,6 +42,8 @@ class ConsumerGroupOffsetsMixin:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.classic is not None:  # a classic member commits with its generation, in any version
+            return ErrorCode.NO_ERROR if member_epoch == member.member_epoch else ErrorCode.ILLEGAL_GENERATION
         if api_version < 9 and not transactional:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:
@@ -77,7 +79,7 @@ class ConsumerGroupOffsetsMixin:
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.member_epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NO_ERROR
 
     def subscribed_topics(self, group_id: str) -> set[str]:

@@ -22,6 +22,7 @@ from typing import Any
 
 from rill.coordinator.group.consumer_group import (
     Assignment,
+    ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
@@ -68,6 +69,13 @@ def _assignment(entries: Iterable[dict[str, Any]]) -> dict[uuid.UUID, frozenset[
     return {e["topic_id"]: frozenset(e["partitions"]) for e in entries if e["partitions"]}
 
 
+def _classic(value: dict[str, Any] | None) -> ClassicMemberMetadata | None:
+    if value is None:
+        return None
+    protocols = tuple((p["name"], bytes(p["metadata"])) for p in value["supported_protocols"])
+    return ClassicMemberMetadata(value["session_timeout_ms"], protocols)
+
+
 # -- encoding ------------------------------------------------------------------------------------------------
 
 
@@ -85,6 +93,12 @@ def member_metadata_record(group_id: str, member: ConsumerGroupMember) -> tuple[
         "subscribed_topic_regex": member.subscribed_topic_regex,
         "rebalance_timeout_ms": member.rebalance_timeout_ms,
         "server_assignor": member.server_assignor,
+        "classic_member_metadata": None
+        if member.classic is None
+        else {
+            "session_timeout_ms": member.classic.session_timeout_ms,
+            "supported_protocols": [{"name": n, "metadata": m} for n, m in member.classic.supported_protocols],
+        },
     }
     return _key(MEMBER_METADATA, group_id, member.member_id), _value(MEMBER_METADATA, value)
 
@@ -191,6 +205,7 @@ class ConsumerGroupReplay:
                     subscribed_topic_regex=v["subscribed_topic_regex"],
                     rebalance_timeout_ms=v["rebalance_timeout_ms"],
                     server_assignor=v["server_assignor"],
+                    classic=_classic(v.get("classic_member_metadata")),
                 )
         elif version == CURRENT_ASSIGNMENT and member_id is not None:
             if v is None:

@@ -215,21 +215,13 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsM
         reason: str | None = None,
     ) -> JoinGroupResult:
         future: asyncio.Future[JoinGroupResult] = self.loop.create_future()
-        callback = resolver(future)
-        self._handle_join_group(
-            group_id,
-            member_id,
-            group_instance_id,
-            require_known_member_id,
-            client_id,
-            client_host,
-            rebalance_timeout_ms,
-            session_timeout_ms,
-            protocol_type,
-            protocols,
-            reason,
-            callback,
-        )
+        args = (group_id, member_id, group_instance_id, require_known_member_id, client_id, client_host,
+                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)  # fmt: skip
+        async with self.consumer.lock(group_id):  # a consumer group with members serves classic members too
+            if self.not_serving(group_id) is None and self.consumer.has_members(group_id):
+                joined: JoinGroupResult = await self.consumer.classic_join(*args)
+                return joined
+            self._handle_join_group(*args, reason, resolver(future))
         return await future
 
     def _handle_join_group(

@@ -57,6 +57,7 @@ class GroupMembershipMixin:
     last_rebalance_ms: dict[str, float]
     rebalance_count: int
     rebalance_time_ms_total: float
+    consumer: Any  # the consumer groups of KIP-848, which serve classic members too
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -87,16 +88,16 @@ class GroupMembershipMixin:
         assignments: dict[str, bytes],
     ) -> SyncGroupResult:
         future: asyncio.Future[SyncGroupResult] = self.loop.create_future()
-        self._handle_sync_group(
-            group_id,
-            generation_id,
-            member_id,
-            group_instance_id,
-            protocol_type,
-            protocol_name,
-            assignments,
-            resolver(future),
-        )
+        async with self.consumer.lock(group_id):  # a classic member of a consumer group is served by it
+            if self.not_serving(group_id) is None and self.consumer.is_consumer_group(group_id):
+                if not self.consumer.has_members(group_id):
+                    return SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID)
+                synced: SyncGroupResult = self.consumer.classic_sync(
+                    group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name
+                )
+                return synced
+            self._handle_sync_group(group_id, generation_id, member_id, group_instance_id, protocol_type,
+                                    protocol_name, assignments, resolver(future))  # fmt: skip
         return await future
 
     def _handle_sync_group(
@@ -243,6 +244,9 @@ class GroupMembershipMixin:
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
         if (code := self.not_serving(group_id)) is not None:
             return code
+        if self.consumer.is_consumer_group(group_id):  # a classic member of a consumer group
+            answer: ErrorCode = self.consumer.classic_heartbeat(group_id, member_id, group_instance_id, generation_id)
+            return answer
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID

@@ -413,7 +413,7 @@ class GroupMetadataManager:
         """Replay one partition's log into ``groups`` by the rules the coordinator applies its writes with:
         the latest record of each key wins; a transaction's offsets stay pending per producer until its marker,
         whose commit keeps, per partition, the newer of them and the committed offset by log order; a tombstone
-        removes an offset, with the pending offsets of that partition; a group's tombstone removes the group.
+        removes an offset, with the pending offsets of that partition; a group's tombstone removes its metadata.
 
         A record that cannot be read is logged and skipped, a batch that cannot be read likewise; a log that
         cannot be read further ends the replay there. None of them stops the load: the bytes may be any."""
@@ -446,9 +446,9 @@ class GroupMetadataManager:
                     else:
                         group.offsets[key.tp] = om
             elif isinstance(key, GroupKey) and not transactional:
+                # A tombstone removes the group's metadata only: its offsets go by their own tombstones (a group
+                # deleted has them written too), and stay when the group became a consumer group.
                 metadata[key.group_id] = (record.offset, record.value)
-                if record.value is None:  # the group is deleted, with its offsets and pending ones
-                    shells.pop(key.group_id, None)
 
         for chunk in iter_log_chunks(plog, tp):
             for batch in chunk:

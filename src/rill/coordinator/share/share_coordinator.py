@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -219,6 +220,15 @@ class ShareCoordinator:
             self.partitions.pop(p, None)
             self.follow_leadership()
         return _coordinator_error(code)
+
+    def groups(self) -> set[str]:
+        """The share groups with a state in the ``__share_group_state`` partitions this broker has loaded."""
+        return {key.group_id for loaded in self.partitions.values() for key in loaded.shard.states}
+
+    def keys_of(self, group_id: str) -> list[tuple[uuid.UUID, int]]:
+        """The share partitions of ``group_id`` with a state in the partitions this broker has loaded."""
+        return sorted((k.topic_id, k.partition) for loaded in self.partitions.values()
+                      for k in loaded.shard.keys_of(group_id))  # fmt: skip
 
     # -- leadership ----------------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ class AcknowledgeType(IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4  # KIP-1222 (ShareFetch/ShareAcknowledge v2): the holder keeps the record, its lock starts again
 
 
 FINISHED = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
@@ -116,11 +117,14 @@ class SharePartition:
         batches: Iterable[tuple[int, int]],
         now_ms: int,
         max_records: int = 0x7FFFFFFF,
+        *,
+        record_limit: bool = False,
     ) -> list[AcquiredRange]:
         """Acquire for ``member_id`` the offsets of the log batches read (``(base offset, last offset)`` each,
         in order): AVAILABLE offsets in flight, then new offsets from the SPEO on, whole batches (the client
         gets whole batches and skips offsets it was not given). Stops after ``max_records`` offsets (at a batch
-        boundary) and at the in-flight limit."""
+        boundary; with ``record_limit``, KIP-1206's record-limit mode, at exactly ``max_records``, inside a
+        batch if need be) and at the in-flight limit."""
         self.expire_locks(now_ms)
         deadline = now_ms + self.lock_duration_ms
         acquired: list[int] = []
@@ -129,6 +133,8 @@ class SharePartition:
             if len(acquired) >= max_records:
                 break
             for offset in range(max(base, self.start_offset), last + 1):
+                if record_limit and len(acquired) >= max_records:
+                    break
                 if offset < self.end_offset:
                     rec = self.records[offset]
                     if rec.state is not RecordState.AVAILABLE:
@@ -153,11 +159,13 @@ class SharePartition:
 
     # -- acknowledgement -----------------------------------------------------------------------------
 
-    def acknowledge(self, member_id: str, batches: Iterable[tuple[int, int, list[int]]], now_ms: int) -> ErrorCode:
+    def acknowledge(
+        self, member_id: str, batches: Iterable[tuple[int, int, list[int]]], now_ms: int, *, renew: bool = False
+    ) -> ErrorCode:
         """Apply a member's acknowledgements: ``(first offset, last offset, types)`` each, with one type for the
         whole range or one per offset. Every offset must be ACQUIRED by ``member_id``; otherwise nothing changes
         and the answer is INVALID_RECORD_STATE (a lock that expired, or records of another member). A malformed
-        batch is INVALID_REQUEST."""
+        batch is INVALID_REQUEST, as is RENEW unless ``renew`` (a version 2 request that says it renews)."""
         self.expire_locks(now_ms)
         plan: list[tuple[int, AcknowledgeType]] = []
         for first, last, types in batches:
@@ -169,6 +177,8 @@ class SharePartition:
                     ack = AcknowledgeType(raw)
                 except ValueError:
                     return ErrorCode.INVALID_REQUEST
+                if ack is AcknowledgeType.RENEW and not renew:
+                    return ErrorCode.INVALID_REQUEST
                 rec = self.records.get(offset) if self.start_offset <= offset < self.end_offset else None
                 if rec is None or rec.state is not RecordState.ACQUIRED or rec.member_id != member_id:
                     return ErrorCode.INVALID_RECORD_STATE
@@ -179,6 +189,8 @@ class SharePartition:
                 self._finish(rec, RecordState.ACKNOWLEDGED)
             elif ack is AcknowledgeType.RELEASE:
                 self._release(rec)
+            elif ack is AcknowledgeType.RENEW:
+                rec.lock_deadline_ms = now_ms + self.lock_duration_ms
             else:  # REJECT, GAP
                 self._finish(rec, RecordState.ARCHIVED)
         self._advance_start()
@@ -214,6 +226,15 @@ class SharePartition:
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)
         self._advance_start()
+
+    def skip_to(self, offset: int) -> None:
+        """The log holds nothing to deliver below ``offset`` past the SPEO (transaction markers, records of
+        aborted transactions under read_committed): those offsets are archived as gaps, so later fetches read on
+        from ``offset`` instead of reading them again (as far as the in-flight limit allows)."""
+        while self.end_offset < offset and self.can_acquire_new():  # never past the in-flight limit
+            self.records[self.end_offset] = InFlightRecord(RecordState.ARCHIVED, 0)
+            self.end_offset += 1
+            self._advance_start()
 
     # -- persistence ---------------------------------------------------------------------------------
 

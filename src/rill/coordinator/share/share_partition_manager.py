@@ -12,6 +12,12 @@ written. Every change is written (WriteShareGroupState) before the ShareFetch or
 answered (``flush``). A share partition whose leader epoch moved (leadership lost, or gained again) is dropped
 and read again; so is one whose write failed, so the next fetch starts from what is durable. A write fenced by a
 newer leader epoch (a new leader read the state) tells this broker it is a stale leader.
+
+The group's ``share.auto.offset.reset`` says where a share partition never initialized starts (the log end by
+default); under its ``share.isolation.level`` read_committed, fetches read up to the last stable offset and
+records of aborted transactions are gaps, never delivered. AlterShareGroupOffsets and DeleteShareGroupOffsets
+(of an empty group) go through ``alter_start_offsets`` and ``delete_state``: the state is written at the share
+coordinator (a new state epoch, which fences a leader's older copy) or deleted there before they return.
 """
 
 from __future__ import annotations
@@ -21,14 +27,15 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rill.common import TopicPartition
+from rill.coordinator.share.share_group_config import READ_COMMITTED, auto_offset_reset_of, isolation_level_of
 from rill.coordinator.share.share_partition import AcquiredRange, SharePartition, StateBatch
 from rill.coordinator.share.share_persister import PartitionState, Persister
-from rill.errors import ErrorCode
+from rill.errors import ErrorCode, KafkaError
 from rill.records.batch import BATCH_HEADER_SIZE, iter_batches
 
 if TYPE_CHECKING:
@@ -88,6 +95,14 @@ def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _no_configs(group_id: str) -> Mapping[str, str]:
+    return {}
+
+
 class SharePartitionManager:
     def __init__(
         self,
@@ -98,6 +113,9 @@ class SharePartitionManager:
         delivery_count_limit: int,
         max_in_flight: int,
         clock: Callable[[], int] = now_ms,
+        group_configs: Callable[[str], Mapping[str, str]] = _no_configs,
+        wall_clock: Callable[[], int] = _wall_ms,
+        stored_groups: Callable[[], Iterable[str]] = tuple,
     ) -> None:
         self._rm = replica_manager
         self.persister = persister
@@ -105,6 +123,9 @@ class SharePartitionManager:
         self.delivery_count_limit = delivery_count_limit
         self.max_in_flight = max_in_flight
         self._clock = clock
+        self._group_configs = group_configs  # a group's GROUP configs (share.auto.offset.reset, ...)
+        self.stored_groups = stored_groups  # the groups whose state this broker's share coordinator holds
+        self._wall_clock = wall_clock
         self.partitions: dict[ShareKey, SharePartition] = {}
         self.epochs: dict[ShareKey, tuple[int, int]] = {}  # (leader epoch, state epoch) each was read at
         self.sessions: dict[tuple[str, str], ShareSession] = {}
@@ -264,8 +285,10 @@ class SharePartitionManager:
         epoch = self._leader_epoch(tp)
         if epoch is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        # the log end when the group first fetches the partition: where it starts if it never did before
-        first = self._rm.read(TopicPartition(tp.topic, tp.partition), 0, 0, min_one_batch=False).high_watermark
+        # where it starts if it never did before (share.auto.offset.reset, the log end by default), taken when
+        # the group first fetches the partition
+        start = self._rm.read(TopicPartition(tp.topic, tp.partition), 0, 0, min_one_batch=False)
+        first = self._initial_offset(key[0], tp, start.log_start_offset, start.high_watermark)
         state = PartitionState()
         if self.persister is not None:
             code, state = await self.persister.read(key[0], (tp.topic_id, tp.partition), epoch)
@@ -295,6 +318,43 @@ class SharePartitionManager:
         self.partitions[key] = sp
         self.epochs[key] = (epoch, state.state_epoch)
         return ErrorCode.NO_ERROR
+
+    def _initial_offset(self, group_id: str, tp: ShareTopicPartition, log_start: int, high_watermark: int) -> int:
+        """Where a share partition the group has no state for starts (``share.auto.offset.reset``)."""
+        strategy = auto_offset_reset_of(self._group_configs(group_id))
+        if strategy.kind == "earliest":
+            return log_start
+        if strategy.kind == "by_duration" and tp.topic is not None:
+            try:
+                partition = self._rm.leader_partition(TopicPartition(tp.topic, tp.partition))
+            except KafkaError:
+                return high_watermark
+            hit = partition.log.fetch_offset_by_timestamp(self._wall_clock() - strategy.duration_ms)
+            if hit is not None and hit[0] < high_watermark:
+                return max(hit[0], log_start)
+        return high_watermark
+
+    async def alter_start_offsets(self, group_id: str, offsets: Mapping[tuple[uuid.UUID, int], int]) -> dict[
+            tuple[uuid.UUID, int], ErrorCode]:  # fmt: skip
+        """AlterShareGroupOffsets of an empty group: each share partition named starts afresh at its offset (the
+        SPSO; nothing in flight, raised to the log start at its first fetch if below), written at the share
+        coordinator before it returns. Returns the partitions whose state could not be written."""
+        codes = await asyncio.gather(*(self.initialize(group_id, key, offset) for key, offset in offsets.items()))
+        return {key: code for key, code in zip(offsets, codes, strict=True) if code}
+
+    async def delete_state(self, group_id: str, keys: Iterable[tuple[uuid.UUID, int]]) -> dict[
+            tuple[uuid.UUID, int], ErrorCode]:  # fmt: skip
+        """DeleteShareGroupOffsets of an empty group: the state of the share partitions named is forgotten (a
+        later fetch starts them again from ``share.auto.offset.reset``), deleted at the share coordinator before
+        it returns. Returns the partitions whose state could not be deleted."""
+        wanted = list(dict.fromkeys(keys))
+        for topic_id, p in wanted:
+            if (group_id, topic_id, p) in self.partitions:
+                self._drop((group_id, topic_id, p), ErrorCode.FENCED_STATE_EPOCH)
+        if self.persister is None or not wanted:
+            return {}
+        codes = await self.persister.delete(group_id, wanted)
+        return {k: c for k, c in codes.items() if c}
 
     async def flush(self, keys: Iterable[ShareKey] | None = None) -> dict[ShareKey, ErrorCode]:
         """Write the state of every share partition changed since the last flush; returns once every change
@@ -381,8 +441,13 @@ class SharePartitionManager:
             self._drop((group_id, key[0], key[1]), ErrorCode.FENCED_STATE_EPOCH)
         return code
 
+    def groups_with_state(self) -> list[str]:
+        """The groups that have a share-partition state here: in memory, or kept by this broker's share
+        coordinator (a restarted broker's groups; on a cluster, those whose state partitions it leads)."""
+        return sorted({*self.stored_groups(), *(k[0] for k in self.partitions)})
+
     def has_state(self, group_id: str) -> bool:
-        return bool(self.start_offsets(group_id))
+        return bool(self.start_offsets(group_id)) or group_id in self.stored_groups()
 
     def start_offsets(self, group_id: str) -> dict[tuple[uuid.UUID, int], int]:
         """Each share partition of the group this broker has, with its start offset (SPSO)."""
@@ -406,12 +471,18 @@ class SharePartitionManager:
     # -- acknowledgements ----------------------------------------------------------------------------
 
     def acknowledge(
-        self, group_id: str, member_id: str, tp: ShareTopicPartition, batches: list[tuple[int, int, list[int]]]
+        self,
+        group_id: str,
+        member_id: str,
+        tp: ShareTopicPartition,
+        batches: list[tuple[int, int, list[int]]],
+        *,
+        renew: bool = False,
     ) -> ErrorCode:
         code, sp = self.share_partition(group_id, tp)
         if sp is None:
             return code
-        code = sp.acknowledge(member_id, batches, self._clock())
+        code = sp.acknowledge(member_id, batches, self._clock(), renew=renew)
         if code == ErrorCode.NO_ERROR:
             self._changed((group_id, tp.topic_id, tp.partition))
         return code
@@ -426,13 +497,16 @@ class SharePartitionManager:
         max_wait_ms: int,
         max_bytes: int,
         max_records: int,
+        *,
+        record_limit: bool = False,
     ) -> list[PartitionFetch]:
         """Acquire records for the member from its session's partitions, waiting up to ``max_wait_ms`` for some
-        to be available (new records appended, or a lock expiring)."""
+        to be available (new records appended, or a lock expiring). With ``record_limit`` (KIP-1206) no more
+        than ``max_records`` are acquired, even inside a batch."""
         deadline = time.monotonic() + max(max_wait_ms, 0) / 1000.0
         unread = await self.load(group_id, tps, max(max_wait_ms / 1000.0, MIN_READ_WAIT_S))
         while True:
-            results = self._acquire_all(group_id, member_id, tps, max_bytes, max_records, unread)
+            results = self._acquire_all(group_id, member_id, tps, max_bytes, max_records, unread, record_limit)
             remaining = deadline - time.monotonic()
             if remaining <= 0 or any(r.acquired or r.error for r in results) or not tps:
                 await self.flush((group_id, tp.topic_id, tp.partition) for tp in tps)
@@ -457,6 +531,7 @@ class SharePartitionManager:
     def _acquire_all(
         self, group_id: str, member_id: str, tps: list[ShareTopicPartition], max_bytes: int, max_records: int,
         unread: dict[tuple[uuid.UUID, int], ErrorCode],
+        record_limit: bool,
     ) -> list[PartitionFetch]:  # fmt: skip
         results: list[PartitionFetch] = []
         used = 0
@@ -475,7 +550,7 @@ class SharePartitionManager:
                 continue
             if left <= 0 or used >= max_bytes:
                 continue
-            self._acquire_one(group_id, member_id, tp, sp, result, max_bytes - used, used == 0, left)
+            self._acquire_one(group_id, member_id, tp, sp, result, max_bytes - used, used == 0, left, record_limit)
             used += len(result.records)
             left -= sum(r.last_offset - r.first_offset + 1 for r in result.acquired)
         return results
@@ -490,6 +565,7 @@ class SharePartitionManager:
         max_bytes: int,
         first: bool,
         max_records: int,
+        record_limit: bool,
     ) -> None:
         assert tp.topic is not None
         key = (group_id, tp.topic_id, tp.partition)
@@ -499,7 +575,10 @@ class SharePartitionManager:
         if not sp.has_available() and not sp.can_acquire_new():
             return
         offset = sp.next_fetch_offset()
-        read = self._rm.read(TopicPartition(tp.topic, tp.partition), offset, max_bytes, min_one_batch=first)
+        level = isolation_level_of(self._group_configs(group_id))
+        read = self._rm.read(
+            TopicPartition(tp.topic, tp.partition), offset, max_bytes, min_one_batch=first, isolation_level=level
+        )
         if read.error == ErrorCode.OFFSET_OUT_OF_RANGE and read.log_start_offset >= 0:
             sp.move_start_to(read.log_start_offset)
             self._changed(key)
@@ -513,16 +592,31 @@ class SharePartitionManager:
         data = b"".join(os.pread(r.fd, r.length, r.position) for r in read.regions)
         spans: list[tuple[int, int, int]] = []  # (base offset, last offset, end position) of whole batches
         batches: list[tuple[int, int]] = []
+        gaps: list[tuple[int, int]] = []  # batches never delivered: transaction markers, aborted transactions
+        aborted = sorted(read.aborted_transactions or [], key=lambda a: a[1]) if level == READ_COMMITTED else []
+        aborting: set[int] = set()  # producers inside an aborted transaction at this point of the read
         try:
             for pos, header in iter_batches(data[: _whole_batches(data)]):
                 spans.append((header.base_offset, header.last_offset, pos + header.size))
-                if not header.is_control:  # transaction markers are never delivered: their offsets are gaps
+                while aborted and aborted[0][1] <= header.last_offset:
+                    aborting.add(aborted.pop(0)[0])
+                if header.is_control:  # a marker ends its producer's transaction; its offset is a gap
+                    aborting.discard(header.producer_id)
+                    gaps.append((header.base_offset, header.last_offset))
+                elif header.is_transactional and header.producer_id in aborting:
+                    gaps.append((header.base_offset, header.last_offset))
+                else:
                     batches.append((header.base_offset, header.last_offset))
         except Exception as e:  # a log this broker wrote that it cannot parse: deliver nothing from here
             log.warning("share fetch of %s-%d at %d: unreadable batch (%s)", tp.topic, tp.partition, offset, e)
             result.error = ErrorCode.CORRUPT_MESSAGE
             return
-        acquired = sp.acquire(member_id, batches, now, max_records)
+        acquired = sp.acquire(member_id, batches, now, max_records, record_limit=record_limit)
+        left = [b for b in batches if b[1] >= sp.end_offset]
+        tail = [g for g in gaps if g[1] >= sp.end_offset]
+        if tail and not left:  # the read ends in gaps only: read on past them next time
+            sp.skip_to(max(last for _, last in tail) + 1)
+            self._changed(key)
         if not acquired:
             return
         self._changed(key)

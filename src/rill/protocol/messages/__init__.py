@@ -23,6 +23,7 @@ from rill.protocol.messages import (
     security,
     share,
     share_state,
+    telemetry,
     topics,
     transactions,
     txn_markers,
@@ -48,6 +49,7 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *quotas.APIS,
     *share.APIS,
     *share_state.APIS,
+    *telemetry.APIS,
 ]
 
 DATA_MESSAGES: list[Message] = [*group_data.DATA, *consumer_group.DATA, *share_state.DATA]

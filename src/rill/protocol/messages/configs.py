@@ -1,5 +1,5 @@
 """Config and log-dir administration: DescribeConfigs (32), AlterConfigs (33),
-IncrementalAlterConfigs (44), DescribeLogDirs (35)."""
+IncrementalAlterConfigs (44), AlterReplicaLogDirs (34), DescribeLogDirs (35)."""
 
 from __future__ import annotations
 
@@ -91,6 +91,29 @@ INCREMENTAL_ALTER_CONFIGS_RESPONSE = message("IncrementalAlterConfigsResponse", 
 ])
 
 
+ALTER_REPLICA_LOG_DIRS_REQUEST = message("AlterReplicaLogDirsRequest", 34, "0-2", "2+", [
+    field("Dirs", "[]AlterReplicaLogDir", "0+", fields=[
+        field("Path", "string", "0+"),
+        field("Topics", "[]AlterReplicaLogDirTopic", "0+", fields=[
+            field("Name", "string", "0+"),
+            field("Partitions", "[]int32", "0+"),
+        ]),
+    ]),
+])
+
+
+ALTER_REPLICA_LOG_DIRS_RESPONSE = message("AlterReplicaLogDirsResponse", 34, "0-2", "2+", [
+    field("ThrottleTimeMs", "int32", "0+"),
+    field("Results", "[]AlterReplicaLogDirTopicResult", "0+", fields=[
+        field("TopicName", "string", "0+"),
+        field("Partitions", "[]AlterReplicaLogDirPartitionResult", "0+", fields=[
+            field("PartitionIndex", "int32", "0+"),
+            field("ErrorCode", "int16", "0+"),
+        ]),
+    ]),
+])
+
+
 DESCRIBE_LOG_DIRS_REQUEST = message("DescribeLogDirsRequest", 35, "0-5", "2+", [
     field("Topics", "[]DescribableLogDirTopic", "0+", nullable="0+", fields=[
         field("Topic", "string", "0+"),
@@ -124,5 +147,6 @@ APIS = [
     (DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE),
     (ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),
     (INCREMENTAL_ALTER_CONFIGS_REQUEST, INCREMENTAL_ALTER_CONFIGS_RESPONSE),
+    (ALTER_REPLICA_LOG_DIRS_REQUEST, ALTER_REPLICA_LOG_DIRS_RESPONSE),
     (DESCRIBE_LOG_DIRS_REQUEST, DESCRIBE_LOG_DIRS_RESPONSE),
 ]

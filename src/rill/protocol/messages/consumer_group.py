@@ -48,13 +48,13 @@ def _described_assignment(name: str) -> Field:
     ])
 
 
-CONSUMER_GROUP_DESCRIBE_REQUEST = message("ConsumerGroupDescribeRequest", 69, "0", "0+", [
+CONSUMER_GROUP_DESCRIBE_REQUEST = message("ConsumerGroupDescribeRequest", 69, "0-1", "0+", [
     field("GroupIds", "[]string", "0+"),
     field("IncludeAuthorizedOperations", "bool", "0+"),
 ])
 
 
-CONSUMER_GROUP_DESCRIBE_RESPONSE = message("ConsumerGroupDescribeResponse", 69, "0", "0+", [
+CONSUMER_GROUP_DESCRIBE_RESPONSE = message("ConsumerGroupDescribeResponse", 69, "0-1", "0+", [
     field("ThrottleTimeMs", "int32", "0+"),
     field("Groups", "[]DescribedGroup", "0+", fields=[
         field("ErrorCode", "int16", "0+"),
@@ -75,6 +75,7 @@ CONSUMER_GROUP_DESCRIBE_RESPONSE = message("ConsumerGroupDescribeResponse", 69, 
             field("SubscribedTopicRegex", "string", "0+", nullable="0+", default=None),
             _described_assignment("Assignment"),
             _described_assignment("TargetAssignment"),
+            field("MemberType", "int8", "1+", default=-1),  # KIP-1099: 0 classic, 1 consumer, -1 unknown
         ]),
         field("AuthorizedOperations", "int32", "0+", default=-2147483648),
     ]),

@@ -1,7 +1,11 @@
-"""Share groups (KIP-932): ShareGroupHeartbeat (76), ShareFetch (78), ShareAcknowledge (79).
+"""Share groups (KIP-932): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78), ShareAcknowledge
+(79), DescribeShareGroupOffsets (90), AlterShareGroupOffsets (91), DeleteShareGroupOffsets (92).
 
-Version 0 was Kafka 4.0's early access and is gone from Kafka 4.1 on; version 1 is the stable one, which
-librdkafka's ShareConsumer sends."""
+Version 0 of the first four was Kafka 4.0's early access and is gone from Kafka 4.1 on; version 1 is the stable
+one, which librdkafka's ShareConsumer sends. Kafka 4.2 adds ShareFetch and ShareAcknowledge version 2: the
+acquire mode (KIP-1206: batch-optimized, or record-limit, which never acquires more than MaxRecords) and renew
+acknowledgements (KIP-1222: IsRenewAck, acknowledge type 4 extends a lock), and ShareAcknowledge's response carries
+the acquisition lock timeout."""
 
 from __future__ import annotations
 
@@ -51,7 +55,7 @@ _NODE_ENDPOINTS = field("NodeEndpoints", "[]NodeEndpoint", "0+", fields=[
 ])
 
 
-SHARE_FETCH_REQUEST = message("ShareFetchRequest", 78, "1", "0+", [
+SHARE_FETCH_REQUEST = message("ShareFetchRequest", 78, "1-2", "0+", [
     field("GroupId", "string", "0+", nullable="0+", default=None),
     field("MemberId", "string", "0+", nullable="0+"),
     field("ShareSessionEpoch", "int32", "0+"),
@@ -60,6 +64,8 @@ SHARE_FETCH_REQUEST = message("ShareFetchRequest", 78, "1", "0+", [
     field("MaxBytes", "int32", "0+", default=0x7FFFFFFF),
     field("MaxRecords", "int32", "1+"),
     field("BatchSize", "int32", "1+"),
+    field("ShareAcquireMode", "int8", "2+"),
+    field("IsRenewAck", "bool", "2+"),
     field("Topics", "[]FetchTopic", "0+", fields=[
         field("TopicId", "uuid", "0+"),
         field("Partitions", "[]FetchPartition", "0+", fields=[
@@ -75,7 +81,7 @@ SHARE_FETCH_REQUEST = message("ShareFetchRequest", 78, "1", "0+", [
 ])
 
 
-SHARE_FETCH_RESPONSE = message("ShareFetchResponse", 78, "1", "0+", [
+SHARE_FETCH_RESPONSE = message("ShareFetchResponse", 78, "1-2", "0+", [
     field("ThrottleTimeMs", "int32", "0+"),
     field("ErrorCode", "int16", "0+"),
     field("ErrorMessage", "string", "0+", nullable="0+", default=None),
@@ -101,10 +107,11 @@ SHARE_FETCH_RESPONSE = message("ShareFetchResponse", 78, "1", "0+", [
 ])
 
 
-SHARE_ACKNOWLEDGE_REQUEST = message("ShareAcknowledgeRequest", 79, "1", "0+", [
+SHARE_ACKNOWLEDGE_REQUEST = message("ShareAcknowledgeRequest", 79, "1-2", "0+", [
     field("GroupId", "string", "0+", nullable="0+", default=None),
     field("MemberId", "string", "0+", nullable="0+"),
     field("ShareSessionEpoch", "int32", "0+"),
+    field("IsRenewAck", "bool", "2+"),
     field("Topics", "[]AcknowledgeTopic", "0+", fields=[
         field("TopicId", "uuid", "0+"),
         field("Partitions", "[]AcknowledgePartition", "0+", fields=[
@@ -115,10 +122,11 @@ SHARE_ACKNOWLEDGE_REQUEST = message("ShareAcknowledgeRequest", 79, "1", "0+", [
 ])
 
 
-SHARE_ACKNOWLEDGE_RESPONSE = message("ShareAcknowledgeResponse", 79, "1", "0+", [
+SHARE_ACKNOWLEDGE_RESPONSE = message("ShareAcknowledgeResponse", 79, "1-2", "0+", [
     field("ThrottleTimeMs", "int32", "0+"),
     field("ErrorCode", "int16", "0+"),
     field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+    field("AcquisitionLockTimeoutMs", "int32", "2+"),
     field("Responses", "[]ShareAcknowledgeTopicResponse", "0+", fields=[
         field("TopicId", "uuid", "0+"),
         field("Partitions", "[]PartitionData", "0+", fields=[
@@ -208,3 +216,56 @@ DESCRIBE_SHARE_GROUP_OFFSETS_RESPONSE = message("DescribeShareGroupOffsetsRespon
 ])
 
 APIS.append((DESCRIBE_SHARE_GROUP_OFFSETS_REQUEST, DESCRIBE_SHARE_GROUP_OFFSETS_RESPONSE))
+
+
+ALTER_SHARE_GROUP_OFFSETS_REQUEST = message("AlterShareGroupOffsetsRequest", 91, "0", "0+", [
+    field("GroupId", "string", "0+"),
+    field("Topics", "[]AlterShareGroupOffsetsRequestTopic", "0+", fields=[
+        field("TopicName", "string", "0+"),
+        field("Partitions", "[]AlterShareGroupOffsetsRequestPartition", "0+", fields=[
+            field("PartitionIndex", "int32", "0+"),
+            field("StartOffset", "int64", "0+"),
+        ]),
+    ]),
+])
+
+
+ALTER_SHARE_GROUP_OFFSETS_RESPONSE = message("AlterShareGroupOffsetsResponse", 91, "0", "0+", [
+    field("ThrottleTimeMs", "int32", "0+"),
+    field("ErrorCode", "int16", "0+"),
+    field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+    field("Responses", "[]AlterShareGroupOffsetsResponseTopic", "0+", fields=[
+        field("TopicName", "string", "0+"),
+        field("TopicId", "uuid", "0+"),
+        field("Partitions", "[]AlterShareGroupOffsetsResponsePartition", "0+", fields=[
+            field("PartitionIndex", "int32", "0+"),
+            field("ErrorCode", "int16", "0+"),
+            field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+        ]),
+    ]),
+])
+
+APIS.append((ALTER_SHARE_GROUP_OFFSETS_REQUEST, ALTER_SHARE_GROUP_OFFSETS_RESPONSE))
+
+
+DELETE_SHARE_GROUP_OFFSETS_REQUEST = message("DeleteShareGroupOffsetsRequest", 92, "0", "0+", [
+    field("GroupId", "string", "0+"),
+    field("Topics", "[]DeleteShareGroupOffsetsRequestTopic", "0+", fields=[
+        field("TopicName", "string", "0+"),
+    ]),
+])
+
+
+DELETE_SHARE_GROUP_OFFSETS_RESPONSE = message("DeleteShareGroupOffsetsResponse", 92, "0", "0+", [
+    field("ThrottleTimeMs", "int32", "0+"),
+    field("ErrorCode", "int16", "0+"),
+    field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+    field("Responses", "[]DeleteShareGroupOffsetsResponseTopic", "0+", fields=[
+        field("TopicName", "string", "0+"),
+        field("TopicId", "uuid", "0+"),
+        field("ErrorCode", "int16", "0+"),
+        field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+    ]),
+])
+
+APIS.append((DELETE_SHARE_GROUP_OFFSETS_REQUEST, DELETE_SHARE_GROUP_OFFSETS_RESPONSE))

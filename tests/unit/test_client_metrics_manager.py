@@ -1,0 +1,106 @@
+"""Properties of the client metrics manager (KIP-714), driven without sockets: the subscription id is the same on
+every broker for the same subscriptions, whatever order they were set in; a refused push changes nothing; pushes
+are paced by the interval."""
+
+from __future__ import annotations
+
+import uuid
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.integration.telemetry._telemetry import payload
+
+from rill.errors import ErrorCode, KafkaError
+from rill.telemetry.client_metrics_manager import ClientInfo, ClientMetricsManager
+from rill.telemetry.pushed_metrics import GAUGE, Point, PushedMetrics, decode_payload
+
+CLIENT = ClientInfo("app-1", "librdkafka", "2.16.0", "127.0.0.1", 40000)
+prefixes = st.sampled_from(["*", "org.apache.kafka.producer.", "org.apache.kafka.consumer.", "x."])
+subscription = st.fixed_dictionaries({
+    "metrics": st.lists(prefixes, unique=True, max_size=3).map(",".join),
+    "interval.ms": st.integers(100, 3_600_000).map(str),
+    "match": st.sampled_from(["", "client_id=app-.*", "client_software_name=java", "client_source_port=4.*"]),
+})  # fmt: skip
+
+
+def _manager(subs: dict[str, dict[str, str]], clock: list[float]) -> ClientMetricsManager:
+    pushed = PushedMetrics(100, clock_ms=lambda: clock[0])
+    manager = ClientMetricsManager(lambda: subs, 4096, pushed)
+    manager.exporting = True
+    return manager
+
+
+@settings(max_examples=100, deadline=None)
+@given(subs=st.dictionaries(st.sampled_from("abcde"), subscription, max_size=4), instance=st.uuids())
+def test_the_subscription_id_is_the_same_on_every_broker(subs: dict[str, dict[str, str]], instance: uuid.UUID) -> None:
+    reordered = dict(reversed(list(subs.items())))
+    answers = [_manager(s, [1e9]).get_subscriptions(instance, CLIENT) for s in (subs, reordered)]
+    assert answers[0] == answers[1]
+    assert answers[0]["error_code"] == 0
+
+
+push_case = st.fixed_dictionaries({
+    "advance": st.sampled_from([0, 50, 100, 1000]),
+    "right_id": st.booleans(),
+    "compression": st.sampled_from([0, 0, 0, 9]),
+    "metrics": st.sampled_from([payload(gauges={"org.g": 1.0}), payload(counters={"org.c": 2}), b"\xff\x00", b""]),
+    "terminating": st.sampled_from([False, False, False, True]),
+})  # fmt: skip
+
+
+@settings(max_examples=100, deadline=None)
+@given(pushes=st.lists(push_case, min_size=1, max_size=12))
+def test_refused_pushes_change_nothing_and_pushes_are_paced(pushes: list[dict[str, object]]) -> None:
+    clock = [1e9]
+    manager = _manager({"all": {"metrics": "*", "interval.ms": "100"}}, clock)
+    sub = manager.get_subscriptions(uuid.UUID(int=0), CLIENT)
+    instance, sid = sub["client_instance_id"], sub["subscription_id"]
+    last_taken: float | None = None
+    terminated = False
+    for p in pushes:
+        clock[0] += float(p["advance"])  # type: ignore[arg-type]
+        before = {k: dict(v.values) for k, v in manager.pushed.clients.items()}
+        request = {"client_instance_id": instance, "subscription_id": sid if p["right_id"] else sid + 1,
+                   "terminating": p["terminating"], "compression_type": p["compression"],
+                   "metrics": p["metrics"]}  # fmt: skip
+        code = manager.push(request, CLIENT)
+        if code != 0:
+            assert {k: dict(v.values) for k, v in manager.pushed.clients.items()} == before
+        if terminated:
+            assert code == ErrorCode.INVALID_REQUEST
+        elif last_taken is not None and clock[0] - last_taken < 100 and not p["terminating"]:
+            assert code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        if code == 0:
+            last_taken = clock[0]
+            terminated = bool(p["terminating"])
+
+
+def test_every_clients_series_together_are_bounded() -> None:
+    pushed = PushedMetrics(2, clock_ms=lambda: 0.0)
+    points = [Point(f"m{i}", GAUGE, (), 1.0, False) for i in range(3)]
+    for client in range(60):
+        pushed.record(f"c{client}", points, 1.0)
+    assert sum(len(c.values) for c in pushed.clients.values()) == pushed.total == 100  # 50 clients' worth
+    assert pushed.clients["c0"].dropped == 1 and pushed.clients["c59"].dropped == 3
+    pushed.forget("c0")
+    assert pushed.total == 98
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.one_of(st.binary(max_size=200),
+                      st.lists(st.sampled_from([payload(gauges={"a.b": 1.0}), payload(counters={"c": 1})]),
+                               min_size=1, max_size=3).map(b"".join),
+                      st.binary(max_size=50).map(lambda b: payload(gauges={"x": 1.0}) + b)),
+       compression=st.sampled_from([0, 1, 2, 3, 4]))  # fmt: skip
+def test_any_payload_is_decoded_or_refused_as_invalid_record(data: bytes, compression: int) -> None:
+    try:
+        points = decode_payload(compression, data, 4096)
+    except KafkaError as e:
+        assert e.code in (ErrorCode.INVALID_RECORD, ErrorCode.TELEMETRY_TOO_LARGE)
+    else:
+        assert all(p.name and not p.name.startswith(("kafka_", "rill_")) for p in points)
+
+
+def test_a_push_is_looked_at_up_to_the_series_cap() -> None:
+    many = payload(gauges={f"m{i}": float(i) for i in range(5000)})
+    assert len(decode_payload(0, many, 1 << 20, 1000)) == 1000
