@@ -30,6 +30,7 @@ class BrokerServices:
     authorizer: Any = None  # rill.security.authorizer.AclAuthorizer when authorizer.class.name is set
     quotas: Any = None  # rill.quota.QuotaManagers: client quotas (produce, fetch, request)
     share: Any = None  # rill.api.share_groups.ShareServices once a share-group API is first used
+    fetch_sessions: Any = None  # rill.api.fetch_session.FetchSessionCache once a Fetch is first handled
 
 
 @dataclass(frozen=True, slots=True)
