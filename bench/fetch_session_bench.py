@@ -31,7 +31,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rill.testing.cluster import TestCluster  # noqa: E402
+from rill.testing.cluster import TestCluster
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _FETCHES = re.compile(r'^kafka_network_requestmetrics_requests_total\{request="Fetch"[^}]*\} ([0-9.e+]+)$', re.M)

@@ -288,10 +288,16 @@ for _args, _opts in [
     ),
     (("fetch.max.bytes", INT, 57671680, "Largest Fetch response.", at_least(1024), MEDIUM), {}),
     (
-        ("max.incremental.fetch.session.cache.slots", INT, 1000,
-         "Incremental fetch sessions (KIP-227) the broker keeps at most.", _nonneg, MEDIUM),
+        (
+            "max.incremental.fetch.session.cache.slots",
+            INT,
+            1000,
+            "Incremental fetch sessions (KIP-227) the broker keeps at most.",
+            _nonneg,
+            MEDIUM,
+        ),
         {},
-    ),  # fmt: skip
+    ),
     (("metrics.port", INT, 0, "Port of Rill's Prometheus endpoint (0: off).", between(0, 65535), LOW), {}),
     (("log.segment.bytes", INT, 1073741824, "Size of one log segment file.", at_least(14), HIGH), _dyn),
     (("log.roll.ms", LONG, None, "Roll a new segment after this time.", at_least(1), HIGH), _dyn),
