@@ -3,7 +3,10 @@ with incremental fetches, reads every record, and recovers when its session is e
 
 from __future__ import annotations
 
+import re
+import socket
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -79,7 +82,24 @@ def test_kafka_python_reads_everything_through_incremental_fetches(broker: rill.
     assert sessions[0].epoch > 10  # one full fetch, then incremental ones
 
 
-@pytest.mark.parametrize("broker", [{"max_incremental_fetch_session_cache_slots": 1}], indirect=True)
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _gauges(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return {m.group(1): float(m.group(2))
+            for m in re.finditer(r"^kafka_server_fetchsessioncache_(\w+) ([0-9.e+]+)$", text, re.M)}  # fmt: skip
+
+
+METRICS_PORT = _free_port()
+
+
+@pytest.mark.parametrize("broker", [{"max_incremental_fetch_session_cache_slots": 1, "metrics_port": METRICS_PORT}],
+                         indirect=True)  # fmt: skip
 def test_kafka_python_recovers_when_its_session_is_evicted(broker: rill.testing.TestBroker) -> None:
     """A follower's session takes the only slot: kafka-python's next incremental fetch is answered
     FETCH_SESSION_ID_NOT_FOUND, it falls back to full fetches (now without a session) and misses nothing."""
@@ -103,3 +123,5 @@ def test_kafka_python_recovers_when_its_session_is_evicted(broker: rill.testing.
     consumer.close()
     _check(got, 400)
     assert list(cache._sessions) == [follower]  # the consumer went on without a session
+    assert _gauges(METRICS_PORT) == {"numincrementalfetchsessions": 1, "numincrementalfetchpartitionscached": 1,
+                                     "incrementalfetchsessionevictions_total": 1}  # fmt: skip
