@@ -239,10 +239,14 @@ def _wanted_of(ctx: RequestContext, partitions: Iterable[tuple[PartitionKey, Cac
     wanted: list[list[_Wanted]] = []
     names: list[tuple[str, object]] = []
     last: object = None
+    by_id: dict[object, str | None] = {}
     for key, c in partitions:
         if uses_ids:
-            topic = metadata.topic_by_id(c.topic_id) if c.topic_id != ZERO_UUID else None
-            name = topic.name if topic is not None else None
+            if c.topic_id in by_id:
+                name = by_id[c.topic_id]
+            else:
+                topic = metadata.topic_by_id(c.topic_id) if c.topic_id != ZERO_UUID else None
+                name = by_id[c.topic_id] = topic.name if topic is not None else None
         else:
             name = c.topic
         if replica_id >= 0:
