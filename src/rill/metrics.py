@@ -38,6 +38,9 @@ Metric (labels) and the Kafka metric it mirrors:
   IsrExpandsPerSec (ISR changes this broker made as leader)
 - ``kafka_server_replicafetchermanager_maxlag`` (clientid): ReplicaFetcherManager MaxLag (``clientid="Replica"``),
   the largest lag in offsets of a partition this broker follows
+- ``kafka_server_fetchsessioncache_numincrementalfetchsessions``, ``_numincrementalfetchpartitionscached``,
+  ``_incrementalfetchsessionevictions_total``: FetchSessionCache NumIncrementalFetchSessions,
+  NumIncrementalFetchPartitionsCached, IncrementalFetchSessionEvictionsPerSec
 - ``kafka_controller_kafkacontroller_activecontrollercount``: KafkaController ActiveControllerCount, 1 on the
   controller (and on a single broker, its own controller), 0 elsewhere
 - ``kafka_controller_kafkacontroller_offlinepartitionscount``: KafkaController OfflinePartitionsCount, partitions
@@ -387,7 +390,7 @@ class _Collector:
             return
         r: ReplicationStats = stats[0]
         rm, kc = "kafka_server_replicamanager_", "kafka_controller_kafkacontroller_"
-        cs = "kafka_controller_controllerstats_"
+        cs, fs = "kafka_controller_controllerstats_", "kafka_server_fetchsessioncache_"
         for family, name, doc, value in (
             (GaugeMetricFamily, rm + "partitioncount", "Partitions hosted.", r.partitions),
             (GaugeMetricFamily, rm + "leadercount", "Partitions led.", r.leaders),
@@ -403,6 +406,12 @@ class _Collector:
              r.offline_partitions),
             (CounterMetricFamily, cs + "uncleanleaderelections", "Unclean elections made as controller.",
              r.unclean_elections),
+            (GaugeMetricFamily, fs + "numincrementalfetchsessions", "Incremental fetch sessions held.",
+             r.fetch_sessions),
+            (GaugeMetricFamily, fs + "numincrementalfetchpartitionscached", "Partitions held in fetch sessions.",
+             r.fetch_session_partitions),
+            (CounterMetricFamily, fs + "incrementalfetchsessionevictions", "Fetch sessions evicted.",
+             r.fetch_session_evictions),
         ):  # fmt: skip
             yield family(name, doc, value=value)
         yield SummaryMetricFamily(cs + "leaderelectionrateandtimems", "Leader elections made as controller, and the "

@@ -56,6 +56,9 @@ class ReplicationStats:
     leader_elections: int
     unclean_elections: int
     election_time_ms: float
+    fetch_sessions: int = 0
+    fetch_session_partitions: int = 0
+    fetch_session_evictions: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +130,17 @@ def replication_stats(broker: Any) -> ReplicationStats:
         len(partitions), leaders, under, under_min, at_min, int(rm.isr_shrinks), int(rm.isr_expands),
         int(rm.fetchers.max_lag()) if rm.fetchers is not None else 0, int(active), offline,
         int(getattr(controller, "elections", 0)), int(getattr(controller, "unclean_elections", 0)),
-        float(getattr(controller, "election_time_ms", 0.0)),
+        float(getattr(controller, "election_time_ms", 0.0)), *_fetch_session_stats(broker),
     )  # fmt: skip
+
+
+def _fetch_session_stats(broker: Any) -> tuple[int, int, int]:
+    """The fetch session cache's sessions, partitions held and evictions (zeros before the first Fetch)."""
+    services = getattr(broker, "services", None)
+    cache = getattr(services, "fetch_sessions", None)
+    if cache is None:
+        return 0, 0, 0
+    return len(cache), int(cache.total_partitions), int(cache.evictions)
 
 
 def purgatory_sizes(replica_manager: Any) -> dict[str, int]:

@@ -4,8 +4,8 @@
 (``shigawire-apache-flink-libraries`` ships them under ``pyflink/lib``) and run once per scenario. It prints what the
 Java client saw; these tests compare that output line for line with what the records must be.
 
-The Java client opens incremental fetch sessions; Rill answers with session id 0 (sessions are optional), so every
-fetch is a full fetch. The producer runs with idempotence on, the Java default.
+The Java client fetches in incremental fetch sessions (KIP-227, with topic ids: Fetch v13+), which Rill serves.
+The producer runs with idempotence on, the Java default.
 """
 
 from __future__ import annotations

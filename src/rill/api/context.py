@@ -33,6 +33,7 @@ class BrokerServices:
     quotas: Any = None  # rill.quota.QuotaManagers: client quotas (produce, fetch, request)
     share: Any = None  # rill.api.share_groups.ShareServices once a share-group API is first used
     client_metrics: Any = None  # rill.telemetry.client_metrics_manager.ClientMetricsManager (KIP-714)
+    fetch_sessions: Any = None  # rill.api.fetch_session.FetchSessionCache once a Fetch is first handled
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,13 @@ A fetch waits (up to ``max_wait_ms``) until its partitions together hold ``min_b
 fetch offsets; appends wake it. Sizes follow Kafka: each partition gets at most ``partition_max_bytes``,
 the response at most ``max_bytes`` (for a consumer, no more than the broker's ``fetch.max.bytes``), but
 the first partition with data always returns at least one whole batch so a consumer can make progress past
-a batch larger than its limits. Incremental fetch sessions are not offered: a request to open one is
-answered with session id 0, which clients accept as "no session".
+a batch larger than its limits.
+
+Incremental fetch sessions (KIP-227, rill.api.fetch_session): a full fetch with session epoch 0 opens a
+session (its id in the response) if the broker's cache has room; the next fetches of that session name only the
+partitions that changed, were added or are forgotten, and are answered with only the partitions that have
+something new. Every partition of the session is still read each time (that is how the broker knows what is
+new), but the request and response no longer carry the quiet ones. Epoch -1 fetches without a session.
 
 A consumer's ``isolation_level`` 1 (read_committed) reads up to each partition's last stable offset and gets the
 aborted transactions (producer id, first offset) overlapping the data returned, which it drops; read_uncommitted
@@ -29,14 +34,24 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rill.api._authorized import AclOperation, ResourceType, authorize, authorize_cluster
 from rill.api._quotas import QUOTA_BYTES, quota_client_id, quota_user
-from rill.api._topics import ZERO_UUID, LeaderHints, resolve_topic_name
+from rill.api._topics import ZERO_UUID, LeaderHints
 from rill.api.context import RequestContext
+from rill.api.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    CachedPartition,
+    FetchSession,
+    FetchSessionCache,
+    PartitionKey,
+    next_epoch,
+)
 from rill.api.registry import Body, handler
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError
@@ -57,6 +72,7 @@ class _Wanted:
     current_leader_epoch: int
     log_start_offset: int
     denied: bool = False  # the caller may not read the topic (or, a follower, act for the cluster)
+    key: PartitionKey = ("", -1)  # the partition's key in a fetch session
 
 
 def _report_follower_positions(ctx: RequestContext, replica_id: int, wanted: list[list[_Wanted]],
@@ -168,45 +184,129 @@ def _response_size(names: list[tuple[str, object]], parts: list[list[Body]]) -> 
     return size
 
 
+def _session_cache(ctx: RequestContext) -> FetchSessionCache:
+    cache = ctx.services.fetch_sessions
+    if cache is None:
+        slots = int(ctx.services.config.get("max.incremental.fetch.session.cache.slots"))
+        cache = ctx.services.fetch_sessions = FetchSessionCache(slots)
+    assert isinstance(cache, FetchSessionCache)
+    return cache
+
+
+def _named(request: Body, uses_ids: bool) -> dict[PartitionKey, CachedPartition]:
+    """The partitions a request names, by their session keys (topic names, or ids from v13 on)."""
+    named: dict[PartitionKey, CachedPartition] = {}
+    for t in request["topics"]:
+        topic_id = t.get("topic_id", ZERO_UUID)
+        name = t.get("topic") or None
+        for p in t["partitions"]:
+            key = (topic_id if uses_ids else name, p["partition"])
+            named[key] = CachedPartition(name, topic_id, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
+                                         p.get("current_leader_epoch", -1), p.get("log_start_offset", -1))  # fmt: skip
+    return named
+
+
+def _forgotten(request: Body, uses_ids: bool) -> list[PartitionKey]:
+    return [((t.get("topic_id", ZERO_UUID) if uses_ids else t.get("topic")), p)
+            for t in request.get("forgotten_topics_data") or () for p in t["partitions"]]  # fmt: skip
+
+
+def _session_error(code: ErrorCode, session_id: int = INVALID_SESSION_ID) -> Body:
+    if code != ErrorCode.NO_ERROR:
+        log.debug("Fetch session %d: %s", session_id, code.name)
+    return {"throttle_time_ms": 0, "error_code": code, "session_id": session_id, "responses": []}
+
+
+def _session_size_after(session: FetchSession, named: Mapping[PartitionKey, CachedPartition],
+                        forgotten: list[PartitionKey]) -> int:  # fmt: skip
+    held = session.partitions
+    gone = set(forgotten)
+    added = {k for k in named if k not in held}
+    return len(held) + len(added - gone) - sum(1 for k in gone if k in held)
+
+
+def _max_session_partitions(ctx: RequestContext) -> int:
+    return max(1000, len(ctx.services.replica_manager.partitions()))
+
+
+def _wanted_of(ctx: RequestContext, partitions: Iterable[tuple[PartitionKey, CachedPartition]], uses_ids: bool,
+               replica_id: int) -> tuple[list[list[_Wanted]], list[tuple[str, object]]]:  # fmt: skip
+    """The reads of a fetch, grouped by topic (runs of one topic in the session's order), each partition's
+    topic resolved (by id from v13 on) and the caller's right to read it checked."""
+    follower_allowed = replica_id < 0 or authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)
+    metadata = ctx.services.metadata
+    denied_topics: dict[str, bool] = {}
+    wanted: list[list[_Wanted]] = []
+    names: list[tuple[str, object]] = []
+    last: object = None
+    by_id: dict[object, str | None] = {}
+    for key, c in partitions:
+        if uses_ids:
+            if c.topic_id in by_id:
+                name = by_id[c.topic_id]
+            else:
+                topic = metadata.topic_by_id(c.topic_id) if c.topic_id != ZERO_UUID else None
+                name = by_id[c.topic_id] = topic.name if topic is not None else None
+        else:
+            name = c.topic
+        if replica_id >= 0:
+            denied = not follower_allowed
+        elif name is None:
+            denied = False
+        else:
+            denied = denied_topics.get(name)  # type: ignore[assignment]
+            if denied is None:
+                denied = denied_topics[name] = not authorize(ctx, AclOperation.READ, ResourceType.TOPIC, name)
+        if not wanted or key[0] != last:
+            wanted.append([])
+            names.append((name or "", c.topic_id))
+            last = key[0]
+        wanted[-1].append(_Wanted(TopicPartition(name, c.partition) if name is not None else None, c.partition,
+                                  c.fetch_offset, c.max_bytes, c.current_leader_epoch, c.log_start_offset, denied,
+                                  key))  # fmt: skip
+    return wanted, names
+
+
 @handler(ApiKey.FETCH, 4, 17)
 async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
-    session_id = request.get("session_id", 0)
-    session_epoch = request.get("session_epoch", -1)
-    if session_id != 0:
-        # We never hand out sessions, so any id a client names is unknown to us.
-        return {"error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
-    if session_epoch not in (-1, 0):
-        return {"error_code": ErrorCode.INVALID_FETCH_SESSION_EPOCH, "session_id": 0, "responses": []}
-
-    topics = request["topics"]
+    session_id = request.get("session_id", INVALID_SESSION_ID)
+    session_epoch = request.get("session_epoch", FINAL_EPOCH)
+    uses_ids = ctx.api_version >= 13
     replica_id = request.get("replica_id", -1)
     if replica_id < 0 and ctx.api_version >= 15:
         replica_id = (request.get("replica_state") or {}).get("replica_id", -1)
-    # a follower needs CLUSTER_ACTION on the cluster; a consumer READ on each topic
-    follower_allowed = replica_id < 0 or authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)
-    wanted: list[list[_Wanted]] = []
-    names: list[tuple[str, object]] = []
-    for t in topics:
-        name = resolve_topic_name(ctx, t, "topic")
-        names.append((name or "", t.get("topic_id", ZERO_UUID)))
-        if replica_id >= 0:
-            denied = not follower_allowed
+    cache = _session_cache(ctx)
+    now_ms = int(time.monotonic() * 1000)
+    named = _named(request, uses_ids)
+    session: FetchSession | None = None
+    if session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full fetch: any session it names ends
+        if session_id != INVALID_SESSION_ID:
+            cache.remove(session_id)
+        partitions: Mapping[PartitionKey, CachedPartition] = named
+    else:
+        session = cache.get(session_id)
+        if session is None:
+            return _session_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id)
+        if session.epoch != session_epoch:
+            return _session_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session_id)
+        if session.uses_topic_ids != uses_ids:
+            return _session_error(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR, session_id)
+        forgotten = _forgotten(request, uses_ids)
+        if _session_size_after(session, named, forgotten) > _max_session_partitions(ctx):
+            cache.remove(session_id)
+            return _session_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id)
+        session.update(named.items(), forgotten)
+        if not session.partitions:  # nothing left: the session ends, the fetch is answered without one
+            cache.remove(session_id)
+            session = None
+            partitions = {}
         else:
-            denied = name is not None and not authorize(ctx, AclOperation.READ, ResourceType.TOPIC, name)
-        wanted.append(
-            [
-                _Wanted(
-                    TopicPartition(name, p["partition"]) if name is not None else None,
-                    p["partition"],
-                    p["fetch_offset"],
-                    p["partition_max_bytes"],
-                    p.get("current_leader_epoch", -1),
-                    p.get("log_start_offset", -1),
-                    denied,
-                )
-                for p in t["partitions"]
-            ]
-        )
+            cache.touch(session, now_ms)
+            session.epoch = next_epoch(session.epoch)
+            partitions = session.partitions
+    expected_epoch = session.epoch if session is not None else FINAL_EPOCH
+
+    wanted, names = _wanted_of(ctx, partitions.items(), uses_ids, replica_id)
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
     min_bytes = request["min_bytes"]
     committed_only = replica_id < 0
@@ -241,17 +341,30 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
     if not committed_only:
         for tp, hw in _answered(wanted, parts):
             rm.high_watermark_sent(tp, replica_id, hw)
+    if session is not None and session.epoch != expected_epoch:
+        # another fetch of this session came meanwhile (Kafka's "possible duplicate request")
+        return _session_error(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.session_id)
     if fetch_quota is not None:
         size = _response_size(names, parts)
         throttle = fetch_quota.record_and_get_throttle_ms(user, client_id, size)
         if throttle > 0:  # answered empty; the bytes it would have sent are not counted
             fetch_quota.unrecord(user, client_id, size)
-            return {"throttle_time_ms": throttle, "error_code": 0, "session_id": 0, "responses": []}
+            response_id = session.session_id if session is not None else INVALID_SESSION_ID
+            return {"throttle_time_ms": throttle, "error_code": 0, "session_id": response_id, "responses": []}
         quota_bytes = size
+    if session is not None:
+        parts = _changed_only(session, wanted, parts)
+        response_id = session.session_id
+    elif session_epoch == INITIAL_EPOCH and len(named) <= _max_session_partitions(ctx):
+        response_id = _new_session(cache, now_ms, replica_id >= 0, uses_ids, named, wanted, parts)
+    else:
+        response_id = INVALID_SESSION_ID
     metrics = ctx.services.metrics
     responses: list[Body] = []
     hints = LeaderHints(ctx)
     for (name, topic_id), ps in zip(names, parts, strict=True):
+        if not ps:
+            continue
         for p in ps:
             hints.add(p, name or None, p["partition_index"])
             size = p.pop("_size")
@@ -261,8 +374,36 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
                 if p["error_code"]:
                     metrics.on_error("FETCH", p["error_code"])
         responses.append({"topic": name, "topic_id": topic_id, "partitions": ps})
-    response: Body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses,
+    response: Body = {"throttle_time_ms": 0, "error_code": 0, "session_id": response_id, "responses": responses,
                       "node_endpoints": hints.node_endpoints()}  # fmt: skip
     if fetch_quota is not None:
         response[QUOTA_BYTES] = quota_bytes  # taken back if the request quota throttles this fetch after all
     return response
+
+
+def _changed_only(session: FetchSession, wanted: list[list[_Wanted]], parts: list[list[Body]]) -> list[list[Body]]:
+    """An incremental response: only the partitions with something new (``CachedPartition.must_respond``); those
+    with records go to the end of the session's order."""
+    out: list[list[Body]] = []
+    cached = session.partitions
+    for ws, ps in zip(wanted, parts, strict=True):
+        kept: list[Body] = []
+        for w, p in zip(ws, ps, strict=True):
+            c = cached.get(w.key)
+            if c is None or c.must_respond(p):
+                kept.append(p)
+                if p["_size"]:
+                    session.rotate(w.key)
+        out.append(kept)
+    return out
+
+
+def _new_session(cache: FetchSessionCache, now_ms: int, privileged: bool, uses_ids: bool,
+                 named: dict[PartitionKey, CachedPartition], wanted: list[list[_Wanted]],
+                 parts: list[list[Body]]) -> int:  # fmt: skip
+    """A full fetch with epoch 0: a session of its partitions, each knowing what this response tells, if the
+    cache makes room for it."""
+    for ws, ps in zip(wanted, parts, strict=True):
+        for w, p in zip(ws, ps, strict=True):
+            named[w.key].must_respond(p)
+    return cache.maybe_create(now_ms, privileged, uses_ids, named)

@@ -5,9 +5,10 @@ rill.cluster.network_client, keeps one per node).
 within ``socket.connection.setup.timeout.ms``; from then on each API is sent at the highest version that both
 the broker (its ApiVersions table) and Rill's codec declare, optionally capped by the caller. Requests are
 pipelined: up to ``max.in.flight.requests.per.connection`` are written without waiting, each with its own
-correlation id, and a reader task hands every response to the request with that id (bodies decoded by the
-codec; records fields stay ``memoryview``s of the response frame); a frame whose correlation id answers no
-request in flight closes the connection before the rest of it is read, so a peer cannot make the client hold
+correlation id, and every response frame, read straight into a buffer of its own (``frame_protocol``), goes to
+the request with that id (bodies decoded by the codec; records fields stay ``memoryview``s of the response
+frame); a frame whose correlation id answers no request in flight closes the connection before the rest of it
+is read, so a peer cannot make the client hold
 bytes that no request's timeout bounds. A request with no response within its
 timeout (``request.timeout.ms`` by default) fails with ``TimeoutException`` (REQUEST_TIMED_OUT) and, as in
 Kafka, the connection is closed: a broker that lets one request time out is not trusted with the others.
@@ -18,7 +19,6 @@ When a connection closes for any reason, every request still in flight fails at 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 import ssl
@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rill.cluster.frame_protocol import FrameProtocol
 from rill.errors import ErrorCode, KafkaError
 from rill.protocol import MESSAGES, ApiKey, ProtocolError, decode_response_after_correlation_id, encode_request
 
@@ -34,7 +35,6 @@ log = logging.getLogger(__name__)
 
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
 _INT16 = struct.Struct(">h")
-_READ_LIMIT = 1 << 20  # stream buffer size before the transport pauses reading
 CLIENT_SOFTWARE_NAME = "rill"
 CLIENT_SOFTWARE_VERSION = "1"
 
@@ -116,7 +116,7 @@ def _api_name(api_key: int) -> str:
         return f"API {api_key}"
 
 
-def _decode(api_key: int, version: int, rest: bytes) -> dict[str, Any]:
+def _decode(api_key: int, version: int, rest: bytes | bytearray) -> dict[str, Any]:
     """The body of a response from what follows its correlation id."""
     # a broker that does not know the ApiVersions version asked for answers UNSUPPORTED_VERSION in the v0 body
     # format (its header is always v0, so the error code sits right after the correlation id)
@@ -127,7 +127,7 @@ def _decode(api_key: int, version: int, rest: bytes) -> dict[str, Any]:
         and _INT16.unpack_from(rest, 0)[0] == ErrorCode.UNSUPPORTED_VERSION
     ):
         version = 0
-    return decode_response_after_correlation_id(api_key, version, rest)
+    return decode_response_after_correlation_id(api_key, version, memoryview(rest))
 
 
 class BrokerConnection:
@@ -139,9 +139,8 @@ class BrokerConnection:
         self.node_id = node_id
         self.config = config or NetworkClientConfig()
         self.api_versions: dict[int, tuple[int, int]] = {}
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._read_task: asyncio.Task[None] | None = None
+        self._protocol: FrameProtocol | None = None
+        self._reading: _InFlight | None = None  # the request whose response frame is being read
         self._in_flight: dict[int, _InFlight] = {}
         self._slots = asyncio.Semaphore(self.config.max_in_flight_requests_per_connection)
         self._correlation = 0
@@ -177,19 +176,20 @@ class BrokerConnection:
 
     async def connect(self) -> None:
         """Open the socket and learn the broker's versions, within socket.connection.setup.timeout.ms."""
-        if self._reader is not None or self._closed:
+        if self._protocol is not None or self._closed:
             raise RuntimeError(f"connection to {self} was already opened")
         setup_ms = self.config.socket_connection_setup_timeout_ms
         try:
             async with asyncio.timeout(setup_ms / 1000):
-                reader, writer = await asyncio.open_connection(
-                    self.host, self.port, limit=_READ_LIMIT, ssl=self.config.ssl_context
+                protocol = FrameProtocol(self._on_header, self._on_frame, self._on_lost)
+                self._protocol = protocol
+                await asyncio.get_running_loop().create_connection(
+                    lambda: protocol, self.host, self.port, ssl=self.config.ssl_context
                 )
-                self._reader, self._writer = reader, writer
-                sock = writer.get_extra_info("socket")
+                assert protocol.transport is not None
+                sock = protocol.transport.get_extra_info("socket")
                 if sock is not None:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
                 await self._negotiate()
                 if self.config.authenticator is not None:
                     await self.config.authenticator(self._exchange)
@@ -297,7 +297,8 @@ class BrokerConnection:
                 ) from None
         else:
             await slots.acquire()  # free: returns at once
-        writer = self._writer
+        protocol = self._protocol
+        writer = protocol.transport if protocol is not None else None
         if self._closed or writer is None:
             slots.release()
             raise DisconnectException(f"connection to {self} is {self.close_reason or 'not connected'}")
@@ -310,7 +311,7 @@ class BrokerConnection:
         if api_key == ApiKey.PRODUCE and body.get("acks") == 0:  # the broker sends no response
             slots.release()
             writer.write(frame)
-            await self._drain(writer)
+            await self._drain()
             if self._closed:
                 raise DisconnectException(f"Produce (acks=0) to {self} failed: {self.close_reason}")
             return None
@@ -318,12 +319,14 @@ class BrokerConnection:
         entry = self._in_flight[corr] = _InFlight(api_key, version, future)
         entry.timer = loop.call_at(deadline, self._timed_out, corr, timeout_s)
         writer.write(frame)
-        await self._drain(writer)
+        await self._drain()
         return await future
 
-    async def _drain(self, writer: asyncio.StreamWriter) -> None:
+    async def _drain(self) -> None:
+        protocol = self._protocol
+        assert protocol is not None
         try:
-            await writer.drain()
+            await protocol.drain()
         except (OSError, RuntimeError) as e:  # RuntimeError: the transport was closed under us
             self._shutdown(f"broken: write failed: {e}", abort=True)
 
@@ -339,46 +342,44 @@ class BrokerConnection:
             )
         self._shutdown(f"closed after {what} timed out", abort=True)
 
-    async def _read_loop(self) -> None:
-        reader = self._reader
-        assert reader is not None
-        reason = "closed by the broker"
+    def _on_header(self, size: int, corr: int) -> int:
+        """A response frame's size and correlation id have come: the length of the rest to read, or -1 when
+        the frame is refused (the connection is closed)."""
+        if size < 4:
+            self._shutdown(f"closed after a response frame of invalid size {size}", abort=True)
+            return -1
+        # The frame must answer a request in flight before it is read (its request's timeout bounds the
+        # time it takes): a frame that answers nothing is never taken into memory.
+        entry = self._in_flight.pop(corr, None)
+        if entry is None:
+            self._shutdown(f"closed after a response with unknown correlation id {corr}", abort=True)
+            return -1
+        self._reading = entry
+        return size - 4
+
+    def _on_frame(self, corr: int, frame: bytearray) -> None:
+        entry, self._reading = self._reading, None
+        assert entry is not None
+        if entry.timer is not None:
+            entry.timer.cancel()
+        self._slots.release()
+        future = entry.future
+        if future.done():  # the caller gave up waiting
+            return
         try:
-            while True:
-                size, corr = _SIZE_AND_CORRELATION.unpack(await reader.readexactly(8))
-                if size < 4:
-                    reason = f"closed after a response frame of invalid size {size}"
-                    break
-                # The frame must answer a request in flight before it is read (its request's timeout bounds the
-                # time it takes): a frame that answers nothing is never taken into memory.
-                entry = self._in_flight.pop(corr, None)
-                if entry is None:
-                    reason = f"closed after a response with unknown correlation id {corr}"
-                    break
-                frame = await reader.readexactly(size - 4)
-                if entry.timer is not None:
-                    entry.timer.cancel()
-                self._slots.release()
-                future = entry.future
-                if future.done():  # the caller gave up waiting
-                    continue
-                try:
-                    body = _decode(entry.api_key, entry.version, frame)
-                except ProtocolError as e:
-                    future.set_exception(
-                        KafkaError(
-                            ErrorCode.CORRUPT_MESSAGE,
-                            f"malformed {_api_name(entry.api_key)} v{entry.version} response from {self}: {e}",
-                        )
-                    )
-                    continue
-                future.set_result(ClientResponse(entry.api_key, entry.version, corr, body))
-        except asyncio.IncompleteReadError:
-            reason = "closed by the broker"
-        except OSError as e:
-            reason = f"broken: {e}"
-        finally:
-            self._shutdown(reason, abort=True)
+            body = _decode(entry.api_key, entry.version, frame)
+        except ProtocolError as e:
+            future.set_exception(
+                KafkaError(
+                    ErrorCode.CORRUPT_MESSAGE,
+                    f"malformed {_api_name(entry.api_key)} v{entry.version} response from {self}: {e}",
+                )
+            )
+            return
+        future.set_result(ClientResponse(entry.api_key, entry.version, corr, body))
+
+    def _on_lost(self, exc: Exception | None) -> None:
+        self._shutdown("closed by the broker" if exc is None else f"broken: {exc}", abort=True)
 
     # -- closing ---------------------------------------------------------------------------------------
 
@@ -400,15 +401,26 @@ class BrokerConnection:
                         f"connection {reason}"
                     )
                 )
-        writer = self._writer
-        if writer is not None:
+        reading, self._reading = self._reading, None
+        if reading is not None:  # a response being read when the connection ended
+            if reading.timer is not None:
+                reading.timer.cancel()
+            self._slots.release()
+            pending.append((-1, reading))
+            if not reading.future.done():
+                reading.future.set_exception(
+                    DisconnectException(
+                        f"{_api_name(reading.api_key)} v{reading.version} to {self} failed: "
+                        f"connection {reason} while its response was read"
+                    )
+                )
+        protocol = self._protocol
+        transport = protocol.transport if protocol is not None else None
+        if transport is not None:
             if abort:
-                writer.transport.abort()
+                transport.abort()
             else:
-                writer.close()
-        task = self._read_task
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
+                transport.close()
         if self._connected:
             log.info("Connection to %s %s (%d requests in flight failed)", self, reason, len(pending))
         callbacks, self._close_callbacks = self._close_callbacks, []
@@ -418,10 +430,3 @@ class BrokerConnection:
     async def close(self) -> None:
         """Close; requests still in flight fail with ``DisconnectException``."""
         self._shutdown("closed by the client", abort=False)
-        task = self._read_task
-        if task is not None and task is not asyncio.current_task():
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if self._writer is not None:
-            with contextlib.suppress(OSError):
-                await self._writer.wait_closed()

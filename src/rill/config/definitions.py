@@ -287,6 +287,17 @@ for _args, _opts in [
         _dyn,
     ),
     (("fetch.max.bytes", INT, 57671680, "Largest Fetch response.", at_least(1024), MEDIUM), {}),
+    (
+        (
+            "max.incremental.fetch.session.cache.slots",
+            INT,
+            1000,
+            "Incremental fetch sessions (KIP-227) the broker keeps at most.",
+            _nonneg,
+            MEDIUM,
+        ),
+        {},
+    ),
     (("metrics.port", INT, 0, "Port of Rill's Prometheus endpoint (0: off).", between(0, 65535), LOW), {}),
     (("telemetry.max.bytes", INT, 1048576, "Largest metrics payload of a client's PushTelemetry (KIP-714).",
       at_least(1), LOW), {}),

@@ -254,7 +254,6 @@ _GROUPS: list[tuple[str, list[_Entry]]] = [
         ("delete.records.purgatory.purge.interval.requests", INT, 1, None, R),
         ("fetch.purgatory.purge.interval.requests", INT, 1000, None, R),
         ("producer.purgatory.purge.interval.requests", INT, 1000, None, R),
-        ("max.incremental.fetch.session.cache.slots", INT, 1000, _0, R),
         ("max.request.partition.size.limit", INT, 2000, _1, R),
         ("socket.connection.setup.timeout.max.ms", LONG, 30000, None, R),
         ("socket.connection.setup.timeout.ms", LONG, 10000, None, R),

@@ -11,7 +11,10 @@ again until the leader knows the epoch it asks about. Then it fetches from its l
 ``node.id`` (the leader counts that offset as this replica's position, which moves the high watermark),
 appends what comes back as follower (offsets and leader epochs as the leader wrote them), and takes the
 leader's high watermark (``on_progress`` is told of the partition when its records or high watermark moved, which
-wakes the consumers a follower serves, KIP-392).
+wakes the consumers a follower serves, KIP-392). Fetches go in an incremental fetch session (KIP-227,
+``FetchSessionHandler``): after a full fetch, a request names only the partitions whose fetch offset or other
+parameters changed (and forgets those no longer fetched), and the leader answers only the partitions with
+something new; a partition left out of a response had nothing new and stays as it is.
 A partition the leader refuses (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, a failed
 OffsetForLeaderEpoch) is asked again only after ``replica.fetch.backoff.ms`` (Kafka's delayed partitions), the
 others going on meanwhile; a fetcher whose leader is unreachable retries after it too. A fetch answered
@@ -33,6 +36,7 @@ from rill.errors import ErrorCode, KafkaError
 from rill.log.log import Log
 from rill.metadata.store import BrokerInfo
 from rill.protocol import ApiKey
+from rill.replica.fetch_session_handler import FetchSessionHandler
 from rill.replica.partition import Partition
 from rill.security.inter_broker import client_config
 
@@ -81,6 +85,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, _Fetching] = {}
         self._changed = asyncio.Event()
         self._loop = asyncio.get_running_loop()
+        self._session = FetchSessionHandler()
         self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{leader}")
         self.lag: dict[TopicPartition, int] = {}
 
@@ -179,39 +184,57 @@ class ReplicaFetcher:
 
     async def _fetch(self) -> None:
         now = self._loop.time()
-        ready = [f for f in self.partitions.values() if f.truncated and f.delayed_until <= now]
+        ready = {f.partition.tp: f for f in self.partitions.values() if f.truncated and f.delayed_until <= now}
         if not ready:
             await self._idle()
             return
-        sent = {f.partition.tp: (f, f.partition.log.log_end_offset) for f in ready}
+        sent = {tp: (f, f.partition.log.log_end_offset) for tp, f in ready.items()}
+        params = {tp: (offset, f.partition.log_start_offset, f.leader_epoch, self._max_bytes)
+                  for tp, (f, offset) in sent.items()}  # fmt: skip
+        session = self._session
+        named, forgotten = session.build(params)
         topics: dict[str, list[dict[str, int]]] = {}
-        for f in ready:
-            topics.setdefault(f.partition.tp.topic, []).append({
-                "partition": f.partition.tp.partition, "current_leader_epoch": f.leader_epoch,
-                "fetch_offset": f.partition.log.log_end_offset, "log_start_offset": f.partition.log_start_offset,
-                "partition_max_bytes": self._max_bytes, "last_fetched_epoch": -1,
+        for tp in named:
+            offset, start, epoch, max_bytes = params[tp]
+            topics.setdefault(tp.topic, []).append({
+                "partition": tp.partition, "current_leader_epoch": epoch, "fetch_offset": offset,
+                "log_start_offset": start, "partition_max_bytes": max_bytes, "last_fetched_epoch": -1,
             })  # fmt: skip
+        gone: dict[str, list[int]] = {}
+        for tp in forgotten:
+            gone.setdefault(tp.topic, []).append(tp.partition)
         body = {
             "replica_id": self.node_id, "replica_state": {"replica_id": self.node_id, "replica_epoch": -1},
             "max_wait_ms": self._wait_ms, "min_bytes": 1, "max_bytes": 0x7FFFFFFF, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1,
+            "session_id": session.session_id, "session_epoch": session.epoch,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": "",
+            "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in gone.items()], "rack_id": "",
         }  # fmt: skip
-        conn = await self._client.ready(self.leader)
-        response = await conn.request(ApiKey.FETCH, body, max_version=12,
-                                      timeout_ms=self._wait_ms + 30_000)  # fmt: skip
+        try:
+            conn = await self._client.ready(self.leader)
+            response = await conn.request(ApiKey.FETCH, body, max_version=12,
+                                          timeout_ms=self._wait_ms + 30_000)  # fmt: skip
+        except BaseException:
+            session.handle_error()
+            raise
         assert response is not None
+        if not session.handle_response(response.body.get("error_code", 0), response.body.get("session_id", 0)):
+            log.debug("Fetch session with broker %d: %s; fetching in full next", self.leader,
+                      ErrorCode(response.body["error_code"]).name)  # fmt: skip
+            return
         out_of_range: list[tuple[_Fetching, int]] = []
         for t in response.body["responses"]:
             for p in t["partitions"]:
                 tp = TopicPartition(t["topic"], p["partition_index"])
                 fetching, offset = sent.get(tp, (None, -1))
                 # Only an answer to the fetch as it still stands: not one made at an epoch or an offset that the
-                # metadata or a truncation has replaced meanwhile (Kafka checks the same).
+                # metadata or a truncation has replaced meanwhile (Kafka checks the same). What the leader's
+                # session now holds of that partition is not what this replica took: the next fetch is a full one.
                 if fetching is None or self.partitions.get(tp) is not fetching:
+                    session.handle_error()
                     continue
                 if fetching.partition.log.log_end_offset != offset:
+                    session.handle_error()
                     continue
                 code = ErrorCode(int(p["error_code"]))
                 if code == ErrorCode.OFFSET_OUT_OF_RANGE:
