@@ -471,8 +471,10 @@ async def handle_describe_share_group_offsets(ctx: RequestContext, request: Body
         share = share_services(ctx)
         known = share.coordinator.groups.get(group_id)
         asked = [] if g["topics"] is None else [t["topic_name"] for t in g["topics"]]
-        starts = await share.partitions.read_start_offsets(
-            group_id, _partitions_of(ctx, [*asked, *(known.topics_seen if known is not None else ())]))
+        keys = _partitions_of(ctx, [*asked, *(known.topics_seen if known is not None else ())])
+        if g["topics"] is None and ctx.services.share_coordinator is not None:  # and those its state is kept of here
+            keys += ctx.services.share_coordinator.keys_of(group_id)
+        starts = await share.partitions.read_start_offsets(group_id, keys)
         if not starts and known is None:
             groups.append({"group_id": group_id, "topics": [], "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
                            "error_message": f"Group {group_id} not found."})  # fmt: skip

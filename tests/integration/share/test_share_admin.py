@@ -134,7 +134,7 @@ def _persisted(b: rill.testing.TestBroker, group: str) -> tuple[list[Any], list[
     coordinator = b.broker.services.share_coordinator
     states = sorted((k, repr(v)) for p in list(coordinator.partitions.values())
                     for k, v in list(p.shard.states.items()) if k.group_id == group)  # fmt: skip
-    ends = [plog.log.log_end_offset for tp, plog in sorted(b.broker.replica_manager.partitions().items())
+    ends = [plog.log.log_end_offset for tp, plog in sorted(b.broker.replica_manager.partitions().items(), key=str)
             if tp.topic == "__share_group_state"]  # fmt: skip
     return states, ends
 
