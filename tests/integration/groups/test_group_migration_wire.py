@@ -417,3 +417,86 @@ def test_a_static_member_restarting_with_the_classic_protocol_downgrades_the_gro
         assert sorted(m["member_id"] for m in described["members"]) == sorted([a, b, back["member_id"]])
     finally:
         w.close()
+
+
+def _listed(w: Wire) -> list[str]:
+    listed = w.call(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})["groups"]
+    return [g["group_type"] for g in listed if g["group_id"] == GROUP]
+
+
+def _rejoin_classic(bootstrap: str, a: str, b: str) -> int:
+    """Both classic members rejoin together and sync (the leader's plan {0,1} / {2,3}): the generation."""
+    walls = [Wire(bootstrap, timeout=30) for _ in range(2)]
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            rejoined = [pool.submit(_join, walls[i], m, []) for i, m in enumerate((a, b))]
+            answers = [f.result(30) for f in rejoined]
+        assert [r["error_code"] for r in answers] == [0, 0]
+        generation = answers[0]["generation_id"]
+        leader = answers[0]["leader"]
+        plan = {a: _assignment([0, 1]), b: _assignment([2, 3])}
+        with ThreadPoolExecutor(2) as pool:
+            synced = [pool.submit(_sync, walls[i], m, generation, plan if m == leader else None)
+                      for i, m in enumerate((a, b))]  # fmt: skip
+            assert [f.result(30)["error_code"] for f in synced] == [0, 0]
+        return int(generation)
+    finally:
+        for w in walls:
+            w.close()
+
+
+@pytest.mark.parametrize("undo_fails", [False, True])
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_a_conversion_written_but_answered_as_failed_leaves_one_group_after_a_crash(
+    rill_broker, undo_fails: bool
+) -> None:
+    """The conversion's batch reaches the log but its write is answered as failed (a replication timeout: the
+    records may still be committed): the coordinator carries on with the classic group. A SIGKILLed coordinator
+    must replay one group, the form the log says last (also when the write undoing the conversion failed too),
+    and a later conversion must not bring back a member of the failed one."""
+    _create_topic(rill_broker.bootstrap_servers, TOPIC, 4)
+    generations, _ = _classic_group(rill_broker.bootstrap_servers)
+    (a, gen), (b, _) = generations.items()
+    consumer = rill_broker.broker.services.group_coordinator.consumer
+    written = consumer._write
+
+    async def applied_then_failed(group_id: str, kvs: list[Any]) -> None:  # the seam: applies, then fails
+        consumer._write = undo_failed if undo_fails else written
+        await written(group_id, kvs)
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the write timed out")
+
+    async def undo_failed(group_id: str, kvs: list[Any]) -> None:  # then the undoing write fails, not applied
+        consumer._write = written
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the write failed")
+
+    consumer._write = applied_then_failed
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        assert _cg_heartbeat(w, "member-c", 0)["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert _listed(w) == ["classic"]
+        assert _heartbeat(w, a, gen) == ErrorCode.REBALANCE_IN_PROGRESS
+    finally:
+        w.close()
+    regen = _rejoin_classic(rill_broker.bootstrap_servers, a, b)
+    assert regen == gen + 1
+    rill_broker.restart(kill=True)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        assert _listed(w) == ["classic"]  # one group, the classic one the log ends with
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [GROUP]})["groups"][0]
+        assert d["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+        assert _heartbeat(w, a, regen) == 0
+        if undo_fails:
+            return
+        # Another consumer-protocol member converts the group: its members are the classic ones and itself.
+        assert _cg_heartbeat(w, "member-d", 0)["error_code"] == 0
+    finally:
+        w.close()
+    rill_broker.restart(kill=True)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        assert _listed(w) == ["consumer"]
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [GROUP]})["groups"][0]
+        assert sorted(m["member_id"] for m in d["members"]) == sorted([a, b, "member-d"])
+    finally:
+        w.close()

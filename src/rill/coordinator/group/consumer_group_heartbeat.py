@@ -111,12 +111,12 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin, MigrationMixin, Classi
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
-    def load(self, partitions: set[int]) -> None:
+    def load(self, partitions: set[int]) -> dict[str, int]:
         """Replay the consumer groups of ``__consumer_offsets`` partitions this broker now leads; every member
-        gets a fresh session."""
+        gets a fresh session. Returns the offset of each loaded group's last record."""
         topic = self.classic.manager.metadata.topic(OFFSETS_TOPIC)
         if topic is None or not partitions:
-            return
+            return {}
         replay = records.ConsumerGroupReplay()
         count = 0
         for p in sorted(partitions):
@@ -131,6 +131,7 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin, MigrationMixin, Classi
                 self._schedule_session(group_id, member.member_id)
         if loaded:
             log.info("Loaded %d consumer group(s) from %d record(s)", len(loaded), count)
+        return {group_id: replay.last_offset.get(group_id, -1) for group_id in loaded}
 
     def unload(self, partitions: set[int]) -> None:
         for group_id in [g for g in self.groups if self.classic.partition_for(g) in partitions]:
@@ -368,6 +369,8 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin, MigrationMixin, Classi
             try:
                 await self._write(group.group_id, kvs)
             except KafkaError:
+                if self.classic.not_serving(group.group_id) is None:
+                    await self.undo_upgrade(upgrading, kvs)
                 self.thaw_classic(upgrading)
                 raise
             self.finish_upgrade(upgrading, group)

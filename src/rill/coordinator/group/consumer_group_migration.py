@@ -97,6 +97,16 @@ def encode_assignment(partitions: Mapping[str, Iterable[int]]) -> bytes:
     )
 
 
+def _keep_offsets_only(classic: GroupMetadata) -> None:
+    """A classic group's object left holding only its offsets (for the consumer group of its id)."""
+    for member in list(classic.iter_members()):
+        classic.remove(member.member_id)
+    classic.pending_members.clear()
+    classic.pending_sync_members.clear()
+    classic.protocol_type = classic.protocol_name = classic.leader_id = None
+    classic.state = GroupState.EMPTY
+
+
 class MigrationMixin:
     """Upgrade and downgrade for the ``ConsumerGroupCoordinator``."""
 
@@ -219,6 +229,46 @@ class MigrationMixin:
             classic.maybe_invoke_sync_callback(member, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
         self.classic._cancel_group_timers(classic.group_id)
 
+    async def undo_upgrade(self, classic: GroupMetadata, kvs: list[KeyValue]) -> None:
+        """The conversion's write failed, which does not say its batch is not in the log (a replication timeout
+        leaves it there, to be committed later): its consumer group records are tombstoned and the classic
+        group's metadata written again, so that a replay finds the classic group the coordinator carries on
+        with, and no member of the failed conversion comes back with a later one. Best effort: when this write
+        fails too, a replay keeps the form the log ends with (``settle_loaded``)."""
+        group_id = classic.group_id
+        undo: list[KeyValue] = [(key, None) for key, value in kvs if value is not None]
+        assignments = {m.member_id: m.assignment for m in classic.all_members()}
+        undo.append((group_metadata_key(group_id), group_metadata_value(classic, assignments)))
+        try:
+            await self._write(group_id, undo)
+        except KafkaError as e:
+            log.warning("Cannot undo the failed upgrade of classic group %s: %s", group_id, e.message)
+
+    def settle_loaded(self, classic_groups: dict[str, GroupMetadata], classic_at: Mapping[str, int],
+                      loaded_at: Mapping[str, int]) -> None:  # fmt: skip
+        """After a load: a group id with both a classic group that has members and a consumer group (a
+        conversion whose write was answered as failed, yet reached the log) keeps the form whose last record is
+        the later in the log; the other is dropped (the classic one keeps its offsets: it holds them for the
+        consumer group). So a replay never serves two groups for one id."""
+        for group_id, consumer_at in loaded_at.items():
+            classic = classic_groups.get(group_id)
+            group = self.groups.get(group_id)
+            if classic is None or group is None or not classic.all_members():
+                continue
+            at = classic_at.get(group_id, -1)
+            if at > consumer_at:
+                for member_id in list(group.members):
+                    self._cancel_timers(group_id, member_id)
+                del self.groups[group_id]
+                log.warning("Group %s: the classic group's record at offset %d is later than the consumer group's "
+                            "(%d): the consumer group is dropped", group_id, at, consumer_at)  # fmt: skip
+            else:
+                self.classic._cancel_group_timers(group_id)
+                _keep_offsets_only(classic)
+                log.warning("Group %s: the consumer group's records (to offset %d) are later than the classic "
+                            "group's (%d): the classic group's members are dropped",
+                            group_id, consumer_at, at)  # fmt: skip
+
     def thaw_classic(self, classic: GroupMetadata) -> None:
         """The conversion's write failed: the classic group carries on, with a rebalance."""
         if self.classic.groups.get(classic.group_id) is not classic:
@@ -233,12 +283,7 @@ class MigrationMixin:
     def finish_upgrade(self, classic: GroupMetadata, group: ConsumerGroup) -> None:
         """The conversion is written: the classic group's object keeps only the offsets (it holds them for the
         consumer group), and the consumer group's members get their sessions."""
-        for member in classic.iter_members():
-            classic.remove(member.member_id)
-        classic.pending_members.clear()
-        classic.pending_sync_members.clear()
-        classic.protocol_type = classic.protocol_name = classic.leader_id = None
-        classic.state = GroupState.EMPTY
+        _keep_offsets_only(classic)
         self.groups[group.group_id] = group
         for member_id in group.members:
             self._schedule_session(group.group_id, member_id)

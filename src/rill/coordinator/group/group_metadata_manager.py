@@ -220,6 +220,8 @@ class GroupMetadataManager:
         self.replica_manager = replica_manager
         # Kafka 4 writes with acks=all always (offsets.commit.required.acks is gone); this bounds the wait.
         self.writes = DeferredWriteQueue(replica_manager, int(get("offsets.commit.timeout.ms")))
+        # group id -> offset of the GroupMetadataValue it was last loaded from (which form of a group is the later)
+        self.metadata_loaded_at: dict[str, int] = {}
         self._unwritable: dict[int, tuple[float, str]] = {}  # partition -> (until, on monotonic time; why)
 
     @property
@@ -474,6 +476,7 @@ class GroupMetadataManager:
                 continue
             try:
                 groups[group_id] = decode_group_value(group_id, value)
+                self.metadata_loaded_at[group_id] = at
             except Exception as e:
                 unreadable.skip(at, e)
         for group_id, found in shells.items():
