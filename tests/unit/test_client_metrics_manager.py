@@ -23,7 +23,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
 from tests.integration.telemetry._telemetry import payload
 
 from rill.errors import ErrorCode, KafkaError
-from rill.telemetry.client_metrics_manager import ClientInfo, ClientMetricsManager
+from rill.telemetry.client_metrics_manager import MAX_INSTANCE_CHARS, ClientInfo, ClientMetricsManager
 from rill.telemetry.pushed_metrics import GAUGE, MAX_LABELS, Point, PushedMetrics, decode_payload
 
 CLIENT = ClientInfo("app-1", "librdkafka", "2.16.0", "127.0.0.1", 40000)
@@ -151,3 +151,18 @@ def test_a_points_attributes_past_the_label_cap_are_not_looked_at() -> None:
 
     base = min(took(few) for _ in range(3))
     assert min(took(many) for _ in range(3)) < 10 * base + 0.01
+
+
+def test_the_instances_held_are_bounded_in_bytes() -> None:
+    """An instance outlives its connection and keeps what its client chose (a 32 KB client id, an ApiVersions
+    software name as long as a request may be): 16384 of them could hold gigabytes. What they keep together is
+    bounded; the least recently heard from goes first."""
+    manager = _manager({}, [1e9])
+    big = ClientInfo("x" * 32_000, "librdkafka", "2.16.0", "127.0.0.1", 40000)
+    for _ in range(2000):
+        assert manager.get_subscriptions(uuid.UUID(int=0), big)["error_code"] == 0
+    held = sum(len(v) for i in manager.instances.values() for v in i.attributes.values())
+    assert 0 < held <= MAX_INSTANCE_CHARS
+    assert manager.held_chars == held
+    last = next(reversed(manager.instances))
+    assert manager.get_subscriptions(last, CLIENT)["error_code"] == ErrorCode.THROTTLING_QUOTA_EXCEEDED  # kept
