@@ -500,3 +500,40 @@ def test_a_conversion_written_but_answered_as_failed_leaves_one_group_after_a_cr
         assert sorted(m["member_id"] for m in d["members"]) == sorted([a, b, "member-d"])
     finally:
         w.close()
+
+
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_a_downgrade_written_but_answered_as_failed_keeps_the_consumer_group_after_a_crash(rill_broker) -> None:
+    """The downgrade's batch (the consumer group's tombstones, the classic group's metadata) reaches the log but
+    its write is answered as failed: the coordinator keeps the consumer group, whose members go on. A SIGKILLed
+    coordinator must replay that consumer group whole, never the classic group beside it nor a consumer group
+    without the members the failed batch tombstoned."""
+    _create_topic(rill_broker.bootstrap_servers, TOPIC, 4)
+    generations, _ = _classic_group(rill_broker.bootstrap_servers)
+    (a, gen), (b, _) = generations.items()
+    consumer = rill_broker.broker.services.group_coordinator.consumer
+    written = consumer._write
+
+    async def applied_then_failed(group_id: str, kvs: list[Any]) -> None:  # the seam: applies, then fails
+        consumer._write = written
+        await written(group_id, kvs)
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the write timed out")
+
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        assert _cg_heartbeat(w, "member-c", 0)["error_code"] == 0
+        consumer._write = applied_then_failed
+        assert _cg_heartbeat(w, "member-c", -1)["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert _listed(w) == ["consumer"]
+        assert _cg_heartbeat(w, "member-d", 0)["error_code"] == 0  # the consumer group goes on
+    finally:
+        w.close()
+    rill_broker.restart(kill=True)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        assert _listed(w) == ["consumer"]
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [GROUP]})["groups"][0]
+        assert sorted(m["member_id"] for m in d["members"]) == sorted([a, b, "member-c", "member-d"])
+        assert _heartbeat(w, a, gen) in (0, ErrorCode.REBALANCE_IN_PROGRESS)
+    finally:
+        w.close()

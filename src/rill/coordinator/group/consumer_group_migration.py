@@ -15,7 +15,9 @@ classic group again at its group epoch as generation, and a rebalance begins.
 
 Either way the conversion is written as one batch of ``__consumer_offsets``: the tombstone(s) of the old form
 and the records of the new one, so a coordinator that replays the partition finds one group, never two or
-none. The group's committed offsets are kept: they live in the classic group's object, which holds them while
+none; a conversion whose write fails (which does not say its batch is not in the log) is undone by a second
+batch before the old form carries on, and a load that still finds both forms keeps the later. The group's
+committed offsets are kept: they live in the classic group's object, which holds them while
 the group is a consumer group.
 """
 
@@ -95,6 +97,17 @@ def encode_assignment(partitions: Mapping[str, Iterable[int]]) -> bytes:
             "user_data": None,
         },
     )
+
+
+def _group_records(group: ConsumerGroup) -> list[KeyValue]:
+    """Every record of a consumer group: its members, epochs, target and current assignments."""
+    group_id = group.group_id
+    kvs = [records.member_metadata_record(group_id, m) for m in group.members.values()]
+    kvs.append(records.group_epoch_record(group_id, group.group_epoch))
+    kvs += [records.target_member_record(group_id, mid, t) for mid, t in group.target.items()]
+    kvs.append(records.target_epoch_record(group_id, group.assignment_epoch))
+    kvs += [records.current_assignment_record(group_id, m) for m in group.members.values()]
+    return kvs
 
 
 def _keep_offsets_only(classic: GroupMetadata) -> None:
@@ -210,13 +223,7 @@ class MigrationMixin:
                 f"Cannot upgrade classic group {classic.group_id} to consumer group because the embedded "
                 f"consumer protocol is malformed: {e}.",
             ) from e
-        kvs: list[KeyValue] = [(group_metadata_key(classic.group_id), None)]
-        kvs += [records.member_metadata_record(group.group_id, m) for m in group.members.values()]
-        kvs.append(records.group_epoch_record(group.group_id, group.group_epoch))
-        kvs += [records.target_member_record(group.group_id, mid, t) for mid, t in group.target.items()]
-        kvs.append(records.target_epoch_record(group.group_id, group.assignment_epoch))
-        kvs += [records.current_assignment_record(group.group_id, m) for m in group.members.values()]
-        return group, kvs
+        return group, [(group_metadata_key(classic.group_id), None), *_group_records(group)]
 
     def freeze_classic(self, classic: GroupMetadata) -> None:
         """Before the conversion's write: the members waiting in JoinGroup or SyncGroup are told to rejoin (as
@@ -334,7 +341,17 @@ class MigrationMixin:
             kvs += records.member_tombstones(group_id, member_id)
         kvs += records.group_tombstones(group_id)
         kvs.append((group_metadata_key(group_id), group_metadata_value(draft, assignments)))
-        await self._write(group_id, kvs)
+        try:
+            await self._write(group_id, kvs)
+        except KafkaError:
+            # The batch may be in the log all the same (a replication timeout): the consumer group, which carries
+            # on, is written again whole after it, with the classic group's tombstone.
+            if self.classic.not_serving(group_id) is None:
+                try:
+                    await self._write(group_id, [(group_metadata_key(group_id), None), *_group_records(group)])
+                except KafkaError as e:
+                    log.warning("Cannot undo the failed downgrade of consumer group %s: %s", group_id, e.message)
+            raise
         # Written: the classic group takes the place of the consumer group. The object that held the offsets
         # becomes it, so that an offset commit being written meanwhile lands in it.
         for member_id in list(group.members):
