@@ -121,17 +121,18 @@ def _classic_group(bootstrap: str) -> tuple[dict[str, int], dict[str, set[int]]]
             w.close()
 
 
-def _commit(w: Wire, member_id: str, generation: int, offset: int) -> int:
+def _commit(w: Wire, member_id: str, generation: int, offset: int, partition: int = 0) -> int:
     resp = w.call(ApiKey.OFFSET_COMMIT, 7, {
         "group_id": GROUP, "generation_id_or_member_epoch": generation, "member_id": member_id,
         "group_instance_id": None, "topics": [{"name": TOPIC, "partitions": [
-            {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+            {"partition_index": partition, "committed_offset": offset, "committed_leader_epoch": -1,
              "committed_metadata": ""}]}]})  # fmt: skip
     return resp["topics"][0]["partitions"][0]["error_code"]
 
 
-def _fetched(w: Wire) -> int:
-    resp = w.call(ApiKey.OFFSET_FETCH, 1, {"group_id": GROUP, "topics": [{"name": TOPIC, "partition_indexes": [0]}]})
+def _fetched(w: Wire, partition: int = 0) -> int:
+    resp = w.call(ApiKey.OFFSET_FETCH, 1, {"group_id": GROUP, "topics": [{"name": TOPIC,
+                                                                          "partition_indexes": [partition]}]})
     return resp["topics"][0]["partitions"][0]["committed_offset"]
 
 
@@ -535,5 +536,53 @@ def test_a_downgrade_written_but_answered_as_failed_keeps_the_consumer_group_aft
         d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [GROUP]})["groups"][0]
         assert sorted(m["member_id"] for m in d["members"]) == sorted([a, b, "member-c", "member-d"])
         assert _heartbeat(w, a, gen) in (0, ErrorCode.REBALANCE_IN_PROGRESS)
+    finally:
+        w.close()
+
+
+def test_a_deleted_group_stays_deleted_after_a_crash_with_a_commit_in_flight(rill_broker) -> None:
+    """DeleteGroups tombstones the offsets the group has; a commit appended before it but not yet replicated is
+    not among them, and the group's tombstone, written after it, is what removes it (in memory, the commit is
+    applied to the group the tombstone then drops). A replay must agree: the deleted group never comes back with
+    that offset (a classic group's tombstone keeps the offsets only in a conversion's batch)."""
+    _create_topic(rill_broker.bootstrap_servers, TOPIC, 2)
+    rm = rill_broker.broker.services.replica_manager
+    manager = rill_broker.broker.services.group_coordinator.manager
+    committed = rm.committed
+    held = [True]
+
+    def holding(tp: Any, end_offset: int) -> Any:  # the seam: the high watermark of __consumer_offsets waits
+        return None if held[0] and tp.topic == "__consumer_offsets" else committed(tp, end_offset)
+
+    walls = [Wire(rill_broker.bootstrap_servers, timeout=30) for _ in range(3)]
+    try:
+        w = walls[0]
+        assert _commit(w, "", -1, 1) == 0  # the group exists (a simple consumer's commit)
+        partition = next(tp for tp in rm.partitions() if tp.topic == "__consumer_offsets"
+                         and manager.partition_for(GROUP) == tp.partition)  # fmt: skip
+        rm.committed = holding
+        with ThreadPoolExecutor(2) as pool:
+            commit = pool.submit(_commit, walls[1], "", -1, 5, 1)  # another partition, in flight
+            deadline = time.monotonic() + 30
+            while manager.writes.pending(partition) < 1:
+                assert time.monotonic() < deadline, "the commit was not appended"
+                time.sleep(0.01)
+            deleted = pool.submit(lambda: walls[2].call(ApiKey.DELETE_GROUPS, 2, {"groups_names": [GROUP]}))
+            while manager.writes.pending(partition) < 2:
+                assert time.monotonic() < deadline, "the group's tombstones were not appended"
+                time.sleep(0.01)
+            held[0] = False
+            assert commit.result(30) in (0, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            assert deleted.result(30)["results"][0]["error_code"] == 0
+        assert _fetched(w, 1) == -1
+    finally:
+        rm.committed = committed
+        for w in walls:
+            w.close()
+    rill_broker.restart(kill=True)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        assert _fetched(w, 1) == -1
+        assert _listed(w) == []
     finally:
         w.close()

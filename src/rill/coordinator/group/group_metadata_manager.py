@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from rill.common import TopicPartition
+from rill.coordinator.group.consumer_group_records import is_consumer_group_key
 from rill.coordinator.group.deferred_writes import Apply, DeferredWrite, DeferredWriteQueue
 from rill.coordinator.group.group_metadata import (
     GroupMetadata,
@@ -415,7 +416,8 @@ class GroupMetadataManager:
         """Replay one partition's log into ``groups`` by the rules the coordinator applies its writes with:
         the latest record of each key wins; a transaction's offsets stay pending per producer until its marker,
         whose commit keeps, per partition, the newer of them and the committed offset by log order; a tombstone
-        removes an offset, with the pending offsets of that partition; a group's tombstone removes its metadata.
+        removes an offset, with the pending offsets of that partition; a group's tombstone removes the group, with
+        its offsets, except in a conversion's batch (the group became a consumer group, which keeps them).
 
         A record that cannot be read is logged and skipped, a batch that cannot be read likewise; a log that
         cannot be read further ends the replay there. None of them stops the load: the bytes may be any."""
@@ -432,7 +434,7 @@ class GroupMetadataManager:
                 found = shells[group_id] = GroupMetadata(group_id)
             return found
 
-        def replay(record: Record, producer_id: int, transactional: bool) -> None:
+        def replay(record: Record, producer_id: int, transactional: bool, converted: bool) -> None:
             key = decode_key(record.key) if record.key is not None else None
             if isinstance(key, OffsetKey):
                 group = shell(key.group_id)
@@ -448,9 +450,12 @@ class GroupMetadataManager:
                     else:
                         group.offsets[key.tp] = om
             elif isinstance(key, GroupKey) and not transactional:
-                # A tombstone removes the group's metadata only: its offsets go by their own tombstones (a group
-                # deleted has them written too), and stay when the group became a consumer group.
                 metadata[key.group_id] = (record.offset, record.value)
+                if record.value is None and not converted:
+                    # The group is deleted, with its offsets: those its tombstones name and any committed just
+                    # before (a commit not yet applied when the group was deleted), and its pending ones. In a
+                    # conversion's batch (with consumer group records) the offsets stay with the consumer group.
+                    shells.pop(key.group_id, None)
 
         for chunk in iter_log_chunks(plog, tp):
             for batch in chunk:
@@ -465,10 +470,11 @@ class GroupMetadataManager:
                         group.complete_txn(batch.producer_id, commit)
                     continue
                 transactional = bool(batch.attributes & 0x10)  # TxnOffsetCommit
+                converted = any(is_consumer_group_key(r.key) for r in records)
                 for record in records:
                     count += 1
                     try:
-                        replay(record, batch.producer_id, transactional)
+                        replay(record, batch.producer_id, transactional, converted)
                     except Exception as e:
                         unreadable.skip(record.offset, e)
         for group_id, (at, value) in metadata.items():
