@@ -142,6 +142,14 @@ def is_consumer_group_key(key: bytes | None) -> bool:
     return key is not None and len(key) >= 2 and _INT16.unpack_from(key, 0)[0] in KEY_VERSIONS
 
 
+def consumer_group_id(key: bytes) -> str | None:
+    """The group id of a consumer group record's key, None when it does not decode."""
+    try:
+        return str(decode_versioned(_NAMES[_INT16.unpack_from(key, 0)[0]] + "Key", key)[1]["group_id"])
+    except Exception:  # bytes we did not expect: the caller skips them
+        return None
+
+
 class ConsumerGroupReplay:
     """Consumer groups rebuilt from their records, in log order."""
 

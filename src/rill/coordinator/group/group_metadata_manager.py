@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from rill.common import TopicPartition
-from rill.coordinator.group.consumer_group_records import is_consumer_group_key
+from rill.coordinator.group.consumer_group_records import consumer_group_id, is_consumer_group_key
 from rill.coordinator.group.deferred_writes import Apply, DeferredWrite, DeferredWriteQueue
 from rill.coordinator.group.group_metadata import (
     GroupMetadata,
@@ -416,8 +416,9 @@ class GroupMetadataManager:
         """Replay one partition's log into ``groups`` by the rules the coordinator applies its writes with:
         the latest record of each key wins; a transaction's offsets stay pending per producer until its marker,
         whose commit keeps, per partition, the newer of them and the committed offset by log order; a tombstone
-        removes an offset, with the pending offsets of that partition; a group's tombstone removes the group, with
-        its offsets, except in a conversion's batch (the group became a consumer group, which keeps them).
+        removes an offset, with the pending offsets of that partition; a group's tombstone removes the group with
+        its offsets, unless records of a consumer group of that id follow (the tombstone was written by an upgrade:
+        the offsets are the consumer group's).
 
         A record that cannot be read is logged and skipped, a batch that cannot be read likewise; a log that
         cannot be read further ends the replay there. None of them stops the load: the bytes may be any."""
@@ -434,7 +435,24 @@ class GroupMetadataManager:
                 found = shells[group_id] = GroupMetadata(group_id)
             return found
 
-        def replay(record: Record, producer_id: int, transactional: bool, converted: bool) -> None:
+        dropped: dict[str, GroupMetadata] = {}  # the offsets of groups whose tombstone was replayed
+
+        def restore(group_id: str) -> None:
+            """A consumer group's record after the group's tombstone: its offsets are the consumer group's."""
+            gone = dropped.pop(group_id)
+            group = shell(group_id)
+            for tp, om in gone.offsets.items():
+                group.offsets.setdefault(tp, om)
+            for producer_id, pending in gone.pending_txn_offsets.items():
+                group.pending_txn_offsets[producer_id] = {**pending, **group.pending_txn_offsets.get(producer_id, {})}
+
+        def replay(record: Record, producer_id: int, transactional: bool) -> None:
+            if is_consumer_group_key(record.key):
+                assert record.key is not None
+                group_id = consumer_group_id(record.key)
+                if group_id is not None and group_id in dropped and not transactional:
+                    restore(group_id)
+                return
             key = decode_key(record.key) if record.key is not None else None
             if isinstance(key, OffsetKey):
                 group = shell(key.group_id)
@@ -443,6 +461,8 @@ class GroupMetadataManager:
                         group.pending_txn_offsets.get(producer_id, {}).pop(key.tp, None)
                     else:
                         group.remove_offsets([key.tp])
+                        if key.group_id in dropped:
+                            dropped[key.group_id].remove_offsets([key.tp])
                 else:
                     om = replace(decode_offset_value(record.value), record_offset=record.offset)
                     if transactional:
@@ -451,11 +471,15 @@ class GroupMetadataManager:
                         group.offsets[key.tp] = om
             elif isinstance(key, GroupKey) and not transactional:
                 metadata[key.group_id] = (record.offset, record.value)
-                if record.value is None and not converted:
-                    # The group is deleted, with its offsets: those its tombstones name and any committed just
-                    # before (a commit not yet applied when the group was deleted), and its pending ones. In a
-                    # conversion's batch (with consumer group records) the offsets stay with the consumer group.
-                    shells.pop(key.group_id, None)
+                if record.value is None:
+                    # The group is deleted, with its offsets (any committed just before too: a commit not yet
+                    # applied when the group was deleted) and its pending ones; set aside, they come back if a
+                    # consumer group of that id follows (the tombstone was an upgrade's: they are its offsets).
+                    gone = shells.pop(key.group_id, None)
+                    if gone is not None:
+                        dropped[key.group_id] = gone
+                else:
+                    dropped.pop(key.group_id, None)
 
         for chunk in iter_log_chunks(plog, tp):
             for batch in chunk:
@@ -466,15 +490,14 @@ class GroupMetadataManager:
                     continue
                 if batch.attributes & 0x20:  # control batch: a transaction's marker
                     commit = _is_commit_marker(records)
-                    for group in shells.values():
+                    for group in [*shells.values(), *dropped.values()]:
                         group.complete_txn(batch.producer_id, commit)
                     continue
                 transactional = bool(batch.attributes & 0x10)  # TxnOffsetCommit
-                converted = any(is_consumer_group_key(r.key) for r in records)
                 for record in records:
                     count += 1
                     try:
-                        replay(record, batch.producer_id, transactional, converted)
+                        replay(record, batch.producer_id, transactional)
                     except Exception as e:
                         unreadable.skip(record.offset, e)
         for group_id, (at, value) in metadata.items():
