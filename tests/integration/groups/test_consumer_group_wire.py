@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.integration.broker._wire import Wire
 
+import rill.testing
 from rill.errors import ErrorCode
 from rill.protocol import ApiKey
 
@@ -360,3 +361,24 @@ def test_group_configs_override_the_brokers(rill_broker) -> None:
         assert _describe_group_configs(w, GROUP)["consumer.session.timeout.ms"] == ("50000", 8)
     finally:
         w.close()
+
+
+def test_a_subscription_regex_cannot_hold_the_broker() -> None:
+    """A member's SubscribedTopicRegex is matched against every topic name on the event loop. Python's
+    backtracking ``re`` took exponential time for '(a+)+b' against a name of thirty a's: one heartbeat held the
+    broker (every other client waited). Kafka matches them with RE2J; the broker matches them with RE2, linear in
+    the name."""
+    with rill.testing.broker(CONFIGS, subprocess=True) as broker:
+        bs = broker.bootstrap_servers
+        _create_topic(bs, "a" * 30, 1)
+        w, other = Wire(bs, timeout=20), Wire(bs, timeout=20)
+        try:
+            r = _hb(w, "m", 0, rebalance_timeout_ms=30_000, subscribed_topic_regex="(a+)+b", topic_partitions=[])
+            assert r["error_code"] == 0
+            assert other.call(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+            r = _hb(w, "m2", 0, rebalance_timeout_ms=30_000, subscribed_topic_regex="(a)\\1", topic_partitions=[])
+            assert r["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION  # RE2 has no back-references, nor RE2J
+        finally:
+            w.close()
+            other.close()
+            broker.kill()

@@ -15,14 +15,29 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+import re2
 
 # An assignment: topic id -> partitions.
 Assignment = Mapping[uuid.UUID, frozenset[int]]
 
 EMPTY_ASSIGNMENT: Assignment = {}
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
+@functools.lru_cache(maxsize=1024)
+def topic_regex(pattern: str) -> re2._Regexp:
+    """A SubscribedTopicRegex compiled with RE2 (Kafka uses RE2/J): matched against every topic name on the event
+    loop, in time linear in the name, where Python's backtracking ``re`` can take exponential time. Raises
+    ``re2.error`` when it does not compile (back-references, look-arounds: RE2 has none)."""
+    return re2.compile(pattern, _RE2_OPTIONS)
 
 
 class MemberState(enum.IntEnum):

@@ -20,12 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import re2
 
 from rill.common import TopicPartition
 from rill.coordinator.group import consumer_group_records as records
@@ -36,6 +37,7 @@ from rill.coordinator.group.consumer_group import (
     ConsumerGroupState,
     MemberState,
     normalize,
+    topic_regex,
 )
 from rill.coordinator.group.consumer_group_assignors import ASSIGNORS, AssignmentMember
 from rill.coordinator.group.consumer_group_classic import ClassicMembersMixin
@@ -215,8 +217,8 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin, MigrationMixin, Classi
                          f"{', '.join(self.assignors)}.")  # fmt: skip
         if req.subscribed_topic_regex is not None:
             try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as e:
+                topic_regex(req.subscribed_topic_regex)
+            except re2.error as e:
                 return _fail(ErrorCode.INVALID_REGULAR_EXPRESSION,
                              f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular "
                              f"expression: {e}.")  # fmt: skip
@@ -465,7 +467,7 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin, MigrationMixin, Classi
     def _topic_names(self, member: ConsumerGroupMember) -> set[str]:
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
-            pattern = re.compile(member.subscribed_topic_regex)
+            pattern = topic_regex(member.subscribed_topic_regex)
             names.update(t for t in self.classic.manager.metadata.topics()
                          if t not in INTERNAL_TOPICS and pattern.fullmatch(t))  # fmt: skip
         return names
