@@ -586,3 +586,48 @@ def test_a_deleted_group_stays_deleted_after_a_crash_with_a_commit_in_flight(ril
         assert _listed(w) == []
     finally:
         w.close()
+
+
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_a_classic_member_leaving_while_the_upgrade_is_written_is_not_kept(rill_broker) -> None:
+    """A classic member's LeaveGroup that arrives while the upgrade's batch is being written waits for it and
+    leaves the consumer group; before, it left the frozen classic group, and the consumer group kept it (holding
+    its partitions) until its session expired."""
+    import asyncio
+    import threading
+
+    _create_topic(rill_broker.bootstrap_servers, TOPIC, 4)
+    generations, _ = _classic_group(rill_broker.bootstrap_servers)
+    (a, _), (b, _) = generations.items()
+    consumer = rill_broker.broker.services.group_coordinator.consumer
+    written = consumer._write
+    reached, gate = threading.Event(), threading.Event()
+
+    async def held(group_id: str, kvs: list[Any]) -> None:  # the seam: the conversion's write waits for the test
+        consumer._write = written
+        reached.set()
+        await asyncio.to_thread(gate.wait, 30)
+        await written(group_id, kvs)
+
+    consumer._write = held
+    walls = [Wire(rill_broker.bootstrap_servers, timeout=30) for _ in range(2)]
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            upgrade = pool.submit(_cg_heartbeat, walls[0], "member-c", 0)
+            assert reached.wait(30)
+            left = pool.submit(walls[1].call, ApiKey.LEAVE_GROUP, 3, {
+                "group_id": GROUP, "members": [{"member_id": b, "group_instance_id": None}]})  # fmt: skip
+            deadline = time.monotonic() + 30  # the LeaveGroup is answered, or waits for the group's lock
+            while not left.done() and consumer._locks.get(GROUP, [None, 0])[1] < 2:
+                assert time.monotonic() < deadline, "the LeaveGroup did not reach the broker"
+                time.sleep(0.01)
+            gate.set()
+            assert upgrade.result(30)["error_code"] == 0
+            answer = left.result(30)
+        assert answer["error_code"] == 0 and answer["members"][0]["error_code"] == 0
+        d = walls[0].call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [GROUP]})["groups"][0]
+        assert sorted(m["member_id"] for m in d["members"]) == sorted([a, "member-c"])
+    finally:
+        gate.set()
+        for w in walls:
+            w.close()
