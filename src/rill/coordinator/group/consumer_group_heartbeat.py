@@ -37,6 +37,7 @@ from rill.coordinator.group.consumer_group import (
     ConsumerGroupState,
     MemberState,
     normalize,
+    stored_topic_regex,
     topic_regex,
 )
 from rill.coordinator.group.consumer_group_assignors import ASSIGNORS, AssignmentMember
@@ -466,8 +467,7 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin, MigrationMixin, Classi
 
     def _topic_names(self, member: ConsumerGroupMember) -> set[str]:
         names = set(member.subscribed_topic_names)
-        if member.subscribed_topic_regex:
-            pattern = topic_regex(member.subscribed_topic_regex)
+        if member.subscribed_topic_regex and (pattern := stored_topic_regex(member.subscribed_topic_regex)):
             names.update(t for t in self.classic.manager.metadata.topics()
                          if t not in INTERNAL_TOPICS and pattern.fullmatch(t))  # fmt: skip
         return names
