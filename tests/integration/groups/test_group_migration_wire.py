@@ -89,7 +89,7 @@ def _group_type(w: Wire) -> str | None:
     return next((g["group_type"] for g in listed if g["group_id"] == GROUP), None)
 
 
-def _classic_group(bootstrap: str) -> tuple[dict[str, int], dict[str, set[int]]]:
+def _classic_group(bootstrap: str, b_gets: list[int] | None = None) -> tuple[dict[str, int], dict[str, set[int]]]:
     """Two classic members that joined together, synced with the leader's range assignment {0,1} / {2,3}.
     Returns their generations and partitions."""
     walls = [Wire(bootstrap, timeout=30) for _ in range(2)]
@@ -108,7 +108,7 @@ def _classic_group(bootstrap: str) -> tuple[dict[str, int], dict[str, set[int]]]
         b = joined["member_id"]
         generation = rejoined["generation_id"]
         assert rejoined["leader"] == a and joined["generation_id"] == generation
-        plan = {a: _assignment([0, 1]), b: _assignment([2, 3])}
+        plan = {a: _assignment([0, 1]), b: _assignment([2, 3] if b_gets is None else b_gets)}
         with ThreadPoolExecutor(2) as pool:
             synced_b = pool.submit(_sync, walls[1], b, generation)
             synced_a = _sync(walls[0], a, generation, plan)
@@ -631,3 +631,22 @@ def test_a_classic_member_leaving_while_the_upgrade_is_written_is_not_kept(rill_
         gate.set()
         for w in walls:
             w.close()
+
+
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_a_classic_group_whose_assignments_overlap_is_not_upgraded(rill_broker) -> None:
+    """The classic leader chose the assignment (a client's bytes): one giving a partition to two members cannot
+    become a consumer group, where a partition has one owner at an epoch (Kafka fails such an upgrade too). Before,
+    both held it and the one revoking it freed it while the other still read it."""
+    _create_topic(rill_broker.bootstrap_servers, TOPIC, 4)
+    _, owned = _classic_group(rill_broker.bootstrap_servers, b_gets=[1, 2, 3])
+    first, second = owned.values()
+    assert first & second == {1}
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        refused = _cg_heartbeat(w, "member-c", 0)
+        assert refused["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+        assert "overlap" in (refused["error_message"] or "")
+        assert _listed(w) == ["classic"]
+    finally:
+        w.close()

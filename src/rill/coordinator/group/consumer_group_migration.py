@@ -210,6 +210,8 @@ class MigrationMixin:
                     assigned=assigned,
                     classic=ClassicMemberMetadata(m.session_timeout_ms, tuple(m.supported_protocols)),
                 )
+                if any(group.owner_epoch(t, p) != -1 for t, ps in assigned.items() for p in ps):
+                    raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, "the classic members' assignments overlap")
                 group.target[member.member_id] = assigned
                 group.put_member(member)
         except KafkaError as e:
