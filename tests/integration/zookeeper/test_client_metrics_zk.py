@@ -96,3 +96,27 @@ def test_a_subscription_is_never_written_without_its_change_notice(connect: str,
             await b1.close()
 
     asyncio.run(main())
+
+
+def test_a_subscription_write_applied_then_lost_is_whole_and_retried(connect: str, admin: KazooClient) -> None:
+    """The transaction applied, its answer lost with the connection: the writer is told ConnectionLoss, yet the
+    subscription and its notice are both there, every broker follows it, and the client's retry succeeds."""
+
+    async def main() -> None:
+        b0, b1 = await start_broker(connect, 0, controller=False), await start_broker(connect, 1, controller=False)
+        try:
+            lost = b0.client.inject(Fault("create", f"{CONFIG_CHANGES}/config_change_*", Action.APPLY_THEN_FAIL))
+            with pytest.raises(ConnectionLoss):
+                await b0.store.set_client_metrics_configs("producers", {"metrics": "*"})
+            assert lost.acted == 1
+            assert zl.decode_configs(admin.get(subscription_path("producers"))[0]) == {"metrics": "*"}
+            notices = [json.loads(admin.get(f"{CONFIG_CHANGES}/{c}")[0]) for c in admin.get_children(CONFIG_CHANGES)]
+            assert notices == [{"version": 2, "entity_path": "client-metrics/producers"}]
+            await wait_until(lambda: dict(b1.store.client_metrics_configs().get("producers", {})) == {"metrics": "*"},
+                             "the other broker follows the subscription")  # fmt: skip
+            await b0.store.set_client_metrics_configs("producers", {"metrics": "*"})  # the client's retry
+        finally:
+            await b0.close()
+            await b1.close()
+
+    asyncio.run(main())
