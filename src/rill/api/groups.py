@@ -299,11 +299,11 @@ async def handle_leave_group(ctx: RequestContext, request: Body) -> Body:
     else:
         leaving = [(request["member_id"], None, None)]
     group_id = request["group_id"]
-    if coordinator.not_serving(group_id) is None and coordinator.consumer.is_consumer_group(group_id):
-        async with coordinator.consumer.lock(group_id):  # classic members of a consumer group
+    async with coordinator.consumer.lock(group_id):  # a group changing protocol: before or after, never during
+        if coordinator.not_serving(group_id) is None and coordinator.consumer.is_consumer_group(group_id):
             error, results = ErrorCode.NO_ERROR, await coordinator.consumer.classic_leave(group_id, leaving)
-    else:
-        error, results = coordinator.leave_group(group_id, leaving)
+        else:
+            error, results = coordinator.leave_group(group_id, leaving)
     if ctx.api_version < 3 and error == ErrorCode.NO_ERROR and results:
         error = results[0][2]
     return {

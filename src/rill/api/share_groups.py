@@ -245,6 +245,21 @@ def _renew_fetch_error(request: Body) -> str | None:
     return None
 
 
+def _room_for_session(ctx: RequestContext, share: ShareServices, group_id: str, member_id: str) -> bool:
+    """Whether a session may be opened: any member id opens one (as in Kafka), so they are bounded by
+    ``group.share.max.share.sessions``; when full, the sessions of ids that are no member of their group (left,
+    expired, or never one) make room first."""
+    sessions = share.partitions.sessions
+    limit = int(ctx.services.config.get("group.share.max.share.sessions"))
+    if (group_id, member_id) in sessions or len(sessions) < limit:
+        return True
+    share.coordinator.expire_all(now_ms())
+    groups = share.coordinator.groups
+    for g, m in [k for k in sessions if k[0] not in groups or k[1] not in groups[k[0]].members]:
+        share.partitions.close_session(g, m)
+    return len(sessions) < limit
+
+
 @handler(ApiKey.SHARE_FETCH, 1, 2)
 async def handle_share_fetch(ctx: RequestContext, request: Body) -> Body:
     code, message = _check_request(ctx, request)
@@ -266,6 +281,8 @@ async def handle_share_fetch(ctx: RequestContext, request: Body) -> Body:
         return _top_error("fetch", ErrorCode.INVALID_REQUEST, "Acknowledgements cannot open a share session.")
     if epoch == FINAL_EPOCH and request.get("max_records", 0) > 0 and listed:
         return _top_error("fetch", ErrorCode.INVALID_REQUEST, "A final share fetch cannot fetch.")
+    if epoch == INITIAL_EPOCH and not _room_for_session(ctx, share, group_id, member_id):
+        return _top_error("fetch", ErrorCode.SHARE_SESSION_LIMIT_REACHED, "The limit of share sessions was reached.")
     code, session = share.partitions.open_or_update_session(group_id, member_id, epoch, listed, forgotten)
     if session is None:
         return _top_error("fetch", code)

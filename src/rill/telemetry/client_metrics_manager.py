@@ -17,7 +17,9 @@ compression type is unknown (UNSUPPORTED_COMPRESSION_TYPE), when it is larger th
 (TELEMETRY_TOO_LARGE), and when its metrics do not decode (INVALID_RECORD). A refused push changes nothing.
 
 An instance not heard from for three push intervals (at least a minute) expires, and its pushed series with it.
-At most 16384 instances are held; the least recently heard from goes first.
+At most 16384 instances are held, keeping at most 32 Mi characters of their clients' attributes together (a
+client id may be 32 KB, a software name as long as a request, and an instance outlives its connection); the
+least recently heard from goes first.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ log = logging.getLogger(__name__)
 ACCEPTED_COMPRESSION_TYPES = (4, 3, 1, 2)  # zstd, lz4, gzip, snappy
 KNOWN_COMPRESSION_TYPES = frozenset({0, 1, 2, 3, 4})
 MAX_INSTANCES = 16384
+MAX_INSTANCE_CHARS = 32 << 20  # what the instances held keep of their clients (attribute characters), together
 MIN_EXPIRY_MS = 60_000
 RESERVED_IDS = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})  # Kafka's ZERO_UUID and METADATA_TOPIC_ID
 
@@ -69,6 +72,10 @@ class ClientInstance:
     last_seen: float = float("-inf")
     terminating: bool = False
     last_error: int = 0
+
+
+def _chars(instance: ClientInstance) -> int:
+    return sum(len(value) for value in instance.attributes.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +116,7 @@ class ClientMetricsManager:
         self._subscriptions: list[Subscription] = []
         self._version = 0
         self.instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
+        self.held_chars = 0  # the instances' attribute characters, together (at most MAX_INSTANCE_CHARS)
         self._last_sweep = float("-inf")
         self.exporting = False  # set once the Prometheus endpoint reads the pushed series
         self.counts = {"throttle": 0, "unknown_subscription_request": 0, "plugin_export": 0, "plugin_error": 0}
@@ -148,9 +156,12 @@ class ClientMetricsManager:
         instance = self.instances.get(instance_id)
         if instance is None:
             instance = self._match(instance_id, client.attributes(instance_id))
-            while len(self.instances) >= MAX_INSTANCES:
-                gone, _ = self.instances.popitem(last=False)
-                self.pushed.forget(str(gone))
+            size = _chars(instance)
+            while self.instances and (
+                len(self.instances) >= MAX_INSTANCES or self.held_chars + size > MAX_INSTANCE_CHARS
+            ):
+                self._drop(next(iter(self.instances)))
+            self.held_chars += size
         elif instance.version != self._version:
             instance = self._match(instance_id, instance.attributes)
         self.instances[instance_id] = instance
@@ -169,8 +180,12 @@ class ClientMetricsManager:
             return
         self._last_sweep = now
         for gone in [i for i in self.instances.values() if now >= self._expiry(i)]:
-            del self.instances[gone.instance_id]
-            self.pushed.forget(str(gone.instance_id))
+            self._drop(gone.instance_id)
+
+    def _drop(self, instance_id: uuid.UUID) -> None:
+        gone = self.instances.pop(instance_id)
+        self.held_chars -= _chars(gone)
+        self.pushed.forget(str(instance_id))
 
     # -- requests ------------------------------------------------------------------------------------------
 

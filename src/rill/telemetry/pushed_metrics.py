@@ -15,13 +15,15 @@ the point's attributes (``node.id`` becomes ``node_id``). Names in the broker's 
 bounded: at most ``telemetry.max.series.per.client`` series (later new ones are dropped and counted), at most
 16 labels of at most 256 characters each per series (longer names are skipped); a client's series go when its
 instance expires. Every client's series together are bounded too, at 50 times the per-client cap (so instances
-made on purpose, each cheap to ask for, cannot add up past it). A push is looked at up to that many points, so
-none holds the event loop long (about 13 us a point: 1.5 ms for librdkafka-sized pushes of 110 metrics).
+made on purpose, each cheap to ask for, cannot add up past it). A push is looked at up to that many points,
+and four entries (resources, scopes, metrics, points) a point, a point's attributes up to the sixteenth, so none
+holds the event loop long (about 13 us a point: 1.5 ms for librdkafka-sized pushes of 110 metrics).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import re
 import time
@@ -44,6 +46,7 @@ MAX_LABELS = 16
 MAX_LABEL_CHARS = 256
 TOTAL_SERIES_FACTOR = 50  # every client's series together: at most 50 clients' worth
 RESERVED_PREFIXES = ("kafka_", "rill_")
+STEPS_PER_POINT = 4  # entries a push is read up to, per point of the cap
 _NOT_NAME = re.compile(r"[^a-zA-Z0-9_]")
 _DELTA = AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA
 
@@ -82,7 +85,7 @@ def _text(value: AnyValue) -> str:
 def _labels(attributes: Any) -> Labels:
     out: dict[str, str] = {}
     kv: KeyValue
-    for kv in list(attributes)[:MAX_LABELS]:
+    for kv in itertools.islice(attributes, MAX_LABELS):  # the others are not looked at: a push may carry many
         key = prometheus_name(kv.key)
         if key and not key.startswith("__") and key != "client_instance_id":
             out[key] = _text(kv.value)[:MAX_LABEL_CHARS]
@@ -103,8 +106,9 @@ def _decompress(compression: int, payload: bytes, max_bytes: int) -> bytes:
 
 
 def decode_payload(compression: int, payload: bytes, max_bytes: int, max_points: int = 1 << 30) -> list[Point]:
-    """The points of one push, at most ``max_points`` of them (the rest are not looked at: a push cannot hold
-    the event loop for longer than that many take); KafkaError INVALID_RECORD or TELEMETRY_TOO_LARGE refuses the
+    """The points of one push, at most ``max_points`` of them, read up to four entries a point (resources,
+    scopes, metrics and points alike; the rest are not looked at: a push cannot hold the event loop for longer
+    than that many take); KafkaError INVALID_RECORD or TELEMETRY_TOO_LARGE refuses the
     whole push."""
     try:
         data = MetricsData.FromString(_decompress(compression, payload, max_bytes))
@@ -115,13 +119,18 @@ def decode_payload(compression: int, payload: bytes, max_bytes: int, max_points:
     except (DecodeError, ValueError, RuntimeError) as e:
         raise KafkaError(ErrorCode.INVALID_RECORD, f"the metrics are not OTLP MetricsData: {e}") from None
     points: list[Point] = []
+    steps = 0  # every entry looked at, a point or not (empty metrics or scopes, histograms): up to four a point
     for resource in data.resource_metrics:
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                for point in _points(metric):
-                    if len(points) >= max_points:
+        for scope in itertools.chain((None,), resource.scope_metrics):
+            for metric in itertools.chain((None,), scope.metrics if scope is not None else ()):
+                for point in itertools.chain((None,), _points(metric) if metric is not None else ()):
+                    steps += 1
+                    if steps > STEPS_PER_POINT * max_points:
                         return points
-                    points.append(point)
+                    if point is not None:
+                        if len(points) >= max_points:
+                            return points
+                        points.append(point)
     return points
 
 

@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.integration.broker._wire import Wire
 
+import rill.testing
 from rill.errors import ErrorCode
 from rill.protocol import ApiKey
 
@@ -358,5 +359,55 @@ def test_group_configs_override_the_brokers(rill_broker) -> None:
         rill_broker.restart()  # kept in the cluster's metadata
         w = Wire(rill_broker.bootstrap_servers, timeout=30)
         assert _describe_group_configs(w, GROUP)["consumer.session.timeout.ms"] == ("50000", 8)
+    finally:
+        w.close()
+
+
+def test_a_subscription_regex_cannot_hold_the_broker() -> None:
+    """A member's SubscribedTopicRegex is matched against every topic name on the event loop. Python's
+    backtracking ``re`` took exponential time for '(a+)+b' against a name of thirty a's: one heartbeat held the
+    broker (every other client waited). Kafka matches them with RE2J; the broker matches them with RE2, linear in
+    the name."""
+    with rill.testing.broker(CONFIGS, subprocess=True) as broker:
+        bs = broker.bootstrap_servers
+        _create_topic(bs, "a" * 30, 1)
+        w, other = Wire(bs, timeout=20), Wire(bs, timeout=20)
+        try:
+            r = _hb(w, "m", 0, rebalance_timeout_ms=30_000, subscribed_topic_regex="(a+)+b", topic_partitions=[])
+            assert r["error_code"] == 0
+            assert other.call(ApiKey.API_VERSIONS, 0, {})["error_code"] == 0
+            r = _hb(w, "m2", 0, rebalance_timeout_ms=30_000, subscribed_topic_regex="(a)\\1", topic_partitions=[])
+            assert r["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION  # RE2 has no back-references, nor RE2J
+        finally:
+            w.close()
+            other.close()
+            broker.kill()
+
+
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_a_stored_regex_that_re2_refuses_does_not_stop_the_broker(rill_broker) -> None:
+    """A member's regex written before it was checked with RE2 (a look-ahead Python's ``re`` took) is bytes the
+    broker wrote that it no longer takes: the load skips the regex (the member subscribes to its named topics
+    only) and the broker starts."""
+    from rill.coordinator.group import consumer_group_records as records
+    from rill.coordinator.group.consumer_group import ConsumerGroupMember
+
+    _create_topic(rill_broker.bootstrap_servers, "kip848-re", 1)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        assert _join(w, "m", "kip848-re")["error_code"] == 0
+    finally:
+        w.close()
+    consumer = rill_broker.broker.services.group_coordinator.consumer
+    member = ConsumerGroupMember(member_id="m", subscribed_topic_names=("kip848-re",),
+                                 subscribed_topic_regex="kip(?=848).*", rebalance_timeout_ms=30_000)  # fmt: skip
+    kvs = [records.member_metadata_record(GROUP, member)]
+    rill_broker._runner._call(consumer._write(GROUP, kvs), 30)  # as the previous version wrote it
+    rill_broker.restart(kill=True)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [GROUP], "include_authorized_operations": False})
+        assert d["groups"][0]["error_code"] == 0
+        assert [m["member_id"] for m in d["groups"][0]["members"]] == ["m"]
     finally:
         w.close()

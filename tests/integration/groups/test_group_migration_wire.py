@@ -89,7 +89,7 @@ def _group_type(w: Wire) -> str | None:
     return next((g["group_type"] for g in listed if g["group_id"] == GROUP), None)
 
 
-def _classic_group(bootstrap: str) -> tuple[dict[str, int], dict[str, set[int]]]:
+def _classic_group(bootstrap: str, b_gets: list[int] | None = None) -> tuple[dict[str, int], dict[str, set[int]]]:
     """Two classic members that joined together, synced with the leader's range assignment {0,1} / {2,3}.
     Returns their generations and partitions."""
     walls = [Wire(bootstrap, timeout=30) for _ in range(2)]
@@ -108,7 +108,7 @@ def _classic_group(bootstrap: str) -> tuple[dict[str, int], dict[str, set[int]]]
         b = joined["member_id"]
         generation = rejoined["generation_id"]
         assert rejoined["leader"] == a and joined["generation_id"] == generation
-        plan = {a: _assignment([0, 1]), b: _assignment([2, 3])}
+        plan = {a: _assignment([0, 1]), b: _assignment([2, 3] if b_gets is None else b_gets)}
         with ThreadPoolExecutor(2) as pool:
             synced_b = pool.submit(_sync, walls[1], b, generation)
             synced_a = _sync(walls[0], a, generation, plan)
@@ -121,17 +121,18 @@ def _classic_group(bootstrap: str) -> tuple[dict[str, int], dict[str, set[int]]]
             w.close()
 
 
-def _commit(w: Wire, member_id: str, generation: int, offset: int) -> int:
+def _commit(w: Wire, member_id: str, generation: int, offset: int, partition: int = 0) -> int:
     resp = w.call(ApiKey.OFFSET_COMMIT, 7, {
         "group_id": GROUP, "generation_id_or_member_epoch": generation, "member_id": member_id,
         "group_instance_id": None, "topics": [{"name": TOPIC, "partitions": [
-            {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+            {"partition_index": partition, "committed_offset": offset, "committed_leader_epoch": -1,
              "committed_metadata": ""}]}]})  # fmt: skip
     return resp["topics"][0]["partitions"][0]["error_code"]
 
 
-def _fetched(w: Wire) -> int:
-    resp = w.call(ApiKey.OFFSET_FETCH, 1, {"group_id": GROUP, "topics": [{"name": TOPIC, "partition_indexes": [0]}]})
+def _fetched(w: Wire, partition: int = 0) -> int:
+    resp = w.call(ApiKey.OFFSET_FETCH, 1, {"group_id": GROUP, "topics": [{"name": TOPIC,
+                                                                          "partition_indexes": [partition]}]})
     return resp["topics"][0]["partitions"][0]["committed_offset"]
 
 
@@ -415,5 +416,237 @@ def test_a_static_member_restarting_with_the_classic_protocol_downgrades_the_gro
         described = group["groups"][0]
         assert described["group_state"] == "PreparingRebalance"
         assert sorted(m["member_id"] for m in described["members"]) == sorted([a, b, back["member_id"]])
+    finally:
+        w.close()
+
+
+def _listed(w: Wire) -> list[str]:
+    listed = w.call(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})["groups"]
+    return [g["group_type"] for g in listed if g["group_id"] == GROUP]
+
+
+def _rejoin_classic(bootstrap: str, a: str, b: str) -> int:
+    """Both classic members rejoin together and sync (the leader's plan {0,1} / {2,3}): the generation."""
+    walls = [Wire(bootstrap, timeout=30) for _ in range(2)]
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            rejoined = [pool.submit(_join, walls[i], m, []) for i, m in enumerate((a, b))]
+            answers = [f.result(30) for f in rejoined]
+        assert [r["error_code"] for r in answers] == [0, 0]
+        generation = answers[0]["generation_id"]
+        leader = answers[0]["leader"]
+        plan = {a: _assignment([0, 1]), b: _assignment([2, 3])}
+        with ThreadPoolExecutor(2) as pool:
+            synced = [pool.submit(_sync, walls[i], m, generation, plan if m == leader else None)
+                      for i, m in enumerate((a, b))]  # fmt: skip
+            assert [f.result(30)["error_code"] for f in synced] == [0, 0]
+        return int(generation)
+    finally:
+        for w in walls:
+            w.close()
+
+
+@pytest.mark.parametrize("undo_fails", [False, True])
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_a_conversion_written_but_answered_as_failed_leaves_one_group_after_a_crash(
+    rill_broker, undo_fails: bool
+) -> None:
+    """The conversion's batch reaches the log but its write is answered as failed (a replication timeout: the
+    records may still be committed): the coordinator carries on with the classic group. A SIGKILLed coordinator
+    must replay one group, the form the log says last (also when the write undoing the conversion failed too),
+    and a later conversion must not bring back a member of the failed one."""
+    _create_topic(rill_broker.bootstrap_servers, TOPIC, 4)
+    generations, _ = _classic_group(rill_broker.bootstrap_servers)
+    (a, gen), (b, _) = generations.items()
+    consumer = rill_broker.broker.services.group_coordinator.consumer
+    written = consumer._write
+
+    async def applied_then_failed(group_id: str, kvs: list[Any]) -> None:  # the seam: applies, then fails
+        consumer._write = undo_failed if undo_fails else written
+        await written(group_id, kvs)
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the write timed out")
+
+    async def undo_failed(group_id: str, kvs: list[Any]) -> None:  # then the undoing write fails, not applied
+        consumer._write = written
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the write failed")
+
+    consumer._write = applied_then_failed
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        assert _cg_heartbeat(w, "member-c", 0)["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert _listed(w) == ["classic"]
+        assert _heartbeat(w, a, gen) == ErrorCode.REBALANCE_IN_PROGRESS
+    finally:
+        w.close()
+    regen = _rejoin_classic(rill_broker.bootstrap_servers, a, b)
+    assert regen == gen + 1
+    rill_broker.restart(kill=True)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        assert _listed(w) == ["classic"]  # one group, the classic one the log ends with
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [GROUP]})["groups"][0]
+        assert d["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+        assert _heartbeat(w, a, regen) == 0
+        if undo_fails:
+            return
+        # Another consumer-protocol member converts the group: its members are the classic ones and itself.
+        assert _cg_heartbeat(w, "member-d", 0)["error_code"] == 0
+    finally:
+        w.close()
+    rill_broker.restart(kill=True)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        assert _listed(w) == ["consumer"]
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [GROUP]})["groups"][0]
+        assert sorted(m["member_id"] for m in d["members"]) == sorted([a, b, "member-d"])
+    finally:
+        w.close()
+
+
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_a_downgrade_written_but_answered_as_failed_keeps_the_consumer_group_after_a_crash(rill_broker) -> None:
+    """The downgrade's batch (the consumer group's tombstones, the classic group's metadata) reaches the log but
+    its write is answered as failed: the coordinator keeps the consumer group, whose members go on. A SIGKILLed
+    coordinator must replay that consumer group whole, never the classic group beside it nor a consumer group
+    without the members the failed batch tombstoned."""
+    _create_topic(rill_broker.bootstrap_servers, TOPIC, 4)
+    generations, _ = _classic_group(rill_broker.bootstrap_servers)
+    (a, gen), (b, _) = generations.items()
+    consumer = rill_broker.broker.services.group_coordinator.consumer
+    written = consumer._write
+
+    async def applied_then_failed(group_id: str, kvs: list[Any]) -> None:  # the seam: applies, then fails
+        consumer._write = written
+        await written(group_id, kvs)
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the write timed out")
+
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        assert _cg_heartbeat(w, "member-c", 0)["error_code"] == 0
+        consumer._write = applied_then_failed
+        assert _cg_heartbeat(w, "member-c", -1)["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert _listed(w) == ["consumer"]
+        assert _cg_heartbeat(w, "member-d", 0)["error_code"] == 0  # the consumer group goes on
+    finally:
+        w.close()
+    rill_broker.restart(kill=True)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        assert _listed(w) == ["consumer"]
+        d = w.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [GROUP]})["groups"][0]
+        assert sorted(m["member_id"] for m in d["members"]) == sorted([a, b, "member-c", "member-d"])
+        assert _heartbeat(w, a, gen) in (0, ErrorCode.REBALANCE_IN_PROGRESS)
+    finally:
+        w.close()
+
+
+def test_a_deleted_group_stays_deleted_after_a_crash_with_a_commit_in_flight(rill_broker) -> None:
+    """DeleteGroups tombstones the offsets the group has; a commit appended before it but not yet replicated is
+    not among them, and the group's tombstone, written after it, is what removes it (in memory, the commit is
+    applied to the group the tombstone then drops). A replay must agree: the deleted group never comes back with
+    that offset (a classic group's tombstone keeps the offsets only in a conversion's batch)."""
+    _create_topic(rill_broker.bootstrap_servers, TOPIC, 2)
+    rm = rill_broker.broker.services.replica_manager
+    manager = rill_broker.broker.services.group_coordinator.manager
+    committed = rm.committed
+    held = [True]
+
+    def holding(tp: Any, end_offset: int) -> Any:  # the seam: the high watermark of __consumer_offsets waits
+        return None if held[0] and tp.topic == "__consumer_offsets" else committed(tp, end_offset)
+
+    walls = [Wire(rill_broker.bootstrap_servers, timeout=30) for _ in range(3)]
+    try:
+        w = walls[0]
+        assert _commit(w, "", -1, 1) == 0  # the group exists (a simple consumer's commit)
+        partition = next(tp for tp in rm.partitions() if tp.topic == "__consumer_offsets"
+                         and manager.partition_for(GROUP) == tp.partition)  # fmt: skip
+        rm.committed = holding
+        with ThreadPoolExecutor(2) as pool:
+            commit = pool.submit(_commit, walls[1], "", -1, 5, 1)  # another partition, in flight
+            deadline = time.monotonic() + 30
+            while manager.writes.pending(partition) < 1:
+                assert time.monotonic() < deadline, "the commit was not appended"
+                time.sleep(0.01)
+            deleted = pool.submit(lambda: walls[2].call(ApiKey.DELETE_GROUPS, 2, {"groups_names": [GROUP]}))
+            while manager.writes.pending(partition) < 2:
+                assert time.monotonic() < deadline, "the group's tombstones were not appended"
+                time.sleep(0.01)
+            held[0] = False
+            assert commit.result(30) in (0, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            assert deleted.result(30)["results"][0]["error_code"] == 0
+        assert _fetched(w, 1) == -1
+    finally:
+        rm.committed = committed
+        for w in walls:
+            w.close()
+    rill_broker.restart(kill=True)
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        assert _fetched(w, 1) == -1
+        assert _listed(w) == []
+    finally:
+        w.close()
+
+
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_a_classic_member_leaving_while_the_upgrade_is_written_is_not_kept(rill_broker) -> None:
+    """A classic member's LeaveGroup that arrives while the upgrade's batch is being written waits for it and
+    leaves the consumer group; before, it left the frozen classic group, and the consumer group kept it (holding
+    its partitions) until its session expired."""
+    import asyncio
+    import threading
+
+    _create_topic(rill_broker.bootstrap_servers, TOPIC, 4)
+    generations, _ = _classic_group(rill_broker.bootstrap_servers)
+    (a, _), (b, _) = generations.items()
+    consumer = rill_broker.broker.services.group_coordinator.consumer
+    written = consumer._write
+    reached, gate = threading.Event(), threading.Event()
+
+    async def held(group_id: str, kvs: list[Any]) -> None:  # the seam: the conversion's write waits for the test
+        consumer._write = written
+        reached.set()
+        await asyncio.to_thread(gate.wait, 30)
+        await written(group_id, kvs)
+
+    consumer._write = held
+    walls = [Wire(rill_broker.bootstrap_servers, timeout=30) for _ in range(2)]
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            upgrade = pool.submit(_cg_heartbeat, walls[0], "member-c", 0)
+            assert reached.wait(30)
+            left = pool.submit(walls[1].call, ApiKey.LEAVE_GROUP, 3, {
+                "group_id": GROUP, "members": [{"member_id": b, "group_instance_id": None}]})  # fmt: skip
+            deadline = time.monotonic() + 30  # the LeaveGroup is answered, or waits for the group's lock
+            while not left.done() and consumer._locks.get(GROUP, [None, 0])[1] < 2:
+                assert time.monotonic() < deadline, "the LeaveGroup did not reach the broker"
+                time.sleep(0.01)
+            gate.set()
+            assert upgrade.result(30)["error_code"] == 0
+            answer = left.result(30)
+        assert answer["error_code"] == 0 and answer["members"][0]["error_code"] == 0
+        d = walls[0].call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": [GROUP]})["groups"][0]
+        assert sorted(m["member_id"] for m in d["members"]) == sorted([a, "member-c"])
+    finally:
+        gate.set()
+        for w in walls:
+            w.close()
+
+
+@pytest.mark.rill_broker_config(**CONFIGS)
+def test_a_classic_group_whose_assignments_overlap_is_not_upgraded(rill_broker) -> None:
+    """The classic leader chose the assignment (a client's bytes): one giving a partition to two members cannot
+    become a consumer group, where a partition has one owner at an epoch (Kafka fails such an upgrade too). Before,
+    both held it and the one revoking it freed it while the other still read it."""
+    _create_topic(rill_broker.bootstrap_servers, TOPIC, 4)
+    _, owned = _classic_group(rill_broker.bootstrap_servers, b_gets=[1, 2, 3])
+    first, second = owned.values()
+    assert first & second == {1}
+    w = Wire(rill_broker.bootstrap_servers, timeout=30)
+    try:
+        refused = _cg_heartbeat(w, "member-c", 0)
+        assert refused["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+        assert "overlap" in (refused["error_message"] or "")
+        assert _listed(w) == ["classic"]
     finally:
         w.close()

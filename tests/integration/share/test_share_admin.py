@@ -374,3 +374,29 @@ def test_a_group_given_offsets_is_kept_across_a_restart(tmp_path: Any, capsys: p
         assert capsys.readouterr().out.splitlines()[1].split()[:3] == ["kept", "simple", "Empty"]
         assert share_groups(["describe", "kept", "--bootstrap-server", bs]) == 0
         assert capsys.readouterr().out.splitlines()[1].split() == ["kept", "kept-t", "0", "0"]
+
+
+def test_share_sessions_are_bounded() -> None:
+    """A ShareFetch at epoch 0 opens a session for any member id (Kafka does not ask the group), and a session
+    outlived its member: without a bound, one client made as many as it sent requests. At
+    group.share.max.share.sessions the sessions of ids that are no member make room; beyond, a new one is
+    SHARE_SESSION_LIMIT_REACHED; a member's new session replaces its own, and a closed one frees its place."""
+    with rill.testing.broker({**SHORT_LOCKS, "group.share.max.share.sessions": "3"}) as b:
+        _create(b.bootstrap_servers, "sessions-t", 1)
+        w = Wire(b.bootstrap_servers)
+        try:
+            topic_id = b.broker.services.metadata.topic("sessions-t").topic_id
+            members = [_join(w, "v2g", "sessions-t") for _ in range(3)]
+            assert _fetch(w, 1, "not-a-member", 0, topic_id, [], max_wait_ms=0)["error_code"] == 0
+            opened = [_fetch(w, 1, m, 0, topic_id, [], max_wait_ms=0)["error_code"] for m in members[:2]]
+            assert opened == [0, 0]  # the third session
+            assert _fetch(w, 1, members[2], 0, topic_id, [], max_wait_ms=0)["error_code"] == 0  # made room
+            assert ("v2g", "not-a-member") not in b.broker.services.share.partitions.sessions
+            refused = _fetch(w, 1, "forged", 0, topic_id, [], max_wait_ms=0)["error_code"]
+            assert refused == ErrorCode.SHARE_SESSION_LIMIT_REACHED
+            assert _fetch(w, 1, members[0], 0, topic_id, [], max_wait_ms=0)["error_code"] == 0  # its own, again
+            closed = _fetch(w, 1, members[1], -1, topic_id, [], max_wait_ms=0, max_records=0)["error_code"]
+            assert closed == 0
+            assert _fetch(w, 1, "forged", 0, topic_id, [], max_wait_ms=0)["error_code"] == 0
+        finally:
+            w.close()

@@ -24,6 +24,7 @@ from tests.integration.telemetry._telemetry import (
 
 import rill.testing
 from rill.errors import ErrorCode
+from rill.protocol import ApiKey
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -164,3 +165,13 @@ def test_a_regex_cannot_make_a_client_s_value_hold_the_broker(tel: Setup) -> Non
     assert corr == 99
     assert answer["error_code"] == 0 and answer["requested_metrics"] == [], answer
     assert get_subscriptions(tel.wire)["error_code"] == 0  # and the broker goes on serving
+
+
+@pytest.mark.parametrize("name, version", [("bad name", "1.0"), ("librdkafka", "1.0+x"), ("", "1"), ("-a", "1")])
+def test_api_versions_refuses_a_software_name_or_version_kafka_refuses(tel: Setup, name: str, version: str) -> None:
+    """ApiVersions v3+ carries the client's software name and version, which client metrics subscriptions match
+    and keep: Kafka takes letters, digits, '.' and '-' (a letter or digit first and last), else INVALID_REQUEST."""
+    refused = tel.wire.call(ApiKey.API_VERSIONS, 3, {"client_software_name": name, "client_software_version": version})
+    assert refused["error_code"] == ErrorCode.INVALID_REQUEST
+    taken = tel.wire.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "a", "client_software_version": "1.2-b.3"})
+    assert taken["error_code"] == 0 and taken["api_keys"]

@@ -15,14 +15,43 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
+import logging
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+import re2
 
 # An assignment: topic id -> partitions.
 Assignment = Mapping[uuid.UUID, frozenset[int]]
 
 EMPTY_ASSIGNMENT: Assignment = {}
+
+
+log = logging.getLogger(__name__)
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
+@functools.lru_cache(maxsize=1024)
+def topic_regex(pattern: str) -> re2._Regexp:
+    """A SubscribedTopicRegex compiled with RE2 (Kafka uses RE2/J): matched against every topic name on the event
+    loop, in time linear in the name, where Python's backtracking ``re`` can take exponential time. Raises
+    ``re2.error`` when it does not compile (back-references, look-arounds: RE2 has none)."""
+    return re2.compile(pattern, _RE2_OPTIONS)
+
+
+@functools.lru_cache(maxsize=1024)
+def stored_topic_regex(pattern: str) -> re2._Regexp | None:
+    """A stored member's regex, None (matching nothing) when RE2 refuses it: one written before regexes were
+    checked with RE2 must not stop a load."""
+    try:
+        return topic_regex(pattern)
+    except re2.error as e:
+        log.warning("Skipped the subscribed topic regex %r, which RE2 refuses: %s", pattern, e)
+        return None
 
 
 class MemberState(enum.IntEnum):

@@ -20,12 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import re2
 
 from rill.common import TopicPartition
 from rill.coordinator.group import consumer_group_records as records
@@ -36,6 +37,8 @@ from rill.coordinator.group.consumer_group import (
     ConsumerGroupState,
     MemberState,
     normalize,
+    stored_topic_regex,
+    topic_regex,
 )
 from rill.coordinator.group.consumer_group_assignors import ASSIGNORS, AssignmentMember
 from rill.coordinator.group.consumer_group_classic import ClassicMembersMixin
@@ -111,12 +114,12 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin, MigrationMixin, Classi
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
-    def load(self, partitions: set[int]) -> None:
+    def load(self, partitions: set[int]) -> dict[str, int]:
         """Replay the consumer groups of ``__consumer_offsets`` partitions this broker now leads; every member
-        gets a fresh session."""
+        gets a fresh session. Returns the offset of each loaded group's last record."""
         topic = self.classic.manager.metadata.topic(OFFSETS_TOPIC)
         if topic is None or not partitions:
-            return
+            return {}
         replay = records.ConsumerGroupReplay()
         count = 0
         for p in sorted(partitions):
@@ -131,6 +134,7 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin, MigrationMixin, Classi
                 self._schedule_session(group_id, member.member_id)
         if loaded:
             log.info("Loaded %d consumer group(s) from %d record(s)", len(loaded), count)
+        return {group_id: replay.last_offset.get(group_id, -1) for group_id in loaded}
 
     def unload(self, partitions: set[int]) -> None:
         for group_id in [g for g in self.groups if self.classic.partition_for(g) in partitions]:
@@ -214,8 +218,8 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin, MigrationMixin, Classi
                          f"{', '.join(self.assignors)}.")  # fmt: skip
         if req.subscribed_topic_regex is not None:
             try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as e:
+                topic_regex(req.subscribed_topic_regex)
+            except re2.error as e:
                 return _fail(ErrorCode.INVALID_REGULAR_EXPRESSION,
                              f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular "
                              f"expression: {e}.")  # fmt: skip
@@ -368,6 +372,8 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin, MigrationMixin, Classi
             try:
                 await self._write(group.group_id, kvs)
             except KafkaError:
+                if self.classic.not_serving(group.group_id) is None:
+                    await self.undo_upgrade(upgrading, kvs)
                 self.thaw_classic(upgrading)
                 raise
             self.finish_upgrade(upgrading, group)
@@ -461,8 +467,7 @@ class ConsumerGroupCoordinator(ConsumerGroupOffsetsMixin, MigrationMixin, Classi
 
     def _topic_names(self, member: ConsumerGroupMember) -> set[str]:
         names = set(member.subscribed_topic_names)
-        if member.subscribed_topic_regex:
-            pattern = re.compile(member.subscribed_topic_regex)
+        if member.subscribed_topic_regex and (pattern := stored_topic_regex(member.subscribed_topic_regex)):
             names.update(t for t in self.classic.manager.metadata.topics()
                          if t not in INTERNAL_TOPICS and pattern.fullmatch(t))  # fmt: skip
         return names

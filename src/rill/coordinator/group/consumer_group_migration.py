@@ -15,7 +15,9 @@ classic group again at its group epoch as generation, and a rebalance begins.
 
 Either way the conversion is written as one batch of ``__consumer_offsets``: the tombstone(s) of the old form
 and the records of the new one, so a coordinator that replays the partition finds one group, never two or
-none. The group's committed offsets are kept: they live in the classic group's object, which holds them while
+none; a conversion whose write fails (which does not say its batch is not in the log) is undone by a second
+batch before the old form carries on, and a load that still finds both forms keeps the later. The group's
+committed offsets are kept: they live in the classic group's object, which holds them while
 the group is a consumer group.
 """
 
@@ -95,6 +97,27 @@ def encode_assignment(partitions: Mapping[str, Iterable[int]]) -> bytes:
             "user_data": None,
         },
     )
+
+
+def _group_records(group: ConsumerGroup) -> list[KeyValue]:
+    """Every record of a consumer group: its members, epochs, target and current assignments."""
+    group_id = group.group_id
+    kvs = [records.member_metadata_record(group_id, m) for m in group.members.values()]
+    kvs.append(records.group_epoch_record(group_id, group.group_epoch))
+    kvs += [records.target_member_record(group_id, mid, t) for mid, t in group.target.items()]
+    kvs.append(records.target_epoch_record(group_id, group.assignment_epoch))
+    kvs += [records.current_assignment_record(group_id, m) for m in group.members.values()]
+    return kvs
+
+
+def _keep_offsets_only(classic: GroupMetadata) -> None:
+    """A classic group's object left holding only its offsets (for the consumer group of its id)."""
+    for member in list(classic.iter_members()):
+        classic.remove(member.member_id)
+    classic.pending_members.clear()
+    classic.pending_sync_members.clear()
+    classic.protocol_type = classic.protocol_name = classic.leader_id = None
+    classic.state = GroupState.EMPTY
 
 
 class MigrationMixin:
@@ -187,6 +210,8 @@ class MigrationMixin:
                     assigned=assigned,
                     classic=ClassicMemberMetadata(m.session_timeout_ms, tuple(m.supported_protocols)),
                 )
+                if any(group.owner_epoch(t, p) != -1 for t, ps in assigned.items() for p in ps):
+                    raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, "the classic members' assignments overlap")
                 group.target[member.member_id] = assigned
                 group.put_member(member)
         except KafkaError as e:
@@ -200,13 +225,7 @@ class MigrationMixin:
                 f"Cannot upgrade classic group {classic.group_id} to consumer group because the embedded "
                 f"consumer protocol is malformed: {e}.",
             ) from e
-        kvs: list[KeyValue] = [(group_metadata_key(classic.group_id), None)]
-        kvs += [records.member_metadata_record(group.group_id, m) for m in group.members.values()]
-        kvs.append(records.group_epoch_record(group.group_id, group.group_epoch))
-        kvs += [records.target_member_record(group.group_id, mid, t) for mid, t in group.target.items()]
-        kvs.append(records.target_epoch_record(group.group_id, group.assignment_epoch))
-        kvs += [records.current_assignment_record(group.group_id, m) for m in group.members.values()]
-        return group, kvs
+        return group, [(group_metadata_key(classic.group_id), None), *_group_records(group)]
 
     def freeze_classic(self, classic: GroupMetadata) -> None:
         """Before the conversion's write: the members waiting in JoinGroup or SyncGroup are told to rejoin (as
@@ -218,6 +237,46 @@ class MigrationMixin:
             )
             classic.maybe_invoke_sync_callback(member, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
         self.classic._cancel_group_timers(classic.group_id)
+
+    async def undo_upgrade(self, classic: GroupMetadata, kvs: list[KeyValue]) -> None:
+        """The conversion's write failed, which does not say its batch is not in the log (a replication timeout
+        leaves it there, to be committed later): its consumer group records are tombstoned and the classic
+        group's metadata written again, so that a replay finds the classic group the coordinator carries on
+        with, and no member of the failed conversion comes back with a later one. Best effort: when this write
+        fails too, a replay keeps the form the log ends with (``settle_loaded``)."""
+        group_id = classic.group_id
+        undo: list[KeyValue] = [(key, None) for key, value in kvs if value is not None]
+        assignments = {m.member_id: m.assignment for m in classic.all_members()}
+        undo.append((group_metadata_key(group_id), group_metadata_value(classic, assignments)))
+        try:
+            await self._write(group_id, undo)
+        except KafkaError as e:
+            log.warning("Cannot undo the failed upgrade of classic group %s: %s", group_id, e.message)
+
+    def settle_loaded(self, classic_groups: dict[str, GroupMetadata], classic_at: Mapping[str, int],
+                      loaded_at: Mapping[str, int]) -> None:  # fmt: skip
+        """After a load: a group id with both a classic group that has members and a consumer group (a
+        conversion whose write was answered as failed, yet reached the log) keeps the form whose last record is
+        the later in the log; the other is dropped (the classic one keeps its offsets: it holds them for the
+        consumer group). So a replay never serves two groups for one id."""
+        for group_id, consumer_at in loaded_at.items():
+            classic = classic_groups.get(group_id)
+            group = self.groups.get(group_id)
+            if classic is None or group is None or not classic.all_members():
+                continue
+            at = classic_at.get(group_id, -1)
+            if at > consumer_at:
+                for member_id in list(group.members):
+                    self._cancel_timers(group_id, member_id)
+                del self.groups[group_id]
+                log.warning("Group %s: the classic group's record at offset %d is later than the consumer group's "
+                            "(%d): the consumer group is dropped", group_id, at, consumer_at)  # fmt: skip
+            else:
+                self.classic._cancel_group_timers(group_id)
+                _keep_offsets_only(classic)
+                log.warning("Group %s: the consumer group's records (to offset %d) are later than the classic "
+                            "group's (%d): the classic group's members are dropped",
+                            group_id, consumer_at, at)  # fmt: skip
 
     def thaw_classic(self, classic: GroupMetadata) -> None:
         """The conversion's write failed: the classic group carries on, with a rebalance."""
@@ -233,12 +292,7 @@ class MigrationMixin:
     def finish_upgrade(self, classic: GroupMetadata, group: ConsumerGroup) -> None:
         """The conversion is written: the classic group's object keeps only the offsets (it holds them for the
         consumer group), and the consumer group's members get their sessions."""
-        for member in classic.iter_members():
-            classic.remove(member.member_id)
-        classic.pending_members.clear()
-        classic.pending_sync_members.clear()
-        classic.protocol_type = classic.protocol_name = classic.leader_id = None
-        classic.state = GroupState.EMPTY
+        _keep_offsets_only(classic)
         self.groups[group.group_id] = group
         for member_id in group.members:
             self._schedule_session(group.group_id, member_id)
@@ -289,7 +343,17 @@ class MigrationMixin:
             kvs += records.member_tombstones(group_id, member_id)
         kvs += records.group_tombstones(group_id)
         kvs.append((group_metadata_key(group_id), group_metadata_value(draft, assignments)))
-        await self._write(group_id, kvs)
+        try:
+            await self._write(group_id, kvs)
+        except KafkaError:
+            # The batch may be in the log all the same (a replication timeout): the consumer group, which carries
+            # on, is written again whole after it, with the classic group's tombstone.
+            if self.classic.not_serving(group_id) is None:
+                try:
+                    await self._write(group_id, [(group_metadata_key(group_id), None), *_group_records(group)])
+                except KafkaError as e:
+                    log.warning("Cannot undo the failed downgrade of consumer group %s: %s", group_id, e.message)
+            raise
         # Written: the classic group takes the place of the consumer group. The object that held the offsets
         # becomes it, so that an offset commit being written meanwhile lands in it.
         for member_id in list(group.members):

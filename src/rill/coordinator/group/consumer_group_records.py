@@ -142,6 +142,14 @@ def is_consumer_group_key(key: bytes | None) -> bool:
     return key is not None and len(key) >= 2 and _INT16.unpack_from(key, 0)[0] in KEY_VERSIONS
 
 
+def consumer_group_id(key: bytes) -> str | None:
+    """The group id of a consumer group record's key, None when it does not decode."""
+    try:
+        return str(decode_versioned(_NAMES[_INT16.unpack_from(key, 0)[0]] + "Key", key)[1]["group_id"])
+    except Exception:  # bytes we did not expect: the caller skips them
+        return None
+
+
 class ConsumerGroupReplay:
     """Consumer groups rebuilt from their records, in log order."""
 
@@ -151,6 +159,7 @@ class ConsumerGroupReplay:
         self._metadata: dict[tuple[str, str], ConsumerGroupMember] = {}
         self._current: dict[tuple[str, str], dict[str, Any]] = {}
         self._skipped = 0
+        self.last_offset: dict[str, int] = {}  # group id -> offset of its latest record (log order)
 
     def _group(self, group_id: str) -> ConsumerGroup:
         group = self.groups.get(group_id)
@@ -158,15 +167,19 @@ class ConsumerGroupReplay:
             group = self.groups[group_id] = ConsumerGroup(group_id)
         return group
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
-        """Apply one record; a record that cannot be read is logged and skipped."""
+    def replay(self, key: bytes, value: bytes | None, offset: int = -1) -> None:
+        """Apply one record (at ``offset`` of the log); a record that cannot be read is logged and skipped."""
         try:
-            self._replay(key, value)
+            group_id = self._replay(key, value)
+            if group_id in self.groups:
+                self.last_offset[group_id] = offset
+            else:
+                self.last_offset.pop(group_id, None)
         except Exception as e:  # bytes we did not expect: never fail the load for them
             self._skipped += 1
             log.warning("Skipped an unreadable consumer group record in __consumer_offsets: %s", e)
 
-    def _replay(self, key: bytes, value: bytes | None) -> None:
+    def _replay(self, key: bytes, value: bytes | None) -> str:
         version, k = decode_versioned(_NAMES[_INT16.unpack_from(key, 0)[0]] + "Key", key)
         group_id: str = k["group_id"]
         member_id: str | None = k.get("member_id")
@@ -212,6 +225,7 @@ class ConsumerGroupReplay:
                 self._current.pop((group_id, member_id), None)
             else:
                 self._current[(group_id, member_id)] = v
+        return group_id
 
     def finish(self) -> dict[str, ConsumerGroup]:
         """The groups, with each member's metadata and current assignment joined."""
@@ -255,6 +269,6 @@ def load_partition_log(plog: Any, replay: ConsumerGroupReplay) -> int:
             for record in records:
                 if is_consumer_group_key(record.key):
                     assert record.key is not None
-                    replay.replay(record.key, record.value)
+                    replay.replay(record.key, record.value, record.offset)
                     count += 1
     return count

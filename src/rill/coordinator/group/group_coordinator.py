@@ -100,7 +100,7 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsM
     def startup(self) -> None:
         self._led = self.manager.led_partitions()
         self.groups = self.manager.load_all(self._led)
-        self.consumer.load(self._led)
+        self.consumer.settle_loaded(self.groups, self.manager.metadata_loaded_at, self.consumer.load(self._led))
         for group in self.groups.values():
             for member in group.all_members():
                 self._schedule_heartbeat(group, member)
@@ -179,12 +179,12 @@ class GroupCoordinator(GroupMembershipMixin, GroupOffsetsMixin, GroupTxnOffsetsM
             log.info("Unloaded the groups of %s partitions %s: another broker leads them", OFFSETS_TOPIC, sorted(lost))
         if gained:
             loaded = self.manager.load_all(gained)
+            self.consumer.settle_loaded(loaded, self.manager.metadata_loaded_at, self.consumer.load(gained))
             for group_id, group in loaded.items():
                 self.groups[group_id] = group
                 for member in group.all_members():
                     self._schedule_heartbeat(group, member)
             log.info("Loaded %d group(s) of %s partitions %s", len(loaded), OFFSETS_TOPIC, sorted(gained))
-            self.consumer.load(gained)
 
     def not_serving(self, group_id: str) -> ErrorCode | None:
         """COORDINATOR_NOT_AVAILABLE while the coordinator is not running, NOT_COORDINATOR for a group whose

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from rill.common import TopicPartition
+from rill.coordinator.group.consumer_group_records import consumer_group_id, is_consumer_group_key
 from rill.coordinator.group.deferred_writes import Apply, DeferredWrite, DeferredWriteQueue
 from rill.coordinator.group.group_metadata import (
     GroupMetadata,
@@ -220,6 +221,8 @@ class GroupMetadataManager:
         self.replica_manager = replica_manager
         # Kafka 4 writes with acks=all always (offsets.commit.required.acks is gone); this bounds the wait.
         self.writes = DeferredWriteQueue(replica_manager, int(get("offsets.commit.timeout.ms")))
+        # group id -> offset of the GroupMetadataValue it was last loaded from (which form of a group is the later)
+        self.metadata_loaded_at: dict[str, int] = {}
         self._unwritable: dict[int, tuple[float, str]] = {}  # partition -> (until, on monotonic time; why)
 
     @property
@@ -413,7 +416,9 @@ class GroupMetadataManager:
         """Replay one partition's log into ``groups`` by the rules the coordinator applies its writes with:
         the latest record of each key wins; a transaction's offsets stay pending per producer until its marker,
         whose commit keeps, per partition, the newer of them and the committed offset by log order; a tombstone
-        removes an offset, with the pending offsets of that partition; a group's tombstone removes its metadata.
+        removes an offset, with the pending offsets of that partition; a group's tombstone removes the group with
+        its offsets, unless records of a consumer group of that id follow (the tombstone was written by an upgrade:
+        the offsets are the consumer group's).
 
         A record that cannot be read is logged and skipped, a batch that cannot be read likewise; a log that
         cannot be read further ends the replay there. None of them stops the load: the bytes may be any."""
@@ -430,7 +435,24 @@ class GroupMetadataManager:
                 found = shells[group_id] = GroupMetadata(group_id)
             return found
 
+        dropped: dict[str, GroupMetadata] = {}  # the offsets of groups whose tombstone was replayed
+
+        def restore(group_id: str) -> None:
+            """A consumer group's record after the group's tombstone: its offsets are the consumer group's."""
+            gone = dropped.pop(group_id)
+            group = shell(group_id)
+            for tp, om in gone.offsets.items():
+                group.offsets.setdefault(tp, om)
+            for producer_id, pending in gone.pending_txn_offsets.items():
+                group.pending_txn_offsets[producer_id] = {**pending, **group.pending_txn_offsets.get(producer_id, {})}
+
         def replay(record: Record, producer_id: int, transactional: bool) -> None:
+            if is_consumer_group_key(record.key):
+                assert record.key is not None
+                group_id = consumer_group_id(record.key)
+                if group_id is not None and group_id in dropped and not transactional:
+                    restore(group_id)
+                return
             key = decode_key(record.key) if record.key is not None else None
             if isinstance(key, OffsetKey):
                 group = shell(key.group_id)
@@ -439,6 +461,8 @@ class GroupMetadataManager:
                         group.pending_txn_offsets.get(producer_id, {}).pop(key.tp, None)
                     else:
                         group.remove_offsets([key.tp])
+                        if key.group_id in dropped:
+                            dropped[key.group_id].remove_offsets([key.tp])
                 else:
                     om = replace(decode_offset_value(record.value), record_offset=record.offset)
                     if transactional:
@@ -446,9 +470,16 @@ class GroupMetadataManager:
                     else:
                         group.offsets[key.tp] = om
             elif isinstance(key, GroupKey) and not transactional:
-                # A tombstone removes the group's metadata only: its offsets go by their own tombstones (a group
-                # deleted has them written too), and stay when the group became a consumer group.
                 metadata[key.group_id] = (record.offset, record.value)
+                if record.value is None:
+                    # The group is deleted, with its offsets (any committed just before too: a commit not yet
+                    # applied when the group was deleted) and its pending ones; set aside, they come back if a
+                    # consumer group of that id follows (the tombstone was an upgrade's: they are its offsets).
+                    gone = shells.pop(key.group_id, None)
+                    if gone is not None:
+                        dropped[key.group_id] = gone
+                else:
+                    dropped.pop(key.group_id, None)
 
         for chunk in iter_log_chunks(plog, tp):
             for batch in chunk:
@@ -459,7 +490,7 @@ class GroupMetadataManager:
                     continue
                 if batch.attributes & 0x20:  # control batch: a transaction's marker
                     commit = _is_commit_marker(records)
-                    for group in shells.values():
+                    for group in [*shells.values(), *dropped.values()]:
                         group.complete_txn(batch.producer_id, commit)
                     continue
                 transactional = bool(batch.attributes & 0x10)  # TxnOffsetCommit
@@ -474,6 +505,7 @@ class GroupMetadataManager:
                 continue
             try:
                 groups[group_id] = decode_group_value(group_id, value)
+                self.metadata_loaded_at[group_id] = at
             except Exception as e:
                 unreadable.skip(at, e)
         for group_id, found in shells.items():
