@@ -8,6 +8,7 @@ the wire protocol, so it works against any Kafka-compatible cluster; an API a cl
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -191,6 +192,21 @@ class ConsoleCluster:
         new = ck.NewTopic(name, partitions, replication, config=configs)
         [future] = self.admin.create_topics([new], request_timeout=self.timeout_s).values()
         self._wait(future, f"CreateTopics {name}")
+        self._until_partitions(name, partitions)
+
+    def _until_partitions(self, name: str, count: int) -> None:
+        """Wait (at most the request timeout) until the metadata shows ``count`` partitions of ``name`` with a
+        leader: the broker that created them answers first, the others learn of them a moment later, and the
+        page the console goes to next may ask any of them."""
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            try:
+                t = self._metadata(name).topics.get(name)
+            except ConsoleError:
+                t = None
+            if t is not None and t.error is None and sum(p.leader >= 0 for p in t.partitions.values()) >= count:
+                return
+            time.sleep(0.1)
 
     def delete_topic(self, name: str) -> None:
         [future] = self.admin.delete_topics([name], request_timeout=self.timeout_s).values()
@@ -200,6 +216,7 @@ class ConsoleCluster:
         new = [ck.NewPartitions(name, total)]
         [future] = self.admin.create_partitions(new, request_timeout=self.timeout_s).values()
         self._wait(future, f"CreatePartitions {name}")
+        self._until_partitions(name, total)
 
     def delete_records(self, name: str, partition: int, before: int) -> None:
         [future] = self.admin.delete_records([TopicPartition(name, partition, before)],
