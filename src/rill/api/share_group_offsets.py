@@ -6,8 +6,8 @@ answered by the group's coordinator (NOT_COORDINATOR elsewhere, so a reset never
 the group's members). A group with members answers NON_EMPTY_GROUP, a group id that belongs to a consumer group
 GROUP_ID_NOT_FOUND, both for the whole request. Every partition is checked before anything is written: a topic the
 caller may not read answers TOPIC_AUTHORIZATION_FAILED, a topic or partition that does not exist
-UNKNOWN_TOPIC_OR_PARTITION, a partition this broker does not lead NOT_LEADER_OR_FOLLOWER, a start offset below 0
-INVALID_REQUEST and one past the high watermark OFFSET_OUT_OF_RANGE; those change nothing, and the others are
+UNKNOWN_TOPIC_OR_PARTITION, a start offset below 0 INVALID_REQUEST and, for a partition this broker leads, one past
+its high watermark OFFSET_OUT_OF_RANGE; those change nothing, and the others are
 written together at their share coordinators (a new state epoch; the share-partition leader reads the state
 again). Delete forgets every partition's state of each topic named, wherever its share coordinator is. Alter of
 a group that does not exist
@@ -106,9 +106,10 @@ async def handle_alter_share_group_offsets(ctx: RequestContext, request: Body) -
                 code, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{name}-{index} does not exist."
             elif offset < 0:
                 code, message = ErrorCode.INVALID_REQUEST, f"The start offset {offset} of {name}-{index} is negative."
-            else:
-                code, high_watermark = _leads(ctx, name, index)
-                if code == ErrorCode.NO_ERROR and offset > high_watermark:
+            else:  # checked against the high watermark where this broker leads the partition; elsewhere, as
+                # Kafka's group coordinator, not (the leader clips a start below its log start when it reads it)
+                leads, high_watermark = _leads(ctx, name, index)
+                if leads == ErrorCode.NO_ERROR and offset > high_watermark:
                     code = ErrorCode.OFFSET_OUT_OF_RANGE
                     message = f"The start offset {offset} of {name}-{index} is past its log end {high_watermark}."
             if code == ErrorCode.NO_ERROR:
