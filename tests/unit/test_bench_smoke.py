@@ -49,7 +49,8 @@ def test_list_names_every_workload_of_the_issue() -> None:
 @pytest.mark.timeout(60)
 def test_only_selects_by_prefix_and_rejects_unknown_names() -> None:
     out = _bench("--list", "--only", "consume", timeout=50)
-    assert [line.split()[0] for line in out.stdout.splitlines()] == ["consume-100b", "consume-1k", "consume-10k"]
+    assert [line.split()[0] for line in out.stdout.splitlines()] == ["consume-100b", "consume-1k", "consume-10k",
+                                                                     "consume-1k-repeated"]
     bad = _bench("--only", "no-such-workload", "--no-limits", timeout=50)
     assert bad.returncode == 2
     assert "no workload matches" in bad.stderr

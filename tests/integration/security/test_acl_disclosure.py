@@ -6,6 +6,7 @@ only the transactional ids; CreateTopics gives a new topic's configs only to a c
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -74,6 +75,10 @@ def _open_transaction(bootstrap: str, txn_id: str, topics: list[str]) -> Produce
 
 def _normalized(body: dict[str, Any], names: dict[str, str]) -> str:
     text = json.dumps(body, sort_keys=True, default=lambda o: bytes(o).hex() if isinstance(o, memoryview) else repr(o))
+    # what is random whatever exists: ids the request made up (and the answer names back), the client instance
+    # id a telemetry subscription hands out and the subscription id made from it
+    text = re.sub(r"UUID\('[0-9a-f-]+'\)", "<uuid>", text)
+    text = re.sub(r'"subscription_id": -?[0-9]+', '"subscription_id": <id>', text)
     for name, placeholder in sorted(names.items(), key=lambda kv: -len(kv[0])):
         text = text.replace(json.dumps(name)[1:-1], placeholder)
     return text
