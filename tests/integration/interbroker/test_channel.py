@@ -104,7 +104,8 @@ def test_api_versions_decide_each_api_version(broker: TestBroker) -> None:
                 await conn.request(ApiKey.LEADER_AND_ISR, {})
             with pytest.raises(UnsupportedVersionException, match="outside"):
                 await conn.request(ApiKey.FETCH, _fetch_body("t", 0), version=99)
-            response = await conn.request(ApiKey.API_VERSIONS, {})
+            response = await conn.request(ApiKey.API_VERSIONS, {"client_software_name": "rill-test",
+                                                                "client_software_version": "1.0"})  # fmt: skip
             assert response is not None and response.body["error_code"] == 0
             assert response.api_version == conn.version_for(ApiKey.API_VERSIONS)
         finally:
