@@ -165,6 +165,9 @@ def test_an_epoch_the_follower_led_without_records_leaves_its_cache(c: TestClust
         c.pause(2)  # its session expires: no live ISR member, so broker 1 is elected unclean
         try:
             c.wait_for(lambda: state(c, "epochs")["leader"] == 1, 30, "broker 1 elected unclean")
+            with connect(c, 1) as conn:  # and leading in its own view, before broker 2's answer reaches it (as a
+                # follower of broker 2 still, it would rightly truncate to 5 on that answer)
+                c.wait_for(lambda: list_latest(conn, "epochs")[0] == 0, 30, "broker 1 leading")
         finally:
             c.resume(2)
     finally:

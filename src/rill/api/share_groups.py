@@ -110,6 +110,17 @@ def share_services(ctx: RequestContext) -> ShareServices:
     return share
 
 
+def not_serving(ctx: RequestContext, group_id: str) -> ErrorCode | None:
+    """Why this broker may not answer for the share group (COORDINATOR_NOT_AVAILABLE, or NOT_COORDINATOR when
+    another broker leads the group's ``__consumer_offsets`` partition), else None. A share group's members live
+    at its coordinator alone, as a consumer group's do."""
+    coordinator = ctx.services.group_coordinator
+    if coordinator is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    code: ErrorCode | None = coordinator.not_serving(group_id)
+    return code
+
+
 # -- ShareGroupHeartbeat -----------------------------------------------------------------------------------
 
 
@@ -118,6 +129,8 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Body) -> Bo
     group_id = request["group_id"]
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "member_epoch": -1, "heartbeat_interval_ms": 0}
+    if (code := not_serving(ctx, group_id)) is not None:
+        return {"error_code": code, "member_epoch": -1, "heartbeat_interval_ms": 0}
     share = share_services(ctx)
     interval = share.coordinator.heartbeat_interval_ms
     subscribed = request.get("subscribed_topic_names")
@@ -396,7 +409,8 @@ def list_share_groups(ctx: RequestContext, states: set[str] | None) -> list[tupl
     listed = [(g.group_id, g.state) for g in coordinator.groups.values()]
     # a group with a persisted state and no member since the broker started is an empty group (Kafka keeps it)
     listed += [(g, "Empty") for g in share.partitions.groups_with_state() if g not in coordinator.groups]
-    return [(gid, state) for gid, state in sorted(listed) if states is None or state in states]
+    return [(gid, state) for gid, state in sorted(listed)
+            if (states is None or state in states) and not_serving(ctx, gid) is None]  # fmt: skip
 
 
 async def delete_share_groups(ctx: RequestContext, names: list[str]) -> dict[str, ErrorCode]:
@@ -408,6 +422,8 @@ async def delete_share_groups(ctx: RequestContext, names: list[str]) -> dict[str
     share.coordinator.expire_all(now_ms())
     results: dict[str, ErrorCode] = {}
     for name in names:
+        if not_serving(ctx, name) is not None:
+            continue  # (answered as any group this broker does not coordinate)
         group = share.coordinator.groups.get(name)
         if group is None and not share.partitions.has_state(name):
             continue
@@ -445,6 +461,9 @@ async def handle_share_group_describe(ctx: RequestContext, request: Body) -> Bod
                       "assignor_name": "", "members": []}  # fmt: skip
         if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             groups.append({**body, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
+            continue
+        if (code := not_serving(ctx, group_id)) is not None:
+            groups.append({**body, "error_code": code})
             continue
         group = share_services(ctx).coordinator.groups.get(group_id)
         if group is None and share_services(ctx).partitions.has_state(group_id):
@@ -484,6 +503,9 @@ async def handle_describe_share_group_offsets(ctx: RequestContext, request: Body
         group_id = g["group_id"]
         if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
             groups.append({"group_id": group_id, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
+            continue
+        if (code := not_serving(ctx, group_id)) is not None:
+            groups.append({"group_id": group_id, "topics": [], "error_code": code})
             continue
         share = share_services(ctx)
         known = share.coordinator.groups.get(group_id)

@@ -146,6 +146,7 @@ class ReplicaFetcher:
             return
         topics: dict[str, list[dict[str, int]]] = {}
         asked: dict[TopicPartition, int] = {}
+        sent = {f.partition.tp: f for f in pending}
         for f in pending:
             latest = f.partition.log.leader_epoch_cache.latest_epoch
             asked[f.partition.tp] = latest if latest >= 0 else 0
@@ -163,8 +164,8 @@ class ReplicaFetcher:
             for p in t["partitions"]:
                 tp = TopicPartition(t["topic"], p["partition"])
                 found = self.partitions.get(tp)
-                if found is None or found.truncated or tp not in asked:
-                    continue
+                if found is None or found is not sent.get(tp) or found.truncated:
+                    continue  # (removed, or added again at another epoch meanwhile: not an answer for it)
                 answered.add(tp)
                 if p["error_code"]:
                     log.debug("OffsetForLeaderEpoch of %s from %d: %s", tp, self.leader,

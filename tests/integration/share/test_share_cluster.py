@@ -1,7 +1,7 @@
-"""Share groups on a three-broker cluster: the group's coordinator keeps the membership, each partition's leader
-its share partition; two ShareConsumers get every record of three partitions led by different brokers once. The
-group's coordinator resets the start offsets of the partitions it leads, and no other (their state is their
-leaders')."""
+"""Share groups on a three-broker cluster: the group's coordinator keeps the membership (the other brokers answer
+NOT_COORDINATOR, so both consumers join the same group), each partition's leader its share partition; two
+ShareConsumers get every record of three partitions led by different brokers once. The group's coordinator resets
+the start offsets of every partition, at each one's share coordinator."""
 
 from __future__ import annotations
 
@@ -25,6 +25,18 @@ def test_share_consumers_on_a_cluster() -> None:
         admin.create_topics([NewTopic("t", 3, 3)])["t"].result(30)
         leaders = {c.leader("t", p) for p in range(3)}
         assert len(leaders) > 1  # the partitions' share partitions live on more than one broker
+        with KafkaClient(c.bootstrap_servers, timeout_s=30) as client:
+            conn = client.coordinator("sg")
+            for node, address in client.refresh_metadata([]).brokers.items():
+                if (address.host, address.port) == (conn.host, conn.port):
+                    continue
+                other = client.connection(node)
+                joined = other.request(ApiKey.SHARE_GROUP_HEARTBEAT, {
+                    "group_id": "sg", "member_id": "m", "member_epoch": 0, "subscribed_topic_names": ["t"]},
+                    version=1)[1]  # fmt: skip
+                assert joined["error_code"] == ErrorCode.NOT_COORDINATOR, joined
+                described = other.request(ApiKey.SHARE_GROUP_DESCRIBE, {"group_ids": ["sg"]}, version=1)[1]
+                assert described["groups"][0]["error_code"] == ErrorCode.NOT_COORDINATOR, described
         consumers = [share_consumer(c.bootstrap_servers, "sg", ["t"]) for _ in range(2)]
         try:
             warm_up(c.bootstrap_servers, consumers[0], "t", 3, timeout=60)
