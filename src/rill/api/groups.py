@@ -21,7 +21,7 @@ from rill.api._authorized import (
 from rill.api._endpoints import broker_endpoints
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
-from rill.api.share_groups import delete_share_groups, list_share_groups
+from rill.api.share_group_admin import delete_share_groups, list_share_groups
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from rill.protocol import ApiKey

@@ -60,6 +60,7 @@ HANDLER_MODULES = (
     "rill.api.write_txn_markers",
     "rill.api.describe_producers",
     "rill.api.share_groups",
+    "rill.api.share_group_admin",
     "rill.api.share_state",
     "rill.api.share_group_offsets",
     "rill.api.telemetry",

@@ -25,7 +25,7 @@ from rill.api._topics import ZERO_UUID
 from rill.api.context import RequestContext
 from rill.api.groups import writing_coordinator_of
 from rill.api.registry import Body, handler
-from rill.api.share_groups import ShareServices, share_services
+from rill.api.share_groups import ShareServices, coordinated_services
 from rill.common import TopicPartition
 from rill.coordinator.share.share_group_coordinator import ShareGroup
 from rill.coordinator.share.share_partition_manager import now_ms
@@ -59,6 +59,12 @@ async def _group_refusal(
     return ErrorCode.NO_ERROR, None
 
 
+async def _persist(share: ShareServices, group_id: str) -> None:
+    """The group's records follow (a failure is logged: they are written again at the group's next change)."""
+    if share.store is not None and (code := await share.store.persist(group_id)) != ErrorCode.NO_ERROR:
+        log.warning("Share group %s: its records in __consumer_offsets were not written: %s", group_id, code.name)
+
+
 def _leads(ctx: RequestContext, name: str, partition: int) -> tuple[ErrorCode, int]:
     """NO_ERROR and the high watermark when this broker leads the partition, else its error."""
     read = ctx.services.replica_manager.read(TopicPartition(name, partition), 0, 0, min_one_batch=False)
@@ -85,7 +91,7 @@ async def handle_alter_share_group_offsets(ctx: RequestContext, request: Body) -
         return _alter_refused(request, ErrorCode.INVALID_GROUP_ID, "The group id is empty.")
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
         return _alter_refused(request, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
-    share = share_services(ctx)
+    share = coordinated_services(ctx)
     code, message = await _group_refusal(ctx, share, group_id, must_exist=False)
     if code:
         return _alter_refused(request, code, message)
@@ -119,8 +125,14 @@ async def handle_alter_share_group_offsets(ctx: RequestContext, request: Body) -
         topic_id = topic.topic_id if topic is not None and readable else ZERO_UUID
         responses.append({"topic_name": name, "topic_id": topic_id, "partitions": rows})
     if wanted:
-        share.coordinator.groups.setdefault(group_id, ShareGroup(group_id))
+        group = share.coordinator.groups.setdefault(group_id, ShareGroup(group_id))
+        for t in request["topics"]:  # the group's records name the topics it has state of
+            topic = metadata.topic(t["topic_name"])
+            if topic is not None and any(k[0] == topic.topic_id for k in wanted):
+                group.state_topics[topic.name] = len(topic.partitions)
+        group.group_epoch += 1
         failed = await share.partitions.alter_start_offsets(group_id, wanted)
+        await _persist(share, group_id)
         log.info("Share group %s: start offsets of %d partitions altered by %s", group_id, len(wanted) - len(failed),
                  ctx.client)  # fmt: skip
         for t, r in zip(request["topics"], responses, strict=True):
@@ -146,7 +158,7 @@ async def handle_delete_share_group_offsets(ctx: RequestContext, request: Body) 
         return _delete_refused(ErrorCode.INVALID_GROUP_ID, "The group id is empty.")
     if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, group_id):
         return _delete_refused(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
-    share = share_services(ctx)
+    share = coordinated_services(ctx)
     code, message = await _group_refusal(ctx, share, group_id, must_exist=True)
     if code:
         return _delete_refused(code, message)
@@ -167,6 +179,15 @@ async def handle_delete_share_group_offsets(ctx: RequestContext, request: Body) 
         responses.append({"topic_name": name, "topic_id": topic_id, "error_code": code, "error_message": message})
     if forget:
         failed = await share.partitions.delete_state(group_id, forget)
+        group = share.coordinator.groups.get(group_id)
+        if group is not None:
+            gone = {tid for tid, _ in forget} - {tid for tid, _ in failed}
+            for r in responses:
+                topic = metadata.topic(r["topic_name"])
+                if topic is not None and topic.topic_id in gone:
+                    group.state_topics.pop(topic.name, None)
+            group.group_epoch += 1
+            await _persist(share, group_id)
         log.info("Share group %s: state of %d partitions deleted by %s", group_id, len(forget) - len(failed),
                  ctx.client)  # fmt: skip
         for r in responses:

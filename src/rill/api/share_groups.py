@@ -1,28 +1,32 @@
-"""Share groups (KIP-932): ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78),
-ShareAcknowledge (79), DescribeShareGroupOffsets (90); Alter/DeleteShareGroupOffsets are in
+"""Share groups (KIP-932): ShareGroupHeartbeat (76), ShareFetch (78), ShareAcknowledge (79);
+ShareGroupDescribe and DescribeShareGroupOffsets are in ``share_group_admin``, Alter/DeleteShareGroupOffsets in
 ``share_group_offsets``.
 
-Membership is kept by :mod:`rill.coordinator.share.share_group_coordinator`; fetching and acknowledging by the
-partition leader's :mod:`rill.coordinator.share.share_partition_manager`. ShareGroupDescribe needs DESCRIBE on
-each group; the other APIs READ on the group, and ShareFetch and ShareAcknowledge READ on each topic (a partition
-of a topic the caller may not read answers TOPIC_AUTHORIZATION_FAILED)."""
+Membership is kept by :mod:`rill.coordinator.share.share_group_coordinator` at the group's coordinator (the
+leader of its ``__consumer_offsets`` partition; other brokers answer NOT_COORDINATOR), and written there to
+``__consumer_offsets`` (:mod:`rill.coordinator.share.share_group_store`); fetching and acknowledging by the
+partition leader's :mod:`rill.coordinator.share.share_partition_manager`. The APIs need READ on the group, and
+ShareFetch and ShareAcknowledge READ on each topic (a partition of a topic the caller may not read answers
+TOPIC_AUTHORIZATION_FAILED). A group id of a classic or consumer group answers GROUP_ID_NOT_FOUND."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rill.api._authorized import AclOperation, ResourceType, authorize, authorized_operations
+from rill.api._authorized import AclOperation, ResourceType, authorize
 from rill.api._endpoints import broker_endpoints
 from rill.api._quotas import quota_client_id, quota_user
 from rill.api._topics import ZERO_UUID
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.cluster.network_client import NetworkClient
-from rill.coordinator.share.share_group_coordinator import ShareGroup, ShareGroupCoordinator
+from rill.coordinator.share.share_group_coordinator import ShareGroupCoordinator
+from rill.coordinator.share.share_group_store import ShareGroupStore
 from rill.coordinator.share.share_partition_manager import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -32,7 +36,8 @@ from rill.coordinator.share.share_partition_manager import (
     now_ms,
 )
 from rill.coordinator.share.share_persister import DefaultStatePersister
-from rill.errors import ErrorCode
+from rill.errors import ErrorCode, KafkaError
+from rill.metadata.store import OFFSETS_TOPIC
 from rill.protocol import ApiKey
 from rill.security.inter_broker import client_config
 
@@ -46,6 +51,7 @@ class ShareServices:
     coordinator: ShareGroupCoordinator
     partitions: SharePartitionManager
     clients: list[NetworkClient] = field(default_factory=list)  # the persister's channel to other brokers
+    store: ShareGroupStore | None = None  # the groups' records in __consumer_offsets
 
     async def close(self) -> None:
         clients, self.clients[:] = list(self.clients), []
@@ -105,7 +111,10 @@ def share_services(ctx: RequestContext) -> ShareServices:
             max_size=int(config.get("group.share.max.size")),
             on_member_gone=manager.release_member,
         )
-        services.share = ShareServices(coordinator, manager, clients)
+        store = None
+        if services.group_coordinator is not None:
+            store = ShareGroupStore(coordinator, services.group_coordinator, topics)
+        services.share = ShareServices(coordinator, manager, clients, store)
     share: ShareServices = services.share
     return share
 
@@ -118,7 +127,25 @@ def not_serving(ctx: RequestContext, group_id: str) -> ErrorCode | None:
     if coordinator is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     code: ErrorCode | None = coordinator.not_serving(group_id)
+    if code is None and ctx.services.metadata.topic(OFFSETS_TOPIC) is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE  # (every broker would lead its partition: none does yet)
     return code
+
+
+def coordinated_services(ctx: RequestContext) -> ShareServices:
+    """The share-group parts, the groups of the ``__consumer_offsets`` partitions this broker leads loaded (and
+    those of the partitions it no longer leads dropped): for the APIs a group's coordinator answers."""
+    share = share_services(ctx)
+    if share.store is not None:
+        share.store.follow_leadership()
+    return share
+
+
+def _not_share_group(ctx: RequestContext, group_id: str) -> bool:
+    """Whether ``group_id`` is a classic or consumer group's (a share group cannot have its id)."""
+    coordinator = ctx.services.group_coordinator
+    return coordinator is not None and (coordinator.consumer.is_consumer_group(group_id)
+                                        or group_id in coordinator.groups)  # fmt: skip
 
 
 # -- ShareGroupHeartbeat -----------------------------------------------------------------------------------
@@ -129,9 +156,16 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Body) -> Bo
     group_id = request["group_id"]
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "member_epoch": -1, "heartbeat_interval_ms": 0}
+    coordinator = ctx.services.group_coordinator
+    if coordinator is not None and coordinator.active:  # (a client that asked no FindCoordinator first)
+        with contextlib.suppress(KafkaError):
+            await coordinator.manager.maybe_create_offsets_topic()
     if (code := not_serving(ctx, group_id)) is not None:
         return {"error_code": code, "member_epoch": -1, "heartbeat_interval_ms": 0}
-    share = share_services(ctx)
+    if _not_share_group(ctx, group_id):
+        return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "error_message": f"Group {group_id} is not a share group.",
+                "member_epoch": -1, "heartbeat_interval_ms": 0}  # fmt: skip
+    share = coordinated_services(ctx)
     interval = share.coordinator.heartbeat_interval_ms
     subscribed = request.get("subscribed_topic_names")
     if subscribed:
@@ -151,6 +185,15 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Body) -> Bo
         now_ms(),
     )
     await share.partitions.flush(())  # what a member that left or timed out held is released
+    if share.store is not None:
+        written = await share.store.persist(group_id)
+        if written != ErrorCode.NO_ERROR and result.error == ErrorCode.NO_ERROR and request["member_epoch"] >= 0:
+            # not durable: the member asks again (a join is answered once a new coordinator would know it)
+            group = share.coordinator.groups.get(group_id)
+            if group is not None and (member := group.members.get(result.member_id or "")) is not None:
+                member.sent_epoch = -1  # (its assignment was not sent)
+            return {"error_code": written, "error_message": "The group's records were not written.",
+                    "member_epoch": -1, "heartbeat_interval_ms": 0}  # fmt: skip
     body: Body = {
         "error_code": result.error,
         "error_message": result.message,
@@ -260,16 +303,23 @@ def _renew_fetch_error(request: Body) -> str | None:
 
 def _room_for_session(ctx: RequestContext, share: ShareServices, group_id: str, member_id: str) -> bool:
     """Whether a session may be opened: any member id opens one (as in Kafka), so they are bounded by
-    ``group.share.max.share.sessions``; when full, the sessions of ids that are no member of their group (left,
-    expired, or never one) make room first."""
+    ``group.share.max.share.sessions``; when full, room is made first by closing the sessions unused for a
+    member's session timeout, and those of ids that are no member of a group this broker coordinates (left,
+    expired, or never one: only the coordinator knows a group's members)."""
     sessions = share.partitions.sessions
     limit = int(ctx.services.config.get("group.share.max.share.sessions"))
     if (group_id, member_id) in sessions or len(sessions) < limit:
         return True
-    share.coordinator.expire_all(now_ms())
-    groups = share.coordinator.groups
-    for g, m in [k for k in sessions if k[0] not in groups or k[1] not in groups[k[0]].members]:
+    for g, m in share.partitions.idle_sessions(share.coordinator.session_timeout_ms / 1000):
         share.partitions.close_session(g, m)
+    coordinated = {g for g, _ in sessions if not_serving(ctx, g) is None}
+    if coordinated:
+        share = coordinated_services(ctx)
+        share.coordinator.expire_all(now_ms())
+        groups = share.coordinator.groups
+        for g, m in [k for k in sessions if k[0] in coordinated and (k[0] not in groups
+                                                                     or k[1] not in groups[k[0]].members)]:
+            share.partitions.close_session(g, m)
     return len(sessions) < limit
 
 
@@ -392,156 +442,3 @@ async def handle_share_acknowledge(ctx: RequestContext, request: Body) -> Body:
     return {"error_code": ErrorCode.NO_ERROR, "responses": _group_by_topic(parts),
             "acquisition_lock_timeout_ms": share.partitions.lock_duration_ms,
             "node_endpoints": _node_endpoints(ctx, parts)}  # fmt: skip
-
-
-def _stored_groups(ctx: RequestContext) -> set[str]:
-    coordinator = ctx.services.share_coordinator
-    return coordinator.groups() if coordinator is not None else set()
-
-
-def list_share_groups(ctx: RequestContext, states: set[str] | None) -> list[tuple[str, str]]:
-    """(group id, state) of the share groups this broker keeps, for ListGroups."""
-    if ctx.services.share is None and not _stored_groups(ctx):
-        return []  # (no share group used since the start, none with a state here: nothing to make)
-    share = share_services(ctx)
-    coordinator = share.coordinator
-    coordinator.expire_all(now_ms())
-    listed = [(g.group_id, g.state) for g in coordinator.groups.values()]
-    # a group with a persisted state and no member since the broker started is an empty group (Kafka keeps it)
-    listed += [(g, "Empty") for g in share.partitions.groups_with_state() if g not in coordinator.groups]
-    return [(gid, state) for gid, state in sorted(listed)
-            if (states is None or state in states) and not_serving(ctx, gid) is None]  # fmt: skip
-
-
-async def delete_share_groups(ctx: RequestContext, names: list[str]) -> dict[str, ErrorCode]:
-    """DeleteGroups of the share groups among ``names`` (the others are left out of the answer): an empty one is
-    deleted with its state, one with members answers NON_EMPTY_GROUP."""
-    if ctx.services.share is None and not _stored_groups(ctx):
-        return {}
-    share = share_services(ctx)
-    share.coordinator.expire_all(now_ms())
-    results: dict[str, ErrorCode] = {}
-    for name in names:
-        if not_serving(ctx, name) is not None:
-            continue  # (answered as any group this broker does not coordinate)
-        group = share.coordinator.groups.get(name)
-        if group is None and not share.partitions.has_state(name):
-            continue
-        if group is not None and group.members:
-            results[name] = ErrorCode.NON_EMPTY_GROUP
-            continue
-        share.coordinator.groups.pop(name, None)
-        keys = _partitions_of(ctx, group.topics_seen if group is not None else {})
-        if ctx.services.share_coordinator is not None:  # and those whose state this broker's coordinator keeps
-            keys += ctx.services.share_coordinator.keys_of(name)
-        failed = await share.partitions.delete_group(name, keys)
-        results[name] = ErrorCode.COORDINATOR_NOT_AVAILABLE if failed else ErrorCode.NO_ERROR
-    return results
-
-
-def _partitions_of(ctx: RequestContext, topics: Any) -> list[tuple[uuid.UUID, int]]:
-    """Every partition of the named topics that exist, as (topic id, partition)."""
-    out = []
-    for name in topics:
-        topic = ctx.services.metadata.topic(name)
-        if topic is not None:
-            out += [(topic.topic_id, p) for p in range(len(topic.partitions))]
-    return out
-
-
-# -- ShareGroupDescribe ------------------------------------------------------------------------------------
-
-
-@handler(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1)
-async def handle_share_group_describe(ctx: RequestContext, request: Body) -> Body:
-    include = bool(request.get("include_authorized_operations"))
-    groups = []
-    for group_id in request["group_ids"]:
-        body: Body = {"group_id": group_id, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
-                      "assignor_name": "", "members": []}  # fmt: skip
-        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            groups.append({**body, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
-            continue
-        if (code := not_serving(ctx, group_id)) is not None:
-            groups.append({**body, "error_code": code})
-            continue
-        group = share_services(ctx).coordinator.groups.get(group_id)
-        if group is None and share_services(ctx).partitions.has_state(group_id):
-            group = ShareGroup(group_id)  # kept by its state alone (no member since the broker started): Empty
-        if group is None:
-            groups.append({**body, "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
-                           "error_message": f"Group {group_id} not found."})  # fmt: skip
-            continue
-        share_services(ctx).coordinator.expire_members(group, now_ms())
-        members = []
-        for m in group.members.values():
-            topics = []
-            for topic_id, parts in sorted(m.assignment.items()):
-                topic = ctx.services.metadata.topic_by_id(topic_id)
-                topics.append({"topic_id": topic_id, "topic_name": topic.name if topic else "", "partitions": parts})
-            members.append({"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
-                            "client_id": m.client_id, "client_host": m.client_host,
-                            "subscribed_topic_names": list(m.subscribed),
-                            "assignment": {"topic_partitions": topics}})  # fmt: skip
-        groups.append({**body, "error_code": ErrorCode.NO_ERROR, "group_state": group.state,
-                       "group_epoch": group.group_epoch, "assignment_epoch": group.group_epoch,
-                       "assignor_name": "simple", "members": members,
-                       "authorized_operations": authorized_operations("group", include, ctx, group_id)})  # fmt: skip
-    return {"groups": groups}
-
-
-# -- DescribeShareGroupOffsets -----------------------------------------------------------------------------
-
-
-@handler(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 0)
-async def handle_describe_share_group_offsets(ctx: RequestContext, request: Body) -> Body:
-    """Each group's share-partition start offsets: of the partitions asked for, or (topics null) of every
-    partition the group has a state for. A partition the group never fetched answers start offset -1."""
-    metadata = ctx.services.metadata
-    groups = []
-    for g in request["groups"]:
-        group_id = g["group_id"]
-        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
-            groups.append({"group_id": group_id, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
-            continue
-        if (code := not_serving(ctx, group_id)) is not None:
-            groups.append({"group_id": group_id, "topics": [], "error_code": code})
-            continue
-        share = share_services(ctx)
-        known = share.coordinator.groups.get(group_id)
-        asked = [] if g["topics"] is None else [t["topic_name"] for t in g["topics"]]
-        keys = _partitions_of(ctx, [*asked, *(known.topics_seen if known is not None else ())])
-        if g["topics"] is None and ctx.services.share_coordinator is not None:  # and those its state is kept of here
-            keys += ctx.services.share_coordinator.keys_of(group_id)
-        starts = await share.partitions.read_start_offsets(group_id, keys)
-        if not starts and known is None:
-            groups.append({"group_id": group_id, "topics": [], "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
-                           "error_message": f"Group {group_id} not found."})  # fmt: skip
-            continue
-        wanted: dict[str, list[int]] = {}
-        if g["topics"] is None:
-            for topic_id, p in sorted(starts):
-                topic = metadata.topic_by_id(topic_id)
-                if topic is not None:
-                    wanted.setdefault(topic.name, []).append(p)
-        else:
-            for t in g["topics"]:
-                wanted.setdefault(t["topic_name"], []).extend(t["partitions"])
-        topics = []
-        for name, parts in wanted.items():
-            topic = metadata.topic(name)
-            topic_id = topic.topic_id if topic is not None else ZERO_UUID
-            denied = not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
-            rows = []
-            for p in parts:
-                if denied:
-                    code, start, epoch = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1
-                elif topic is None or p >= len(topic.partitions):
-                    code, start, epoch = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
-                else:
-                    code, start = ErrorCode.NO_ERROR, starts.get((topic_id, p), -1)
-                    epoch = topic.partitions[p].leader_epoch
-                rows.append({"partition_index": p, "start_offset": start, "leader_epoch": epoch, "error_code": code})
-            topics.append({"topic_name": name, "topic_id": topic_id, "partitions": rows})
-        groups.append({"group_id": group_id, "topics": topics, "error_code": ErrorCode.NO_ERROR})
-    return {"groups": groups}

@@ -400,3 +400,23 @@ def test_share_sessions_are_bounded() -> None:
             assert _fetch(w, 1, "forged", 0, topic_id, [], max_wait_ms=0)["error_code"] == 0
         finally:
             w.close()
+
+
+def test_a_share_group_cannot_take_the_id_of_a_consumer_group(broker: rill.testing.TestBroker) -> None:
+    """Kafka keeps one group per id: a ShareGroupHeartbeat for the id of a classic group (one with committed
+    offsets) answers GROUP_ID_NOT_FOUND, and the offsets stay."""
+    from rill.client.client import KafkaClient
+    from rill.common import TopicPartition
+
+    _create(broker.bootstrap_servers, "taken-t", 1)
+    with KafkaClient(broker.bootstrap_servers, timeout_s=30) as client:
+        client.commit_offsets("taken", {TopicPartition("taken-t", 0): 0})
+        w = Wire(broker.bootstrap_servers)
+        try:
+            r = w.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+                "group_id": "taken", "member_id": "", "member_epoch": 0, "rack_id": None,
+                "subscribed_topic_names": ["taken-t"]})  # fmt: skip
+            assert r["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND, r
+        finally:
+            w.close()
+        assert client.fetch_committed("taken", [TopicPartition("taken-t", 0)])[TopicPartition("taken-t", 0)] == 0

@@ -143,6 +143,9 @@ class GroupKey:
     group_id: str
 
 
+SHARE_GROUP_KEY_VERSIONS = (10, 11, 15)  # a share group's records (rill.coordinator.share.share_group_records)
+
+
 def decode_key(key: bytes) -> OffsetKey | GroupKey | None:
     """The key of a ``__consumer_offsets`` record, or None for key versions this broker does not know."""
     (version,) = _INT16.unpack_from(key, 0)
@@ -224,6 +227,7 @@ class GroupMetadataManager:
         # group id -> offset of the GroupMetadataValue it was last loaded from (which form of a group is the later)
         self.metadata_loaded_at: dict[str, int] = {}
         self._unwritable: dict[int, tuple[float, str]] = {}  # partition -> (until, on monotonic time; why)
+        self.share_groups_seen = False  # a share group's record was among those loaded (their coordinator reads them)
 
     @property
     def num_partitions(self) -> int:
@@ -454,6 +458,9 @@ class GroupMetadataManager:
                     restore(group_id)
                 return
             key = decode_key(record.key) if record.key is not None else None
+            if key is None and record.key is not None and len(record.key) >= 2 \
+                    and _INT16.unpack_from(record.key, 0)[0] in SHARE_GROUP_KEY_VERSIONS:  # fmt: skip
+                self.share_groups_seen = True
             if isinstance(key, OffsetKey):
                 group = shell(key.group_id)
                 if record.value is None:

@@ -43,6 +43,9 @@ class ShareGroup:
     group_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     topics_seen: dict[str, int] = field(default_factory=dict)  # subscribed topic -> partition count assigned
+    # the topics whose share-partition state the group may have (assigned, or start offsets altered): kept in
+    # ``__consumer_offsets`` so that the group's state can be described and deleted after a failover
+    state_topics: dict[str, int] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -156,6 +159,10 @@ class ShareGroupCoordinator:
         group.group_epoch += 1
         self._on_member_gone(group.group_id, member_id)
 
+    def refresh(self, group: ShareGroup) -> None:
+        """Compute the members' assignments again (a group replayed from its records has none yet)."""
+        self._refresh(group)
+
     def _refresh(self, group: ShareGroup) -> None:
         """Recompute every member's assignment when a subscribed topic's partitions changed (the simple assignor:
         each member gets all partitions of its subscribed topics)."""
@@ -164,6 +171,8 @@ class ShareGroupCoordinator:
         if seen != group.topics_seen:
             group.topics_seen = seen
             group.group_epoch += 1
+        for name, count in seen.items():  # (new entries come with a change of ``seen``: the epoch moved)
+            group.state_topics[name] = max(group.state_topics.get(name, 0), count)
         for member in group.members.values():
             assignment: dict[uuid.UUID, list[int]] = {}
             for name in member.subscribed:

@@ -78,6 +78,7 @@ class ShareTopicPartition:
 class ShareSession:
     epoch: int
     partitions: dict[tuple[uuid.UUID, int], ShareTopicPartition] = field(default_factory=dict)
+    last_used: float = field(default_factory=time.monotonic)  # (monotonic s) its last fetch or acknowledgement
 
 
 @dataclass(slots=True)
@@ -162,6 +163,7 @@ class SharePartitionManager:
         if existing is None:
             return ErrorCode.SHARE_SESSION_NOT_FOUND, None
         session = existing
+        session.last_used = time.monotonic()
         if epoch == FINAL_EPOCH:
             return ErrorCode.NO_ERROR, session
         if epoch != session.epoch:
@@ -172,6 +174,11 @@ class SharePartitionManager:
         for k in forget:
             session.partitions.pop(k, None)
         return ErrorCode.NO_ERROR, session
+
+    def idle_sessions(self, idle_s: float) -> list[tuple[str, str]]:
+        """The (group, member) of the sessions not used for ``idle_s`` seconds."""
+        before = time.monotonic() - idle_s
+        return [key for key, session in self.sessions.items() if session.last_used < before]
 
     def close_session(self, group_id: str, member_id: str) -> None:
         if self.sessions.pop((group_id, member_id), None) is not None:

@@ -52,4 +52,4 @@ API_MESSAGES: list[tuple[Message, Message]] = [
     *telemetry.APIS,
 ]
 
-DATA_MESSAGES: list[Message] = [*group_data.DATA, *consumer_group.DATA, *share_state.DATA]
+DATA_MESSAGES: list[Message] = [*group_data.DATA, *consumer_group.DATA, *share.DATA, *share_state.DATA]

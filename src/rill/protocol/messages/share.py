@@ -269,3 +269,47 @@ DELETE_SHARE_GROUP_OFFSETS_RESPONSE = message("DeleteShareGroupOffsetsResponse",
 ])
 
 APIS.append((DELETE_SHARE_GROUP_OFFSETS_REQUEST, DELETE_SHARE_GROUP_OFFSETS_RESPONSE))
+
+
+# -- a share group's records in __consumer_offsets -----------------------------------------------------------
+# The key's int16 version tells the record type: 10 a member, 11 the group, 15 the topics with share state.
+
+SHARE_GROUP_MEMBER_METADATA_KEY = message("ShareGroupMemberMetadataKey", None, "10", "none", [
+    field("GroupId", "string", "10"),
+    field("MemberId", "string", "10"),
+])
+
+SHARE_GROUP_MEMBER_METADATA_VALUE = message("ShareGroupMemberMetadataValue", None, "0", "0+", [
+    field("RackId", "string", "0+", nullable="0+"),
+    field("ClientId", "string", "0+"),
+    field("ClientHost", "string", "0+"),
+    field("SubscribedTopicNames", "[]string", "0+"),
+])
+
+SHARE_GROUP_METADATA_KEY = message("ShareGroupMetadataKey", None, "11", "none", [
+    field("GroupId", "string", "11"),
+])
+
+SHARE_GROUP_METADATA_VALUE = message("ShareGroupMetadataValue", None, "0", "0+", [
+    field("Epoch", "int32", "0+"),
+])
+
+SHARE_GROUP_STATE_PARTITION_METADATA_KEY = message("ShareGroupStatePartitionMetadataKey", None, "15", "none", [
+    field("GroupId", "string", "15"),
+])
+
+SHARE_GROUP_STATE_PARTITION_METADATA_VALUE = message("ShareGroupStatePartitionMetadataValue", None, "0", "0+", [
+    field("InitializedTopics", "[]TopicPartitionsInfo", "0+", fields=[
+        field("TopicId", "uuid", "0+"),
+        field("TopicName", "string", "0+"),
+        field("Partitions", "[]int32", "0+"),
+    ]),
+    field("DeletingTopics", "[]TopicInfo", "0+", fields=[
+        field("TopicId", "uuid", "0+"),
+        field("TopicName", "string", "0+"),
+    ]),
+])
+
+DATA = [SHARE_GROUP_MEMBER_METADATA_KEY, SHARE_GROUP_MEMBER_METADATA_VALUE, SHARE_GROUP_METADATA_KEY,
+        SHARE_GROUP_METADATA_VALUE, SHARE_GROUP_STATE_PARTITION_METADATA_KEY,
+        SHARE_GROUP_STATE_PARTITION_METADATA_VALUE]  # fmt: skip
