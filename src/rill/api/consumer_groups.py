@@ -10,6 +10,7 @@ from rill.api._authorized import AclOperation, ResourceType, authorize, authoriz
 from rill.api.context import RequestContext
 from rill.api.groups import writing_coordinator_of
 from rill.api.registry import Body, handler
+from rill.api.share_group_admin import is_share_group
 from rill.coordinator.group.consumer_group import Assignment, ConsumerGroup
 from rill.coordinator.group.consumer_group_heartbeat import HeartbeatRequest
 from rill.errors import ErrorCode
@@ -42,6 +43,8 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Body) ->
     coordinator = await writing_coordinator_of(ctx)
     if coordinator is None:
         return refuse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if is_share_group(ctx, group_id):
+        return refuse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
     result = await coordinator.consumer.heartbeat(
         HeartbeatRequest(
             group_id=group_id,

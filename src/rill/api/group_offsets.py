@@ -10,6 +10,7 @@ from rill.api._topics import partition_errors
 from rill.api.context import RequestContext
 from rill.api.groups import coordinator_of, writing_coordinator_of
 from rill.api.registry import Body, handler
+from rill.api.share_group_admin import is_share_group
 from rill.common import TopicPartition
 from rill.coordinator.group.group_metadata import OffsetAndMetadata
 from rill.errors import ErrorCode
@@ -56,6 +57,8 @@ async def handle_offset_commit(ctx: RequestContext, request: Body) -> Body:
     if to_commit:
         if coordinator is None:
             errors.update(dict.fromkeys(to_commit, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        elif is_share_group(ctx, request["group_id"]):
+            errors.update(dict.fromkeys(to_commit, ErrorCode.GROUP_ID_NOT_FOUND))
         elif coordinator.consumer.is_consumer_group(request["group_id"]):  # member epochs (KIP-848)
             errors.update(await coordinator.consumer.commit_offsets(request, to_commit, ctx.api_version))
         else:

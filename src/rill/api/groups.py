@@ -21,7 +21,7 @@ from rill.api._authorized import (
 from rill.api._endpoints import broker_endpoints
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
-from rill.api.share_group_admin import delete_share_groups, list_share_groups
+from rill.api.share_group_admin import delete_share_groups, is_share_group, list_share_groups
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 from rill.protocol import ApiKey
@@ -204,6 +204,9 @@ async def handle_join_group(ctx: RequestContext, request: Body) -> Body:
             "protocol_name": None if version >= 7 else "",
             "leader": "",
         }
+    if is_share_group(ctx, request["group_id"]):
+        return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "member_id": member_id,
+                "protocol_name": None if version >= 7 else "", "leader": "", "generation_id": -1}  # fmt: skip
     if coordinator.consumer.is_consumer_group(request["group_id"]) and not coordinator.consumer.has_members(
         request["group_id"]
     ):

@@ -16,7 +16,7 @@ from rill.api._authorized import AclOperation, ResourceType, authorize, authoriz
 from rill.api._topics import ZERO_UUID
 from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
-from rill.api.share_groups import coordinated_services, not_serving
+from rill.api.share_groups import ShareServices, coordinated_services, not_serving
 from rill.coordinator.share.share_group_coordinator import ShareGroup
 from rill.coordinator.share.share_partition_manager import now_ms
 from rill.errors import ErrorCode
@@ -30,6 +30,14 @@ def _none_here(ctx: RequestContext) -> bool:
     coordinator, groups = ctx.services.share_coordinator, ctx.services.group_coordinator
     return not (coordinator is not None and coordinator.groups()) and not (
         groups is not None and groups.manager.share_groups_seen)
+
+
+def is_share_group(ctx: RequestContext, group_id: str) -> bool:
+    """Whether ``group_id`` is a share group this broker coordinates: a classic or consumer group cannot take its
+    id (OffsetCommit, JoinGroup and ConsumerGroupHeartbeat answer GROUP_ID_NOT_FOUND, as Kafka's do)."""
+    if _none_here(ctx) or not_serving(ctx, group_id) is not None:
+        return False
+    return group_id in coordinated_services(ctx).coordinator.groups
 
 
 def list_share_groups(ctx: RequestContext, states: set[str] | None) -> list[tuple[str, str]]:
@@ -58,23 +66,36 @@ async def delete_share_groups(ctx: RequestContext, names: list[str]) -> dict[str
     for name in names:
         if not_serving(ctx, name) is not None:
             continue  # (answered as any group this broker does not coordinate)
-        group = share.coordinator.groups.get(name)
-        if group is None and not share.partitions.has_state(name):
-            continue
-        if group is not None and group.members:
-            results[name] = ErrorCode.NON_EMPTY_GROUP
-            continue
-        share.coordinator.groups.pop(name, None)  # (a member joining meanwhile makes a new group)
-        keys = partitions_of(ctx, _state_topics(group))
-        if ctx.services.share_coordinator is not None:  # and those whose state this broker's coordinator keeps
-            keys += ctx.services.share_coordinator.keys_of(name)
-        code = ErrorCode.COORDINATOR_NOT_AVAILABLE  # the state stays, and so do the group's records
-        if not await share.partitions.delete_group(name, keys):
-            code = await store.delete(name) if store is not None else ErrorCode.NO_ERROR
-        if code != ErrorCode.NO_ERROR and group is not None:
-            share.coordinator.groups.setdefault(name, group)
-        results[name] = code
+        if store is None:
+            code = await _delete(ctx, share, name)
+        else:
+            async with store.lock(name):  # a join meanwhile waits for its write until the tombstones are written
+                store.follow_leadership()
+                code = await _delete(ctx, share, name)
+        if code is not None:
+            results[name] = code
     return results
+
+
+async def _delete(ctx: RequestContext, share: ShareServices, name: str) -> ErrorCode | None:
+    """Delete one share group (None: no such share group here)."""
+    if not_serving(ctx, name) is not None:
+        return ErrorCode.NOT_COORDINATOR
+    group = share.coordinator.groups.get(name)
+    if group is None and not share.partitions.has_state(name):
+        return None
+    if group is not None and group.members:
+        return ErrorCode.NON_EMPTY_GROUP
+    share.coordinator.groups.pop(name, None)  # (a member joining meanwhile makes a new group)
+    keys = partitions_of(ctx, _state_topics(group))
+    if ctx.services.share_coordinator is not None:  # and those whose state this broker's coordinator keeps
+        keys += ctx.services.share_coordinator.keys_of(name)
+    code = ErrorCode.COORDINATOR_NOT_AVAILABLE  # the state stays, and so do the group's records
+    if not await share.partitions.delete_group(name, keys):
+        code = await share.store.delete_locked(name) if share.store is not None else ErrorCode.NO_ERROR
+    if code != ErrorCode.NO_ERROR and group is not None:
+        share.coordinator.groups.setdefault(name, group)
+    return code
 
 
 def _state_topics(group: ShareGroup | None) -> list[str]:

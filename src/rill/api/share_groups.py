@@ -26,6 +26,7 @@ from rill.api.context import RequestContext
 from rill.api.registry import Body, handler
 from rill.cluster.network_client import NetworkClient
 from rill.coordinator.share.share_group_coordinator import ShareGroupCoordinator
+from rill.coordinator.share.share_group_records import MAX_MEMBER_RECORD_BYTES, member_record
 from rill.coordinator.share.share_group_store import ShareGroupStore
 from rill.coordinator.share.share_partition_manager import (
     FINAL_EPOCH,
@@ -37,12 +38,13 @@ from rill.coordinator.share.share_partition_manager import (
 )
 from rill.coordinator.share.share_persister import DefaultStatePersister
 from rill.errors import ErrorCode, KafkaError
-from rill.metadata.store import OFFSETS_TOPIC
+from rill.metadata.store import OFFSETS_TOPIC, topic_name_problem
 from rill.protocol import ApiKey
 from rill.security.inter_broker import client_config
 
 log = logging.getLogger(__name__)
 
+MAX_MEMBER_ID_BYTES = 255  # (members make their ids: a UUID, 22 to 36 characters)
 LEGACY_STATE_DIR = "__share_group_state"  # where earlier versions kept each group's state, one JSON file each
 
 
@@ -141,6 +143,25 @@ def coordinated_services(ctx: RequestContext) -> ShareServices:
     return share
 
 
+def _invalid_heartbeat(ctx: RequestContext, request: Body) -> str | None:
+    """Why a ShareGroupHeartbeat is refused before it changes anything (INVALID_REQUEST), or None: what a member
+    sends goes into its group's records, so it must make one that can be written."""
+    member_id, rack = request["member_id"], request.get("rack_id")
+    if len(member_id.encode()) > MAX_MEMBER_ID_BYTES:
+        return f"MemberId is longer than {MAX_MEMBER_ID_BYTES} bytes."
+    if rack is not None and not rack:
+        return "RackId can't be empty."
+    subscribed = request.get("subscribed_topic_names") or []
+    for name in subscribed:
+        if (problem := topic_name_problem(name)) is not None:
+            return f"SubscribedTopicNames has {name[:60]!r}: {problem}."
+    image = (rack, ctx.client_id or "", f"/{ctx.client_host}", tuple(subscribed))
+    if member_record(request["group_id"], member_id, image).size > MAX_MEMBER_RECORD_BYTES:
+        return f"The member's record (its group id, member id, client id, rack and subscribed topics) would be " \
+            f"larger than {MAX_MEMBER_RECORD_BYTES} bytes."  # fmt: skip
+    return None
+
+
 def _not_share_group(ctx: RequestContext, group_id: str) -> bool:
     """Whether ``group_id`` is a classic or consumer group's (a share group cannot have its id)."""
     coordinator = ctx.services.group_coordinator
@@ -165,6 +186,9 @@ async def handle_share_group_heartbeat(ctx: RequestContext, request: Body) -> Bo
     if _not_share_group(ctx, group_id):
         return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "error_message": f"Group {group_id} is not a share group.",
                 "member_epoch": -1, "heartbeat_interval_ms": 0}  # fmt: skip
+    if (invalid := _invalid_heartbeat(ctx, request)) is not None:
+        return {"error_code": ErrorCode.INVALID_REQUEST, "error_message": invalid, "member_epoch": -1,
+                "heartbeat_interval_ms": 0}  # fmt: skip
     share = coordinated_services(ctx)
     interval = share.coordinator.heartbeat_interval_ms
     subscribed = request.get("subscribed_topic_names")

@@ -420,3 +420,70 @@ def test_a_share_group_cannot_take_the_id_of_a_consumer_group(broker: rill.testi
         finally:
             w.close()
         assert client.fetch_committed("taken", [TopicPartition("taken-t", 0)])[TopicPartition("taken-t", 0)] == 0
+
+
+def test_a_heartbeat_whose_member_record_cannot_be_written_is_refused(broker: rill.testing.TestBroker) -> None:
+    """What a member sends goes into its group's records in __consumer_offsets: a member id past 255 bytes, an
+    empty rack, a subscription that is no topic name, or one that makes the record larger than 16 KiB is
+    INVALID_REQUEST and changes nothing; the group's other members go on."""
+    _create(broker.bootstrap_servers, "bounded-t", 1)
+    w = Wire(broker.bootstrap_servers)
+    try:
+        def join(member: str, topics: list[str], rack: str | None = None) -> dict[str, Any]:
+            return w.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {"group_id": "bounded", "member_id": member,
+                                                             "member_epoch": 0, "rack_id": rack,
+                                                             "subscribed_topic_names": topics})  # fmt: skip
+
+        ok = join("m1", ["bounded-t"])
+        assert ok["error_code"] == 0, ok
+        refused = [join("x" * 256, ["bounded-t"]), join("m2", ["bounded-t"], rack=""), join("m2", ["no such/name"]),
+                   join("m2", [f"t{i:0>200}" for i in range(100)])]  # fmt: skip
+        assert [r["error_code"] for r in refused] == [ErrorCode.INVALID_REQUEST] * 4, refused
+        described = w.call(ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": ["bounded"]})["groups"][0]
+        assert [m["member_id"] for m in described["members"]] == ["m1"], described
+        again = w.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {"group_id": "bounded", "member_id": "m1",
+                                                          "member_epoch": ok["member_epoch"], "rack_id": None,
+                                                          "subscribed_topic_names": None})  # fmt: skip
+        assert again["error_code"] == 0, again
+    finally:
+        w.close()
+
+
+def test_a_consumer_group_cannot_take_the_id_of_a_share_group(broker: rill.testing.TestBroker) -> None:
+    """An OffsetCommit, a JoinGroup or a ConsumerGroupHeartbeat for the id of a share group answers
+    GROUP_ID_NOT_FOUND (before, a commit made a classic group of the id, and the share group's members were
+    refused from then on)."""
+    from rill.client.client import KafkaClient
+    from rill.client.connection import BrokerConnection
+    from rill.common import TopicPartition
+    from rill.errors import KafkaError
+
+    _create(broker.bootstrap_servers, "owned-t", 1)
+    w = Wire(broker.bootstrap_servers)
+    try:
+        joined = w.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+            "group_id": "owned", "member_id": "m1", "member_epoch": 0, "rack_id": None,
+            "subscribed_topic_names": ["owned-t"]})  # fmt: skip
+        assert joined["error_code"] == 0, joined
+        with KafkaClient(broker.bootstrap_servers, timeout_s=30) as client:
+            with pytest.raises(KafkaError) as refused:
+                client.commit_offsets("owned", {TopicPartition("owned-t", 0): 0})
+            assert refused.value.code == ErrorCode.GROUP_ID_NOT_FOUND
+            conn: BrokerConnection = client.coordinator("owned")
+            join = conn.request(ApiKey.JOIN_GROUP, {"group_id": "owned", "session_timeout_ms": 10000,
+                                                    "rebalance_timeout_ms": 10000, "member_id": "",
+                                                    "group_instance_id": None, "protocol_type": "consumer",
+                                                    "protocols": [{"name": "range", "metadata": b""}],
+                                                    "reason": None}, version=9)[1]  # fmt: skip
+            assert join["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND, join
+            heartbeat = conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, {
+                "group_id": "owned", "member_id": "c1", "member_epoch": 0, "instance_id": None, "rack_id": None,
+                "rebalance_timeout_ms": 10000, "subscribed_topic_names": ["owned-t"], "subscribed_topic_regex": None,
+                "server_assignor": None, "topic_partitions": []}, version=1)[1]  # fmt: skip
+            assert heartbeat["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND, heartbeat
+        again = w.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {"group_id": "owned", "member_id": "m1",
+                                                          "member_epoch": joined["member_epoch"], "rack_id": None,
+                                                          "subscribed_topic_names": None})  # fmt: skip
+        assert again["error_code"] == 0, again
+    finally:
+        w.close()

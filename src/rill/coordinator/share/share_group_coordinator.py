@@ -129,8 +129,9 @@ class ShareGroupCoordinator:
                     f"Epoch {member_epoch} is not the member's epoch {member.member_epoch}.",
                 )
         member.deadline_ms = now_ms + self.session_timeout_ms
-        if rack_id is not None:
+        if rack_id is not None and rack_id != member.rack_id:
             member.rack_id = rack_id
+            group.group_epoch += 1  # (its record changes)
         if subscribed is not None and tuple(sorted(set(subscribed))) != member.subscribed:
             member.subscribed = tuple(sorted(set(subscribed)))
             group.group_epoch += 1

@@ -41,6 +41,12 @@ _INT16 = struct.Struct(">h")
 
 KeyValue = tuple[bytes, bytes | None]
 MemberImage = tuple[str | None, str, str, tuple[str, ...]]  # rack, client id, client host, subscribed topics
+# A member whose record the log may hold, or not (a write that failed may have landed): never equal to an image
+# a heartbeat makes (no topic is named with a NUL), so the next write writes the member again or its tombstone.
+UNKNOWN_MEMBER: MemberImage = (None, "", "", ("\x00",))
+UNKNOWN_TOPICS: dict[str, tuple[uuid.UUID, int]] = {"\x00": (uuid.UUID(int=0), -1)}
+UNKNOWN_EPOCH = -2
+MAX_MEMBER_RECORD_BYTES = 16 * 1024  # a member whose record would be larger is refused (INVALID_REQUEST)
 
 
 @dataclass(slots=True)
@@ -78,32 +84,74 @@ def image_of(group: ShareGroup, topics: Mapping[str, tuple[uuid.UUID, int]]) -> 
     return StoredImage(group.group_epoch, {m.member_id: _member_image(m) for m in group.members.values()}, seen)
 
 
-def changes(group_id: str, stored: StoredImage, wanted: StoredImage) -> list[KeyValue]:
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One record of a write, and what it makes of the image once it is in the log."""
+
+    key: bytes
+    value: bytes | None
+    member_id: str | None = None  # a member's record (None: the topics' or the group's)
+
+    @property
+    def size(self) -> int:
+        return len(self.key) + len(self.value or b"") + 32
+
+
+def member_record(group_id: str, member_id: str, image: MemberImage) -> Change:
+    rack, client_id, client_host, subscribed = image
+    return Change(_key(MEMBER_METADATA, group_id, member_id), _value(MEMBER_METADATA, {
+        "rack_id": rack, "client_id": client_id, "client_host": client_host,
+        "subscribed_topic_names": list(subscribed)}), member_id)  # fmt: skip
+
+
+def changes(group_id: str, stored: StoredImage, wanted: StoredImage) -> list[Change]:
     """The records that take the log from ``stored`` to ``wanted``: members first, the epoch last."""
-    out: list[KeyValue] = []
+    out: list[Change] = []
     for member_id, image in wanted.members.items():
         if stored.members.get(member_id) != image:
-            rack, client_id, client_host, subscribed = image
-            out.append((_key(MEMBER_METADATA, group_id, member_id), _value(MEMBER_METADATA, {
-                "rack_id": rack, "client_id": client_id, "client_host": client_host,
-                "subscribed_topic_names": list(subscribed)})))  # fmt: skip
+            out.append(member_record(group_id, member_id, image))
     for member_id in stored.members:
         if member_id not in wanted.members:
-            out.append((_key(MEMBER_METADATA, group_id, member_id), None))
+            out.append(Change(_key(MEMBER_METADATA, group_id, member_id), None, member_id))
     if wanted.topics != stored.topics:
-        out.append((_key(STATE_PARTITION_METADATA, group_id), _value(STATE_PARTITION_METADATA, {
+        out.append(Change(_key(STATE_PARTITION_METADATA, group_id), _value(STATE_PARTITION_METADATA, {
             "initialized_topics": [{"topic_id": tid, "topic_name": name, "partitions": list(range(count))}
                                    for name, (tid, count) in sorted(wanted.topics.items())],
             "deleting_topics": []})))  # fmt: skip
     if wanted.epoch != stored.epoch:
-        out.append((_key(GROUP_METADATA, group_id), _value(GROUP_METADATA, {"epoch": wanted.epoch})))
+        out.append(Change(_key(GROUP_METADATA, group_id), _value(GROUP_METADATA, {"epoch": wanted.epoch})))
     return out
 
 
-def tombstones(group_id: str, stored: StoredImage) -> list[KeyValue]:
+def applied(stored: StoredImage, wanted: StoredImage, written: list[Change]) -> StoredImage:
+    """``stored`` once the records ``written`` (of ``changes(stored, wanted)``) are in the log."""
+    members = dict(stored.members)
+    topics, epoch = stored.topics, stored.epoch
+    for c in written:
+        if c.member_id is not None:
+            if c.value is None:
+                members.pop(c.member_id, None)
+            else:
+                members[c.member_id] = wanted.members[c.member_id]
+        elif _INT16.unpack_from(c.key, 0)[0] == STATE_PARTITION_METADATA:
+            topics = wanted.topics
+        else:
+            epoch = wanted.epoch
+    return StoredImage(epoch, members, topics)
+
+
+def unknown(stored: StoredImage, attempted: list[Change]) -> StoredImage:
+    """What the log may hold after a write of ``attempted`` failed (it may have landed, wholly or not at all): the
+    members of either are unknown, and so are the topics and the epoch."""
+    members = {m: UNKNOWN_MEMBER for m in stored.members}
+    members.update((c.member_id, UNKNOWN_MEMBER) for c in attempted if c.member_id is not None)
+    return StoredImage(UNKNOWN_EPOCH, members, dict(UNKNOWN_TOPICS))
+
+
+def tombstones(group_id: str, stored: StoredImage) -> list[Change]:
     """The records that delete the group: its members', its topics' and its own."""
-    out: list[KeyValue] = [(_key(MEMBER_METADATA, group_id, m), None) for m in stored.members]
-    return [*out, (_key(STATE_PARTITION_METADATA, group_id), None), (_key(GROUP_METADATA, group_id), None)]
+    out = [Change(_key(MEMBER_METADATA, group_id, m), None, m) for m in stored.members]
+    return [*out, Change(_key(STATE_PARTITION_METADATA, group_id), None), Change(_key(GROUP_METADATA, group_id), None)]
 
 
 class ShareGroupReplay:

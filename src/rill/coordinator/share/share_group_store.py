@@ -24,6 +24,8 @@ from rill.records.record import Record
 
 log = logging.getLogger(__name__)
 
+WRITE_BYTES = 512 * 1024  # the most one write of a group's records takes (__consumer_offsets takes 1 MiB batches)
+
 
 class ShareGroupStore:
     def __init__(self, coordinator: ShareGroupCoordinator, group_coordinator: Any, topics: TopicsView) -> None:
@@ -41,31 +43,37 @@ class ShareGroupStore:
             return
         lost = {p for p, epoch in self.loaded.items() if led.get(p) != epoch}
         gained = {p for p, epoch in led.items() if self.loaded.get(p) != epoch}
-        self.loaded = dict(led)
+        for p in lost:
+            del self.loaded[p]
         partition_for = self._groups.partition_for
         for group_id in [g for g in [*self.coordinator.groups, *self.stored] if partition_for(g) in lost]:
             self.coordinator.groups.pop(group_id, None)
             self.stored.pop(group_id, None)
-        if not gained:
-            return
         started = time.monotonic()
         replay = records.ShareGroupReplay()
         count = 0
+        loading = set()
         for p in sorted(gained):
             partition = manager.replica_manager.partitions().get(TopicPartition(OFFSETS_TOPIC, p))
-            if partition is not None:
-                count += records.load_partition_log(partition.log, replay)
+            if partition is None:
+                continue  # not taken over by the replica manager yet: loaded at a later request
+            count += records.load_partition_log(partition.log, replay)
+            loading.add(p)
+        if not loading:
+            return
         now_ms = int(time.time() * 1000)
         for group_id, (group, image) in replay.finish(now_ms, self.coordinator.session_timeout_ms).items():
-            if partition_for(group_id) not in gained:
+            if partition_for(group_id) not in loading:
                 continue
             self.coordinator.groups[group_id] = group
             self.stored[group_id] = image
             self.coordinator.refresh(group)
+        self.loaded.update((p, led[p]) for p in loading)
         log.info("Loaded the share groups of %s partitions %s: %d record(s) in %.1f ms", OFFSETS_TOPIC,
-                 sorted(gained), count, (time.monotonic() - started) * 1000)  # fmt: skip
+                 sorted(loading), count, (time.monotonic() - started) * 1000)  # fmt: skip
 
-    def _lock(self, group_id: str) -> asyncio.Lock:
+    def lock(self, group_id: str) -> asyncio.Lock:
+        """The group's lock: its writes, and a deletion from its first step to its tombstones, one at a time."""
         lock = self._locks.get(group_id)
         if lock is None:
             lock = self._locks[group_id] = asyncio.Lock()
@@ -77,38 +85,55 @@ class ShareGroupStore:
         stored = self.stored.get(group_id)
         if group is None or (stored is not None and stored.epoch == group.group_epoch):
             return ErrorCode.NO_ERROR
-        async with self._lock(group_id):
+        async with self.lock(group_id):
+            self.follow_leadership()  # (it may have moved, and come back, while this waited)
             group = self.coordinator.groups.get(group_id)
             if group is None:
                 return ErrorCode.NO_ERROR
-            wanted = records.image_of(group, self._topics())
-            code = await self._write(group_id, records.changes(group_id, self.stored.get(group_id)
-                                                               or records.StoredImage(), wanted))  # fmt: skip
-            if code == ErrorCode.NO_ERROR and self.coordinator.groups.get(group_id) is group:
-                self.stored[group_id] = wanted
-            return code
+            return await self._write_changes(group_id, records.image_of(group, self._topics()))
 
-    async def delete(self, group_id: str) -> ErrorCode:
-        """Write the group's tombstones (its records, as the log holds them)."""
-        async with self._lock(group_id):
-            stored = self.stored.get(group_id) or records.StoredImage()
-            code = await self._write(group_id, records.tombstones(group_id, stored))
-            if code == ErrorCode.NO_ERROR:
-                self.stored.pop(group_id, None)
-                self._locks.pop(group_id, None)
-            return code
+    async def delete_locked(self, group_id: str) -> ErrorCode:
+        """Write the group's tombstones (of every record the log may hold of it); the caller holds its lock."""
+        stored = self.stored.get(group_id) or records.StoredImage()
+        changes = records.tombstones(group_id, stored)
+        code = await self._write(group_id, changes)
+        if code == ErrorCode.NO_ERROR:
+            self.stored.pop(group_id, None)
+        else:
+            self.stored[group_id] = records.unknown(stored, changes)
+        return code
 
-    async def _write(self, group_id: str, kvs: list[records.KeyValue]) -> ErrorCode:
-        if not kvs:
+    async def _write_changes(self, group_id: str, wanted: records.StoredImage) -> ErrorCode:
+        """Write the records from what the log holds to ``wanted``, in batches no larger than ``WRITE_BYTES``
+        (members first, the epoch last), each one's effect kept as it lands."""
+        stored = self.stored.get(group_id) or records.StoredImage()
+        changes = records.changes(group_id, stored, wanted)
+        while changes:
+            batch: list[records.Change] = []
+            size = 0
+            while changes and (not batch or size + changes[0].size <= WRITE_BYTES):
+                size += changes[0].size
+                batch.append(changes.pop(0))
+            code = await self._write(group_id, batch)
+            if code != ErrorCode.NO_ERROR:
+                self.stored[group_id] = records.unknown(stored, batch)  # it may have landed: written again
+                return code
+            stored = self.stored[group_id] = records.applied(stored, wanted, batch)
+        return ErrorCode.NO_ERROR
+
+    async def _write(self, group_id: str, changes: list[records.Change]) -> ErrorCode:
+        if not changes:
             return ErrorCode.NO_ERROR
         manager = self._groups.manager
+        partition = self._groups.partition_for(group_id)
+        epoch = self.loaded.get(partition)
         now = int(time.time() * 1000)
         try:
-            write = manager._append(group_id, [Record(0, now, k, v) for k, v in kvs], offsets=False)
+            write = manager._append(group_id, [Record(0, now, c.key, c.value) for c in changes], offsets=False)
         except KafkaError as e:
             log.debug("Share group %s: its records were not written: %s", group_id, e.message)
             return e.code
         code: ErrorCode = await manager.complete(write, offsets=False)  # acks=all: once the ISR has it
-        if code == ErrorCode.NO_ERROR and (moved := self._groups.not_serving(group_id)) is not None:
-            return ErrorCode(moved)  # the coordinator moved meanwhile
+        if code == ErrorCode.NO_ERROR and (manager.led_partitions().get(partition) != epoch or epoch is None):
+            return ErrorCode.NOT_COORDINATOR  # the coordinator moved meanwhile
         return code
