@@ -3,8 +3,8 @@ the first time it is needed, as Kafka does: not while fewer brokers than its rep
 (COORDINATOR_NOT_AVAILABLE, which clients retry), so a cluster starting up or with brokers down never gets an
 internal topic with fewer replicas than configured, one it could never repair; a topic another broker created
 meanwhile is taken as is.
-And loading an internal topic's partition: its batches chunk by chunk (``iter_log_chunks``), and the records a
-coordinator cannot read (``UnreadableRecords``)."""
+And loading an internal topic's partition: its batches chunk by chunk (``iter_log_chunks``), the records of its
+plain batches (``iter_plain_records``), and the records a coordinator cannot read (``UnreadableRecords``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from rill.errors import ErrorCode, KafkaError
 from rill.metadata.store import MetadataStore
-from rill.records.record import iter_batch_views
+from rill.records.record import Record, decode_batch_records, iter_batch_views
 
 log = logging.getLogger(__name__)
 
@@ -96,3 +96,18 @@ def iter_log_chunks(plog: Any, where: object) -> Iterator[list[LoadedBatch]]:
         if not chunk:
             return
         yield chunk
+
+
+def iter_plain_records(plog: Any, where: str) -> Iterator[Record]:
+    """The records of a partition log's batches that are neither control batches nor transactional, in log
+    order; a batch that cannot be read is logged and skipped."""
+    for chunk in iter_log_chunks(plog, where):
+        for batch in chunk:
+            if batch.attributes & 0x30:  # control or transactional
+                continue
+            try:
+                records: list[Record] = decode_batch_records(batch.view)
+            except Exception as e:
+                log.warning("Skipped an unreadable batch of %s at offset %d: %s", where, batch.base_offset, e)
+                continue
+            yield from records

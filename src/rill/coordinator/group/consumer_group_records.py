@@ -27,9 +27,8 @@ from rill.coordinator.group.consumer_group import (
     ConsumerGroupMember,
     MemberState,
 )
-from rill.coordinator.internal_topics import iter_log_chunks
+from rill.coordinator.internal_topics import iter_plain_records
 from rill.protocol import decode_versioned, encode_versioned
-from rill.records.record import Record, decode_batch_records
 
 log = logging.getLogger(__name__)
 
@@ -257,18 +256,9 @@ def load_partition_log(plog: Any, replay: ConsumerGroupReplay) -> int:
     """Replay the consumer group records of one ``__consumer_offsets`` partition log (they are never
     transactional; control and transactional batches are left to the offsets' loader). Returns the count."""
     count = 0
-    for chunk in iter_log_chunks(plog, "__consumer_offsets"):
-        for batch in chunk:
-            if batch.attributes & 0x30:  # control or transactional
-                continue
-            try:
-                records: list[Record] = decode_batch_records(batch.view)
-            except Exception as e:
-                log.warning("Skipped an unreadable batch of __consumer_offsets at offset %d: %s", batch.base_offset, e)
-                continue
-            for record in records:
-                if is_consumer_group_key(record.key):
-                    assert record.key is not None
-                    replay.replay(record.key, record.value, record.offset)
-                    count += 1
+    for record in iter_plain_records(plog, "__consumer_offsets"):
+        if is_consumer_group_key(record.key):
+            assert record.key is not None
+            replay.replay(record.key, record.value, record.offset)
+            count += 1
     return count

@@ -21,10 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rill.coordinator.internal_topics import iter_log_chunks
+from rill.coordinator.internal_topics import iter_plain_records
 from rill.coordinator.share.share_group_coordinator import ShareGroup, ShareMember
 from rill.protocol import decode_versioned, encode_versioned
-from rill.records.record import decode_batch_records
 
 log = logging.getLogger(__name__)
 
@@ -209,17 +208,8 @@ def load_partition_log(plog: Any, replay: ShareGroupReplay) -> int:
     """Replay the share group records of one ``__consumer_offsets`` partition log (never transactional).
     Returns the count."""
     count = 0
-    for chunk in iter_log_chunks(plog, "__consumer_offsets"):
-        for batch in chunk:
-            if batch.attributes & 0x30:  # control or transactional
-                continue
-            try:
-                records = decode_batch_records(batch.view)
-            except Exception as e:
-                log.warning("Skipped an unreadable batch of __consumer_offsets at offset %d: %s", batch.base_offset, e)
-                continue
-            for record in records:
-                if record.key is not None and is_share_group_key(record.key):
-                    replay.replay(record.key, record.value, record.offset)
-                    count += 1
+    for record in iter_plain_records(plog, "__consumer_offsets"):
+        if record.key is not None and is_share_group_key(record.key):
+            replay.replay(record.key, record.value, record.offset)
+            count += 1
     return count
