@@ -45,6 +45,9 @@ def test_metadata_and_describe_cluster_list_every_broker_and_the_controller(rill
 def test_create_topic_with_replication_factor_places_three_replicas(rill3: TestCluster) -> None:
     create_topic(rill3, "ad-rf3", partitions=6, replication_factor=3)
     _wait_isr(rill3, "ad-rf3", 6)
+    # (the broker that answers Metadata learns the ISR from ZooKeeper a moment after it is written there)
+    rill3.wait_for(lambda: all(len(p.isrs) == 3 for p in admin(rill3).list_topics("ad-rf3", timeout=10)
+                               .topics["ad-rf3"].partitions.values()), 30, "full ISRs in the metadata")  # fmt: skip
     md = admin(rill3).list_topics("ad-rf3", timeout=10).topics["ad-rf3"]
     assert sorted(md.partitions) == list(range(6))
     leaders = []

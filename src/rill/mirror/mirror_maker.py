@@ -472,7 +472,10 @@ class MirrorMaker:
             self._commit(force=True)
             self._sync_groups()
         finally:
-            self._consumer.close()
+            try:  # (its progress is committed above: a close that times out leaves nothing behind)
+                self._consumer.close()
+            except Exception as e:  # librdkafka's close may raise its error under load
+                log.warning("closing the source consumer: %s", e)
             if self._txn is not None:
                 self._txn.close()
             self._sync_store.close()
