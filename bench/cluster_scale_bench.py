@@ -1,6 +1,6 @@
 """The scale of a three-broker cluster: many partitions, replication factor 3, and its failovers.
 
-`python bench/cluster_scale_bench.py [--partitions N] [--per-topic N] [--idle-seconds S]`
+`python bench/cluster_scale_bench.py [--partitions N] [--per-topic N] [--idle-seconds S] [--profile DIR]`
 
 ZooKeeper and three `rill broker` processes on this machine (rill.testing.cluster.TestCluster, with its settings:
 ZooKeeper session timeout 4 s, replica.fetch.wait.max.ms 200). Topics of `--per-topic` partitions, replication
@@ -28,6 +28,7 @@ from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import cpu_seconds, rss_kib
+from bench.profiling import maybe_profile, render, summarize
 from rill.testing.cluster import TestCluster
 
 STARTUP_TIMEOUT_S = 1800.0
@@ -84,6 +85,7 @@ def main() -> None:
     ap.add_argument("--idle-seconds", type=float, default=10.0)
     ap.add_argument("--poll", type=float, default=0.5, help="seconds between two Metadata requests while waiting")
     ap.add_argument("--timeout", type=float, default=1800.0, help="longest wait of any step, in seconds")
+    ap.add_argument("--profile", type=Path, help="record broker 0 with py-spy while idle, into this directory")
     args = ap.parse_args()
     sizes = [args.per_topic] * (args.partitions // args.per_topic)
     if args.partitions % args.per_topic:
@@ -123,7 +125,11 @@ def main() -> None:
         row("then until every ISR holds all 3 replicas", f"{in_sync:.1f} s (from the last CreateTopics' answer, "
             f"{time.monotonic() - t_all:.0f} s from the first)")  # fmt: skip
         time.sleep(3)  # the fetchers' sessions settle
-        cpu = _cpu(c, args.idle_seconds)
+        out = args.profile / f"idle-{total}.txt" if args.profile else None
+        with maybe_profile(c.pid(0), out):
+            cpu = _cpu(c, args.idle_seconds)
+        if out is not None and out.exists():
+            print(render(f"broker 0, idle ({out})", summarize(out, top=25)), file=sys.stderr, flush=True)
         row(f"idle CPU, {args.idle_seconds:g} s without clients", ", ".join(f"{x:.0f}%" for x in cpu)
             + " of a core (brokers 0, 1, 2)")  # fmt: skip
         rss = {b: rss_kib(c.pid(b)) for b in c.brokers}
