@@ -130,7 +130,7 @@ def main() -> None:
             cpu = _cpu(c, args.idle_seconds)
         if out is not None and out.exists():
             print(render(f"broker 0, idle ({out})", summarize(out, top=25)), file=sys.stderr, flush=True)
-        row(f"idle CPU, {args.idle_seconds:g} s without clients", ", ".join(f"{x:.0f}%" for x in cpu)
+        row(f"idle CPU, {args.idle_seconds:g} s without clients", ", ".join(f"{x:.1f}%" for x in cpu)
             + " of a core (brokers 0, 1, 2)")  # fmt: skip
         rss = {b: rss_kib(c.pid(b)) for b in c.brokers}
         per = sum(rss[b] - rss0[b] for b in c.brokers) / (3 * total)
