@@ -18,6 +18,8 @@ failover times are that coarse.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -144,16 +146,23 @@ def main() -> None:
         others = sorted(live - {controller})
         survivors = AdminClient({"bootstrap.servers": ",".join(c.broker(b).bootstrap_servers for b in others),
                                  "log_level": 2})  # fmt: skip
-        t0 = time.monotonic()
-        c.kill(controller)
-        while _controller_from(survivors, controller) < 0:
-            if time.monotonic() - t0 > args.timeout:
-                raise SystemExit("no new controller")
-            time.sleep(0.1)
-        t_ctrl = time.monotonic() - t0
-        _wait(survivors, topics, lambda ps: all(leader in others for leader, _ in ps), args.poll, args.timeout,
-              "every partition led by a live broker")  # fmt: skip
-        t_lead = time.monotonic() - t0
+        outs = {b: args.profile / f"failover-{b}-{total}.txt" if args.profile else None for b in others}
+        with contextlib.ExitStack() as profiles:
+            for b in others:
+                profiles.enter_context(maybe_profile(c.pid(b), outs[b]))
+            t0 = time.monotonic()
+            c.kill(controller)
+            while _controller_from(survivors, controller) < 0:
+                if time.monotonic() - t0 > args.timeout:
+                    raise SystemExit("no new controller")
+                time.sleep(0.1)
+            t_ctrl = time.monotonic() - t0
+            _wait(survivors, topics, lambda ps: all(leader in others for leader, _ in ps), args.poll, args.timeout,
+                  "every partition led by a live broker")  # fmt: skip
+            t_lead = time.monotonic() - t0
+        for b, out in outs.items():
+            if out is not None and out.exists():
+                print(render(f"broker {b}, failover ({out})", summarize(out, top=25)), file=sys.stderr, flush=True)
         row(f"SIGKILL the controller (broker {controller}, leader of {led:,})",
             f"new controller in {t_ctrl:.1f} s, every partition led by a live broker in {t_lead:.1f} s")
         t0 = time.monotonic()
@@ -181,6 +190,11 @@ def main() -> None:
               "leaders moved")  # fmt: skip
         row(f"clean stop of broker {victim} (leader of {led:,})", f"exited after {t_exit:.1f} s; then "
             f"{still} partitions without a live leader, none after {time.monotonic() - t0:.1f} s")  # fmt: skip
+        if args.profile:  # the brokers' logs beside the profiles (the cluster's directory goes with it)
+            for b in c.brokers:
+                log_path = c.broker(b).log_path
+                if log_path is not None and log_path.exists():
+                    shutil.copy(log_path, args.profile / f"broker-{b}-{total}.log")
     print(f"| three brokers, {total:,} partitions RF 3 ({3 * total:,} replicas) | |\n| --- | --- |")
     for what, value in rows:
         print(f"| {what} | {value} |")
