@@ -56,7 +56,6 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from rill.controller.election import Election, elect
 from rill.metadata import zk_layout as zl
-from rill.metadata.zk_image import get_all
 from rill.metadata.zk_watches import lasting_children_watch
 
 log = logging.getLogger(__name__)
@@ -344,17 +343,16 @@ class KafkaController:
             assignment = self._assignment(topic)
             if assignment is None:
                 continue
-            assigned = sorted(assignment.partitions.items())
-            states = get_all(self.zk, [zl.state_path(topic, p) for p, _ in assigned])  # in flight together
-            for (p, replicas), read in zip(assigned, states, strict=True):
-                current: zl.LeaderAndIsr | None = None
-                version = -1
-                if read is not None:
-                    try:
-                        current, version = zl.decode_state(read[0], read[1].version), read[1].version
-                    except zl.MalformedZnode as e:  # left as it is: rewriting it could lower its leader epoch
-                        log.warning("Partition %s-%d skipped: its state cannot be read (%s)", topic, p, e)
-                        continue
+            for p, replicas in sorted(assignment.partitions.items()):
+                try:
+                    data, stat = self.zk.get(zl.state_path(topic, p))
+                    current: zl.LeaderAndIsr | None = zl.decode_state(data, stat.version)
+                    version = stat.version
+                except NoNodeError:
+                    current, version = None, -1
+                except zl.MalformedZnode as e:  # left as it is: rewriting it could lower its leader epoch
+                    log.warning("Partition %s-%d skipped: its state cannot be read (%s)", topic, p, e)
+                    continue
                 unclean = self.unclean
                 if current is not None and not any(r in live for r in current.isr):  # only then does it matter
                     if topic not in unclean_by_topic:

@@ -9,11 +9,9 @@ one (it was answered before a change the image already shows) never undoes it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
-from kazoo.protocol.states import ZnodeStat
 
 from rill.metadata import zk_layout as zl
 from rill.metadata.store import BrokerInfo, PartitionState, TopicState, is_older, valid_stored_configs
@@ -52,27 +50,6 @@ def read_configs(zk: KazooClient, path: str) -> dict[str, str]:
         return zl.decode_configs(zk.get(path)[0])
     except NoNodeError:
         return {}
-
-
-# Reads one caller keeps in flight at once: enough to hide the round trips, few enough not to queue the other
-# brokers' requests behind a burst on the ZooKeeper server they share (its globalOutstandingLimit is 1,000).
-GET_WINDOW = 100
-
-
-def get_all(zk: KazooClient, paths: Sequence[str]) -> list[tuple[bytes, ZnodeStat] | None]:
-    """Each znode's data and stat (None: it does not exist), read ``GET_WINDOW`` requests in flight at a time:
-    one round trip's wait per window instead of one per znode, which with thousands of partitions and a busy broker
-    (each wait also waits for the interpreter lock) is the difference between milliseconds and seconds. ZooKeeper
-    answers a session's requests in order, as it would sequential reads."""
-    out: list[tuple[bytes, ZnodeStat] | None] = []
-    for start in range(0, len(paths), GET_WINDOW):
-        pending = [zk.get_async(path) for path in paths[start : start + GET_WINDOW]]
-        for answer in pending:
-            try:
-                out.append(answer.get())
-            except NoNodeError:
-                out.append(None)
-    return out
 
 
 def read_topic(zk: KazooClient, name: str) -> TopicState | None:
