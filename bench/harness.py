@@ -83,6 +83,14 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
+def rss_kib(pid: int) -> int:
+    """A process's resident memory (VmRSS), in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
 class BrokerCpu:
     """Broker CPU time spent between ``__init__`` and ``per_mb``: microseconds per MB moved."""
 

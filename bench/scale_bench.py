@@ -22,14 +22,10 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import rss_kib
 from rill.testing import TestBroker
-
-
-def _rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 def _fds(pid: int) -> int:
@@ -55,7 +51,7 @@ def main() -> None:
     try:
         b.start()
         pid = _pid(b)
-        fds0, rss0 = _fds(pid), _rss_kib(pid)
+        fds0, rss0 = _fds(pid), rss_kib(pid)
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         topics = [f"scale{i}" for i in range(args.partitions // args.per_topic)]
         times: list[float] = []
@@ -65,7 +61,7 @@ def main() -> None:
                 f.result(600)
             times.append(time.monotonic() - t)
         total = len(topics) * args.per_topic
-        fds1, rss1 = _fds(pid), _rss_kib(pid)
+        fds1, rss1 = _fds(pid), rss_kib(pid)
         rows.append((f"create {len(topics)} x {args.per_topic} partitions", f"{sum(times):.1f} s (per request "
                      f"{min(times):.2f}-{max(times):.2f} s, last {times[-1]:.2f} s)"))  # fmt: skip
         rows.append(("open descriptors per partition", f"{(fds1 - fds0) / total:.2f} ({fds1} in all)"))

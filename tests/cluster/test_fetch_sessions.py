@@ -2,7 +2,9 @@
 fetch a follower names only the partitions whose fetch offset changed, every record is replicated (the high
 watermark, held by the whole ISR, reaches every record produced), and a session the leader does not know
 (FETCH_SESSION_ID_NOT_FOUND) or a wrong epoch (INVALID_FETCH_SESSION_EPOCH) sends the follower back to a full
-fetch, from which it goes on.
+fetch, from which it goes on. A leader neither reads nor answers the partitions of a session with nothing new
+(the quiet ones), yet an idle follower stays in every ISR, and an append to a quiet partition wakes the waiting
+fetch at once (the followers wait up to 2 s here, so a missed wake would hold an acks=all produce that long).
 
 The follower's Fetch requests pass through the test's proxies (``interceptors=True``), which record them and,
 for the error cases, rewrite one request's session fields.
@@ -10,6 +12,8 @@ for the error cases, rewrite one request's session fields.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,18 +23,20 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from tests.cluster._helpers import create_topic
 
 from rill.protocol import ApiKey
-from rill.testing.cluster import TestCluster, cluster
+from rill.testing.cluster import CLUSTER_DEFAULTS, TestCluster, cluster
 from rill.testing.interceptor import Intercepted, Rule
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 TOPIC = "sessions"
 PARTITIONS = 12
+FETCH_WAIT_MS = 2000  # replica.fetch.wait.max.ms (a third of the test cluster's replica.lag.time.max.ms)
 
 
 @pytest.fixture(scope="module")
 def c() -> Iterator[TestCluster]:
-    with cluster(3, interceptors=True, auto_leader_rebalance_enable="false") as running:
+    with cluster(3, interceptors=True, auto_leader_rebalance_enable="false",
+                 replica_fetch_wait_max_ms=str(FETCH_WAIT_MS)) as running:  # fmt: skip
         create_topic(running, TOPIC, PARTITIONS, 3)
         running.wait_for(lambda: all(len(running.isr(TOPIC, p)) == 3 for p in range(PARTITIONS)), 60, "full ISRs")
         yield running
@@ -111,3 +117,47 @@ def test_a_session_error_sends_the_follower_back_to_a_full_fetch(c: TestCluster,
     _produce(c, 300)
     _replicated(c, total + 300)
     c.interceptor(leader).clear()
+
+
+def _state_versions(c: TestCluster) -> dict[int, tuple[int, list[int]]]:
+    """Each partition's state znode version (every ISR change writes it) and ISR."""
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=c.zookeeper.connect_string + c.chroot, timeout=5.0)
+    zk.start(10)
+    try:
+        out = {}
+        for p in range(PARTITIONS):
+            data, stat = zk.get(f"/brokers/topics/{TOPIC}/partitions/{p}/state")
+            out[p] = (stat.version, json.loads(data)["isr"])
+        return out
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_an_idle_follower_stays_in_every_isr(c: TestCluster) -> None:
+    """Nothing is produced for twice replica.lag.time.max.ms: the leaders answer the followers' fetches of quiet
+    partitions without reading them, but still record each follower as caught up, so no ISR changes."""
+    _produce(c, PARTITIONS)
+    _replicated(c, _high_watermarks(c))
+    before = _state_versions(c)
+    assert all(len(isr) == 3 for _, isr in before.values())
+    lag_s = int(CLUSTER_DEFAULTS["replica.lag.time.max.ms"]) / 1000
+    time.sleep(2 * lag_s + 1)  # the leaders' ISR checks run every half lag time: four of them
+    assert _state_versions(c) == before
+
+
+def test_an_append_to_a_quiet_partition_wakes_the_followers_at_once(c: TestCluster) -> None:
+    """One record at a time, acks=all, to each partition in turn while the others are quiet: each is acknowledged
+    as soon as the followers fetched it, not when their fetches' wait (2 s) runs out."""
+    producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "linger.ms": 0})
+    producer.produce(TOPIC, b"warm", partition=0)
+    assert producer.flush(30) == 0
+    took = []
+    for p in range(PARTITIONS):
+        t0 = time.monotonic()
+        producer.produce(TOPIC, b"x", partition=p)
+        assert producer.flush(30) == 0
+        took.append(time.monotonic() - t0)
+    assert max(took) < FETCH_WAIT_MS / 2000, [round(t, 3) for t in took]

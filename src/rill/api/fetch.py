@@ -9,8 +9,10 @@ a batch larger than its limits.
 Incremental fetch sessions (KIP-227, rill.api.fetch_session): a full fetch with session epoch 0 opens a
 session (its id in the response) if the broker's cache has room; the next fetches of that session name only the
 partitions that changed, were added or are forgotten, and are answered with only the partitions that have
-something new. Every partition of the session is still read each time (that is how the broker knows what is
-new), but the request and response no longer carry the quiet ones. Epoch -1 fetches without a session.
+something new. A consumer's session is read in full at each fetch (that is how the broker knows what is new); a
+follower's skips its quiet partitions: those it fetches from the log end, already caught up, in the ISR and told
+the high watermark (which is the log end), the last stable offset and the log start as they are now. Each costs a
+few comparisons and records the follower caught up, as its read would. Epoch -1 fetches without a session.
 
 A consumer's ``isolation_level`` 1 (read_committed) reads up to each partition's last stable offset and gets the
 aborted transactions (producer id, first offset) overlapping the data returned, which it drops; read_uncommitted
@@ -267,6 +269,33 @@ def _wanted_of(ctx: RequestContext, partitions: Iterable[tuple[PartitionKey, Cac
     return wanted, names
 
 
+def _quiet_split(ctx: RequestContext, session: FetchSession, replica_id: int,
+                 record: bool) -> tuple[list[tuple[PartitionKey, CachedPartition]], list[TopicPartition]]:  # fmt: skip
+    """A follower's incremental fetch: the session's partitions to read, and those with nothing to read or tell
+    (``Partition.quiet_follower_fetch``, and the follower told their last stable offset and log start already),
+    which are neither read nor answered, only watched while the fetch waits. With ``record`` (the fetch's first
+    pass), the follower's fetch of each quiet one is recorded as its read would record it."""
+    hosted = ctx.services.replica_manager.partitions()
+    now_ms = int(time.time() * 1000) if record else None
+    active: list[tuple[PartitionKey, CachedPartition]] = []
+    quiet: list[TopicPartition] = []
+    for item in session.partitions.items():
+        c = item[1]
+        tp = c.tp
+        if tp is None and c.topic is not None:
+            tp = c.tp = TopicPartition(c.topic, c.partition)
+        partition = hosted.get(tp) if tp is not None else None
+        if (partition is not None and c.high_watermark == c.fetch_offset
+                and c.leader_log_start_offset == partition.log_start_offset
+                and c.last_stable_offset == partition.last_stable_offset
+                and partition.quiet_follower_fetch(replica_id, c.fetch_offset, c.current_leader_epoch,
+                                                   c.log_start_offset, now_ms)):  # fmt: skip
+            quiet.append(partition.tp)
+        else:
+            active.append(item)
+    return active, quiet
+
+
 @handler(ApiKey.FETCH, 4, 17)
 async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
     session_id = request.get("session_id", INVALID_SESSION_ID)
@@ -306,7 +335,15 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
             partitions = session.partitions
     expected_epoch = session.epoch if session is not None else FINAL_EPOCH
 
-    wanted, names = _wanted_of(ctx, partitions.items(), uses_ids, replica_id)
+    # A follower's incremental fetch reads only the partitions with something to read or tell; the quiet ones cost
+    # a few comparisons each (``_quiet_split``), so a leader's idle followers cost little however many partitions.
+    quiet_path = session is not None and replica_id >= 0 and authorize_cluster(ctx, AclOperation.CLUSTER_ACTION)
+    quiet: list[TopicPartition] = []
+    if session is not None and quiet_path:
+        active, quiet = _quiet_split(ctx, session, replica_id, record=True)
+        wanted, names = _wanted_of(ctx, active, uses_ids, replica_id)
+    else:
+        wanted, names = _wanted_of(ctx, partitions.items(), uses_ids, replica_id)
     max_bytes = request.get("max_bytes", 0x7FFFFFFF)
     min_bytes = request["min_bytes"]
     committed_only = replica_id < 0
@@ -322,7 +359,7 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
         max_bytes = int(min(max_bytes, fetch_quota.max_value_in_quota_window(user, client_id)))
         min_bytes = min(min_bytes, max_bytes)
     deadline = time.monotonic() + max(request["max_wait_ms"], 0) / 1000.0
-    watch = [w.tp for ws in wanted for w in ws if w.tp is not None and not w.denied]
+    watch = [w.tp for ws in wanted for w in ws if w.tp is not None and not w.denied] + quiet
     rm = ctx.services.replica_manager
     first = True
     while True:
@@ -338,6 +375,9 @@ async def handle_fetch(ctx: RequestContext, request: Body) -> Body:
         if not committed_only and _high_watermark_moved(rm, replica_id, wanted, parts):
             break
         await rm.wait_for_appends(watch, remaining)
+        if session is not None and quiet_path:  # what woke the fetch may be a quiet partition's append
+            active, quiet = _quiet_split(ctx, session, replica_id, record=False)
+            wanted, names = _wanted_of(ctx, active, uses_ids, replica_id)
     if not committed_only:
         for tp, hw in _answered(wanted, parts):
             rm.high_watermark_sent(tp, replica_id, hw)

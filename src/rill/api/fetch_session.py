@@ -33,6 +33,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rill.common import TopicPartition
+
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0  # a full fetch that asks for a session
 FINAL_EPOCH = -1  # a full fetch without a session (and the end of any session it names)
@@ -64,6 +66,7 @@ class CachedPartition:
     high_watermark: int = -1  # as last sent; -1 after an error, so the partition is sent again once it clears
     last_stable_offset: int = -1
     leader_log_start_offset: int = -1
+    tp: TopicPartition | None = None  # the partition by name, once a follower's fetch looked it up
 
     def update_request(self, other: CachedPartition) -> None:
         """Take the fetch parameters of ``other`` (the same partition named again)."""

@@ -210,6 +210,26 @@ class Partition:
             follower.last_caught_up_ms = now_ms
         return self.maybe_increment_high_watermark()
 
+    def quiet_follower_fetch(self, replica_id: int, fetch_offset: int, leader_epoch: int, log_start_offset: int,
+                             now_ms: int | None) -> bool:  # fmt: skip
+        """Whether a follower's fetch of this partition has nothing to read and moves nothing: this replica leads
+        at ``leader_epoch`` (-1: not checked), the follower is in the ISR, its last fetch was from ``fetch_offset``
+        already, and that is the log end, the high watermark and the high watermark last sent to it. With
+        ``now_ms``, such a fetch is recorded as ``update_follower_fetch_state`` records it (fetched and caught up
+        at ``now_ms``), without the read. False: the fetch takes the full path."""
+        state = self.state
+        follower = self.followers.get(replica_id)
+        log = self.log
+        if (state.leader != self.node_id or follower is None or follower.log_end_offset != fetch_offset
+                or fetch_offset != log.log_end_offset or fetch_offset != log.high_watermark
+                or follower.last_sent_high_watermark != fetch_offset or replica_id not in state.isr
+                or (leader_epoch >= 0 and leader_epoch != state.leader_epoch)):  # fmt: skip
+            return False
+        if now_ms is not None:
+            follower.last_fetch_ms = follower.last_caught_up_ms = now_ms
+            follower.log_start_offset = log_start_offset
+        return True
+
     def out_of_sync_replicas(self, now_ms: int, lag_time_max_ms: int) -> list[int]:
         """The followers in the ISR that have not been caught up for ``lag_time_max_ms`` (Kafka's ISR shrink
         rule; a follower never heard from counts from when this replica became leader). None while a change of the
