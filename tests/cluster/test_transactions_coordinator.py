@@ -126,8 +126,10 @@ def test_the_coordinator_fails_over_and_open_transactions_end_atomically(txn3: T
     old = before["coordinator"]
     txn3.kill(old)
     try:
-        txn3.wait_for(lambda: _describe(txn3, txn_id)["coordinator"] not in (old, -1), timeout=40,
-                      what="a new coordinator for the transactional id")  # fmt: skip
+        # (the broker that answers FindCoordinator may name the new coordinator a moment before that one has
+        # taken the partition over and answers for it: NOT_COORDINATOR meanwhile)
+        txn3.wait_for(lambda: (d := _describe(txn3, txn_id))["coordinator"] not in (old, -1) and d["error_code"] == 0,
+                      timeout=40, what="a new coordinator for the transactional id")  # fmt: skip
         after = _describe(txn3, txn_id)
         assert after["error_code"] == 0 and after["producer_id"] == before["producer_id"]
         assert after["transaction_state"] == "Ongoing"
