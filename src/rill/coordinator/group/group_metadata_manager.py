@@ -38,6 +38,7 @@ from rill.coordinator.group.group_metadata import (
     OffsetAndMetadata,
 )
 from rill.coordinator.internal_topics import UnreadableRecords, iter_log_chunks, maybe_create_internal_topic
+from rill.coordinator.share.share_group_records import is_share_group_key
 from rill.errors import ErrorCode, KafkaError
 from rill.log.producer_state import VerificationGuard
 from rill.metadata.store import OFFSETS_TOPIC, MetadataStore
@@ -141,9 +142,6 @@ class OffsetKey:
 @dataclass(frozen=True, slots=True)
 class GroupKey:
     group_id: str
-
-
-SHARE_GROUP_KEY_VERSIONS = (10, 11, 15)  # a share group's records (rill.coordinator.share.share_group_records)
 
 
 def decode_key(key: bytes) -> OffsetKey | GroupKey | None:
@@ -458,8 +456,7 @@ class GroupMetadataManager:
                     restore(group_id)
                 return
             key = decode_key(record.key) if record.key is not None else None
-            if key is None and record.key is not None and len(record.key) >= 2 \
-                    and _INT16.unpack_from(record.key, 0)[0] in SHARE_GROUP_KEY_VERSIONS:  # fmt: skip
+            if key is None and is_share_group_key(record.key):
                 self.share_groups_seen = True
             if isinstance(key, OffsetKey):
                 group = shell(key.group_id)

@@ -38,7 +38,6 @@ _NAMES = {
 }
 _INT16 = struct.Struct(">h")
 
-KeyValue = tuple[bytes, bytes | None]
 MemberImage = tuple[str | None, str, str, tuple[str, ...]]  # rack, client id, client host, subscribed topics
 # A member whose record the log may hold, or not (a write that failed may have landed): never equal to an image
 # a heartbeat makes (no topic is named with a NUL), so the next write writes the member again or its tombstone.
