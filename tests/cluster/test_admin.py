@@ -115,10 +115,11 @@ def test_create_partitions_and_delete_topic(rill3: TestCluster) -> None:
         time.sleep(0.1)
     assert "ad-grow" not in client.list_topics(timeout=10).topics
     assert rill3.leader("ad-grow", 0) == -1
-    # every broker forgot it, and the name can be used again
+    # every broker forgot it (each learns the deletion from ZooKeeper on its own, a moment apart), and the name can
+    # be used again
     for i in range(3):
-        single = admin_of(rill3, i).list_topics(timeout=10)
-        assert "ad-grow" not in single.topics
+        rill3.wait_for(lambda i=i: "ad-grow" not in admin_of(rill3, i).list_topics(timeout=10).topics, 20,
+                       f"broker {i} forgetting the topic")  # fmt: skip
     create_topic(rill3, "ad-grow", partitions=1)
     _wait_isr(rill3, "ad-grow", 1)
 
