@@ -8,10 +8,11 @@ connection are handled strictly one after another by a single worker task, and e
 completely before the next request is handled; with one exception: a request the handler answers with a
 ``DeferredResponse`` (handled, its answer waiting: an acks=all Produce waiting for its followers) lets the worker
 handle the next frames the handler says ``may_overlap`` (Produce), and the answers still go out in request order;
-any other frame waits until the deferred answers before it are written. A deferred answer that fails closes the
-connection after the answers before it; a connection lost cancels what it deferred. Deferred requests count in
-the pipeline depth below, and their bytes stay counted until answered. Unlike Kafka, a connection pipelines, to a
-bounded depth: at most
+any other frame waits until the deferred answers before it are written. A request that fails (or a deferred
+answer) closes the connection after the answers before it, and nothing after it is handled; a throttled answer
+waits its turn and the mute follows it; a connection lost cancels what it deferred. Deferred requests count in the
+pipeline depth below; their frames are let go of once handled (as Kafka drops a Produce's records once appended).
+Unlike Kafka, a connection pipelines, to a bounded depth: at most
 ``MAX_QUEUED_FRAMES`` frames or ``MAX_QUEUED_BYTES`` bytes (a frame that crosses it is completed) are taken in
 ahead of the one being handled, and reading resumes once the queue is down to half; before authentication
 (SASL listeners) it is one frame in all, as Kafka's authenticator reads one receive at a time. Across
@@ -113,8 +114,9 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
         self._direct_filled = 0
         self._after_large = False  # the last frame was read directly: read the next size alone
         self._queue: collections.deque[tuple[memoryview, bytearray | None]] = collections.deque()
-        # Requests handled whose answers are deferred, in order: (answer, frame size, frame buffer).
-        self._deferred: collections.deque[tuple[DeferredResponse, int, bytearray | None]] = collections.deque()
+        # Requests handled whose answers wait, in order (their frames are let go of once handled).
+        self._deferred: collections.deque[DeferredResponse] = collections.deque()
+        self._failing = False  # a request failed while answers before it wait: they go out, then the close
         self._arrived: asyncio.Future[None] | None = None  # set when a frame is queued while the worker waits
         self._queued_bytes = 0
         self.in_flight_bytes = 0  # request bytes in memory (in the server's request_bytes unless parked)
@@ -184,7 +186,7 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
         self._backlog = False
         self._server.forget_memory_waiter(self)
         self._uncharge(self.in_flight_bytes)  # a request still being handled is let go of here too
-        for deferred, _, _ in self._deferred:
+        for deferred in self._deferred:
             deferred.task.cancel()  # its records stay appended; nobody is left to tell
         self._wake_worker()
         self._wake_writers()
@@ -444,10 +446,12 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
         try:
             while (queue or self._deferred) and not self.closed:
                 if self._deferred and (
-                    not queue or self._held or not handler.may_overlap(self.info, queue[0][0])
-                ):
+                    not queue or self._held or self._failing or self.info.throttle.mute_ms > 0
+                    or not handler.may_overlap(self.info, queue[0][0])
+                ):  # fmt: skip
                     # Answer the oldest deferred request first (when it is ready, or at once if a frame that may
-                    # be handled meanwhile arrives while the queue is empty).
+                    # be handled meanwhile arrives while the queue is empty). After a failure nothing more is
+                    # handled; a throttled answer goes out in its turn, then the mute.
                     if not await self._answer_deferred(wait_for_frame=not queue):
                         return
                     continue
@@ -466,17 +470,23 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
                     response = None
                     self._handler_failed(e)
                 del frame
-                if self._deferred and not isinstance(response, DeferredResponse):
-                    # Answers due before this one still wait: this one joins them, ready.
-                    ready: asyncio.Future[Sequence[ResponseChunk] | None] = self._loop.create_future()
-                    if failed:
-                        ready.set_exception(_Failed())
+                if self._deferred or isinstance(response, DeferredResponse):
+                    if not isinstance(response, DeferredResponse):
+                        # Answers due before this one still wait: this one joins them, ready.
+                        ready: asyncio.Future[Sequence[ResponseChunk] | None] = self._loop.create_future()
+                        if failed:
+                            self._failing = True  # nothing after it is handled
+                            ready.set_exception(_Failed())
+                        else:
+                            ready.set_result(response)
+                        response = DeferredResponse(ready)
                     else:
-                        ready.set_result(response)
-                    response = DeferredResponse(ready)
-                if isinstance(response, DeferredResponse):
-                    self._deferred.append((response, size, buf))  # answered in turn (its bytes stay counted)
-                    buf = None
+                        response.task.add_done_callback(self._deferred_done)
+                    self._deferred.append(response)  # answered in turn; the request is handled (a Produce's
+                    if buf is not None:  # records are appended): its frame is let go of now
+                        self._pool.release(buf)
+                        buf = None
+                    self._uncharge(size)
                     continue
                 if not await self._answered(response, failed, size, buf):
                     return
@@ -501,10 +511,16 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
                 exc_info=e,
             )
 
+    def _deferred_done(self, task: asyncio.Future[Sequence[ResponseChunk] | None]) -> None:
+        """A deferred answer that failed closes the connection once the answers before it are out: from now on
+        no request is handled (frames still taken in are dropped with the connection)."""
+        if not task.cancelled() and task.exception() is not None:
+            self._failing = True
+
     async def _answer_deferred(self, *, wait_for_frame: bool) -> bool:
         """Write the oldest deferred answer once it is ready. With ``wait_for_frame``, return early (True) when a
         frame is queued first. False: the worker stops (as ``_answered``)."""
-        deferred = self._deferred[0][0].task
+        deferred = self._deferred[0].task
         if not deferred.done():
             arrived = self._arrived = self._loop.create_future() if wait_for_frame else None
             try:
@@ -514,7 +530,7 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
                 self._arrived = None
             if not deferred.done() or self.closed:
                 return not self.closed
-        _, size, buf = self._deferred.popleft()
+        self._deferred.popleft()
         self._refill()
         failed = False
         response = None
@@ -526,16 +542,12 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
                 self._handler_failed(error if isinstance(error, Exception) else RuntimeError(repr(error)))
         else:
             response = deferred.result()
-        return await self._answered(response, failed, size, buf)
+        return await self._answered(response, failed, 0, None)
 
     def _drop_deferred(self) -> None:
         """Let go of the deferred answers left when the worker stops (the connection is closing)."""
         while self._deferred:
-            deferred, size, buf = self._deferred.popleft()
-            deferred.task.cancel()
-            if buf is not None:
-                self._pool.release(buf)
-            self._uncharge(size)
+            self._deferred.popleft().task.cancel()
 
     async def _answered(
         self, response: Sequence[ResponseChunk] | None, failed: bool, size: int, buf: bytearray | None
@@ -559,7 +571,7 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
             return False
         if not sent:
             return False
-        if self.info.throttle.mute_ms > 0:
+        if self.info.throttle.mute_ms > 0 and not self._deferred:  # the throttled answer is the last one
             await self._mute()
         self.last_active = self._loop.time()
         if not queue or self._out_bytes >= COALESCE_BYTES:

@@ -37,9 +37,14 @@ class ToyHandler:
     ``file:<i>``          -> frame header + the i-th registered FileRegion
     ``parts:<x>``         -> frame(``<x>``) written as several chunks
     ``defer:<sec>:<x>``   -> a deferred answer: frame(``<x>``) after sleeping (``release:<x>`` ends it at once)
-    ``hold:<x>``          -> a deferred answer: frame(``<x>``) once ``release:<x>`` is handled
+    ``hold:<x>``          -> a deferred answer: frame(``<x>``) once ``release:<x>`` is handled (``<x>`` ends
+                             before a ``#``: what follows pads the frame)
+    ``fail:<x>``          -> raises (as ``boom``), and may overlap
+    ``throttle:<ms>:<x>`` -> frame(``<x>``), the connection to be muted for ``<ms>`` after it (a client over its
+                             quota), and may overlap
 
-    ``defer:``, ``hold:``, ``release:`` and ``ov:`` frames may overlap deferred answers (``ov:<x>`` echoes ``<x>``).
+    ``defer:``, ``hold:``, ``release:``, ``fail:``, ``throttle:`` and ``ov:`` frames may overlap deferred answers
+    (``ov:<x>`` echoes ``<x>``).
     """
 
     def __init__(self) -> None:
@@ -71,7 +76,7 @@ class ToyHandler:
             _, secs, rest = payload.split(b":", 2)
             return self._defer(self._later(float(secs), rest))
         if payload.startswith(b"hold:"):
-            rest = payload[5:]
+            rest = payload[5:].split(b"#", 1)[0]
             held = self.held[rest] = asyncio.get_running_loop().create_future()
             return self._defer(self._after(held, rest))
         if payload.startswith(b"release:"):
@@ -80,6 +85,12 @@ class ToyHandler:
             return [frame(b"released")]
         if payload.startswith(b"ov:"):
             return [frame(payload[3:])]
+        if payload.startswith(b"fail:"):
+            raise RuntimeError("toy handler failure")
+        if payload.startswith(b"throttle:"):
+            _, ms, rest = payload.split(b":", 2)
+            conn.throttle.mute_ms = int(ms)
+            return [frame(rest)]
         if payload.startswith(b"parts:"):
             body = payload[6:]
             return [struct.pack(">i", len(body)), body[:1], bytearray(body[1:3]), memoryview(body[3:])]
@@ -103,7 +114,9 @@ class ToyHandler:
         return [frame(rest)]
 
     def may_overlap(self, conn: ConnectionInfo, data: memoryview) -> bool:
-        return bytes(data[:3]) == b"ov:" or bytes(data).startswith((b"defer:", b"hold:", b"release:"))
+        return bytes(data[:3]) == b"ov:" or bytes(data).startswith(
+            (b"defer:", b"hold:", b"release:", b"fail:", b"throttle:")
+        )
 
     def connection_closed(self, conn: ConnectionInfo) -> None:
         self.closed.append(conn)
