@@ -57,7 +57,8 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
-from rill.network.handler import CloseConnection, ConnectionInfo, DeferredResponse, ResponseChunk
+from rill.network.deferred_answers import DeferredAnswers, Failed
+from rill.network.handler import ConnectionInfo, DeferredResponse, ResponseChunk
 from rill.network.memory_pool import MemoryPool
 from rill.network.network_receive import DIRECT_READ_BYTES, SCRATCH_BYTES, NetworkReceive, ReadBuffer
 from rill.network.network_send import WRITE_HIGH_WATER, NetworkSend
@@ -80,11 +81,7 @@ COALESCE_BYTES = 256 * 1024
 """Responses to pipelined requests are gathered into one write up to this size."""
 
 
-class _Failed(Exception):
-    """The handler failed on a request whose answer waited behind deferred ones (logged when it failed)."""
-
-
-class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
+class KafkaConnection(NetworkReceive, NetworkSend, DeferredAnswers, asyncio.BufferedProtocol):
     """A size-prefixed frame connection that hands requests to the server's handler in order."""
 
     def __init__(
@@ -476,7 +473,7 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
                         ready: asyncio.Future[Sequence[ResponseChunk] | None] = self._loop.create_future()
                         if failed:
                             self._failing = True  # nothing after it is handled
-                            ready.set_exception(_Failed())
+                            ready.set_exception(Failed())
                         else:
                             ready.set_result(response)
                         response = DeferredResponse(ready)
@@ -498,56 +495,6 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
                 self.transport.close()
             else:
                 self._refill()
-
-    def _handler_failed(self, e: Exception) -> None:
-        if isinstance(e, CloseConnection):
-            self._server.peer_log("close", logging.INFO, "closing connection from %s: %s", self.info, e)
-        else:
-            self._server.peer_log(
-                "handler failed",
-                logging.ERROR,
-                "closing connection from %s: request handler failed",
-                self.info,
-                exc_info=e,
-            )
-
-    def _deferred_done(self, task: asyncio.Future[Sequence[ResponseChunk] | None]) -> None:
-        """A deferred answer that failed closes the connection once the answers before it are out: from now on
-        no request is handled (frames still taken in are dropped with the connection)."""
-        if not task.cancelled() and task.exception() is not None:
-            self._failing = True
-
-    async def _answer_deferred(self, *, wait_for_frame: bool) -> bool:
-        """Write the oldest deferred answer once it is ready. With ``wait_for_frame``, return early (True) when a
-        frame is queued first. False: the worker stops (as ``_answered``)."""
-        deferred = self._deferred[0].task
-        if not deferred.done():
-            arrived = self._arrived = self._loop.create_future() if wait_for_frame else None
-            try:
-                await asyncio.wait((deferred,) if arrived is None else (deferred, arrived),
-                                   return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
-            finally:
-                self._arrived = None
-            if not deferred.done() or self.closed:
-                return not self.closed
-        self._deferred.popleft()
-        self._refill()
-        failed = False
-        response = None
-        if deferred.cancelled():
-            failed = True
-        elif (error := deferred.exception()) is not None:
-            failed = True
-            if not isinstance(error, _Failed):
-                self._handler_failed(error if isinstance(error, Exception) else RuntimeError(repr(error)))
-        else:
-            response = deferred.result()
-        return await self._answered(response, failed, 0, None)
-
-    def _drop_deferred(self) -> None:
-        """Let go of the deferred answers left when the worker stops (the connection is closing)."""
-        while self._deferred:
-            self._deferred.popleft().task.cancel()
 
     async def _answered(
         self, response: Sequence[ResponseChunk] | None, failed: bool, size: int, buf: bytearray | None
