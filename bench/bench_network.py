@@ -39,6 +39,9 @@ class BenchHandler:
             return [header, FileRegion(self.fd, 0, REGION)]
         return [header, os.pread(self.fd, REGION, 0)]  # copy path: read into memory, then write
 
+    def may_overlap(self, conn: ConnectionInfo, frame: memoryview) -> bool:
+        return False
+
     def connection_closed(self, conn: ConnectionInfo) -> None:
         pass
 

@@ -510,6 +510,9 @@ class _LateHandler:
         except PurgatoryClosed as e:  # a long-polling Fetch when the broker stops: close without waiting
             raise _ShuttingDown(str(e)) from None
 
+    def may_overlap(self, conn: Any, frame: memoryview) -> bool:
+        return bool(self._holder) and self._holder[0].may_overlap(conn, frame)
+
     def connection_closed(self, conn: Any) -> None:
         if self._holder:
             self._holder[0].connection_closed(conn)

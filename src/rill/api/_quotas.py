@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, cast
 
+from rill.api.registry import DeferredBody
 from rill.metadata.client_quotas import sanitize
 from rill.protocol import ApiKey
 
@@ -101,11 +102,13 @@ async def handle_with_quotas(
     request_quota = api_key not in EXEMPT and quotas.request.enabled
     if request_quota:
         timed = _Timed(fn(ctx, request))
-        response: Body | None = await timed
+        answer = await timed
         loop_ns = timed.ns + decode_ns
     else:
-        response = await fn(ctx, request)
+        answer = await fn(ctx, request)
         loop_ns = 0
+    # A handler defers its answer only when its context allows it, which it does not under quotas.
+    response = await answer.wait if isinstance(answer, DeferredBody) else answer
     if api_key in EXEMPT:
         return response
     throttle, manager = 0, None

@@ -51,6 +51,8 @@ class RequestContext:
     client_software: ClientSoftware = field(default_factory=ClientSoftware)
     """The connection's client software name and version, from its ApiVersions request."""
     connection_id: str = ""
+    may_defer: bool = False
+    """The handler may answer with a ``DeferredBody`` (no client quotas apply to the request)."""
 
     @property
     def principal(self) -> KafkaPrincipal:

@@ -10,10 +10,17 @@ authenticated, only ApiVersions, SaslHandshake and SaslAuthenticate reach a hand
 the connection unanswered. After a v0 SaslHandshake the next frames are bare SASL tokens (no request header),
 answered with bare tokens. A SASL session that outlived ``connections.max.reauth.ms`` without the client
 authenticating again is closed at its next request other than those three.
+
+Deferred answers: a handler whose context allows it (no client quotas) may return a ``DeferredBody`` (an acks=all
+Produce whose records are appended and wait for the followers). The dispatcher then answers with a
+``DeferredResponse`` whose task finishes the request (metrics, encoding), and ``may_overlap`` tells the
+connection which next requests may be handled before it is answered: Produce only, so that nothing else (a
+ListOffsets, an EndTxn) runs before the records it may depend on are committed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -22,11 +29,11 @@ from typing import TYPE_CHECKING, Any
 from rill.api._authorized import CLUSTER_CHECKS, authorize_cluster, cluster_refusal
 from rill.api._quotas import handle_with_quotas
 from rill.api.context import BrokerServices, RequestContext
-from rill.api.registry import load_handlers, supported_versions
+from rill.api.registry import Body, DeferredBody, load_handlers, supported_versions
 from rill.api.sasl import authenticate_raw_token
 from rill.common import FileRegion
 from rill.errors import ErrorCode
-from rill.network.handler import CloseConnection
+from rill.network.handler import CloseConnection, DeferredResponse
 from rill.protocol import (
     ApiKey,
     ProtocolDecodeError,
@@ -34,6 +41,7 @@ from rill.protocol import (
     decode_request_header,
     encode_response,
 )
+from rill.replica.purgatory import PurgatoryClosed
 
 if TYPE_CHECKING:  # the network layer calls us; we only name its connection type
     from rill.network.handler import ConnectionInfo
@@ -58,7 +66,9 @@ class RequestDispatcher:
         self.slow_request_ms = slow_request_ms
         self._names = {int(k): k.name for k in ApiKey}
 
-    async def handle(self, conn: ConnectionInfo, frame: memoryview) -> Sequence[bytes | FileRegion] | None:
+    async def handle(
+        self, conn: ConnectionInfo, frame: memoryview
+    ) -> Sequence[bytes | FileRegion] | DeferredResponse | None:
         started = time.perf_counter()
         security = conn.security
         if security.raw_tokens:
@@ -91,20 +101,39 @@ class RequestDispatcher:
             body = decode_request(api_key, version, frame, pos)
         except ProtocolDecodeError as e:
             raise ConnectionClosingError(f"malformed {name} v{version} request from {_peer(conn)}: {e}") from e
+        quotas = self.services.quotas
+        unquoted = quotas is None or not quotas.active
         ctx = RequestContext(
             api_key, version, corr, header.client_id, conn.client_host, conn.client_port, self.services,
-            conn.listener_name, security, conn.client_software, conn.connection_id,
+            conn.listener_name, security, conn.client_software, conn.connection_id, unquoted,
         )
         fn = self.handlers[api_key].fn
         cluster_operation = CLUSTER_CHECKS.get(api_key)
         if cluster_operation is not None and not authorize_cluster(ctx, cluster_operation):
             fn = _refusal  # answered CLUSTER_AUTHORIZATION_FAILED without reaching the handler
-        quotas = self.services.quotas
-        if quotas is None or not quotas.active:
-            response = await fn(ctx, body)
+        if unquoted:
+            answer = await fn(ctx, body)
+            if isinstance(answer, DeferredBody):
+                return DeferredResponse(asyncio.ensure_future(self._finish(answer, ctx, name, started)))
+            response = answer
         else:
             decode_ns = int((time.perf_counter() - started) * 1e9)
             response = await handle_with_quotas(quotas, ctx, fn, body, len(frame), conn, decode_ns)
+        return self._encode(response, ctx, name, started)
+
+    async def _finish(
+        self, deferred: DeferredBody, ctx: RequestContext, name: str, started: float
+    ) -> Sequence[bytes | FileRegion] | None:
+        try:
+            response = await deferred.wait
+        except PurgatoryClosed as e:  # the broker stops: the connection closes without the answer
+            raise ConnectionClosingError(str(e)) from None
+        return self._encode(response, ctx, name, started)
+
+    def _encode(
+        self, response: Body | None, ctx: RequestContext, name: str, started: float
+    ) -> Sequence[bytes | FileRegion] | None:
+        api_key, version = ctx.api_key, ctx.api_version
         elapsed = time.perf_counter() - started
         metrics = self.services.metrics
         if metrics is not None:
@@ -114,7 +143,15 @@ class RequestDispatcher:
             log.warning("Slow request: %s v%d from %s took %.0f ms", name, version, ctx.client, elapsed * 1000)
         if response is None:
             return None
-        return encode_response(api_key, version, corr, response)
+        return encode_response(api_key, version, ctx.correlation_id, response)
+
+    def may_overlap(self, conn: ConnectionInfo, frame: memoryview) -> bool:
+        """Whether ``frame`` may be handled while earlier requests of its connection wait for their deferred
+        answers: a Produce (its API key, the frame's first two bytes), once the connection is authenticated."""
+        return (
+            len(frame) >= 2 and frame[0] == 0 and frame[1] == ApiKey.PRODUCE
+            and conn.security.authenticated and not conn.security.raw_tokens
+        )  # fmt: skip
 
     def connection_closed(self, conn: ConnectionInfo) -> None:
         return None

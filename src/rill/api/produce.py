@@ -1,7 +1,11 @@
 """Produce (0): validate and append record batches to partition leaders; acks 0, 1 and all.
 
 Every partition is appended first; then, with acks=all, the request waits (in the produce purgatory, up to its
-``timeout_ms``) for the partitions whose records are not yet committed, all at once.
+``timeout_ms``) for the partitions whose records are not yet committed, all at once. That wait is the answer's
+only: where the context allows it (no client quotas), the handler returns it as a ``DeferredBody`` and the
+connection goes on with its next Produce meanwhile, appending it in order and answering both in order, so that a
+producer's pipelined requests to a replicated partition are not each held behind the previous one's replication
+(Kafka mutes the connection until the answer is sent).
 
 Transactional batches need the request's ``transactional_id`` (without it: TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 as Kafka answers when the id is not authorized) and a producer id. A transactional batch that would open a
@@ -26,7 +30,7 @@ import struct
 from rill.api._authorized import AclOperation, ResourceType, authorize
 from rill.api._topics import LeaderHints, resolve_topic_name
 from rill.api.context import RequestContext
-from rill.api.registry import Body, handler
+from rill.api.registry import Body, DeferredBody, handler
 from rill.common import TopicPartition
 from rill.errors import ErrorCode, KafkaError, RecordValidationError
 from rill.log.producer_state import VerificationGuard
@@ -53,7 +57,7 @@ _INT32 = struct.Struct(">i")
 
 
 @handler(ApiKey.PRODUCE, 3, 13)
-async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
+async def handle_produce(ctx: RequestContext, request: Body) -> Body | DeferredBody | None:
     acks = request["acks"]
     version = ctx.api_version
     replica_manager = ctx.services.replica_manager
@@ -152,13 +156,30 @@ async def handle_produce(ctx: RequestContext, request: Body) -> Body | None:
                 f" closing its connection so that the producer refreshes its metadata: {', '.join(failed)}"
             )
         return None
-    if waiting:
-        timeout_s = max(request.get("timeout_ms", 0), 0) / 1000.0
-        codes = await asyncio.gather(*(replica_manager.wait_for_commit(tp, end, timeout_s) for _, tp, end in waiting))
-        for (result, tp, _), code in zip(waiting, codes, strict=True):
-            if code:
-                result["error_code"] = code
-                log.debug("Produce to %s from %s not committed: %s", tp, ctx.client, code.name)
+    if not waiting:
+        return _response(ctx, responses)
+    timeout_s = max(request.get("timeout_ms", 0), 0) / 1000.0
+    answer = _after_commit(ctx, replica_manager, waiting, responses, timeout_s)
+    return DeferredBody(answer) if ctx.may_defer else await answer
+
+
+async def _after_commit(
+    ctx: RequestContext,
+    replica_manager: ReplicaManager,
+    waiting: list[tuple[Body, TopicPartition, int]],
+    responses: list[Body],
+    timeout_s: float,
+) -> Body:
+    """The answer to an acks=all Produce once every partition's records are committed (or could not be)."""
+    codes = await asyncio.gather(*(replica_manager.wait_for_commit(tp, end, timeout_s) for _, tp, end in waiting))
+    for (result, tp, _), code in zip(waiting, codes, strict=True):
+        if code:
+            result["error_code"] = code
+            log.debug("Produce to %s from %s not committed: %s", tp, ctx.client, code.name)
+    return _response(ctx, responses)
+
+
+def _response(ctx: RequestContext, responses: list[Body]) -> Body:
     hints = LeaderHints(ctx)
     for topic in responses:
         for result in topic["partition_responses"]:

@@ -18,7 +18,21 @@ if TYPE_CHECKING:
     from rill.api.context import RequestContext
 
 Body = dict[str, Any]
-HandlerFn = Callable[["RequestContext", Body], Awaitable[Body | None]]
+
+
+class DeferredBody:
+    """A response still to come: the request is handled (an acks=all Produce has appended its records) and only
+    its answer waits (for the followers). Awaiting ``wait`` gives the body. A handler returns one only when its
+    context allows it (``RequestContext.may_defer``); the connection then handles its next request meanwhile and
+    writes the answers in order."""
+
+    __slots__ = ("wait",)
+
+    def __init__(self, wait: Awaitable[Body]) -> None:
+        self.wait = wait
+
+
+HandlerFn = Callable[["RequestContext", Body], Awaitable[Body | DeferredBody | None]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,14 @@ room for them (``_room``); the rest of a read waits, unparsed, and reading pause
 
 Processing. Like Kafka, which mutes a channel while one of its requests is being handled, frames of one
 connection are handled strictly one after another by a single worker task, and each response is written
-completely before the next request is handled. Unlike Kafka, a connection pipelines, to a bounded depth: at most
+completely before the next request is handled; with one exception: a request the handler answers with a
+``DeferredResponse`` (handled, its answer waiting: an acks=all Produce waiting for its followers) lets the worker
+handle the next frames the handler says ``may_overlap`` (Produce), and the answers still go out in request order;
+any other frame waits until the deferred answers before it are written. A request that fails (or a deferred
+answer) closes the connection after the answers before it, and nothing after it is handled; a throttled answer
+waits its turn and the mute follows it; a connection lost cancels what it deferred. Deferred requests count in the
+pipeline depth below; their frames are let go of once handled (as Kafka drops a Produce's records once appended).
+Unlike Kafka, a connection pipelines, to a bounded depth: at most
 ``MAX_QUEUED_FRAMES`` frames or ``MAX_QUEUED_BYTES`` bytes (a frame that crosses it is completed) are taken in
 ahead of the one being handled, and reading resumes once the queue is down to half; before authentication
 (SASL listeners) it is one frame in all, as Kafka's authenticator reads one receive at a time. Across
@@ -47,9 +54,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
-from rill.network.handler import CloseConnection, ConnectionInfo
+from rill.network.deferred_answers import DeferredAnswers, Failed
+from rill.network.handler import ConnectionInfo, DeferredResponse, ResponseChunk
 from rill.network.memory_pool import MemoryPool
 from rill.network.network_receive import DIRECT_READ_BYTES, SCRATCH_BYTES, NetworkReceive, ReadBuffer
 from rill.network.network_send import WRITE_HIGH_WATER, NetworkSend
@@ -72,7 +81,7 @@ COALESCE_BYTES = 256 * 1024
 """Responses to pipelined requests are gathered into one write up to this size."""
 
 
-class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
+class KafkaConnection(NetworkReceive, NetworkSend, DeferredAnswers, asyncio.BufferedProtocol):
     """A size-prefixed frame connection that hands requests to the server's handler in order."""
 
     def __init__(
@@ -102,6 +111,10 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
         self._direct_filled = 0
         self._after_large = False  # the last frame was read directly: read the next size alone
         self._queue: collections.deque[tuple[memoryview, bytearray | None]] = collections.deque()
+        # Requests handled whose answers wait, in order (their frames are let go of once handled).
+        self._deferred: collections.deque[DeferredResponse] = collections.deque()
+        self._failing = False  # a request failed while answers before it wait: they go out, then the close
+        self._arrived: asyncio.Future[None] | None = None  # set when a frame is queued while the worker waits
         self._queued_bytes = 0
         self.in_flight_bytes = 0  # request bytes in memory (in the server's request_bytes unless parked)
         self._worker: asyncio.Task[None] | None = None
@@ -170,6 +183,9 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
         self._backlog = False
         self._server.forget_memory_waiter(self)
         self._uncharge(self.in_flight_bytes)  # a request still being handled is let go of here too
+        for deferred in self._deferred:
+            deferred.task.cancel()  # its records stay appended; nobody is left to tell
+        self._wake_worker()
         self._wake_writers()
         self._unmute()
         self._release_watch_fd()
@@ -252,7 +268,7 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
             return False
         if not self.info.security.authenticated:
             return self._worker is None  # one frame at a time before authentication
-        if len(self._queue) >= MAX_QUEUED_FRAMES or self._queued_bytes >= MAX_QUEUED_BYTES:
+        if len(self._queue) + len(self._deferred) >= MAX_QUEUED_FRAMES or self._queued_bytes >= MAX_QUEUED_BYTES:
             return False
         server = self._server
         if server.queued_requests >= server.max_queued_requests:
@@ -269,6 +285,14 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
             self._server.queued_requests += 1
         if self._worker is None and not self._held:
             self._worker = self._loop.create_task(self._process())
+        else:
+            self._wake_worker()
+
+    def _wake_worker(self) -> None:
+        """Wake a worker waiting for a deferred answer or a new frame, whichever comes first."""
+        arrived = self._arrived
+        if arrived is not None and not arrived.done():
+            arrived.set_result(None)
 
     def _drop_queue(self) -> None:
         """Forget the frames not handled yet (the connection is closing); their buffers go back to the pool."""
@@ -310,7 +334,8 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
         if not self.info.security.authenticated:
             if self._worker is not None:
                 return
-        elif len(self._queue) >= MAX_QUEUED_FRAMES // 2 or self._queued_bytes >= MAX_QUEUED_BYTES // 2:
+        elif (len(self._queue) + len(self._deferred) >= MAX_QUEUED_FRAMES // 2
+              or self._queued_bytes >= MAX_QUEUED_BYTES // 2):  # fmt: skip
             return
         server = self._server
         if server.queued_requests > server.max_queued_requests // 2 and (
@@ -416,7 +441,17 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
         handler = server.handler
         queue = self._queue
         try:
-            while queue and not self.closed:
+            while (queue or self._deferred) and not self.closed:
+                if self._deferred and (
+                    not queue or self._held or self._failing or self.info.throttle.mute_ms > 0
+                    or not handler.may_overlap(self.info, queue[0][0])
+                ):  # fmt: skip
+                    # Answer the oldest deferred request first (when it is ready, or at once if a frame that may
+                    # be handled meanwhile arrives while the queue is empty). After a failure nothing more is
+                    # handled; a throttled answer goes out in its turn, then the mute.
+                    if not await self._answer_deferred(wait_for_frame=not queue):
+                        return
+                    continue
                 frame, buf = queue.popleft()
                 size = len(frame)
                 self._queued_bytes -= size
@@ -430,53 +465,72 @@ class KafkaConnection(NetworkReceive, NetworkSend, asyncio.BufferedProtocol):
                 except Exception as e:
                     failed = True
                     response = None
-                    if isinstance(e, CloseConnection):
-                        server.peer_log("close", logging.INFO, "closing connection from %s: %s", self.info, e)
-                    else:
-                        server.peer_log(
-                            "handler failed",
-                            logging.ERROR,
-                            "closing connection from %s: request handler failed",
-                            self.info,
-                            exc_info=True,
-                        )
+                    self._handler_failed(e)
                 del frame
-                sent = failed or response is None or self.closed or await self._send(response)
-                del response
-                if buf is not None:
-                    # Only when no view of it is left (checked by the pool); the response is written.
-                    self._pool.release(buf)
-                    buf = None
-                self._uncharge(size)
-                if self.info.security.close_after_response:
-                    failed = True  # a failed authentication: its answer goes out, then the connection closes
-                if failed:
-                    self._drop_queue()
-                    self._backlog = False
-                    self._partial = b""
-                    self.close()  # responses already due still go out first
+                if self._deferred or isinstance(response, DeferredResponse):
+                    if not isinstance(response, DeferredResponse):
+                        # Answers due before this one still wait: this one joins them, ready.
+                        ready: asyncio.Future[Sequence[ResponseChunk] | None] = self._loop.create_future()
+                        if failed:
+                            self._failing = True  # nothing after it is handled
+                            ready.set_exception(Failed())
+                        else:
+                            ready.set_result(response)
+                        response = DeferredResponse(ready)
+                    else:
+                        response.task.add_done_callback(self._deferred_done)
+                    self._deferred.append(response)  # answered in turn; the request is handled (a Produce's
+                    if buf is not None:  # records are appended): its frame is let go of now
+                        self._pool.release(buf)
+                        buf = None
+                    self._uncharge(size)
+                    continue
+                if not await self._answered(response, failed, size, buf):
                     return
-                if not sent:
-                    return
-                if self.info.throttle.mute_ms > 0:
-                    await self._mute()
-                self.last_active = self._loop.time()
-                if not queue or self._out_bytes >= COALESCE_BYTES:
-                    self._flush()
-                elif self._out and not self._flush_scheduled:
-                    # More requests are queued: their responses join this write, which goes out as
-                    # soon as this task yields (a handler that waits, or the end of the queue).
-                    self._flush_scheduled = True
-                    self._loop.call_soon(self._flush)
-                if self._write_paused:
-                    await self._drain(full=False)
         finally:
             self._worker = None
+            self._drop_deferred()
             self._flush()
             if self._stopping and not self._backlog and not self.closed and self.transport is not None:
                 self.transport.close()
             else:
                 self._refill()
+
+    async def _answered(
+        self, response: Sequence[ResponseChunk] | None, failed: bool, size: int, buf: bytearray | None
+    ) -> bool:
+        """Write one request's answer and let go of its frame; False when the worker is to stop."""
+        queue = self._queue
+        sent = failed or response is None or self.closed or await self._send(response)
+        del response
+        if buf is not None:
+            # Only when no view of it is left (checked by the pool); the response is written.
+            self._pool.release(buf)
+            buf = None
+        self._uncharge(size)
+        if self.info.security.close_after_response:
+            failed = True  # a failed authentication: its answer goes out, then the connection closes
+        if failed:
+            self._drop_queue()
+            self._backlog = False
+            self._partial = b""
+            self.close()  # responses already due still go out first
+            return False
+        if not sent:
+            return False
+        if self.info.throttle.mute_ms > 0 and not self._deferred:  # the throttled answer is the last one
+            await self._mute()
+        self.last_active = self._loop.time()
+        if not queue or self._out_bytes >= COALESCE_BYTES:
+            self._flush()
+        elif self._out and not self._flush_scheduled:
+            # More requests are queued: their responses join this write, which goes out as
+            # soon as this task yields (a handler that waits, or the end of the queue).
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+        if self._write_paused:
+            await self._drain(full=False)
+        return True
 
     async def _mute(self) -> None:
         """Write the response out, then read and handle nothing for the throttle time (KIP-219)."""

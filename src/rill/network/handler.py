@@ -6,6 +6,7 @@ the 4-byte size prefix) to a ``RequestHandler`` and writes back what the handler
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
@@ -62,15 +63,31 @@ class CloseConnection(Exception):
     a traceback, since a misconfigured client may repeat it hundreds of times a second."""
 
 
+@dataclass(frozen=True, slots=True)
+class DeferredResponse:
+    """What a handler returns for a request it has handled whose answer is not ready yet: ``task`` gives the
+    answer (as ``RequestHandler.handle`` would, and raising as it would). The connection answers its requests in
+    order all the same; meanwhile it handles the next request only if ``may_overlap`` allows it."""
+
+    task: asyncio.Future[Sequence[ResponseChunk] | None]
+
+
 class RequestHandler(Protocol):
     """Answers request frames; one request per connection is handled at a time, in arrival order."""
 
-    async def handle(self, conn: ConnectionInfo, frame: memoryview) -> Sequence[ResponseChunk] | None:
+    async def handle(
+        self, conn: ConnectionInfo, frame: memoryview
+    ) -> Sequence[ResponseChunk] | DeferredResponse | None:
         """Answer one request frame. ``None`` means no response (Produce with acks=0).
 
         ``frame`` stays valid (nothing else writes into it) for as long as the handler keeps it.
         Raising closes this connection and only this one.
         """
+        ...
+
+    def may_overlap(self, conn: ConnectionInfo, frame: memoryview) -> bool:
+        """Whether ``frame`` may be handled while earlier requests of the connection wait for deferred answers
+        (False: they are answered first)."""
         ...
 
     def connection_closed(self, conn: ConnectionInfo) -> None:

@@ -25,7 +25,7 @@ class RateLimitedLog:
         # names written in the code, never values taken from the wire, so this stays small.
         self._causes: dict[str, tuple[float, int]] = {}
 
-    def __call__(self, cause: str, level: int, msg: str, *args: Any, exc_info: bool = False) -> bool:
+    def __call__(self, cause: str, level: int, msg: str, *args: Any, exc_info: bool | BaseException = False) -> bool:
         """Log ``msg % args`` for ``cause`` at ``level``; True if it went out at that level, False if at DEBUG."""
         now = time.monotonic()
         last, quiet = self._causes.get(cause, (-self.interval_s, 0))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +13,7 @@ import pytest
 from rill.common import FileRegion
 from rill.network import ConnectionInfo, ResponseChunk, SocketServer
 from rill.network.event_loop import loop_factory
+from rill.network.handler import DeferredResponse
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,15 @@ class ToyHandler:
     ``boom``              -> raises
     ``file:<i>``          -> frame header + the i-th registered FileRegion
     ``parts:<x>``         -> frame(``<x>``) written as several chunks
+    ``defer:<sec>:<x>``   -> a deferred answer: frame(``<x>``) after sleeping (``release:<x>`` ends it at once)
+    ``hold:<x>``          -> a deferred answer: frame(``<x>``) once ``release:<x>`` is handled (``<x>`` ends
+                             before a ``#``: what follows pads the frame)
+    ``fail:<x>``          -> raises (as ``boom``), and may overlap
+    ``throttle:<ms>:<x>`` -> frame(``<x>``), the connection to be muted for ``<ms>`` after it (a client over its
+                             quota), and may overlap
+
+    ``defer:``, ``hold:``, ``release:``, ``fail:``, ``throttle:`` and ``ov:`` frames may overlap deferred answers
+    (``ov:<x>`` echoes ``<x>``).
     """
 
     def __init__(self) -> None:
@@ -42,8 +52,10 @@ class ToyHandler:
         self.closed: list[ConnectionInfo] = []
         self.seen: list[bytes] = []
         self.writable: list[bool] = []  # per frame: could the handler patch it in place
+        self.held: dict[bytes, asyncio.Future[None]] = {}
+        self.deferred: list[asyncio.Future[Sequence[ResponseChunk]]] = []  # the tasks of deferred answers
 
-    async def handle(self, conn: ConnectionInfo, data: memoryview) -> Sequence[ResponseChunk] | None:
+    async def handle(self, conn: ConnectionInfo, data: memoryview) -> Sequence[ResponseChunk] | DeferredResponse | None:
         payload = bytes(data)
         self.seen.append(payload)
         self.writable.append(not data.readonly)
@@ -60,10 +72,51 @@ class ToyHandler:
         if payload.startswith(b"file:"):
             region = self.regions[int(payload[5:])]
             return [struct.pack(">i", region.length), region]
+        if payload.startswith(b"defer:"):
+            _, secs, rest = payload.split(b":", 2)
+            return self._defer(self._later(float(secs), rest))
+        if payload.startswith(b"hold:"):
+            rest = payload[5:].split(b"#", 1)[0]
+            held = self.held[rest] = asyncio.get_running_loop().create_future()
+            return self._defer(self._after(held, rest))
+        if payload.startswith(b"release:"):
+            held = self.held.pop(payload[8:])
+            held.set_result(None)
+            return [frame(b"released")]
+        if payload.startswith(b"ov:"):
+            return [frame(payload[3:])]
+        if payload.startswith(b"fail:"):
+            raise RuntimeError("toy handler failure")
+        if payload.startswith(b"throttle:"):
+            _, ms, rest = payload.split(b":", 2)
+            conn.throttle.mute_ms = int(ms)
+            return [frame(rest)]
         if payload.startswith(b"parts:"):
             body = payload[6:]
             return [struct.pack(">i", len(body)), body[:1], bytearray(body[1:3]), memoryview(body[3:])]
         return [frame(b"?" + payload)]
+
+    def _defer(self, answer: Coroutine[Any, Any, Sequence[ResponseChunk]]) -> DeferredResponse:
+        task = asyncio.ensure_future(answer)
+        self.deferred.append(task)
+        return DeferredResponse(task)
+
+    @staticmethod
+    async def _later(secs: float, rest: bytes) -> Sequence[ResponseChunk]:
+        await asyncio.sleep(secs)
+        return [frame(rest)]
+
+    @staticmethod
+    async def _after(held: asyncio.Future[None], rest: bytes) -> Sequence[ResponseChunk]:
+        await held
+        if rest == b"boom":
+            raise RuntimeError("toy deferred failure")
+        return [frame(rest)]
+
+    def may_overlap(self, conn: ConnectionInfo, data: memoryview) -> bool:
+        return bytes(data[:3]) == b"ov:" or bytes(data).startswith(
+            (b"defer:", b"hold:", b"release:", b"fail:", b"throttle:")
+        )
 
     def connection_closed(self, conn: ConnectionInfo) -> None:
         self.closed.append(conn)
