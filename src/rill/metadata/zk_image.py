@@ -9,6 +9,7 @@ one (it was answered before a change the image already shows) never undoes it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -78,6 +79,36 @@ def read_topic_versioned(zk: KazooClient, name: str) -> tuple[TopicState, int] |
             parts.append(PartitionState(p, -1, -1, replicas, (), -1))
     configs = valid_stored_configs(name, read_configs(zk, zl.topic_config_path(name)))
     return TopicState(name, assignment.topic_id, tuple(parts), configs), assignment_stat.version
+
+
+def holds_partitions(topic: TopicState, partitions: Iterable[int]) -> bool:
+    """Whether ``topic`` (the image's) has each of ``partitions``."""
+    return set(partitions) <= {s.partition for s in topic.partitions}
+
+
+def read_states(zk: KazooClient, current: TopicState, partitions: Iterable[int]) -> TopicState:
+    """``current`` (the image's topic) with the state znodes of ``partitions`` read again: a partition's replicas
+    come from ``current`` (its assignment did not change: a change of it marks the whole topic), a state znode
+    that is gone gives leader -1 (as ``read_topic_versioned``), and one that cannot be read is skipped with a
+    warning (the image keeps what it had of that partition, and of the others). Each of ``partitions`` is one of
+    ``current``'s (``holds_partitions``)."""
+    index = {s.partition: i for i, s in enumerate(current.partitions)}
+    parts = list(current.partitions)
+    for p in partitions:
+        i = index[p]
+        old = parts[i]
+        try:
+            data, stat = zk.get(zl.state_path(current.name, p))
+            s = zl.decode_state(data, stat.version)
+        except NoNodeError:
+            parts[i] = PartitionState(p, -1, -1, old.replicas, (), -1, old.adding_replicas, old.removing_replicas)
+            continue
+        except zl.MalformedZnode as e:
+            log.warning("Partition %s-%d skipped: its state cannot be read (%s)", current.name, p, e)
+            continue
+        parts[i] = PartitionState(p, s.leader, s.leader_epoch, old.replicas, s.isr, s.partition_epoch,
+                                  old.adding_replicas, old.removing_replicas)  # fmt: skip
+    return TopicState(current.name, current.topic_id, tuple(parts), current.configs)
 
 
 def not_older(current: TopicState | None, read: TopicState) -> TopicState:
