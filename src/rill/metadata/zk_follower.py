@@ -5,9 +5,12 @@ Each topic has watches on its assignment, its configs, its partition list and ea
 fire on kazoo's threads and only mark, on the event loop, what changed: a partition state's watch marks that
 partition, the others mark the whole topic. One task (``_follow``) takes the marks and reads: a topic marked whole
 is read whole (assignment, every partition state, configs); a topic with only partitions marked has just those
-state znodes read, and its new state is the image's with those partitions replaced (their replicas are the
-image's: a change of the assignment marks the whole topic). So a leader or ISR change of one partition of a topic
-of a thousand costs one read, not a thousand. After a new session every topic is read whole and told again.
+state znodes read (the reads sent at once, then their answers taken), and its new state is the image's with those
+partitions replaced (their replicas are the image's: a change of the assignment marks the whole topic). A state
+znode's watch is set by the read of it (a ZooKeeper watch fires once: each read sets it again), so a leader or ISR
+change of one partition of a topic of a thousand costs each broker one read, not a thousand (nor two: kazoo's
+``DataWatch`` would read it once more on its own thread, one read after another). After a new session every topic
+is read whole, which sets every state watch again, and told again.
 
 Being the only task that reads and applies, it never lets a read overtake a newer one; and a partition state read
 that is older than the image's (by leader epoch, then partition epoch) is not taken (``not_older``). A state znode
@@ -25,6 +28,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+from kazoo.protocol.states import WatchedEvent
 
 from rill.metadata import zk_layout as zl
 from rill.metadata.store import TopicState
@@ -48,7 +52,6 @@ class ZkFollower:
     _dirty_states: dict[str, set[int]]  # topic -> the partitions whose state znode to read
     _tell_all: bool
     _watched_topics: dict[str, object]
-    _watched_states: set[str]
     _from_kazoo: Callable[[Callable[[], None]], None]
 
     async def _refresh_cluster(self) -> None:
@@ -71,37 +74,30 @@ class ZkFollower:
 
         self._from_kazoo(mark)
 
+    def _on_state_event(self, event: WatchedEvent) -> None:
+        """A partition state znode's watch fired (kazoo's thread): mark the partition. Set by every read of the
+        znode (``read_states``, ``read_topic_versioned``), each read setting it again, so the watch costs no read of
+        its own. A session that ended fires every watch without a path: the new session's full re-read sets them
+        again."""
+        where = zl.parse_state_path(event.path) if event.path else None
+        if where is not None:
+            self._mark_state(*where)
+
     def _watch_topic(self, topic: str) -> None:
-        """Watches on one topic's assignment, configs, partition list and partition states (kazoo thread); they end
-        once the topic is no longer watched with this token (a topic made again gets watches of its own)."""
+        """Watches on one topic's assignment, configs and partition list (kazoo thread); they end once the topic is
+        no longer watched with this token (a topic made again gets watches of its own). The partition state znodes'
+        watches are set by their reads."""
         token = self._watched_topics[topic]
 
         def on_change(*_: Any) -> bool:
             self._mark_topic(topic)
             return self._watched_topics.get(topic) is token
 
-        def on_state(partition: int) -> Callable[..., bool]:
-            def changed(*_: Any) -> bool:
-                self._mark_state(topic, partition)
-                return self._watched_topics.get(topic) is token
-
-            return changed
-
         self.zk.DataWatch(zl.topic_path(topic), on_change)
         self.zk.DataWatch(zl.topic_config_path(topic), on_change)
-
-        def on_partitions(children: list[str]) -> bool:
-            for p in children:
-                path = zl.state_path(topic, int(p))
-                if path not in self._watched_states:
-                    self._watched_states.add(path)
-                    self.zk.DataWatch(path, on_state(int(p)))
-            self._mark_topic(topic)
-            return self._watched_topics.get(topic) is token
-
         # Not a lasting watch: one would outlive the topic, waiting for good on a name that may never come back.
         with contextlib.suppress(NoNodeError):
-            self.zk.ChildrenWatch(zl.partitions_path(topic), on_partitions)
+            self.zk.ChildrenWatch(zl.partitions_path(topic), lambda _children: on_change())
 
     async def _follow(self) -> None:
         """Apply what the watches marked, and the full re-read after a new session, in order, until cancelled: the
@@ -159,7 +155,7 @@ class ZkFollower:
         the topics that changed: the image's topic with those partitions replaced, none going back."""
         current = {t: self._topics[t] for t in marked}
         read = await asyncio.to_thread(
-            lambda: {t: read_states(self.zk, current[t], sorted(ps)) for t, ps in marked.items()}
+            lambda: {t: read_states(self.zk, current[t], sorted(ps), self._on_state_event) for t, ps in marked.items()}
         )
         # Only this task changes the image: ``current`` is still what it holds.
         changed = [new for t, r in read.items() if (new := not_older(current[t], r)) != current[t]]
@@ -172,7 +168,7 @@ class ZkFollower:
         out: dict[str, tuple[TopicState, int] | None] = {}
         for n in names:
             try:
-                out[n] = read_topic_versioned(self.zk, n)
+                out[n] = read_topic_versioned(self.zk, n, self._on_state_event)
             except zl.MalformedZnode as e:
                 log.warning("Topic %s skipped: its znodes cannot be read (%s)", n, e)
         return out

@@ -123,7 +123,6 @@ class ZkMetadataStore(ZkChanges, ZkFollower):
         self._applied = asyncio.Condition()
         self._follower: asyncio.Task[None] | None = None
         self._watched_topics: dict[str, object] = {}  # topic -> the token its watches live while it is there
-        self._watched_states: set[str] = set()  # partition state znodes with a data watch (kazoo threads add)
         self._session_lost = False
         self._registered_session = 0  # the session that owns this broker's registration
         self._registrar: asyncio.Task[None] | None = None
@@ -350,8 +349,6 @@ class ZkMetadataStore(ZkChanges, ZkFollower):
         gone = [t for t in self._watched_topics if t not in topics]
         for t in gone:
             del self._watched_topics[t]
-            prefix = zl.partitions_path(t) + "/"
-            self._watched_states -= {p for p in self._watched_states if p.startswith(prefix)}
         if new or gone:
             await self._refresh_topics(sorted(set(new) | set(gone)))
         if configs_changed:
