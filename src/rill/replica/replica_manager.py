@@ -210,8 +210,7 @@ class ReplicaManager(IsrChanges):
 
     async def _host_async(self, topics: Iterable[TopicState], only: list[PartitionState] | None = None,
                           acted: set[TopicPartition] | None = None) -> None:  # fmt: skip
-        """``_host`` with the new logs' files made in a worker thread (the loop serves others meanwhile); the
-        partitions made or changed are added to ``acted``."""
+        """``_host`` with the new logs' files made in a worker thread; adds those made or changed to ``acted``."""
         new = self._update_hosted(topics, only, acted)
         if acted is not None:
             acted.update(tp for tp, *_ in new)
@@ -226,9 +225,8 @@ class ReplicaManager(IsrChanges):
     def _update_hosted(
         self, topics: Iterable[TopicState], only: list[PartitionState] | None, acted: set[TopicPartition] | None = None
     ) -> list[tuple[TopicPartition, PartitionState, uuid.UUID | None, LogConfig, TopicCompression, int]]:
-        """Update the hosted partitions of ``topics`` whose state or configs differ from what they hold (a topic
-        told whole for the change of one partition costs the others a comparison), adding them to ``acted``;
-        returns those to make."""
+        """Update the hosted partitions of ``topics`` whose state or configs differ from what they hold, adding them
+        to ``acted``; returns those to make."""
         new: list[tuple[TopicPartition, PartitionState, uuid.UUID | None, LogConfig, TopicCompression, int]] = []
         for topic in topics:
             config, compression, min_isr = self._configs_for(topic)
@@ -239,9 +237,7 @@ class ReplicaManager(IsrChanges):
                 partition = self._partitions.get(tp)
                 if partition is None:
                     new.append((tp, state, topic.topic_id, config, compression, min_isr))
-                elif state == partition.state and partition.has_config(config, compression, min_isr):
-                    continue
-                else:
+                elif state != partition.state or not partition.has_config(config, compression, min_isr):
                     if acted is not None:
                         acted.add(tp)
                     was_leader, epoch = partition.is_leader, partition.leader_epoch
