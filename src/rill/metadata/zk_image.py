@@ -9,15 +9,18 @@ one (it was answered before a change the image already shows) never undoes it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+from kazoo.protocol.states import WatchedEvent
 
 from rill.metadata import zk_layout as zl
 from rill.metadata.store import BrokerInfo, PartitionState, TopicState, is_older, valid_stored_configs
 
 log = logging.getLogger(__name__)
 
+Watcher = Callable[[WatchedEvent], None]
 ClusterRead = tuple[dict[int, BrokerInfo], int, dict[str, str], dict[str, str], set[str]]
 
 
@@ -58,10 +61,11 @@ def read_topic(zk: KazooClient, name: str) -> TopicState | None:
     return None if versioned is None else versioned[0]
 
 
-def read_topic_versioned(zk: KazooClient, name: str) -> tuple[TopicState, int] | None:
+def read_topic_versioned(zk: KazooClient, name: str, watch: Watcher | None = None) -> tuple[TopicState, int] | None:
     """The topic (as ``read_topic``) and the version of its assignment znode, which a reassignment's write
     waits for in the image; None when it is gone. ``MalformedZnode`` when its assignment or a partition state
-    cannot be read (the caller keeps what it had of the topic)."""
+    cannot be read (the caller keeps what it had of the topic). With ``watch``, each partition state read sets
+    it on its znode (on the znode's creation when it is not there yet)."""
     try:
         data, assignment_stat = zk.get(zl.topic_path(name))
         assignment = zl.decode_assignment(data)
@@ -69,15 +73,67 @@ def read_topic_versioned(zk: KazooClient, name: str) -> tuple[TopicState, int] |
         return None
     parts: list[PartitionState] = []
     for p, replicas in sorted(assignment.partitions.items()):
-        try:
-            data, stat = zk.get(zl.state_path(name, p))
-            s = zl.decode_state(data, stat.version)
-            parts.append(PartitionState(p, s.leader, s.leader_epoch, replicas, s.isr, s.partition_epoch,
-                                        assignment.adding.get(p, ()), assignment.removing.get(p, ())))  # fmt: skip
-        except NoNodeError:  # the controller has not elected its leader yet
+        got = _get_state(zk, zl.state_path(name, p), watch)
+        if got is None:  # the controller has not elected its leader yet
             parts.append(PartitionState(p, -1, -1, replicas, (), -1))
+            continue
+        s = zl.decode_state(*got)
+        parts.append(PartitionState(p, s.leader, s.leader_epoch, replicas, s.isr, s.partition_epoch,
+                                    assignment.adding.get(p, ()), assignment.removing.get(p, ())))  # fmt: skip
     configs = valid_stored_configs(name, read_configs(zk, zl.topic_config_path(name)))
     return TopicState(name, assignment.topic_id, tuple(parts), configs), assignment_stat.version
+
+
+def holds_partitions(topic: TopicState, partitions: Iterable[int]) -> bool:
+    """Whether ``topic`` (the image's) has each of ``partitions``."""
+    return set(partitions) <= {s.partition for s in topic.partitions}
+
+
+def read_states(zk: KazooClient, current: TopicState, partitions: Iterable[int], watch: Watcher | None = None
+                ) -> TopicState:  # fmt: skip
+    """``current`` (the image's topic) with the state znodes of ``partitions`` read again (the reads sent at once,
+    then their answers taken; with ``watch``, set on each znode): a partition's replicas come from ``current`` (its
+    assignment did not change: a change of it marks the whole topic), a state znode that is gone gives leader -1
+    (as ``read_topic_versioned``), and one that cannot be read is skipped with a warning (the image keeps what it
+    had of that partition, and of the others). Each of ``partitions`` is one of ``current``'s
+    (``holds_partitions``)."""
+    index = {s.partition: i for i, s in enumerate(current.partitions)}
+    parts = list(current.partitions)
+    sent = [(p, zl.state_path(current.name, p)) for p in partitions]
+    answers = [(p, path, zk.get_async(path, watch=watch)) for p, path in sent]
+    for p, path, answer in answers:
+        i = index[p]
+        old = parts[i]
+        try:
+            data, stat = answer.get()
+            got: tuple[bytes, int] | None = (data, stat.version)
+        except NoNodeError:
+            got = _get_state(zk, path, watch)
+        try:
+            if got is None:
+                parts[i] = PartitionState(p, -1, -1, old.replicas, (), -1, old.adding_replicas,
+                                          old.removing_replicas)  # fmt: skip
+                continue
+            s = zl.decode_state(*got)
+        except zl.MalformedZnode as e:
+            log.warning("Partition %s-%d skipped: its state cannot be read (%s)", current.name, p, e)
+            continue
+        parts[i] = PartitionState(p, s.leader, s.leader_epoch, old.replicas, s.isr, s.partition_epoch,
+                                  old.adding_replicas, old.removing_replicas)  # fmt: skip
+    return TopicState(current.name, current.topic_id, tuple(parts), current.configs)
+
+
+def _get_state(zk: KazooClient, path: str, watch: Watcher | None) -> tuple[bytes, int] | None:
+    """A partition state znode's data and version, None when it is not there. With ``watch``: set on the znode,
+    or on its creation when it is not there (ZooKeeper sets no watch on a read of a znode that is not there)."""
+    while True:
+        try:
+            data, stat = zk.get(path, watch=watch)
+            return data, int(stat.version)
+        except NoNodeError:
+            if watch is None or zk.exists(path, watch=watch) is None:
+                return None
+            # Made between the two calls: read it (the watch set by exists fires once more, a read too many).
 
 
 def not_older(current: TopicState | None, read: TopicState) -> TopicState:

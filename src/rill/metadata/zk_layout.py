@@ -85,6 +85,17 @@ def state_path(topic: str, partition: int) -> str:
     return f"{TOPICS}/{topic}/partitions/{partition}/state"
 
 
+def parse_state_path(path: str) -> tuple[str, int] | None:
+    """The topic and partition of a partition state znode's path (``state_path``); None for any other path."""
+    parts = path.split("/")
+    if len(parts) != 7 or "/".join(parts[:3]) != TOPICS or parts[4] != "partitions" or parts[6] != "state":
+        return None
+    try:
+        return parts[3], int(parts[5])
+    except ValueError:
+        return None
+
+
 def topic_config_path(topic: str) -> str:
     return f"{TOPIC_CONFIGS}/{topic}"
 

@@ -4,10 +4,10 @@ Layout: :mod:`rill.metadata.zk_layout`. The broker registers itself (an ephemera
 already registered by a live broker is refused; one left by a session not yet expired is waited out), keeps a
 local image of the cluster (brokers, topics with their partitions'
 leader, leader epoch, replicas, ISR and partition epoch, configs, the controller) and follows it through
-ZooKeeper watches. Watch events arrive on kazoo's threads; they only mark what changed, and one task on the
-event loop reads the marked znodes (in a worker thread) and applies the differences to the image as
-:class:`~rill.metadata.store.MetadataDelta`s, in order, telling the listeners. No ZooKeeper round trip runs on
-the event loop's thread.
+ZooKeeper watches. Watch events arrive on kazoo's threads; they only mark what changed (a partition whose state
+changed, or a whole topic), and one task on the event loop reads the marked znodes (in a worker thread) and
+applies the differences to the image as :class:`~rill.metadata.store.MetadataDelta`s, in order, telling the
+listeners (:mod:`rill.metadata.zk_follower`). No ZooKeeper round trip runs on the event loop's thread.
 
 Changes are written to ZooKeeper and return once this broker's image shows them: a new topic once the
 controller has elected its partitions' leaders (as Kafka's CreateTopics waits, up to its timeout), a deletion
@@ -56,7 +56,8 @@ from rill.metadata.zk_acls import ZkAcls
 from rill.metadata.zk_changes import ZkChanges
 from rill.metadata.zk_client import ZkClientSecurity, make_zk_client
 from rill.metadata.zk_client_metrics import ZkClientMetrics
-from rill.metadata.zk_image import not_older, read_cluster, read_configs, read_topic_versioned
+from rill.metadata.zk_follower import RETRY_BACKOFF_S, ZkFollower
+from rill.metadata.zk_image import read_cluster, read_configs
 from rill.metadata.zk_quotas import ZkClientQuotas
 from rill.metadata.zk_users import ZkUserCredentials
 from rill.metadata.zk_watches import lasting_children_watch
@@ -66,7 +67,6 @@ from rill.security.scram import ScramCredential
 log = logging.getLogger(__name__)
 
 ClientFactory = Callable[[str, float], KazooClient]
-RETRY_BACKOFF_S = 0.5
 RETRY_BACKOFF_MAX_S = 5.0
 
 
@@ -74,7 +74,7 @@ class ZooKeeperUnreachable(Exception):
     """The ensemble could not be reached within ``zookeeper.connection.timeout.ms`` at start."""
 
 
-class ZkMetadataStore(ZkChanges):
+class ZkMetadataStore(ZkChanges, ZkFollower):
     """A :class:`~rill.metadata.store.MetadataStore` backed by ZooKeeper."""
 
     def __init__(
@@ -117,12 +117,12 @@ class ZkMetadataStore(ZkChanges):
         self.quotas = ZkClientQuotas(self.zk)
         self.client_metrics = ZkClientMetrics(self.zk, self._from_kazoo)
         self._dirty_topics: set[str] = set()
+        self._dirty_states: dict[str, set[int]] = {}
         self._dirty_cluster = False
         self._wake = asyncio.Event()
         self._applied = asyncio.Condition()
         self._follower: asyncio.Task[None] | None = None
         self._watched_topics: dict[str, object] = {}  # topic -> the token its watches live while it is there
-        self._watched_states: set[str] = set()  # partition state znodes with a data watch (kazoo threads add)
         self._session_lost = False
         self._registered_session = 0  # the session that owns this broker's registration
         self._registrar: asyncio.Task[None] | None = None
@@ -166,6 +166,7 @@ class ZkMetadataStore(ZkChanges):
         # a second time.
         self._dirty_cluster = False
         self._dirty_topics.clear()
+        self._dirty_states.clear()
         self._wake.clear()
         await self._refresh_cluster()
         self._follower = asyncio.create_task(self._follow(), name="zk-metadata")
@@ -310,13 +311,6 @@ class ZkMetadataStore(ZkChanges):
         self._from_kazoo(mark)
         return True
 
-    def _mark_topic(self, topic: str) -> None:
-        def mark() -> None:
-            self._dirty_topics.add(topic)
-            self._wake.set()
-
-        self._from_kazoo(mark)
-
     def _watch_cluster(self) -> None:
         """Watches (kazoo's recipes set them again after each event; the children watches also once their znode is
         made again after a deletion): brokers, the controller, the topic list, the dynamic broker configs."""
@@ -342,58 +336,6 @@ class ZkMetadataStore(ZkChanges):
         self._mark_cluster()
         return True
 
-    def _watch_topic(self, topic: str) -> None:
-        """Watches on one topic's assignment, configs, partition list and partition states (kazoo thread); they end
-        once the topic is no longer watched with this token (a topic made again gets watches of its own)."""
-        token = self._watched_topics[topic]
-
-        def on_change(*_: Any) -> bool:
-            self._mark_topic(topic)
-            return self._watched_topics.get(topic) is token
-
-        self.zk.DataWatch(zl.topic_path(topic), on_change)
-        self.zk.DataWatch(zl.topic_config_path(topic), on_change)
-
-        def on_partitions(children: list[str]) -> bool:
-            for p in children:
-                path = zl.state_path(topic, int(p))
-                if path not in self._watched_states:
-                    self._watched_states.add(path)
-                    self.zk.DataWatch(path, on_change)
-            self._mark_topic(topic)
-            return self._watched_topics.get(topic) is token
-
-        # Not a lasting watch: one would outlive the topic, waiting for good on a name that may never come back.
-        with contextlib.suppress(NoNodeError):
-            self.zk.ChildrenWatch(zl.partitions_path(topic), on_partitions)
-
-    async def _follow(self) -> None:
-        """Apply what the watches marked, and the full re-read after a new session, in order, until cancelled: the
-        only task that reads and applies, so that a read never overtakes a newer one. What a failed pass had to do
-        stays marked for the next."""
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            topics: set[str] = set()
-            tell_all = False
-            try:
-                if self._dirty_cluster:
-                    self._dirty_cluster = False
-                    await self._refresh_cluster()
-                tell_all, self._tell_all = self._tell_all, False
-                topics, self._dirty_topics = self._dirty_topics, set()
-                if tell_all:
-                    await self._refresh_topics(sorted(topics | set(self._topics)), tell_all=True)
-                elif topics:
-                    await self._refresh_topics(sorted(topics))
-            except Exception:
-                log.exception("following the cluster metadata in ZooKeeper failed; retrying")
-                self._dirty_cluster = True
-                self._tell_all |= tell_all
-                self._dirty_topics |= topics
-                await asyncio.sleep(RETRY_BACKOFF_S)
-                self._wake.set()
-
     async def _refresh_cluster(self) -> None:
         brokers, controller, own, default, topics = await asyncio.to_thread(read_cluster, self.zk, self._node_id)
         self._group_configs = await asyncio.to_thread(self._read_group_configs)
@@ -407,8 +349,6 @@ class ZkMetadataStore(ZkChanges):
         gone = [t for t in self._watched_topics if t not in topics]
         for t in gone:
             del self._watched_topics[t]
-            prefix = zl.partitions_path(t) + "/"
-            self._watched_states -= {p for p in self._watched_states if p.startswith(prefix)}
         if new or gone:
             await self._refresh_topics(sorted(set(new) | set(gone)))
         if configs_changed:
@@ -423,41 +363,6 @@ class ZkMetadataStore(ZkChanges):
             return {}
         configs = {name: read_configs(self.zk, zl.group_config_path(name)) for name in names}
         return {name: c for name, c in configs.items() if c}
-
-    async def _refresh_topics(self, names: list[str], *, tell_all: bool = False) -> None:
-        """Read ``names`` and apply what changed (with ``tell_all``, tell every topic read, changed or not)."""
-        versioned = await asyncio.to_thread(self._read_topics, names)
-        read = {n: None if v is None else not_older(self._topics.get(n), v[0]) for n, v in versioned.items()}
-        changed = [t for n, t in read.items() if t is not None and (tell_all or self._topics.get(n) != t)]
-        deleted = [self._topics[n] for n, t in read.items() if t is None and n in self._topics]
-        # A topic deleted and made again under its name: the old one goes first.
-        deleted += [self._topics[t.name] for t in changed if t.name in self._topics
-                    and self._topics[t.name].topic_id != t.topic_id]  # fmt: skip
-        if changed or deleted:
-            await self._apply(changed, deleted)
-        await self._note_assignment_versions(versioned)
-
-    def _read_topics(self, names: list[str]) -> dict[str, tuple[TopicState, int] | None]:
-        """Each topic read (None: gone); a topic whose znodes cannot be read is left out (the image keeps what it
-        had of it), so that one topic written by another tool holds no other topic up."""
-        out: dict[str, tuple[TopicState, int] | None] = {}
-        for n in names:
-            try:
-                out[n] = read_topic_versioned(self.zk, n)
-            except zl.MalformedZnode as e:
-                log.warning("Topic %s skipped: its znodes cannot be read (%s)", n, e)
-        return out
-
-    async def _note_assignment_versions(self, versioned: Mapping[str, tuple[TopicState, int] | None]) -> None:
-        """Record the assignment versions the image now shows and wake the changes waiting for one (a write that
-        left the topic's state as it was changes no state, but moves its version)."""
-        for name, v in versioned.items():
-            if v is None:
-                self._assignment_versions.pop(name, None)
-            else:
-                self._assignment_versions[name] = v[1]
-        async with self._applied:
-            self._applied.notify_all()
 
     async def _apply(
         self, changed: list[TopicState], deleted: list[TopicState], *, broker_configs: bool = False

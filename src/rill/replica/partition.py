@@ -146,6 +146,10 @@ class Partition:
         if current_leader_epoch > self.leader_epoch:
             raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
+    def has_config(self, config: LogConfig, compression: TopicCompression, min_insync_replicas: int) -> bool:
+        return (self.min_insync_replicas, self.compression, self.log.config) == (min_insync_replicas, compression,
+                                                                                config)  # fmt: skip
+
     def update_config(self, config: LogConfig, compression: TopicCompression, min_insync_replicas: int) -> None:
         self.log.config = config
         self.compression = compression

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from rill.cluster.network_client import NetworkClient
@@ -318,13 +318,19 @@ class ReplicaFetcherManager:
         self._backoff_ms = int(get("replica.fetch.backoff.ms"))
         self._fetchers: dict[int, ReplicaFetcher] = {}
 
-    def update(self, partitions: Mapping[TopicPartition, Partition], brokers: list[BrokerInfo]) -> None:
-        """Fetch each followed partition from its leader (and nothing else)."""
+    def update(self, partitions: Mapping[TopicPartition, Partition], brokers: list[BrokerInfo],
+               only: Iterable[TopicPartition] | None = None) -> None:  # fmt: skip
+        """Fetch each followed partition from its leader (and nothing else); with ``only``, look at those partitions
+        alone (those a metadata change made, changed or removed), the others staying as they are."""
         for b in brokers:
             if b.node_id != self.node_id:
                 self._client.set_node(b.node_id, b.host, b.port)
+        looked_at = set(partitions) if only is None else set(only)
         wanted: dict[TopicPartition, int] = {}
-        for tp, partition in partitions.items():
+        for tp in looked_at:
+            partition = partitions.get(tp)
+            if partition is None:
+                continue
             leader = partition.state.leader
             if leader >= 0 and leader != self.node_id and self.node_id in partition.state.replicas:
                 wanted[tp] = leader
@@ -336,7 +342,8 @@ class ReplicaFetcherManager:
                     )  # fmt: skip
                 fetcher.add(partition)
         for leader, fetcher in self._fetchers.items():
-            for tp in [tp for tp in fetcher.partitions if wanted.get(tp) != leader]:
+            for tp in [tp for tp in (fetcher.partitions if only is None else looked_at)
+                       if tp in fetcher.partitions and wanted.get(tp) != leader]:  # fmt: skip
                 fetcher.remove(tp)
 
     def max_lag(self) -> int:

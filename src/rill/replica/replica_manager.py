@@ -3,7 +3,9 @@
 It follows the metadata store: at start it makes the hosted partitions match the store (``sync_with_metadata``),
 then it applies each change as the store tells it (``on_metadata_delta``): when a topic appears, grows,
 changes configs or is deleted, the partitions (and their logs) on this broker follow, at a cost in proportion
-to the change. Appends wake the delayed fetches that watch the partition.
+to the change: only the partitions whose state or configs differ from what they hold are acted on (become leader
+or follower, wake their waiting requests, move to another leader's fetcher). Appends wake the delayed fetches that
+watch the partition.
 
 Transactions: ``append_txn_marker`` writes a COMMIT or ABORT marker as leader (WriteTxnMarkers) and tells the
 marker listeners (the group coordinator materialises or drops pending transactional offset commits);
@@ -159,10 +161,12 @@ class ReplicaManager(IsrChanges):
         (a log that cannot be made) does not stop the others: the first error is raised at the end, and the store
         tells this change again."""
         failed: Exception | None = None
+        acted: set[TopicPartition] = set()  # the partitions made, changed or dropped: their fetchers follow
         names = {topic.name for topic in delta.deleted}  # while their logs are not deleted, not hosted again
         if delta.deleted:
             gone = [tp for tp in self._partitions if tp.topic in names]
             self._forget_partitions(gone)
+            acted.update(gone)
             try:
                 await self.log_manager.delete_logs_async(gone)
                 names = set()
@@ -176,15 +180,19 @@ class ReplicaManager(IsrChanges):
                            and (tp := TopicPartition(topic.name, s.partition)) in self._partitions]  # fmt: skip
                 if dropped:
                     self._forget_partitions(dropped)
+                    acted.update(dropped)
                     await self.log_manager.delete_logs_async(dropped)
-                states = [s for s in topic.partitions if self.node_id in s.replicas]
+                configs = self._configs_for(topic)
+                states = [s for s in topic.partitions if self.node_id in s.replicas and (
+                    (held := self._partitions.get(TopicPartition(topic.name, s.partition))) is None
+                    or s != held.state or not held.has_config(*configs))]  # fmt: skip
                 for start in range(0, max(len(states), 1), LOG_CREATION_CHUNK):
-                    await self._host_async([topic], states[start : start + LOG_CREATION_CHUNK])
+                    await self._host_async([topic], states[start : start + LOG_CREATION_CHUNK], acted)
             except Exception as e:
                 log.error("Broker %d could not follow topic %s: %s", self.node_id, topic.name, e)
                 failed = failed or e
-        if changed or delta.deleted:
-            self.update_fetchers()
+        if acted:
+            self.update_fetchers(acted)
         if failed is not None:
             raise failed
 
@@ -200,9 +208,12 @@ class ReplicaManager(IsrChanges):
                 failed = e
             self._make_partitions(new, failed)
 
-    async def _host_async(self, topics: Iterable[TopicState], only: list[PartitionState] | None = None) -> None:
-        """``_host`` with the new logs' files made in a worker thread (the loop serves others meanwhile)."""
-        new = self._update_hosted(topics, only)
+    async def _host_async(self, topics: Iterable[TopicState], only: list[PartitionState] | None = None,
+                          acted: set[TopicPartition] | None = None) -> None:  # fmt: skip
+        """``_host`` with the new logs' files made in a worker thread; adds those made or changed to ``acted``."""
+        new = self._update_hosted(topics, only, acted)
+        if acted is not None:
+            acted.update(tp for tp, *_ in new)
         if new:
             failed: KafkaError | None = None
             try:
@@ -212,9 +223,10 @@ class ReplicaManager(IsrChanges):
             self._make_partitions(new, failed)
 
     def _update_hosted(
-        self, topics: Iterable[TopicState], only: list[PartitionState] | None
+        self, topics: Iterable[TopicState], only: list[PartitionState] | None, acted: set[TopicPartition] | None = None
     ) -> list[tuple[TopicPartition, PartitionState, uuid.UUID | None, LogConfig, TopicCompression, int]]:
-        """Update the hosted partitions of ``topics``; returns those to make."""
+        """Update the hosted partitions of ``topics`` whose state or configs differ from what they hold, adding them
+        to ``acted``; returns those to make."""
         new: list[tuple[TopicPartition, PartitionState, uuid.UUID | None, LogConfig, TopicCompression, int]] = []
         for topic in topics:
             config, compression, min_isr = self._configs_for(topic)
@@ -225,7 +237,9 @@ class ReplicaManager(IsrChanges):
                 partition = self._partitions.get(tp)
                 if partition is None:
                     new.append((tp, state, topic.topic_id, config, compression, min_isr))
-                else:
+                elif state != partition.state or not partition.has_config(config, compression, min_isr):
+                    if acted is not None:
+                        acted.add(tp)
                     was_leader, epoch = partition.is_leader, partition.leader_epoch
                     if not is_older(state, partition.state):  # a delta behind what it knows is not taken
                         partition.update_state(state)
@@ -274,10 +288,11 @@ class ReplicaManager(IsrChanges):
                 self.produce_purgatory.check_and_complete(tp)
                 self.fetch_purgatory.check_and_complete(tp)
 
-    def update_fetchers(self) -> None:
-        """Give each partition this broker follows to the fetcher of its leader."""
+    def update_fetchers(self, only: Iterable[TopicPartition] | None = None) -> None:
+        """Give each partition this broker follows (of ``only``, when given: those that changed) to the fetcher of
+        its leader."""
         if self.fetchers is not None:
-            self.fetchers.update(self._partitions, self.metadata.brokers())
+            self.fetchers.update(self._partitions, self.metadata.brokers(), only)
 
     def _remove_partitions(self, gone: list[TopicPartition]) -> None:
         self._forget_partitions(gone)

@@ -149,14 +149,14 @@ def test_a_follower_being_removed_still_counts_until_the_write_lands(
 
 def test_an_expansion_whose_answer_was_lost_is_read_back(zk_server: ZooKeeperEnsemble, tmp_path: Path) -> None:
     """The write lands but its answer is lost (ConnectionLoss). The watch that would bring the new state is held
-    back (the topic's re-read waits), so only reading the znode again tells the leader that broker 2 is in the
-    ISR: until it knows, the high watermark must not pass broker 2's log end."""
+    back (the store's read of the state znode waits), so only reading the znode again tells the leader that broker 2
+    is in the ISR: until it knows, the high watermark must not pass broker 2's log end."""
 
     async def body(rm: ReplicaManager, faulty: FaultInjectingKazooClient, partition: Partition) -> None:
         _append(rm, 5)
         rm.update_follower_fetch_state(TP, 1, 5)
-        # the store's re-reads of the topic (not the calls of kazoo's watches, which only mark it to be read)
-        rereads = faulty.inject(Fault("get", zl.topic_path("t"), Action.HOLD, times=1_000_000, watch=False))
+        # the store's reads of the partition's state (not the leader's read back, from its change's module)
+        rereads = faulty.inject(Fault("get", STATE, Action.HOLD, times=1_000_000, source="rill.metadata.zk_image"))
         lost = faulty.inject(Fault("set", STATE, Action.APPLY_THEN_FAIL))
         rm.update_follower_fetch_state(TP, 2, 5)
         await asyncio.to_thread(lost.wait_reached)

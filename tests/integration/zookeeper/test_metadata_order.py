@@ -72,7 +72,7 @@ def test_a_full_reread_answered_after_a_newer_state_does_not_undo_it(connect: st
             assert current is not None
             version = current.partition_epoch
             # After a new session the broker reads every topic again; that read is answered after a newer state.
-            reread = b0.client.inject(Fault("get", zl.state_path("t", 0), Action.HOLD_ANSWER, watch=False,
+            reread = b0.client.inject(Fault("get", zl.state_path("t", 0), Action.HOLD_ANSWER,
                                             source="rill.metadata"))  # fmt: skip
             b0.client.expire_session()
             await asyncio.to_thread(reread.answered.wait, 20)
