@@ -115,18 +115,34 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--fresh", action="store_true",
+                    help="each run on a cluster of its own (the first seconds of a fresh cluster: no page cache "
+                         "grown by the runs before; see PERFORMANCE.md)")  # fmt: skip
     args = ap.parse_args()
     rates: dict[str, list[float]] = {name: [] for name, *_ in CASES}
     peaks: dict[str, list[int]] = {name: [] for name, *_ in CASES}
     catch_up: dict[str, list[float]] = {name: [] for name, *_ in CASES}
+    if args.fresh:
+        for _ in range(args.rounds):
+            for case in range(len(CASES)):
+                _run_rounds(args, [case], 1, rates, peaks, catch_up)
+    else:
+        _run_rounds(args, list(range(len(CASES))), args.rounds, rates, peaks, catch_up)
+    _print(args, rates, peaks, catch_up)
+
+
+def _run_rounds(args: argparse.Namespace, cases: list[int], rounds: int, rates: dict[str, list[float]],
+                peaks: dict[str, list[int]], catch_up: dict[str, list[float]]) -> None:  # fmt: skip
     with cluster(3, metrics=True, auto_leader_rebalance_enable="false") as c:
         ports = [c.metrics_port(b) for b in c.brokers]
         admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
-        for i, (_, rf, _, configs) in enumerate(CASES):
+        for i in cases:
+            _, rf, _, configs = CASES[i]
             topic = f"bench-{i}"
             admin.create_topics([NewTopic(topic, args.partitions, rf, config=configs)])[topic].result(60)
-        for _ in range(args.rounds):
-            for i, (name, rf, acks, _) in enumerate(CASES):
+        for _ in range(rounds):
+            for i in cases:
+                name, rf, acks, _ = CASES[i]
                 topic = f"bench-{i}"
                 params = {"bootstrap": c.bootstrap_servers, "topic": topic, "size": args.size,
                           "seconds": args.seconds, "acks": acks, "partitions": args.partitions}  # fmt: skip
@@ -147,8 +163,14 @@ def main() -> None:
                 rates[name].append(result["messages"] / result["seconds"])
                 if rf > 1:
                     peaks[name].append(sampler.peak)
+
+
+def _print(args: argparse.Namespace, rates: dict[str, list[float]], peaks: dict[str, list[int]],
+           catch_up: dict[str, list[float]]) -> None:  # fmt: skip
     base = statistics.median(rates[CASES[0][0]]) if rates[CASES[0][0]] else float("nan")
-    print(f"\n{args.size} B records, {args.partitions} partitions, {args.seconds:g} s runs, {args.rounds} rounds")
+    fresh = ", each on a fresh cluster" if args.fresh else ""
+    print(f"\n{args.size} B records, {args.partitions} partitions, {args.seconds:g} s runs, "
+          f"{args.rounds} rounds{fresh}")
     print(f"{'case':<30} {'records/s (median)':>20} {'vs RF=1 acks=1':>16} {'max lag (records)':>18}"
           f" {'catch-up (s)':>13}   rounds")  # fmt: skip
     for name, values in rates.items():
