@@ -29,6 +29,14 @@ async def connect(server: SocketServer) -> tuple[asyncio.StreamReader, asyncio.S
     return await asyncio.open_connection(host, port)
 
 
+async def release(server: SocketServer, name: bytes) -> None:
+    """End the deferred answer held under ``name``, from a connection of its own."""
+    r2, w2 = await connect(server)
+    w2.write(frame(b"release:" + name))
+    assert await read_frame(r2) == b"released"
+    w2.close()
+
+
 def test_overlapping_requests_are_handled_while_an_answer_waits_and_answered_in_order(run_server: Runner) -> None:
     async def body(server: SocketServer, handler: ToyHandler) -> None:
         reader, writer = await connect(server)
@@ -50,13 +58,10 @@ def test_a_request_that_may_not_overlap_waits_for_the_deferred_answers(run_serve
         await wait_for(lambda: b"a" in handler.held)
         await asyncio.sleep(0.2)
         assert handler.seen == [b"hold:a"]  # echo:x is not handled before a's answer is out
-        r2, w2 = await connect(server)
-        w2.write(frame(b"release:a"))
-        assert await read_frame(r2) == b"released"
+        await release(server, b"a")
         assert [await asyncio.wait_for(read_frame(reader), 5) for _ in range(2)] == [b"a", b"x"]
         assert handler.seen[-1] == b"echo:x"
         writer.close()
-        w2.close()
 
     run_server(body)
 
@@ -78,12 +83,9 @@ def test_a_failed_deferred_answer_closes_the_connection_after_the_answers_before
         writer.write(frame(b"defer:0:first") + frame(b"hold:boom") + frame(b"ov:after"))
         assert await asyncio.wait_for(read_frame(reader), 5) == b"first"
         await wait_for(lambda: len(handler.seen) == 3)
-        r2, w2 = await connect(server)
-        w2.write(frame(b"release:boom"))
-        assert await read_frame(r2) == b"released"
+        await release(server, b"boom")
         assert await asyncio.wait_for(reader.read(), 5) == b""  # closed: no answer after the failed one
         await wait_for(lambda: server.request_bytes == 0)
-        w2.close()
 
     run_server(body)
 
@@ -134,13 +136,10 @@ def test_a_half_closed_connection_still_gets_its_deferred_answers(run_server: Ru
         writer.write(frame(b"hold:a"))
         writer.write_eof()
         await wait_for(lambda: b"a" in handler.held)
-        r2, w2 = await connect(server)
-        w2.write(frame(b"release:a"))
-        assert await read_frame(r2) == b"released"
+        await release(server, b"a")
         assert await asyncio.wait_for(read_frame(reader), 5) == b"a"
         assert await asyncio.wait_for(reader.read(), 5) == b""
         writer.close()
-        w2.close()
 
     run_server(body)
 
@@ -178,13 +177,10 @@ def test_nothing_after_a_failed_request_is_handled_while_the_answers_before_it_w
         await wait_for(lambda: b"fail:x" in handler.seen)
         await asyncio.sleep(0.2)  # ov:after has arrived: the connection closes after a's answer, unhandled
         assert b"ov:after" not in handler.seen
-        r2, w2 = await connect(server)
-        w2.write(frame(b"release:a"))
-        assert await read_frame(r2) == b"released"
+        await release(server, b"a")
         assert await asyncio.wait_for(read_frame(reader), 5) == b"a"
         assert await asyncio.wait_for(reader.read(), 5) == b""
         assert b"ov:after" not in handler.seen
-        w2.close()
 
     run_server(body)
 
@@ -194,18 +190,14 @@ def test_nothing_more_is_handled_once_a_deferred_answer_failed(run_server: Runne
         reader, writer = await connect(server)
         writer.write(frame(b"hold:a") + frame(b"hold:boom"))
         await wait_for(lambda: len(handler.deferred) == 2)
-        r2, w2 = await connect(server)
-        w2.write(frame(b"release:boom"))
-        assert await read_frame(r2) == b"released"
+        await release(server, b"boom")
         await wait_for(lambda: handler.deferred[1].done())
         writer.write(frame(b"ov:after"))  # the connection closes after a's answer: this one is not handled
         await asyncio.sleep(0.2)
-        w2.write(frame(b"release:a"))
-        assert await read_frame(r2) == b"released"
+        await release(server, b"a")
         assert await asyncio.wait_for(read_frame(reader), 5) == b"a"
         assert await asyncio.wait_for(reader.read(), 5) == b""
         assert b"ov:after" not in handler.seen
-        w2.close()
 
     run_server(body)
 
@@ -220,13 +212,10 @@ def test_a_throttled_answer_behind_deferred_ones_goes_out_before_the_mute(run_se
         await wait_for(lambda: b"throttle:5000:b" in handler.seen)
         await asyncio.sleep(0.2)  # ov:c has arrived
         assert b"ov:c" not in handler.seen
-        r2, w2 = await connect(server)
-        w2.write(frame(b"release:a"))
-        assert await read_frame(r2) == b"released"
+        await release(server, b"a")
         assert await asyncio.wait_for(read_frame(reader), 5) == b"a"
         assert await asyncio.wait_for(read_frame(reader), 2.5) == b"b"  # not after the 5 s mute
         assert b"ov:c" not in handler.seen
         writer.close()
-        w2.close()
 
     run_server(body)
