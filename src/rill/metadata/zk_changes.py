@@ -14,7 +14,6 @@ import itertools
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError
@@ -319,20 +318,15 @@ class ZkChanges:
         """As leader, change a partition's ISR, conditionally on the partition epoch this broker knows
         (Kafka's AlterPartition): a stale epoch is refused with FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION. A
         write whose answer was lost (ConnectionLoss) is resolved by reading the znode again, as Kafka's
-        conditional update does: found written, it is taken; not written, it is made again. The read and the write
-        are sent from the loop (a broker rejoining the ISRs of thousands of partitions has them all in flight at
-        once, rather than a few at a time through worker threads); only that resolution runs in a worker thread."""
+        conditional update does: found written, it is taken; not written, it is made again."""
         path = zl.state_path(topic, state.partition)
-
-        def checked(data: bytes, version: int) -> zl.LeaderAndIsr:
-            current = zl.decode_state(data, version)
-            if current.leader_epoch != state.leader_epoch or current.leader != self._node_id:
-                raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{topic}-{state.partition} has a newer leader")
-            return zl.LeaderAndIsr(state.leader, state.leader_epoch, tuple(isr), current.controller_epoch)
 
         def write() -> int:
             data, stat = self.zk.get(path)
-            new = checked(data, stat.version)
+            current = zl.decode_state(data, stat.version)
+            if current.leader_epoch != state.leader_epoch or current.leader != self._node_id:
+                raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{topic}-{state.partition} has a newer leader")
+            new = zl.LeaderAndIsr(state.leader, state.leader_epoch, tuple(isr), current.controller_epoch)
             deadline = time.monotonic() + self._session_timeout_s
             while True:
                 try:
@@ -348,35 +342,8 @@ class ZkChanges:
                     if written is not None:
                         return written  # made before the answer was lost; else: made again
 
-        try:  # sent from the loop, answered through kazoo's callbacks: no worker thread, many in flight at once
-            data, stat = await self._answer(self.zk.get_async(path))
-            written = await self._answer(self.zk.set_async(path, zl.encode_state(checked(data, stat.version)),
-                                                           version=state.partition_epoch))  # fmt: skip
-            version = int(written.version)
-        except (BadVersionError, ConnectionLoss):  # changed meanwhile, or the outcome unknown: read back and resolved
-            version = await asyncio.to_thread(write)
+        version = await asyncio.to_thread(write)
         return PartitionState(state.partition, state.leader, state.leader_epoch, state.replicas, tuple(isr), version)
-
-    @staticmethod
-    async def _answer(result: Any) -> Any:
-        """The answer of a kazoo ``*_async`` call (its value, or its error raised), awaited on the loop."""
-        loop = asyncio.get_running_loop()
-        answered: asyncio.Future[Any] = loop.create_future()
-
-        def settle(r: Any) -> None:
-            if answered.done():
-                return
-            try:
-                answered.set_result(r.get_nowait())
-            except Exception as e:
-                answered.set_exception(e)
-
-        def on_answer(r: Any) -> None:  # kazoo's thread
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(settle, r)
-
-        result.rawlink(on_answer)
-        return await answered
 
     def _state_written(self, path: str, wanted: zl.LeaderAndIsr, expected_version: int, deadline: float) -> int | None:
         """After a conditional write of ``wanted`` whose outcome is unknown: its znode version when the znode holds
