@@ -318,8 +318,10 @@ class ZkChanges:
     async def alter_partition(self, topic: str, state: PartitionState, isr: Sequence[int]) -> PartitionState:
         """As leader, change a partition's ISR, conditionally on the partition epoch this broker knows
         (Kafka's AlterPartition): a stale epoch is refused with FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION. A
-        write whose answer was lost (ConnectionLoss) is resolved by reading the znode again, as Kafka's
-        conditional update does: found written, it is taken; not written, it is made again. The read and the write
+        write whose answer was lost (ConnectionLoss) is resolved by reading the znode again (again while the
+        connection is down, up to the session timeout), as Kafka's conditional update does: found written, it is
+        taken; not written, it is made again. A KafkaError means the znode does not hold it (not made, or changed since
+        by another writer); any other error leaves its outcome unknown. The read and the write
         are sent from the loop (a broker rejoining the ISRs of thousands of partitions has them all in flight at
         once, rather than a few at a time through worker threads); only that resolution runs in a worker thread."""
         path = zl.state_path(topic, state.partition)
@@ -330,31 +332,41 @@ class ZkChanges:
                 raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{topic}-{state.partition} has a newer leader")
             return zl.LeaderAndIsr(state.leader, state.leader_epoch, tuple(isr), current.controller_epoch)
 
-        def write() -> int:
-            data, stat = self.zk.get(path)
-            new = checked(data, stat.version)
+        def resolve(sent: zl.LeaderAndIsr | None) -> int:
+            """In a worker thread: the write ``sent`` (None: nothing was sent) made or found made."""
             deadline = time.monotonic() + self._session_timeout_s
+            if sent is None:
+                try:
+                    data, stat = self.zk.get(path)
+                except ConnectionLoss:  # nothing was sent: known not made
+                    raise KafkaError(ErrorCode.OPERATION_NOT_ATTEMPTED, f"{path}: ZooKeeper unreachable") from None
+                sent = checked(data, stat.version)
+            else:  # sent, its outcome unknown: read back first (again while the connection is still down)
+                written = self._state_written(path, sent, state.partition_epoch, deadline)
+                if written is not None:
+                    return written
             while True:
                 try:
-                    return int(self.zk.set(path, zl.encode_state(new), version=state.partition_epoch).version)
+                    return int(self.zk.set(path, zl.encode_state(sent), version=state.partition_epoch).version)
                 except BadVersionError:
-                    written = self._state_written(path, new, state.partition_epoch, deadline)
+                    written = self._state_written(path, sent, state.partition_epoch, deadline)
                     if written is None:
                         changed = f"{topic}-{state.partition} changed"
                         raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION, changed) from None
                     return written
                 except ConnectionLoss:
-                    written = self._state_written(path, new, state.partition_epoch, deadline)
+                    written = self._state_written(path, sent, state.partition_epoch, deadline)
                     if written is not None:
                         return written  # made before the answer was lost; else: made again
 
+        new: zl.LeaderAndIsr | None = None
         try:  # sent from the loop, answered through kazoo's callbacks: no worker thread, many in flight at once
             data, stat = await self._answer(self.zk.get_async(path))
-            written = await self._answer(self.zk.set_async(path, zl.encode_state(checked(data, stat.version)),
-                                                           version=state.partition_epoch))  # fmt: skip
+            new = checked(data, stat.version)
+            written = await self._answer(self.zk.set_async(path, zl.encode_state(new), version=state.partition_epoch))
             version = int(written.version)
         except (BadVersionError, ConnectionLoss):  # changed meanwhile, or the outcome unknown: read back and resolved
-            version = await asyncio.to_thread(write)
+            version = await asyncio.to_thread(resolve, new)
         return PartitionState(state.partition, state.leader, state.leader_epoch, state.replicas, tuple(isr), version)
 
     @staticmethod
