@@ -317,12 +317,18 @@ class ZkChanges:
     async def alter_partition(self, topic: str, state: PartitionState, isr: Sequence[int]) -> PartitionState:
         """As leader, change a partition's ISR, conditionally on the partition epoch this broker knows
         (Kafka's AlterPartition): a stale epoch is refused with FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION. A
-        write whose answer was lost (ConnectionLoss) is resolved by reading the znode again, as Kafka's
-        conditional update does: found written, it is taken; not written, it is made again."""
+        write whose answer was lost (ConnectionLoss) is resolved by reading the znode again (again while the
+        connection is down, up to the session timeout), as Kafka's conditional update does: found written, it is
+        taken; not written, it is made again. A KafkaError means the znode does not hold it (not made, or changed
+        since by another writer: OPERATION_NOT_ATTEMPTED when ZooKeeper could not be read before anything was
+        sent); any other error leaves its outcome unknown."""
         path = zl.state_path(topic, state.partition)
 
         def write() -> int:
-            data, stat = self.zk.get(path)
+            try:
+                data, stat = self.zk.get(path)
+            except ConnectionLoss:  # nothing was sent: known not made
+                raise KafkaError(ErrorCode.OPERATION_NOT_ATTEMPTED, f"{path}: ZooKeeper unreachable") from None
             current = zl.decode_state(data, stat.version)
             if current.leader_epoch != state.leader_epoch or current.leader != self._node_id:
                 raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH, f"{topic}-{state.partition} has a newer leader")

@@ -10,7 +10,8 @@ partitions replaced (their replicas are the image's: a change of the assignment 
 znode's watch is set by the read of it (a ZooKeeper watch fires once: each read sets it again), so a leader or ISR
 change of one partition of a topic of a thousand costs each broker one read, not a thousand (nor two: kazoo's
 ``DataWatch`` would read it once more on its own thread, one read after another). After a new session every topic
-is read whole, which sets every state watch again, and told again.
+is read whole, which sets every state watch again, and told again; after a connection lost within the session every
+topic is read whole too (kazoo drops every watch when the connection is lost, and sets none again).
 
 Being the only task that reads and applies, it never lets a read overtake a newer one; and a partition state read
 that is older than the image's (by leader epoch, then partition epoch) is not taken (``not_older``). A state znode
@@ -77,8 +78,8 @@ class ZkFollower:
     def _on_state_event(self, event: WatchedEvent) -> None:
         """A partition state znode's watch fired (kazoo's thread): mark the partition. Set by every read of the
         znode (``read_states``, ``read_topic_versioned``), each read setting it again, so the watch costs no read of
-        its own. A session that ended fires every watch without a path: the new session's full re-read sets them
-        again."""
+        its own. A lost connection (kazoo then drops every watch, even when the session goes on) or a session that
+        ended fires every watch without a path: the full re-read once connected again sets them again."""
         where = zl.parse_state_path(event.path) if event.path else None
         if where is not None:
             self._mark_state(*where)
@@ -168,7 +169,7 @@ class ZkFollower:
         out: dict[str, tuple[TopicState, int] | None] = {}
         for n in names:
             try:
-                out[n] = read_topic_versioned(self.zk, n, self._on_state_event)
+                out[n] = read_topic_versioned(self.zk, n, self._on_state_event, self._topics.get(n))
             except zl.MalformedZnode as e:
                 log.warning("Topic %s skipped: its znodes cannot be read (%s)", n, e)
         return out

@@ -8,6 +8,7 @@ one (it was answered before a change the image already shows) never undoes it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 
@@ -61,25 +62,41 @@ def read_topic(zk: KazooClient, name: str) -> TopicState | None:
     return None if versioned is None else versioned[0]
 
 
-def read_topic_versioned(zk: KazooClient, name: str, watch: Watcher | None = None) -> tuple[TopicState, int] | None:
+def read_topic_versioned(zk: KazooClient, name: str, watch: Watcher | None = None, current: TopicState | None = None
+                         ) -> tuple[TopicState, int] | None:  # fmt: skip
     """The topic (as ``read_topic``) and the version of its assignment znode, which a reassignment's write
-    waits for in the image; None when it is gone. ``MalformedZnode`` when its assignment or a partition state
-    cannot be read (the caller keeps what it had of the topic). With ``watch``, each partition state read sets
-    it on its znode (on the znode's creation when it is not there yet)."""
+    waits for in the image; None when it is gone. ``MalformedZnode`` when its assignment cannot be read, or a
+    partition state that ``current`` (the image's topic) does not hold (the caller keeps what it had of the topic);
+    a partition state that cannot be read but that ``current`` holds is kept as ``current`` has it, with a warning.
+    Every partition state is read, whichever cannot be: with ``watch``, each read sets it on its znode (on the
+    znode's creation when it is not there yet), so that no partition goes unwatched."""
     try:
         data, assignment_stat = zk.get(zl.topic_path(name))
         assignment = zl.decode_assignment(data)
     except NoNodeError:
         return None
+    held = {s.partition: s for s in current.partitions} if current and current.topic_id == assignment.topic_id else {}
     parts: list[PartitionState] = []
+    malformed: zl.MalformedZnode | None = None
     for p, replicas in sorted(assignment.partitions.items()):
         got = _get_state(zk, zl.state_path(name, p), watch)
         if got is None:  # the controller has not elected its leader yet
             parts.append(PartitionState(p, -1, -1, replicas, (), -1))
             continue
-        s = zl.decode_state(*got)
+        try:
+            s = zl.decode_state(*got)
+        except zl.MalformedZnode as e:
+            if p not in held:
+                malformed = malformed or e
+                continue
+            log.warning("Partition %s-%d: kept as it was, its state cannot be read (%s)", name, p, e)
+            parts.append(dataclasses.replace(held[p], replicas=replicas, adding_replicas=assignment.adding.get(p, ()),
+                                             removing_replicas=assignment.removing.get(p, ())))  # fmt: skip
+            continue
         parts.append(PartitionState(p, s.leader, s.leader_epoch, replicas, s.isr, s.partition_epoch,
                                     assignment.adding.get(p, ()), assignment.removing.get(p, ())))  # fmt: skip
+    if malformed is not None:
+        raise malformed
     configs = valid_stored_configs(name, read_configs(zk, zl.topic_config_path(name)))
     return TopicState(name, assignment.topic_id, tuple(parts), configs), assignment_stat.version
 

@@ -131,7 +131,8 @@ def _decoder(decode: Callable[..., _Decoded]) -> Callable[..., _Decoded]:
     def checked(*args: Any) -> _Decoded:
         try:
             return decode(*args)
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+        # ArithmeticError: a number JSON reads as infinity (1e999) made an int; RecursionError: nested too deep.
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, ArithmeticError, RecursionError) as e:
             raise MalformedZnode(f"{decode.__name__}: {type(e).__name__}: {e}") from None
 
     return checked

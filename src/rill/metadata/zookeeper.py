@@ -395,14 +395,19 @@ class ZkMetadataStore(ZkChanges, ZkFollower):
         self._from_kazoo(lambda: self._session_event(state))
 
     def _session_event(self, state: str) -> None:
-        """LOST: this broker stops acting as leader at once. CONNECTED: when the session is not the one that owns
-        this broker's registration, it registers again (``_keep_registered``)."""
+        """LOST: this broker stops acting as leader at once. CONNECTED: every topic is read again (the connection's
+        loss took the watches), and when the session is not the one that owns this broker's registration, it
+        registers again (``_keep_registered``)."""
         if state == KazooState.LOST:
             self._lose_session()
-        elif state == KazooState.CONNECTED and not self._closed and (
-            self._registrar is None or self._registrar.done()
-        ):
-            self._registrar = asyncio.create_task(self._keep_registered(), name="zk-registration")
+        elif state == KazooState.CONNECTED and not self._closed:
+            # kazoo drops every watch when the connection is lost, and sets none again when it connects, even in
+            # the same session: the partition state znodes' watches, which their reads set, are set again by
+            # reading every topic whole (which also brings what changed meanwhile).
+            self._dirty_topics.update(self._watched_topics)
+            self._wake.set()
+            if self._registrar is None or self._registrar.done():
+                self._registrar = asyncio.create_task(self._keep_registered(), name="zk-registration")
 
     def _lose_session(self) -> None:
         if self._session_lost:

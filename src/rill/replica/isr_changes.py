@@ -95,6 +95,7 @@ class IsrChanges:
             return
         self._isr_changing.add(partition.tp)
         pending = partition.pending_isr = tuple(isr)
+        unknown = False  # whether the write may have been made without this broker knowing
         try:
             state = await alter(partition.tp.topic, partition.state, isr)
             log.info("ISR of %s %s from %s to %s", partition.tp, what, list(partition.state.isr), list(state.isr))
@@ -103,16 +104,22 @@ class IsrChanges:
             else:
                 self.isr_expands += 1
             current = partition.state
-            # The store's watch may have brought this state, or a later one, meanwhile: never go back.
-            if current.leader_epoch == state.leader_epoch and current.partition_epoch < state.partition_epoch:
+            # The store's watch may have brought this state, or a later one, meanwhile: never go back; and a broker
+            # that stopped leading meanwhile (its session lost) does not lead again through a late answer.
+            if (current.leader, current.leader_epoch) == (state.leader, state.leader_epoch) and (
+                current.partition_epoch < state.partition_epoch
+            ):
                 partition.update_state(state)
         except KafkaError as e:
             log.info("ISR %s of %s not made: %s", what, partition.tp, e.message)
-        except Exception as e:  # ZooKeeper unreachable, a lost session: the next check tries again
-            log.warning("ISR %s of %s not made: %s", what, partition.tp, str(e) or type(e).__name__)
+        except Exception as e:  # ZooKeeper unreachable, a lost session: the outcome is unknown
+            # The write may have been made: the replicas it adds keep counting for the high watermark (Kafka keeps
+            # its pending ISR) until the store brings a newer state or the session's loss ends the leadership.
+            unknown = True
+            log.warning("ISR %s of %s not known to be made: %s", what, partition.tp, str(e) or type(e).__name__)
         finally:
             self._isr_changing.discard(partition.tp)
-            if partition.pending_isr is pending:
+            if partition.pending_isr is pending and not unknown:
                 partition.pending_isr = None
             if partition.is_leader:
                 partition.maybe_increment_high_watermark()

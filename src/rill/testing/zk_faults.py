@@ -33,6 +33,7 @@ the client's state moves on, ``wait_for_events`` waits for some to be queued, ``
 them in order, at once, on the calling thread (so that, called from the event loop, none of what the listeners
 schedule runs in between). ``expire_session()`` makes ZooKeeper expire the session for real (another connection
 takes it over and closes it): ephemeral znodes go, and the client gets LOST, then a new session (CONNECTED).
+``drop_connection()`` breaks the client's connection: SUSPENDED, then CONNECTED again in the same session.
 
 Production code never sees this class: the stores take a plain ``KazooClient`` unless a test gives a factory.
 """
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import enum
 import fnmatch
+import socket
 import sys
 import threading
 from collections.abc import Sequence
@@ -275,6 +277,14 @@ class FaultInjectingKazooClient(KazooClient):  # type: ignore[misc]
                     self.remove_listener(listener)
             except Exception:
                 self.logger.exception("Error in connection state listener")
+
+    def drop_connection(self) -> None:
+        """Break this client's connection, as a network fault would: kazoo reports SUSPENDED, then connects again
+        within the same session (CONNECTED)."""
+        sock = self._connection._socket
+        if sock is None:
+            raise RuntimeError("the client is not connected")
+        sock.shutdown(socket.SHUT_RDWR)
 
     def expire_session(self, timeout: float = 30.0) -> None:
         """Make ZooKeeper expire this client's session now: another client takes the session over and closes it."""

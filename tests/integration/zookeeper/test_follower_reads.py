@@ -3,7 +3,8 @@ it one read of that partition's state znode (it used to read the whole topic aga
 partition's state, after kazoo's watch had read the znode once), and its replica manager acts on that partition
 only. What it must still see it sees: a state
 change racing a change of the topic's configs, a read that fails (tried again), and the other partitions of a topic
-one of whose state znodes another tool wrote in a form it cannot read."""
+one of whose state znodes another tool wrote in a form it cannot read, and every partition after its connection to
+ZooKeeper was lost (kazoo drops every watch then, even when the session goes on)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from tests.integration.zookeeper._mini import MiniBroker, active_controller, start_broker, state, wait_until
 
 from rill.common import TopicPartition
@@ -128,13 +129,20 @@ def test_a_state_change_racing_a_topic_change_and_a_failed_read(connect: str, ad
     asyncio.run(main())
 
 
-def test_a_malformed_state_znode_holds_up_no_other_partition(connect: str, admin: KazooClient) -> None:
+@pytest.mark.parametrize("malformed", [
+    b'{"leader":"x"}',
+    # JSON that reads as infinity: int() of it raises OverflowError, not ValueError
+    b'{"version":1,"leader":1e999,"leader_epoch":0,"isr":[0],"controller_epoch":1}',
+])  # fmt: skip
+def test_a_malformed_state_znode_holds_up_no_other_partition(
+    connect: str, admin: KazooClient, malformed: bytes
+) -> None:
     async def main() -> None:
         brokers = await _cluster(connect, admin)
         b1 = brokers[1]
         try:
             before = state(admin, "wide", 5)
-            admin.set(zl.state_path("wide", 5), b'{"leader":"x"}')  # another tool's write
+            admin.set(zl.state_path("wide", 5), malformed)  # another tool's write
             e6 = _move_leader(admin, "wide", 6, 1)
             await wait_until(lambda: _shows(b1, "wide", 6, 1, e6), "broker 1 follows wide-6")
             t = b1.store.topic("wide")
@@ -172,6 +180,71 @@ def test_the_state_watches_are_set_again_in_a_new_session(connect: str, admin: K
             await wait_until(bounced, "broker 1's new session follows the controller's handling of its bounce")
             e = _move_leader(admin, "wide", 11, 0)
             await wait_until(lambda: _shows(b1, "wide", 11, 0, e), "broker 1 follows wide-11 in its new session")
+        finally:
+            for b in brokers:
+                await b.close()
+
+    asyncio.run(main())
+
+
+async def _drop_connection(broker: MiniBroker) -> None:
+    """Break the broker's ZooKeeper connection and wait until it is connected again, in the same session."""
+    session = broker.client.client_id
+    seen: list[str] = []
+
+    def listener(state: str) -> None:
+        seen.append(state)
+
+    broker.client.add_listener(listener)
+    try:
+        broker.client.drop_connection()
+        await wait_until(lambda: KazooState.SUSPENDED in seen and seen[-1] == KazooState.CONNECTED,
+                         "the broker connected again")  # fmt: skip
+    finally:
+        broker.client.remove_listener(listener)
+    assert broker.client.client_id == session
+
+
+def test_the_state_watches_are_set_again_after_a_connection_loss(connect: str, admin: KazooClient) -> None:
+    """kazoo drops every watch when its connection is lost and sets none again when it connects within the same
+    session (its DataWatch recipe read its znode again; a plain watch is gone): single-partition changes afterwards
+    are still followed."""
+
+    async def main() -> None:
+        brokers = await _cluster(connect, admin)
+        b1 = brokers[1]
+        try:
+            await _drop_connection(b1)
+            e = _move_leader(admin, "wide", 11, 1)
+            await wait_until(lambda: _shows(b1, "wide", 11, 1, e), "broker 1 follows wide-11 after a connection loss")
+        finally:
+            for b in brokers:
+                await b.close()
+
+    asyncio.run(main())
+
+
+def test_a_malformed_state_znode_leaves_the_others_followed_after_a_connection_loss(
+    connect: str, admin: KazooClient
+) -> None:
+    """The whole re-read after a connection loss meets wide-5 in a form it cannot read: wide-5 stays as the image had
+    it, and the partitions after it are still read (and watched) and followed."""
+
+    async def main() -> None:
+        brokers = await _cluster(connect, admin)
+        b1 = brokers[1]
+        try:
+            before = state(admin, "wide", 5)
+            assert before is not None
+            admin.set(zl.state_path("wide", 5), b'{"leader":"x"}')  # another tool's write
+            e6 = _move_leader(admin, "wide", 6, 1)
+            await wait_until(lambda: _shows(b1, "wide", 6, 1, e6), "broker 1 follows wide-6")
+            await _drop_connection(b1)
+            e11 = _move_leader(admin, "wide", 11, 1)
+            await wait_until(lambda: _shows(b1, "wide", 11, 1, e11), "broker 1 follows wide-11")
+            t = b1.store.topic("wide")
+            assert t is not None
+            assert (t.partitions[5].leader, t.partitions[5].leader_epoch) == (before.leader, before.leader_epoch)
         finally:
             for b in brokers:
                 await b.close()

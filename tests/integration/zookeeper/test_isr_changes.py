@@ -210,3 +210,86 @@ def test_a_late_answer_never_takes_the_state_back(zk_server: ZooKeeperEnsemble, 
         assert partition.state.partition_epoch == 2
 
     _run(zk_server, tmp_path, (0, 1), body)
+
+
+def test_an_expansion_whose_answer_was_lost_is_read_back_while_the_connection_is_still_down(
+    zk_server: ZooKeeperEnsemble, tmp_path: Path
+) -> None:
+    """The write lands, its answer is lost, and the first reads back meet the connection still down: the leader reads
+    again until it knows (it used to give up at the first, forgetting a follower that ZooKeeper has in the ISR)."""
+
+    async def body(rm: ReplicaManager, faulty: FaultInjectingKazooClient, partition: Partition) -> None:
+        _append(rm, 5)
+        rm.update_follower_fetch_state(TP, 1, 5)
+        rereads = faulty.inject(Fault("get", STATE, Action.HOLD, times=1_000_000, source="rill.metadata.zk_image"))
+        faulty.inject(Fault("set", STATE, Action.APPLY_THEN_FAIL))
+        # the leader's reads of the znode after its first one (the read before the write): two fail
+        down = faulty.inject(Fault("get", STATE, nth=2, times=2, source="rill.metadata.zk_changes"))
+        rm.update_follower_fetch_state(TP, 2, 5)
+        await asyncio.to_thread(down.wait_reached)
+        await _until(lambda: TP not in rm._isr_changing, "the expansion's end")
+        assert down.acted == 2
+        assert await _zk_isr(faulty) == (0, 1, 2)
+        assert partition.state.isr == (0, 1, 2), "the expansion that was made is not known"
+        _append(rm, 3)
+        rm.update_follower_fetch_state(TP, 1, 8)
+        assert partition.high_watermark == 5
+        rereads.release()
+
+    _run(zk_server, tmp_path, (0, 1), body)
+
+
+def test_an_expansion_whose_outcome_stays_unknown_keeps_counting_the_follower(
+    zk_server: ZooKeeperEnsemble, tmp_path: Path
+) -> None:
+    """The write lands, its answer is lost, and no read back gets through within the session timeout: the outcome is
+    unknown, so broker 2 keeps counting for the high watermark (Kafka keeps its pending ISR) until the store brings
+    the partition's newer state."""
+
+    async def body(rm: ReplicaManager, faulty: FaultInjectingKazooClient, partition: Partition) -> None:
+        _append(rm, 5)
+        rm.update_follower_fetch_state(TP, 1, 5)
+        faulty.inject(Fault("get", STATE, Action.HOLD, times=1_000_000, source="rill.metadata.zk_image"))
+        faulty.inject(Fault("set", STATE, Action.APPLY_THEN_FAIL))
+        down = faulty.inject(Fault("get", STATE, nth=2, times=1_000_000, source="rill.metadata.zk_changes"))
+        rm.update_follower_fetch_state(TP, 2, 5)
+        await asyncio.to_thread(down.wait_reached)
+        await _until(lambda: TP not in rm._isr_changing, "the expansion's end")
+        assert await _zk_isr(faulty) == (0, 1, 2)
+        assert partition.state.isr == (0, 1)
+        _append(rm, 3)
+        rm.update_follower_fetch_state(TP, 1, 8)
+        assert partition.high_watermark == 5, "records past broker 2's log counted as committed"
+        faulty.clear_faults()  # the store's held read goes on: it brings the ISR written
+        await _until(lambda: partition.state.isr == (0, 1, 2) and partition.pending_isr is None, "the state read")
+        assert partition.high_watermark == 5
+
+    _run(zk_server, tmp_path, (0, 1), body)
+
+
+def test_an_answer_after_the_session_was_lost_does_not_make_the_broker_lead_again(
+    zk_server: ZooKeeperEnsemble, tmp_path: Path
+) -> None:
+    """The expansion is written, its answer comes only after the session was lost (the broker stopped leading at
+    once): taking it would make the broker lead again, without a session, while the controller moves leadership."""
+
+    async def body(rm: ReplicaManager, faulty: FaultInjectingKazooClient, partition: Partition) -> None:
+        store = rm.metadata
+        assert isinstance(store, ZkMetadataStore)
+        store.on_session_change = rm.on_session_change
+        _append(rm, 5)
+        rm.update_follower_fetch_state(TP, 1, 5)
+        # the store's reads of the state are held: only the late answer could bring the expansion
+        faulty.inject(Fault("get", STATE, Action.HOLD, times=1_000_000, source="rill.metadata.zk_image"))
+        late = faulty.inject(Fault("set", STATE, Action.HOLD_ANSWER))
+        # the registration in the new session waits: the broker stays without one
+        faulty.inject(Fault("create", zl.broker_path(0), Action.HOLD, times=1_000_000))
+        rm.update_follower_fetch_state(TP, 2, 5)
+        assert await asyncio.to_thread(late.answered.wait, 10), "the expansion was not made"
+        await asyncio.to_thread(faulty.expire_session)
+        await _until(lambda: not partition.is_leader, "the broker stops leading")
+        late.release()
+        await _until(lambda: TP not in rm._isr_changing, "the expansion's end")
+        assert not partition.is_leader, "a late answer made the broker lead again without a session"
+
+    _run(zk_server, tmp_path, (0, 1), body)

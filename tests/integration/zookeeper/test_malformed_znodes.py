@@ -1,7 +1,7 @@
 """Znodes a broker did not write: a topic's assignment in a layout Rill does not read (Kafka's version 1, without a
-topic id, as Kafka's older tools wrote it), a partition state, a broker registration or a controller znode that is
-not JSON. Each is logged and skipped; the other topics are still elected and still reach every broker's image, and
-a broker still starts."""
+topic id, as Kafka's older tools wrote it), a partition state (not JSON, or with a number that reads as infinity), a
+broker registration or a controller znode that is not JSON. Each is logged and skipped; the other topics are still
+elected and still reach every broker's image, and a broker still starts."""
 
 from __future__ import annotations
 
@@ -25,6 +25,11 @@ def _poison(admin: KazooClient) -> None:
     admin.create(zl.topic_path("badstate"), b'{"version":3,"topic_id":"00000000-0000-0000-0000-0000000000aa",'
                  b'"partitions":{"0":[0]}}', makepath=True)  # fmt: skip
     admin.create(zl.state_path("badstate", 0), b'{"leader":"x"}', makepath=True)
+    # JSON whose number reads as infinity (int() of it raises OverflowError)
+    admin.create(zl.topic_path("hugestate"), b'{"version":3,"topic_id":"00000000-0000-0000-0000-0000000000bb",'
+                 b'"partitions":{"0":[0]}}', makepath=True)  # fmt: skip
+    admin.create(zl.state_path("hugestate", 0), b'{"version":1,"leader":1e999,"leader_epoch":0,"isr":[0],'
+                 b'"controller_epoch":1}', makepath=True)  # fmt: skip
     admin.ensure_path(zl.BROKER_IDS)
     admin.create(f"{zl.BROKER_IDS}/7", b"{}")
     admin.create(f"{zl.BROKER_IDS}/not-a-number", b"{}")
@@ -40,7 +45,7 @@ def test_malformed_znodes_stop_neither_the_controller_nor_a_broker(connect: str,
             s = state(admin, "t")
             assert s is not None and s.leader == 0
             assert broker.store.topic("t") is not None
-            for name in ("legacy", "garbage", "badstate"):
+            for name in ("legacy", "garbage", "badstate", "hugestate"):
                 assert broker.store.topic(name) is None
         finally:
             await broker.close()
