@@ -107,6 +107,9 @@ def test_metadata_and_describe_cluster_show_dead_brokers_offline_replicas_and_le
         assert single.error.code() == CKError.LEADER_NOT_AVAILABLE
         assert single.replicas == [victim] and single.isrs == [victim]  # the ISR is kept: no unclean election
 
+        # kafka-python may ask another broker, which learns of the death from ZooKeeper on its own a moment later.
+        c.wait_for(lambda: _kafka_python_partitions(c, ["replicated"])["replicated"]["offline_replicas"] == [victim],
+                   30, "kafka-python's broker showing the dead replica offline")  # fmt: skip
         parts = _kafka_python_partitions(c, ["replicated", "single"])
         assert parts["replicated"]["error_code"] == 0 and parts["replicated"]["offline_replicas"] == [victim]
         assert parts["single"]["error_code"] == ErrorCode.LEADER_NOT_AVAILABLE
